@@ -1,0 +1,54 @@
+"""codemode: let an AI agent drive a host's API by writing one small sandboxed program.
+
+A host registers plain Python functions as capabilities on a `CodeMode`; the agent finds
+them with `search`/`describe` and submits a program whose `main()` calls them. Every call
+is authorized, every limit enforced, and every failure is a `CodeModeError` whose text is
+safe to show the model.
+"""
+
+from codemode.app import CodeMode
+from codemode.context import CallContext
+from codemode.errors import (
+    AgentError,
+    CapabilityFailedError,
+    CodeModeError,
+    ErrorCode,
+    ExecutionCanceledError,
+    InternalError,
+    InvalidArgumentsError,
+    InvalidProgramError,
+    NotFoundError,
+    PermissionDeniedError,
+    PolicyFailureError,
+    RegistrationError,
+    ResourceLimitError,
+    UnauthenticatedError,
+    Where,
+)
+from codemode.limits import Limits
+from codemode.runtime import ExecutionResult, Usage
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AgentError",
+    "CallContext",
+    "CapabilityFailedError",
+    "CodeMode",
+    "CodeModeError",
+    "ErrorCode",
+    "ExecutionCanceledError",
+    "ExecutionResult",
+    "InternalError",
+    "InvalidArgumentsError",
+    "InvalidProgramError",
+    "Limits",
+    "NotFoundError",
+    "PermissionDeniedError",
+    "PolicyFailureError",
+    "RegistrationError",
+    "ResourceLimitError",
+    "UnauthenticatedError",
+    "Usage",
+    "Where",
+]

@@ -1,0 +1,49 @@
+"""Authorization: who may call which capability with which arguments.
+
+An authorizer is any callable, sync or async, taking an `AuthorizationRequest`. It returns
+None to allow, raises `Denied` to deny, and anything else it raises is a policy failure.
+There is no default: a `CodeMode` without an authorizer cannot be built (fail closed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeAlias
+
+from codemode.types import JSONObject
+
+
+@dataclass(frozen=True, slots=True)
+class AuthorizationRequest:
+    """One capability call, after its arguments bound and before its handler runs."""
+
+    subject: str
+    """Who the execution runs for."""
+    capability_id: str
+    """The stable identity used by policy."""
+    capability_name: str
+    """The dotted name the program called."""
+    arguments: JSONObject
+    """The canonical JSON-like arguments the handler will receive (a copy)."""
+
+
+class Denied(Exception):
+    """Raised by an authorizer to deny a call. Its message stays in the host log."""
+
+
+Authorizer: TypeAlias = Callable[[AuthorizationRequest], Awaitable[None] | None]
+"""Allows by returning None, denies by raising `Denied`."""
+
+
+class AllowAll:
+    """Allows every call: an explicit choice for trusted, local use."""
+
+    def __call__(self, request: AuthorizationRequest) -> None:
+        return None
+
+    def __repr__(self) -> str:
+        return "AllowAll()"
+
+
+__all__ = ["AllowAll", "AuthorizationRequest", "Authorizer", "Denied"]

@@ -1,0 +1,144 @@
+"""Keyword arguments from a program -> the handler's typed arguments, or a precise error.
+
+Every message names only the program's own argument paths and the capability's declared
+types, so it is safe to show the model.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, get_args, get_origin
+
+import pydantic
+from typing_extensions import is_typeddict
+
+from codemode.capabilities import Capability
+from codemode.capabilities import types as t
+from codemode.errors import InvalidArgumentsError, ResourceLimitError
+from codemode.limits import LimitKind, Limits
+from codemode.types import JSONObject
+from codemode.values import TooDeep, ValueProblem, to_json
+
+
+@dataclass(frozen=True, slots=True)
+class BoundCall:
+    """A call whose arguments bound: what the authorizer sees and what the handler gets."""
+
+    arguments: JSONObject
+    """Canonical JSON-like arguments, defaults included."""
+    handler_kwargs: dict[str, Any]
+    """Typed values, as the handler's hints declare them."""
+
+
+def closest_name(name: str, declared: Iterable[str]) -> str | None:
+    """Return the declared name the program most likely meant, or None.
+
+    Only the capability's own declared names are candidates: a hint never reveals host text.
+    """
+    matches = difflib.get_close_matches(name, sorted(declared), n=1, cutoff=0.6)
+    return matches[0] if matches else None
+
+
+def bind(
+    capability: Capability, args: tuple[Any, ...], kwargs: dict[str, Any], limits: Limits
+) -> BoundCall:
+    """Bind one call, raising InvalidArgumentsError or ResourceLimitError."""
+    if args:
+        raise InvalidArgumentsError("positional arguments are not accepted")
+    try:
+        plain = to_json(kwargs, max_depth=limits.max_value_depth + 1, root="")
+    except TooDeep:
+        raise ResourceLimitError(LimitKind.VALUE_DEPTH) from None
+    except ValueProblem as problem:
+        raise InvalidArgumentsError(
+            f"argument {_quote(_render_root_path(problem.path))} {problem.reason}"
+        ) from None
+    encoded = json.dumps(plain, ensure_ascii=False, separators=(",", ":"))
+    if len(encoded.encode("utf-8")) > limits.max_argument_bytes:
+        raise ResourceLimitError(LimitKind.ARGUMENT_SIZE)
+    try:
+        validated = capability.arguments_adapter.validate_json(encoded, strict=True)
+    except pydantic.ValidationError as exc:
+        raise InvalidArgumentsError(_explain(capability, exc)) from None
+    handler_kwargs = {p.name: validated.get(p.name, p.default) for p in capability.parameters}
+    arguments: JSONObject = capability.arguments_adapter.dump_python(handler_kwargs, mode="json")
+    return BoundCall(arguments, handler_kwargs)
+
+
+def _render_root_path(path: str) -> str:
+    """`['key'][0]` (from to_json) -> `key[0]`."""
+    if path.startswith("['"):
+        end = path.index("']")
+        return path[2:end] + path[end + 2 :]
+    return path
+
+
+def _quote(path: str) -> str:
+    return '"' + path.replace('"', '\\"') + '"'
+
+
+_PRIORITY = {"extra_forbidden": 0, "missing": 1}
+
+
+def _explain(capability: Capability, exc: pydantic.ValidationError) -> str:
+    """The most useful single message for the first binding problem."""
+    errors = sorted(exc.errors(), key=lambda e: _PRIORITY.get(e["type"], 2))
+    error = errors[0]
+    path, annotation, owner = _walk(capability, error["loc"])
+    if error["type"] == "extra_forbidden":
+        message = f"unknown argument {_quote(path)}"
+        hint = closest_name(path.rsplit(".", 1)[-1], owner)
+        return f'{message}; did you mean "{hint}"?' if hint else message
+    if error["type"] == "missing":
+        return f"missing required argument {_quote(path)}"
+    if error["type"] in ("too_short", "too_long") and get_origin(annotation) is tuple:
+        return f"argument {_quote(path)} must have {len(get_args(annotation))} items"
+    return f"argument {_quote(path)} must be {t.expected(annotation)}"
+
+
+def _walk(capability: Capability, loc: tuple[int | str, ...]) -> tuple[str, Any, list[str]]:
+    """Follow a pydantic error location through the declared types.
+
+    Returns the program-facing path (`filter.owner`, `tags[1]`, `labels["env"]`), the
+    declared type at the end of it, and the names declared where the path ends.
+    """
+    params = {p.name: p.annotation for p in capability.parameters}
+    path = ""
+    annotation: Any = None
+    declared: list[str] = list(params)
+    for index, item in enumerate(loc):
+        if index == 0:
+            path = str(item)
+            annotation = params.get(str(item))
+            continue
+        annotation = t.strip_annotated(annotation)
+        if t.is_union(annotation):
+            members = [m for m in get_args(annotation) if m is not type(None)]
+            chosen = next((m for m in members if t.notation(m) == item), None)
+            if chosen is not None or len(members) != 1:
+                annotation = chosen if chosen is not None else annotation
+                if chosen is not None:
+                    continue
+            else:
+                annotation = members[0]
+        origin = get_origin(annotation)
+        if isinstance(item, int) and origin in (list, tuple):
+            args = [a for a in get_args(annotation) if a is not Ellipsis]
+            annotation = args[min(item, len(args) - 1)] if origin is tuple else args[0]
+            path += f"[{item}]"
+        elif origin is dict:
+            annotation = get_args(annotation)[1]
+            path += f'["{item}"]'
+        elif is_typeddict(annotation) or t.is_record(annotation):
+            fields = {f.name: f.annotation for f in t.fields_of(annotation)}
+            declared = list(fields)
+            annotation = fields.get(str(item))
+            path += f".{item}"
+        # anything else is a pydantic-internal step (a validator tag): not part of the path
+    return path, annotation, declared
+
+
+__all__ = ["BoundCall", "bind", "closest_name"]

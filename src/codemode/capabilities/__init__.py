@@ -1,0 +1,11 @@
+"""Capabilities: registration, type notation, the catalog and search."""
+
+from codemode.capabilities.registry import (
+    REQUIRED,
+    Capability,
+    Catalog,
+    Parameter,
+    build_capability,
+)
+
+__all__ = ["REQUIRED", "Capability", "Catalog", "Parameter", "build_capability"]

@@ -1,0 +1,224 @@
+"""Capabilities and the catalog that validates, indexes and filters them."""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, NotRequired, Required
+
+import pydantic
+from typing_extensions import TypedDict
+
+from codemode.capabilities import types as t
+from codemode.capabilities.naming import check_id, check_name
+from codemode.context import CallContext
+from codemode.errors import RegistrationError
+from codemode.types import JSONObject
+
+REQUIRED: Any = inspect.Parameter.empty
+"""The default of a parameter the program must pass."""
+
+
+@dataclass(frozen=True, slots=True)
+class Parameter:
+    """One keyword argument of a capability."""
+
+    name: str
+    annotation: Any
+    default: Any
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+    @property
+    def notation(self) -> str:
+        text = f"{self.name}: {t.notation(self.annotation)}"
+        return text if self.required else f"{text} = {self.default!r}"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Capability:
+    """A registered host function, with everything needed to describe, bind and call it."""
+
+    id: str
+    name: str
+    summary: str
+    description: str
+    search_terms: tuple[str, ...]
+    handler: Callable[..., Any]
+    is_async: bool
+    context_parameter: str | None
+    parameters: tuple[Parameter, ...]
+    result_annotation: Any
+    arguments_adapter: pydantic.TypeAdapter[Any] = field(repr=False)
+    result_adapter: pydantic.TypeAdapter[Any] = field(repr=False)
+    converts_result: bool
+    """Whether results hold objects or enums that must be rebuilt for the sandbox."""
+
+    @property
+    def signature(self) -> str:
+        """`records.lookup(*, key: str, limit: int | None = None) -> Record`"""
+        params = ", ".join(p.notation for p in self.parameters)
+        inner = f"*, {params}" if params else ""
+        return f"{self.name}({inner}) -> {t.notation(self.result_annotation)}"
+
+    @property
+    def input_schema(self) -> JSONObject:
+        schema: JSONObject = self.arguments_adapter.json_schema()
+        schema.pop("title", None)
+        return schema
+
+    @property
+    def output_schema(self) -> JSONObject:
+        schema: JSONObject = self.result_adapter.json_schema()
+        return schema
+
+    @property
+    def shapes(self) -> list[t.Shape]:
+        named: list[t.Shape] = []
+        for p in self.parameters:
+            named.extend(s for s in t.shapes(p.annotation) if s not in named)
+        named.extend(s for s in t.shapes(self.result_annotation) if s not in named)
+        return named
+
+
+def build_capability(
+    handler: Callable[..., Any],
+    name: str,
+    *,
+    id: str | None,
+    summary: str,
+    description: str | None,
+    search_terms: Iterable[str],
+) -> Capability:
+    """Validate a handler and its metadata; every problem raises RegistrationError."""
+    name = check_name(name)
+    capability_id = check_id(name if id is None else id, name)
+
+    def fail(reason: str) -> RegistrationError:
+        return RegistrationError(f'capability "{name}": {reason}')
+
+    if not isinstance(summary, str) or not summary.strip():
+        raise fail("summary must be a non-empty string")
+    if description is not None and not isinstance(description, str):
+        raise fail("description must be a string")
+    terms = tuple(search_terms)
+    if not all(isinstance(term, str) and term.strip() for term in terms):
+        raise fail("search terms must be non-empty strings")
+    if not callable(handler):
+        raise fail("handler must be callable")
+    try:
+        hints = typing.get_type_hints(handler, include_extras=True)
+        signature = inspect.signature(handler)
+    except (NameError, TypeError, ValueError) as exc:
+        raise fail(f"cannot read the type hints ({exc})") from None
+
+    parameters: list[Parameter] = []
+    context_parameter: str | None = None
+    for param in signature.parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
+            raise fail(f'parameter "{param.name}" must be passable by keyword (no *args, **kw, /)')
+        if param.name not in hints:
+            raise fail(f'parameter "{param.name}" has no type hint')
+        annotation = hints[param.name]
+        if annotation is CallContext:
+            if context_parameter is not None:
+                raise fail("only one parameter may be a CallContext")
+            context_parameter = param.name
+            continue
+        if param.name.startswith("_"):
+            raise fail(f'parameter "{param.name}" must not start with "_"')
+        try:
+            t.check_supported(annotation)
+        except t.UnsupportedTypeError as exc:
+            raise fail(f'parameter "{param.name}": {exc}') from None
+        parameters.append(Parameter(param.name, annotation, param.default))
+    if "return" not in hints:
+        raise fail("the return type hint is missing")
+    result_annotation = hints["return"]
+    try:
+        t.check_supported(result_annotation)
+    except t.UnsupportedTypeError as exc:
+        raise fail(f"return type: {exc}") from None
+
+    return Capability(
+        id=capability_id,
+        name=name,
+        summary=summary.strip(),
+        description=(description or summary).strip(),
+        search_terms=terms,
+        handler=handler,
+        is_async=inspect.iscoroutinefunction(handler),
+        context_parameter=context_parameter,
+        parameters=tuple(parameters),
+        result_annotation=result_annotation,
+        arguments_adapter=_arguments_adapter(name, parameters),
+        result_adapter=pydantic.TypeAdapter(t.portable(result_annotation)),
+        converts_result=t.needs_conversion(result_annotation),
+    )
+
+
+def _arguments_adapter(name: str, parameters: list[Parameter]) -> pydantic.TypeAdapter[Any]:
+    """A strict validator of the keyword-argument map, which rejects unknown keys."""
+    fields = {
+        p.name: (Required if p.required else NotRequired)[t.portable(p.annotation)]
+        for p in parameters
+    }
+    arguments = TypedDict(name.replace(".", "_") + "_arguments", fields)  # type: ignore[misc]
+    arguments.__pydantic_config__ = pydantic.ConfigDict(extra="forbid")  # type: ignore[attr-defined]
+    return pydantic.TypeAdapter(arguments)
+
+
+class Catalog:
+    """Registered capabilities by name and id, and the view that `disabled` leaves enabled."""
+
+    def __init__(self, disabled: Iterable[str] = ()) -> None:
+        self.disabled = frozenset(disabled)
+        self._by_name: dict[str, Capability] = {}
+        self._by_id: dict[str, Capability] = {}
+        self._enabled: dict[str, Capability] | None = None
+
+    def add(self, capability: Capability) -> None:
+        name = capability.name
+        if capability.id in self._by_id:
+            raise RegistrationError(f'capability "{name}": duplicate id "{capability.id}"')
+        if name in self._by_name:
+            raise RegistrationError(f'capability "{name}": duplicate name')
+        for other in self._by_name:
+            if other.startswith(name + "."):
+                raise RegistrationError(f'capability "{name}": it is also a namespace of "{other}"')
+            if name.startswith(other + "."):
+                raise RegistrationError(
+                    f'capability "{name}": "{other}" is a capability, not a namespace'
+                )
+        self._by_name[name] = capability
+        self._by_id[capability.id] = capability
+        self._enabled = None
+
+    def check_disabled(self) -> None:
+        """Fail on `disabled` ids that name no registered capability (a likely typo)."""
+        unknown = sorted(self.disabled - self._by_id.keys())
+        if unknown:
+            raise RegistrationError(
+                "unknown capability id in disabled: " + ", ".join(f'"{u}"' for u in unknown)
+            )
+
+    @property
+    def enabled(self) -> dict[str, Capability]:
+        """Enabled capabilities by name; what programs, search and describe can see."""
+        if self._enabled is None:
+            self._enabled = {
+                name: cap
+                for name, cap in sorted(self._by_name.items())
+                if cap.id not in self.disabled
+            }
+        return self._enabled
+
+    def roots(self) -> frozenset[str]:
+        return frozenset(name.split(".", 1)[0] for name in self.enabled)
+
+
+__all__ = ["REQUIRED", "Capability", "Catalog", "Parameter", "build_capability"]

@@ -1,0 +1,295 @@
+"""What the type hints of a capability mean: support checks, notation and shapes.
+
+A type is described the way a Python programmer reads it (`list[str] | None`), and named
+types (TypedDict, dataclass, pydantic model, enum) are listed once as shapes, with how the
+program reads their fields: `r["key"]` for dicts, `r.key` for objects.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import sys
+import types
+import typing
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Literal, NotRequired, Required, Union, get_args, get_origin
+
+import pydantic
+from typing_extensions import TypedDict, is_typeddict
+
+NoneType = type(None)
+SCALAR_NAMES: dict[Any, str] = {
+    str: "str",
+    int: "int",
+    float: "float",
+    bool: "bool",
+    NoneType: "None",
+}
+
+
+class UnsupportedTypeError(Exception):
+    """A type hint codemode cannot carry across the sandbox boundary."""
+
+
+def portable(tp: Any, memo: dict[int, Any] | None = None) -> Any:
+    """`tp` with every `typing.TypedDict` rebuilt as a `typing_extensions` one.
+
+    pydantic reads only the latter on Python 3.11, and hosts naturally write the former.
+    """
+    if sys.version_info >= (3, 12):
+        return tp
+    memo = {} if memo is None else memo
+    if id(tp) in memo:
+        return memo[id(tp)]
+    origin = get_origin(tp)
+    if is_typeddict(tp) and type(tp).__module__ == "typing":
+        hints = typing.get_type_hints(tp, include_extras=True)
+        fields = {
+            name: (Required if name in tp.__required_keys__ else NotRequired)[portable(hint, memo)]
+            for name, hint in hints.items()
+        }
+        rebuilt = TypedDict(tp.__name__, fields)  # type: ignore[misc]
+        rebuilt.__qualname__ = tp.__qualname__
+        memo[id(tp)] = rebuilt
+        return rebuilt
+    if origin is None or origin is Literal:
+        return tp
+    args = tuple(portable(arg, memo) if arg is not Ellipsis else arg for arg in get_args(tp))
+    if origin is typing.Annotated:
+        return typing.Annotated[(args[0], *tp.__metadata__)]
+    if is_union(tp):
+        return Union[args]  # noqa: UP007 - built from a runtime tuple
+    return origin[args]
+
+
+def strip_annotated(tp: Any) -> Any:
+    while get_origin(tp) is typing.Annotated:
+        tp = get_args(tp)[0]
+    return tp
+
+
+def is_union(tp: Any) -> bool:
+    return get_origin(tp) in (Union, types.UnionType)
+
+
+def is_record(tp: Any) -> bool:
+    """A dataclass or pydantic model: read by attribute in the program."""
+    return isinstance(tp, type) and (
+        dataclasses.is_dataclass(tp) or issubclass(tp, pydantic.BaseModel)
+    )
+
+
+def is_enum(tp: Any) -> bool:
+    return isinstance(tp, type) and issubclass(tp, enum.Enum)
+
+
+def is_named(tp: Any) -> bool:
+    return is_record(tp) or is_typeddict(tp) or is_enum(tp)
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    """One field of a named type."""
+
+    name: str
+    annotation: Any
+    required: bool
+
+
+def fields_of(tp: Any) -> list[Field]:
+    """The fields of a TypedDict, dataclass or pydantic model, in declaration order."""
+    if is_typeddict(tp):
+        hints = typing.get_type_hints(tp, include_extras=True)
+        required = tp.__required_keys__
+        return [Field(name, hint, name in required) for name, hint in hints.items()]
+    if isinstance(tp, type) and issubclass(tp, pydantic.BaseModel):
+        return [
+            Field(info.alias or name, info.annotation, info.is_required())
+            for name, info in tp.model_fields.items()
+        ]
+    if dataclasses.is_dataclass(tp):
+        hints = typing.get_type_hints(tp, include_extras=True)
+        return [
+            Field(
+                f.name,
+                hints[f.name],
+                f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
+            )
+            for f in dataclasses.fields(tp)
+            if f.init
+        ]
+    raise TypeError(f"{tp!r} has no fields")
+
+
+def members(tp: Any) -> tuple[Any, ...]:
+    """The types directly inside `tp` (union members, item and value types)."""
+    tp = strip_annotated(tp)
+    if is_union(tp):
+        return get_args(tp)
+    origin = get_origin(tp)
+    if origin in (list, tuple):
+        return tuple(arg for arg in get_args(tp) if arg is not Ellipsis)
+    if origin is dict:
+        return get_args(tp)[1:]
+    if is_typeddict(tp) or is_record(tp):
+        return tuple(field.annotation for field in fields_of(tp))
+    return ()
+
+
+def walk(tp: Any) -> Iterator[Any]:
+    """Every type reachable from `tp`, each named type once (recursion-safe)."""
+    seen: set[int] = set()
+    stack = [tp]
+    while stack:
+        current = strip_annotated(stack.pop())
+        if is_named(current):
+            if id(current) in seen:
+                continue
+            seen.add(id(current))
+        yield current
+        stack.extend(reversed(members(current)))
+
+
+def check_supported(tp: Any) -> None:
+    """Raise UnsupportedTypeError naming the first type that cannot cross the boundary."""
+    for current in walk(tp):
+        origin = get_origin(current)
+        if current in SCALAR_NAMES or current is Any or is_named(current) or is_union(current):
+            continue
+        if origin is Literal:
+            if not all(isinstance(v, str | int | bool) or v is None for v in get_args(current)):
+                raise UnsupportedTypeError(f"{current!r}: Literal values must be str, int or bool")
+            continue
+        if origin is list or origin is tuple:
+            if not get_args(current):
+                raise UnsupportedTypeError(f"{notation(current)} needs an item type")
+            continue
+        if origin is dict:
+            args = get_args(current)
+            if not args or strip_annotated(args[0]) is not str:
+                raise UnsupportedTypeError(f"{notation(current)}: dict keys must be str")
+            continue
+        raise UnsupportedTypeError(f"{notation(current)} is not supported")
+
+
+def notation(tp: Any) -> str:
+    """How a Python programmer writes the type: `list[str] | None`, `Record`."""
+    tp = strip_annotated(tp)
+    if tp in SCALAR_NAMES:
+        return SCALAR_NAMES[tp]
+    if tp is Any:
+        return "Any"
+    if is_union(tp):
+        args = get_args(tp)
+        ordered = [a for a in args if a is not NoneType] + [a for a in args if a is NoneType]
+        return " | ".join(notation(arg) for arg in ordered)
+    origin = get_origin(tp)
+    if origin is Literal:
+        return "Literal[" + ", ".join(repr(v) for v in get_args(tp)) + "]"
+    if origin in (list, tuple, dict):
+        inner = ", ".join("..." if a is Ellipsis else notation(a) for a in get_args(tp))
+        return f"{origin.__name__}[{inner}]"
+    if isinstance(tp, type):
+        return tp.__name__
+    return repr(tp)
+
+
+def expected(tp: Any) -> str:
+    """The type in words, for binding errors: `an integer or None`."""
+    tp = strip_annotated(tp)
+    if is_union(tp):
+        words: list[str] = []
+        for arg in get_args(tp):
+            word = expected(arg)
+            if word not in words:
+                words.append(word)
+        return " or ".join(words)
+    origin = get_origin(tp)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(v) for v in get_args(tp))
+    if is_enum(tp):
+        return "one of " + ", ".join(repr(m.value) for m in tp)
+    if origin in (list, tuple):
+        return "a list"
+    if origin is dict or is_typeddict(tp) or is_record(tp):
+        return "a dict"
+    return {
+        str: "a string",
+        int: "an integer",
+        float: "a number",
+        bool: "a bool",
+        NoneType: "None",
+    }.get(tp, "a JSON value")
+
+
+def access(tp: Any) -> Literal["attributes", "keys"] | None:
+    """How the program reads the fields of a result of this type, if it has fields."""
+    tp = strip_annotated(tp)
+    if is_record(tp):
+        return "attributes"
+    if is_typeddict(tp) or get_origin(tp) is dict:
+        return "keys"
+    return None
+
+
+def needs_conversion(tp: Any) -> bool:
+    """Whether a result of this type must be rebuilt before it enters the sandbox."""
+    return any(is_record(t) or is_enum(t) for t in walk(tp))
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """A named type as `describe` shows it."""
+
+    name: str
+    kind: Literal["dict", "object", "enum"]
+    fields: tuple[tuple[str, str, bool], ...]
+    """(name, notation, required) of each field; the values of an enum."""
+
+    def render(self) -> str:
+        if self.kind == "enum":
+            return f"{self.name}: one of " + ", ".join(f[0] for f in self.fields)
+        parts = [
+            f"{name}: {type_}" if required else f"{name}?: {type_}"
+            for name, type_, required in self.fields
+        ]
+        if self.kind == "dict":
+            sample = f'r["{self.fields[0][0]}"]' if self.fields else 'r["key"]'
+            return f"{self.name}: dict {{{', '.join(parts)}}}, read as {sample}"
+        sample = f"r.{self.fields[0][0]}" if self.fields else "r.field"
+        return f"{self.name}: object ({', '.join(parts)}), read as {sample}"
+
+
+def shapes(tp: Any) -> list[Shape]:
+    """Every named type reachable from `tp`, outermost first."""
+    found: list[Shape] = []
+    for current in walk(tp):
+        if is_enum(current):
+            found.append(
+                Shape(current.__name__, "enum", tuple((repr(m.value), "", True) for m in current))
+            )
+        elif is_typeddict(current) or is_record(current):
+            kind: Literal["dict", "object"] = "object" if is_record(current) else "dict"
+            fields = tuple((f.name, notation(f.annotation), f.required) for f in fields_of(current))
+            found.append(Shape(current.__name__, kind, fields))
+    return found
+
+
+__all__ = [
+    "Field",
+    "Shape",
+    "UnsupportedTypeError",
+    "access",
+    "check_supported",
+    "expected",
+    "fields_of",
+    "is_enum",
+    "is_record",
+    "needs_conversion",
+    "notation",
+    "portable",
+    "shapes",
+    "strip_annotated",
+]

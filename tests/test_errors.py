@@ -1,0 +1,178 @@
+"""The error boundary: exact model-facing texts, positions, and no host text anywhere."""
+
+from __future__ import annotations
+
+import pytest
+
+from codemode import CodeMode, ErrorCode, Where
+from tests.conftest import assert_no_canary, run_error
+
+P = "def main():\n"
+
+
+def test_index_error_reports_exact_text_and_position(cm: CodeMode) -> None:
+    error = run_error(cm, "def main(): return [1][5]".replace(": ", ":\n    "))
+    assert str(error) == "invalid program: <codemode>:2:12: IndexError: list index out of range"
+    assert error.code is ErrorCode.INVALID_PROGRAM
+    assert error.detail == "<codemode>:2:12: IndexError: list index out of range"
+    assert error.where is not None
+    assert (error.where.line, error.where.column) == (2, 12)
+    assert error.where.func == "main"
+    assert error.where.source == "    return [1][5]"
+    assert error.where.file == "<codemode>"
+
+
+@pytest.mark.parametrize(
+    ("source", "text", "line", "column"),
+    [
+        (P + '    d = {"a": 1}\n    return d["b"]', "<codemode>:3:12: KeyError: 'b'", 3, 12),
+        (
+            P + "    return undefined_name",
+            "<codemode>:2:12: NameError: name 'undefined_name' is not defined",
+            2,
+            12,
+        ),
+        (
+            "def main()\n    return 1",
+            "<codemode>:1:11: SyntaxError: Expected `:`, found newline",
+            1,
+            11,
+        ),
+        (
+            P + '    g = instance.get(sandbox="d", name="gui")\n    return g.addresses',
+            "<codemode>:3:12: AttributeError: 'Instance' object has no attribute 'addresses'",
+            3,
+            12,
+        ),
+        (P + "    return 1 / 0", "<codemode>:2:12: ZeroDivisionError: division by zero", 2, 12),
+        (P + '    raise ValueError("mine")', "<codemode>:2:11: ValueError: mine", 2, 11),
+    ],
+)
+def test_seed_report_rows_are_invalid_program_with_position(
+    cm: CodeMode, source: str, text: str, line: int, column: int
+) -> None:
+    error = run_error(cm, source)
+    assert str(error) == f"invalid program: {text}"
+    assert error.where is not None
+    assert (error.where.line, error.where.column) == (line, column)
+
+
+def test_entry_point_problems_have_specific_messages(cm: CodeMode) -> None:
+    assert str(run_error(cm, "def helper():\n    return 1")) == (
+        "invalid program: the program must define main(): add def main(): at top level"
+    )
+    error = run_error(cm, "def main(x):\n    return x")
+    assert str(error) == "invalid program: <codemode>:1:1: main() must take no parameters"
+    assert error.where == Where("<codemode>", 1, 1, 1, 13, "<module>", "def main(x):")
+    assert str(run_error(cm, "main = 5")) == (
+        "invalid program: the program must define main(): add def main(): at top level"
+    )
+
+
+def test_capability_call_while_loading_is_rejected_at_its_position(cm: CodeMode) -> None:
+    error = run_error(cm, 'x = records.lookup(key="a")\ndef main():\n    return x')
+    assert str(error) == (
+        "invalid program: <codemode>:1:5: capabilities can only be called while main() runs, "
+        "not when the module loads"
+    )
+    called_by_program = P + '    return records.lookup(key="a")\nmain()'
+    assert "only be called while main() runs" in str(run_error(cm, called_by_program))
+
+
+def test_handler_failure_reveals_nothing(cm: CodeMode) -> None:
+    error = run_error(cm, P + "    x = 1\n    return records.fail()")
+    assert str(error) == "capability failed"
+    assert error.code is ErrorCode.CAPABILITY_FAILED
+    assert error.detail is None
+    assert error.where is not None and (error.where.line, error.where.column) == (3, 12)
+    assert_no_canary(str(error), error.detail, error.where, error.printed, error.to_payload())
+
+
+def test_caught_handler_failure_carries_only_safe_text(cm: CodeMode) -> None:
+    source = (
+        P
+        + "    try:\n        records.fail()\n    except Exception as e:\n"
+        + "        print(e)\n        return [str(e), repr(e), type(e).__name__]"
+    )
+    result = cm.execute(source, subject="alice")
+    assert result.value == [
+        "capability failed",
+        "RuntimeError('capability failed')",
+        "RuntimeError",
+    ]
+    assert result.printed == "capability failed\n"
+    assert_no_canary(result.value, result.printed)
+
+
+def test_agent_error_message_is_passed_on(cm: CodeMode) -> None:
+    error = run_error(cm, P + '    return records.missing(key="k1")')
+    assert str(error) == 'capability failed: record "k1" does not exist'
+    assert error.where is not None and error.where.line == 2
+
+
+def test_agent_error_can_be_caught_and_recovered_from(cm: CodeMode) -> None:
+    source = (
+        P
+        + '    try:\n        return records.missing(key="k1")\n'
+        + "    except RuntimeError as e:\n        return str(e)"
+    )
+    assert (
+        cm.execute(source, subject="alice").value == 'capability failed: record "k1" does not exist'
+    )
+
+
+def test_result_of_the_wrong_type_is_a_capability_failure(cm: CodeMode) -> None:
+    error = run_error(cm, P + "    return records.badresult()")
+    assert str(error) == "capability failed"
+    assert_no_canary(error, error.printed)
+
+
+def test_denied_call_reveals_nothing_and_never_runs(cm: CodeMode) -> None:
+    error = run_error(cm, P + "    return records.secret()")
+    assert str(error) == "permission denied"
+    assert error.code is ErrorCode.PERMISSION_DENIED
+    assert error.where is not None and error.where.source == "    return records.secret()"
+    assert_no_canary(error, error.to_payload())
+    caught = (
+        P + "    try:\n        records.secret()\n    except Exception as e:\n        return repr(e)"
+    )
+    assert cm.execute(caught, subject="alice").value == "PermissionError('permission denied')"
+
+
+def test_policy_failure_reveals_nothing(cm: CodeMode) -> None:
+    error = run_error(cm, P + "    return records.flaky()")
+    assert str(error) == "authorization policy failure"
+    assert error.code is ErrorCode.POLICY_FAILURE
+    assert_no_canary(error, error.to_payload())
+
+
+def test_disabled_capability_does_not_exist_for_the_program(cm: CodeMode) -> None:
+    error = run_error(cm, P + "    return records.hidden()")
+    assert error.code is ErrorCode.INVALID_PROGRAM
+    assert_no_canary(error)
+
+
+def test_printed_output_is_returned_with_an_error(cm: CodeMode) -> None:
+    error = run_error(cm, P + '    print("step 1")\n    return [][0]')
+    assert error.printed == "step 1\n"
+
+
+def test_subject_is_required(cm: CodeMode) -> None:
+    assert str(run_error(cm, P + "    return 1", subject="")) == "unauthenticated"
+
+
+def test_payload_is_the_structured_form(cm: CodeMode) -> None:
+    error = run_error(cm, P + "    return [1][5]")
+    assert error.to_payload() == {
+        "code": "invalid_program",
+        "message": "invalid program: <codemode>:2:12: IndexError: list index out of range",
+        "where": {
+            "file": "<codemode>",
+            "line": 2,
+            "column": 12,
+            "end_line": 2,
+            "end_column": 18,
+            "func": "main",
+            "source": "    return [1][5]",
+        },
+    }
