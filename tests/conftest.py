@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal, TypedDict
 
 import pytest
@@ -102,7 +106,28 @@ def build_host(limits: Limits | None = None) -> CodeMode:
     def bad_result() -> int:
         return f"not an int {CANARY}"  # type: ignore[return-value]
 
+    @cm.capability("host.crash", summary="Kills the sandbox workers of this process.")
+    def crash() -> int:
+        for pid in monty_workers():
+            os.kill(pid, signal.SIGKILL)
+        time.sleep(0.2)
+        return 1
+
     return cm
+
+
+def monty_workers() -> list[int]:
+    """Process ids of this process's children (the sandbox workers)."""
+    me = str(os.getpid())
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[1] == me:
+            pids.append(int(stat.parent.name))
+    return pids
 
 
 @pytest.fixture(scope="session")

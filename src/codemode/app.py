@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+import anyio
 
 from codemode.authz import Authorizer
 from codemode.capabilities import Capability, Catalog, build_capability
@@ -14,6 +16,9 @@ from codemode.errors import NotFoundError, UnauthenticatedError
 from codemode.limits import Limits
 from codemode.runtime import Engine, Execution, ExecutionResult
 from codemode.runtime.dispatch import Bridge
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
 
 log = logging.getLogger("codemode")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -116,6 +121,44 @@ class CodeMode:
         engine = self._prepare(subject)
         bridge = Bridge(asyncio.get_running_loop())
         return await engine.execute_async(self._execution(source, subject, engine, bridge))
+
+    # -- serving -------------------------------------------------------------------------
+
+    def http_app(
+        self, *, tokens: Mapping[str, str] | None = None, subject: str = "local"
+    ) -> Starlette:
+        """An ASGI app serving MCP at `/mcp`, to run with uvicorn or mount in Starlette/FastAPI.
+
+        With `tokens` (bearer token -> subject) unauthenticated requests get 401.
+        """
+        from codemode.mcp import http_app
+
+        return http_app(self, tokens=tokens, subject=subject)
+
+    def run(
+        self,
+        transport: Literal["stdio", "http"] = "stdio",
+        *,
+        subject: str = "local",
+        host: str = "127.0.0.1",
+        port: int = 8000,
+        tokens: Mapping[str, str] | None = None,
+    ) -> None:
+        """Serve over MCP until stopped: stdio as `subject`, or streamable HTTP."""
+        if transport == "stdio":
+            from codemode.mcp import serve_stdio
+
+            anyio.run(lambda: serve_stdio(self, subject=subject))
+        elif transport == "http":
+            import uvicorn
+
+            from codemode.mcp import http_app
+
+            uvicorn.run(
+                http_app(self, tokens=tokens, subject=subject, host=host), host=host, port=port
+            )
+        else:
+            raise ValueError(f"unknown transport {transport!r}")
 
     def close(self) -> None:
         """Cancel running executions and stop the worker processes."""

@@ -102,8 +102,9 @@ def _explain(capability: Capability, exc: pydantic.ValidationError) -> str:
 def _walk(capability: Capability, loc: tuple[int | str, ...]) -> tuple[str, Any, list[str]]:
     """Follow a pydantic error location through the declared types.
 
-    Returns the program-facing path (`filter.owner`, `tags[1]`, `labels["env"]`), the
+    Returns the program-facing path (`filter.owner`, `tags[1]`, `labels['env']`), the
     declared type at the end of it, and the names declared where the path ends.
+    Dict keys are written as Python would print them: `labels['env']`.
     """
     params = {p.name: p.annotation for p in capability.parameters}
     path = ""
@@ -131,7 +132,7 @@ def _walk(capability: Capability, loc: tuple[int | str, ...]) -> tuple[str, Any,
             path += f"[{item}]"
         elif origin is dict:
             annotation = get_args(annotation)[1]
-            path += f'["{item}"]'
+            path += f"[{str(item)!r}]"
         elif is_typeddict(annotation) or t.is_record(annotation):
             fields = {f.name: f.annotation for f in t.fields_of(annotation)}
             declared = list(fields)

@@ -10,7 +10,8 @@
     ├── InternalError              a host-side bug or a worker crash
     ├── NotFoundError              describe of an unknown or hidden name
     ├── UnauthenticatedError       no subject
-    └── ExecutionCanceledError     the caller cancelled
+    ├── ExecutionCanceledError     the caller cancelled
+    └── InvalidRequestError        a tool call's own arguments are malformed
 
 Only `detail` built from what the program owns ever reaches the model; host text stays in
 the host log. `AgentError` is the one way a handler can say something to the model, and
@@ -45,6 +46,7 @@ class ErrorCode(StrEnum):
     NOT_FOUND = "not_found"
     UNAUTHENTICATED = "unauthenticated"
     CANCELED = "canceled"
+    INVALID_REQUEST = "invalid_request"
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +181,13 @@ class ExecutionCanceledError(CodeModeError):
     sentinel = "execution canceled"
 
 
+class InvalidRequestError(CodeModeError):
+    """A tool call's own arguments are malformed (missing, mistyped or unknown)."""
+
+    code = ErrorCode.INVALID_REQUEST
+    sentinel = "invalid request"
+
+
 ERROR_CLASSES: dict[ErrorCode, type[CodeModeError]] = {
     cls.code: cls
     for cls in (
@@ -192,6 +201,7 @@ ERROR_CLASSES: dict[ErrorCode, type[CodeModeError]] = {
         NotFoundError,
         UnauthenticatedError,
         ExecutionCanceledError,
+        InvalidRequestError,
     )
 }
 """One class per code; a contract test keeps this, the enum and the docs in step."""
@@ -237,6 +247,7 @@ __all__ = [
     "InternalError",
     "InvalidArgumentsError",
     "InvalidProgramError",
+    "InvalidRequestError",
     "NotFoundError",
     "PermissionDeniedError",
     "PolicyFailureError",

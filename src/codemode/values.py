@@ -36,6 +36,10 @@ def _kind(value: object) -> str:
         return "a non-finite float"
     if isinstance(value, pm.MontyClassProxy):
         return f"a {value.name} object"
+    if isinstance(value, pm.MontyClassTypeProxy):
+        return f"the {value.name} type"
+    if isinstance(value, pm.MontyStdTypeProxy):
+        return f"the {value.name} {value.kind}"
     return f"a {type(value).__name__} value"
 
 

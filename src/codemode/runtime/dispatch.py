@@ -120,7 +120,9 @@ class Dispatcher:
         except Stop:
             raise
         except AgentError as exc:
-            self._log("agent error from", capability, exc)
+            log.info(
+                "execution %s: capability %s raised AgentError", self.execution_id, capability.name
+            )
             detail = sanitize_agent_message(exc.message)
             raise Raise(CapabilityFailedError(detail), "RuntimeError") from None
         except Exception as exc:

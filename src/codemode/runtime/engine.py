@@ -248,7 +248,7 @@ class Execution:
             return snapshot.resume_not_handled()
         capability = self.catalog.enabled.get(str(name))
         if capability is None:
-            raise Stop(InternalError())
+            return snapshot.resume(_undefined(str(name)))
         if len(self.calls) >= self.limits.max_capability_calls:
             raise Stop(ResourceLimitError(LimitKind.CAPABILITY_CALLS))
         self.calls.append(capability.name)
@@ -417,6 +417,17 @@ class Engine:
                 thread.join()
                 loop.close()
                 self._loop = None
+
+
+def _undefined(name: str) -> pm.ExternalExceptionData:
+    """The error for a call to a name the program never defined (the name is its own)."""
+    module, _, attribute = name.rpartition(".")
+    if module:
+        return {
+            "exc_type": "AttributeError",
+            "message": f"module '{module}' has no attribute '{attribute}'",
+        }
+    return {"exc_type": "NameError", "message": f"name '{name}' is not defined"}
 
 
 def _build_modules(names: list[str]) -> dict[str, pm.ExternalModule]:

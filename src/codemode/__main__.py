@@ -1,0 +1,5 @@
+"""`python -m codemode` is the `codemode` command."""
+
+from codemode.cli import main
+
+main()

@@ -1,0 +1,219 @@
+"""`codemode serve | run | demo`: the only module that prints or picks exit codes.
+
+Exit codes: 0 success, 1 the program failed, 2 usage error.
+"""
+
+from __future__ import annotations
+
+import importlib
+import ipaddress
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import click
+
+from codemode.app import CodeMode
+from codemode.errors import CodeModeError, Where
+
+
+def load_app(spec: str) -> CodeMode:
+    """`module:attribute` -> a CodeMode (the attribute may be a factory returning one)."""
+    module_name, sep, attribute = spec.partition(":")
+    if not sep or not module_name or not attribute:
+        raise click.BadParameter("expected module:attribute, e.g. myhost:cm", param_hint="APP")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        target: Any = importlib.import_module(module_name)
+        for part in attribute.split("."):
+            target = getattr(target, part)
+    except (ImportError, AttributeError) as exc:
+        raise click.BadParameter(f"cannot load {spec}: {exc}", param_hint="APP") from None
+    if not isinstance(target, CodeMode) and callable(target):
+        target = target()
+    if not isinstance(target, CodeMode):
+        raise click.BadParameter(f"{spec} is not a CodeMode", param_hint="APP")
+    return target
+
+
+def render_error(error: CodeModeError) -> str:
+    """The error for a person: the location and line with a caret, then the message."""
+    lines = []
+    where: Where | None = error.where
+    if where is not None:
+        lines.append(f'  File "{where.file}", line {where.line}, in {where.func or "<module>"}')
+        lines.append(f"    {where.source.strip()}")
+        indent = len(where.source) - len(where.source.lstrip())
+        width = (where.end_column - where.column) if where.end_line == where.line else 1
+        lines.append("    " + " " * (where.column - 1 - indent) + "^" * max(width, 1))
+    lines.append(f"{error} [{error.code.value}]")
+    return "\n".join(lines)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@click.group()
+@click.option("-v", "--verbose", is_flag=True, help="Log host-side details to stderr.")
+def main(verbose: bool) -> None:
+    """codemode: let an AI agent drive your API by writing one small program."""
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+def _serve(
+    cm: CodeMode,
+    *,
+    transport: str,
+    subject: str,
+    host: str,
+    port: int,
+    tokens: dict[str, str] | None,
+    insecure: bool,
+    banner: str | None = None,
+) -> None:
+    if transport == "stdio":
+        from codemode.mcp import serve_stdio
+
+        anyio.run(lambda: serve_stdio(cm, subject=subject))
+        return
+    if not is_loopback(host) and not tokens and not insecure:
+        raise click.UsageError(
+            f"refusing to serve {host} without --token-file (use --insecure to allow it)"
+        )
+    import uvicorn
+
+    from codemode.mcp import http_app
+
+    app = http_app(cm, tokens=tokens, subject=subject, host=host)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning")
+    server = uvicorn.Server(config)
+    if banner:
+        click.echo(banner)
+    server.run()
+
+
+TRANSPORT = click.option(
+    "--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True
+)
+
+
+@main.command()
+@click.argument("app")
+@TRANSPORT
+@click.option("--subject", default="local", show_default=True, help="Subject of stdio calls.")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8000, show_default=True, type=int)
+@click.option(
+    "--token-file", type=click.Path(exists=True, dir_okay=False), help="token -> subject map."
+)
+@click.option("--insecure", is_flag=True, help="Allow a non-loopback address without tokens.")
+def serve(
+    app: str,
+    transport: str,
+    subject: str,
+    host: str,
+    port: int,
+    token_file: str | None,
+    insecure: bool,
+) -> None:
+    """Serve APP (module:attribute naming a CodeMode) over MCP."""
+    from codemode.mcp.auth import load_token_file
+
+    tokens = load_token_file(token_file) if token_file else None
+    cm = load_app(app)
+    banner = f"codemode: serving {cm.name} at http://{host}:{port}/mcp"
+    _serve(
+        cm,
+        transport=transport,
+        subject=subject,
+        host=host,
+        port=port,
+        tokens=tokens,
+        insecure=insecure,
+        banner=banner,
+    )
+
+
+@main.command()
+@click.argument("app")
+@click.argument("file", type=click.File("r", encoding="utf-8"))
+@click.option("--subject", default="local", show_default=True)
+def run(app: str, file: Any, subject: str) -> None:
+    """Run the program in FILE against APP and print its result."""
+    cm = load_app(app)
+    try:
+        result = cm.execute(file.read(), subject=subject)
+    except CodeModeError as error:
+        if error.printed:
+            click.echo(error.printed, nl=False)
+        click.echo(render_error(error), err=True)
+        sys.exit(1)
+    finally:
+        cm.close()
+    if result.printed:
+        click.echo(result.printed, nl=False)
+    click.echo(json.dumps(result.value, indent=2, ensure_ascii=False))
+
+
+@main.command()
+@click.option(
+    "--transport", type=click.Choice(["http", "stdio"]), default="http", show_default=True
+)
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8000, show_default=True, type=int)
+@click.option("--data", type=click.Path(dir_okay=False, path_type=Path), help="SQLite file to use.")
+def demo(transport: str, host: str, port: int, data: Path | None) -> None:
+    """Serve the demo inventory host (SQLite, created on first run)."""
+    from codemode.demo import create, default_path
+
+    path = data or default_path()
+    cm = create(path)
+    url = f"http://{host}:{port}/mcp"
+    http_config = {"mcpServers": {"codemode-demo": {"type": "http", "url": url}}}
+    stdio_config = {
+        "mcpServers": {
+            "codemode-demo": {
+                "command": "uv",
+                "args": ["run", "codemode", "demo", "--transport", "stdio"],
+            }
+        }
+    }
+    banner = "\n".join(
+        [
+            f"codemode demo: an inventory of sandboxes, instances and owners in {path}",
+            f"MCP endpoint (streamable HTTP): {url}",
+            "Client configuration, HTTP:",
+            json.dumps(http_config, indent=2),
+            "Client configuration, stdio:",
+            json.dumps(stdio_config, indent=2),
+            "Press Ctrl-C to stop.",
+        ]
+    )
+    _serve(
+        cm,
+        transport=transport,
+        subject="local",
+        host=host,
+        port=port,
+        tokens=None,
+        insecure=False,
+        banner=banner,
+    )
+
+
+__all__ = ["main"]

@@ -1,0 +1,268 @@
+"""The demo host: an inventory of sandboxes, instances and owners, as a real host writes it.
+
+It uses only codemode's public API. Its capabilities cover the usual shapes: list and
+search with filters and pagination, get-by-id, updates that write, a dataclass result,
+nested TypedDicts, a pydantic model from an async handler, and a model-safe "not found".
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, TypedDict
+
+import pydantic
+
+from codemode import AgentError, CodeMode, Limits
+from codemode.authz import AllowAll, Authorizer
+from codemode.demo.store import Store, default_path
+
+State = Literal["running", "stopped"]
+
+
+class InstanceSummary(TypedDict):
+    sandbox: str
+    name: str
+    state: State
+    owner: str
+
+
+class InstancePage(TypedDict):
+    items: list[InstanceSummary]
+    total: int
+    next_offset: int | None
+
+
+class SandboxSummary(TypedDict):
+    name: str
+    region: str
+    owner: str
+    instances: int
+
+
+@dataclass
+class Nic:
+    name: str
+    address: str
+    network: str
+
+
+@dataclass
+class Instance:
+    sandbox: str
+    name: str
+    state: State
+    cpus: int
+    memory_mb: int
+    owner: str
+    nics: list[Nic]
+    tags: list[str]
+
+
+class Owner(pydantic.BaseModel):
+    id: str
+    name: str
+    email: str
+    team: str
+
+
+def create(
+    path: Path | None = None, *, authorizer: Authorizer | None = None, limits: Limits | None = None
+) -> CodeMode:
+    """The demo host over a SQLite file (created and seeded on first use)."""
+    store = Store(path or default_path())
+    cm = CodeMode(authorizer=authorizer or AllowAll(), limits=limits, name="codemode-demo")
+
+    def instance(sandbox: str, name: str) -> Instance:
+        with store.connect() as db:
+            row = db.execute(
+                "SELECT * FROM instances WHERE sandbox = ? AND name = ?", (sandbox, name)
+            ).fetchone()
+            if row is None:
+                raise AgentError(f'no instance "{name}" in sandbox "{sandbox}"')
+            nics = db.execute(
+                "SELECT name, address, network FROM nics WHERE sandbox = ? AND instance = ? "
+                "ORDER BY name",
+                (sandbox, name),
+            ).fetchall()
+            tags = db.execute(
+                "SELECT tag FROM tags WHERE sandbox = ? AND instance = ? ORDER BY tag",
+                (sandbox, name),
+            ).fetchall()
+        return Instance(
+            sandbox=row["sandbox"],
+            name=row["name"],
+            state=row["state"],
+            cpus=row["cpus"],
+            memory_mb=row["memory_mb"],
+            owner=row["owner_id"],
+            nics=[Nic(n["name"], n["address"], n["network"]) for n in nics],
+            tags=[t["tag"] for t in tags],
+        )
+
+    @cm.capability(
+        "sandboxes.list",
+        summary="List sandboxes with their region, owner and instance count.",
+        search_terms=["environments", "projects"],
+    )
+    def list_sandboxes(*, owner: str | None = None) -> list[SandboxSummary]:
+        with store.connect() as db:
+            rows = db.execute(
+                "SELECT s.name, s.region, s.owner_id, COUNT(i.name) AS n FROM sandboxes s "
+                "LEFT JOIN instances i ON i.sandbox = s.name "
+                "WHERE (? IS NULL OR s.owner_id = ?) GROUP BY s.name ORDER BY s.name",
+                (owner, owner),
+            ).fetchall()
+        return [
+            {"name": r["name"], "region": r["region"], "owner": r["owner_id"], "instances": r["n"]}
+            for r in rows
+        ]
+
+    @cm.capability(
+        "instances.list",
+        summary="List instances, filtered by sandbox, state, tag or owner, a page at a time.",
+        description=(
+            "Pages hold at most `limit` items; pass `next_offset` as `offset` for the next page."
+        ),
+        search_terms=["servers", "machines", "vms"],
+    )
+    def list_instances(
+        *,
+        sandbox: str | None = None,
+        state: State | None = None,
+        tag: str | None = None,
+        owner: str | None = None,
+        limit: int = 20,
+        offset: int = 0,
+    ) -> InstancePage:
+        if not 1 <= limit <= 100 or offset < 0:
+            raise AgentError("limit must be 1 to 100 and offset at least 0")
+        where = (
+            "(? IS NULL OR i.sandbox = ?) AND (? IS NULL OR i.state = ?) "
+            "AND (? IS NULL OR i.owner_id = ?) AND (? IS NULL OR EXISTS (SELECT 1 FROM tags t "
+            "WHERE t.sandbox = i.sandbox AND t.instance = i.name AND t.tag = ?))"
+        )
+        args = (sandbox, sandbox, state, state, owner, owner, tag, tag)
+        with store.connect() as db:
+            total = db.execute(f"SELECT COUNT(*) FROM instances i WHERE {where}", args).fetchone()[
+                0
+            ]
+            rows = db.execute(
+                f"SELECT * FROM instances i WHERE {where} "
+                "ORDER BY i.sandbox, i.name LIMIT ? OFFSET ?",
+                (*args, limit, offset),
+            ).fetchall()
+        items: list[InstanceSummary] = [
+            {
+                "sandbox": r["sandbox"],
+                "name": r["name"],
+                "state": r["state"],
+                "owner": r["owner_id"],
+            }
+            for r in rows
+        ]
+        following = offset + len(items)
+        return {
+            "items": items,
+            "total": total,
+            "next_offset": following if following < total else None,
+        }
+
+    @cm.capability(
+        "instances.get",
+        summary="Get one instance with its nics (name, address, network) and tags.",
+        search_terms=["server details", "ip address"],
+    )
+    def get_instance(*, sandbox: str, name: str) -> Instance:
+        return instance(sandbox, name)
+
+    @cm.capability(
+        "instances.search",
+        summary="Find instances whose name, tag or nic address contains the text.",
+    )
+    def search_instances(*, text: str, limit: int = 20) -> list[InstanceSummary]:
+        pattern = f"%{text}%"
+        with store.connect() as db:
+            rows = db.execute(
+                "SELECT DISTINCT i.* FROM instances i "
+                "LEFT JOIN tags t ON t.sandbox = i.sandbox AND t.instance = i.name "
+                "LEFT JOIN nics n ON n.sandbox = i.sandbox AND n.instance = i.name "
+                "WHERE i.name LIKE ? OR t.tag LIKE ? OR n.address LIKE ? "
+                "ORDER BY i.sandbox, i.name LIMIT ?",
+                (pattern, pattern, pattern, max(1, min(limit, 100))),
+            ).fetchall()
+        return [
+            {
+                "sandbox": r["sandbox"],
+                "name": r["name"],
+                "state": r["state"],
+                "owner": r["owner_id"],
+            }
+            for r in rows
+        ]
+
+    @cm.capability(
+        "instances.set_state",
+        summary="Start or stop an instance; returns the updated instance.",
+        search_terms=["start", "stop", "restart", "power"],
+    )
+    def set_state(*, sandbox: str, name: str, state: State) -> Instance:
+        instance(sandbox, name)
+        with store.connect() as db:
+            db.execute(
+                "UPDATE instances SET state = ? WHERE sandbox = ? AND name = ?",
+                (state, sandbox, name),
+            )
+        return instance(sandbox, name)
+
+    @cm.capability(
+        "instances.tag",
+        summary="Add tags to an instance; returns all its tags.",
+        search_terms=["label"],
+    )
+    def tag_instance(*, sandbox: str, name: str, tags: list[str]) -> list[str]:
+        if not all(tag and len(tag) <= 40 for tag in tags):
+            raise AgentError("tags must be 1 to 40 characters")
+        instance(sandbox, name)
+        with store.connect() as db:
+            db.executemany(
+                "INSERT OR IGNORE INTO tags VALUES (?, ?, ?)", [(sandbox, name, t) for t in tags]
+            )
+        return instance(sandbox, name).tags
+
+    @cm.capability(
+        "owners.get",
+        summary="Get one owner (a person) by id, with email and team.",
+        search_terms=["user", "person", "contact"],
+    )
+    async def get_owner(*, id: str) -> Owner:
+        def read() -> Owner:
+            with store.connect() as db:
+                row = db.execute("SELECT * FROM owners WHERE id = ?", (id,)).fetchone()
+            if row is None:
+                raise AgentError(f'no owner "{id}"')
+            return Owner(id=row["id"], name=row["name"], email=row["email"], team=row["team"])
+
+        return await asyncio.to_thread(read)
+
+    @cm.capability("owners.list", summary="List owners, optionally of one team.")
+    def list_owners(*, team: str | None = None) -> list[Owner]:
+        with store.connect() as db:
+            rows = db.execute(
+                "SELECT * FROM owners WHERE ? IS NULL OR team = ? ORDER BY id", (team, team)
+            ).fetchall()
+        return [Owner(id=r["id"], name=r["name"], email=r["email"], team=r["team"]) for r in rows]
+
+    return cm
+
+
+__all__ = [
+    "Instance",
+    "InstancePage",
+    "InstanceSummary",
+    "Nic",
+    "Owner",
+    "SandboxSummary",
+    "create",
+]

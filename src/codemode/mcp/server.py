@@ -1,0 +1,165 @@
+"""The MCP server over a CodeMode: stdio, streamable HTTP (stateless), bearer auth.
+
+Built on the SDK's lowlevel Server so that schemas and error texts reach the wire exactly
+as written. Every tool call ends in a reply built from a result or a CodeModeError; the
+last-resort net turns anything else into `internal failure`, and a middleware does the
+same for every other method, so no exception text ever reaches a client.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any
+
+import anyio
+from mcp import MCPError
+from mcp.server import Server, ServerRequestContext
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.stdio import stdio_server
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp.types import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    CallToolRequestParams,
+    CallToolResult,
+    ListToolsResult,
+    PaginatedRequestParams,
+)
+from pydantic import AnyHttpUrl, ValidationError
+from starlette.applications import Starlette
+from starlette.routing import BaseRoute, Mount
+
+import codemode
+from codemode.app import CodeMode
+from codemode.errors import CodeModeError, InternalError, UnauthenticatedError
+from codemode.mcp.auth import StaticTokens
+from codemode.mcp.tools import TOOLS, Handlers, check_arguments, failed
+
+log = logging.getLogger("codemode")
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def build_server(cm: CodeMode, *, subject: str | None = None) -> Server[Any]:
+    """An MCP server exposing search_api, describe_api and execute over `cm`.
+
+    `subject` is the fixed subject for stdio; over HTTP the bearer token decides it.
+    """
+    handlers = Handlers(cm)
+    tools = {tool.name: tool for tool in TOOLS}
+
+    async def on_list_tools(
+        ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
+    ) -> ListToolsResult:
+        return ListToolsResult(tools=TOOLS)
+
+    async def on_call_tool(
+        ctx: ServerRequestContext[Any], params: CallToolRequestParams
+    ) -> CallToolResult:
+        handler = handlers.lookup(params.name)
+        if handler is None:
+            raise MCPError(code=INVALID_PARAMS, message="unknown tool")
+        try:
+            arguments = check_arguments(tools[params.name], params.arguments or {})
+            who = _subject(subject)
+            if who is None:
+                raise UnauthenticatedError()
+            return await handler(arguments, who)
+        except CodeModeError as error:
+            return failed(error)
+        except Exception:
+            log.exception("tool %s failed", params.name)
+            return failed(InternalError())
+
+    server: Server[Any] = Server(
+        cm.name,
+        version=codemode.__version__,
+        instructions=(
+            "Find capabilities with search_api, read their exact shape with describe_api, "
+            "then run one program with execute that calls several of them."
+        ),
+        on_list_tools=on_list_tools,
+        on_call_tool=on_call_tool,
+    )
+    server.middleware.append(_no_leak)
+    return server
+
+
+def _subject(fixed: str | None) -> str | None:
+    token = get_access_token()
+    if token is not None:
+        return token.subject
+    return fixed
+
+
+async def _no_leak(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+    """Any unexpected exception in any method becomes a fixed-text JSON-RPC error."""
+    try:
+        return await call_next(ctx)
+    except (MCPError, ValidationError):
+        raise
+    except Exception:
+        log.exception("unhandled error in %s", getattr(ctx, "method", "?"))
+        raise MCPError(code=INTERNAL_ERROR, message="internal failure") from None
+
+
+async def serve_stdio(cm: CodeMode, *, subject: str = "local") -> None:
+    """Serve over stdin/stdout until the client closes the stream."""
+    server = build_server(cm, subject=subject)
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+def http_app(
+    cm: CodeMode,
+    *,
+    tokens: Mapping[str, str] | None = None,
+    subject: str = "local",
+    host: str = "127.0.0.1",
+    routes: list[BaseRoute] | None = None,
+) -> Starlette:
+    """A Starlette app serving MCP at `/mcp` (stateless streamable HTTP).
+
+    With `tokens` (token -> subject), a request without a valid bearer token gets 401
+    before any tool runs; without them every request runs as `subject`. Extra `routes`
+    (the web page) are served beside `/mcp`.
+    """
+    server = build_server(cm, subject=None if tokens else subject)
+    security = (
+        TransportSecuritySettings(
+            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+        )
+        if host in LOOPBACK
+        else TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    )
+    auth: dict[str, Any] = {}
+    if tokens:
+        auth = {
+            "token_verifier": StaticTokens(tokens),
+            "auth": AuthSettings(
+                issuer_url=AnyHttpUrl("http://localhost"), resource_server_url=None
+            ),
+        }
+    mcp_app = server.streamable_http_app(
+        streamable_http_path="/mcp",
+        stateless_http=True,
+        transport_security=security,
+        host=host,
+        **auth,
+    )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with server.session_manager.run():
+            try:
+                yield
+            finally:
+                await anyio.to_thread.run_sync(cm.close)
+
+    return Starlette(routes=[*(routes or []), Mount("/", app=mcp_app)], lifespan=lifespan)
+
+
+__all__ = ["build_server", "http_app", "serve_stdio"]

@@ -1,0 +1,249 @@
+"""The three tools: their schemas, descriptions, and the replies built from CodeMode.
+
+Each tool is a few lines over one CodeMode method; every reply is built from a result or
+from `CodeModeError.to_payload()`, so the MCP answer says exactly what the error says.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from mcp.types import CallToolResult, TextContent, Tool, ToolAnnotations
+
+from codemode.app import CodeMode
+from codemode.capabilities import Capability
+from codemode.capabilities import types as t
+from codemode.errors import CodeModeError, InvalidRequestError
+from codemode.language import surface
+from codemode.types import JSONObject
+
+Schema = dict[str, Any]
+
+SEARCH_DESCRIPTION = (
+    "Search the host's capabilities by task, resource or exact name. Results are ranked; "
+    "pass a returned name to describe_api, then call it from execute."
+)
+DESCRIBE_DESCRIPTION = (
+    "Describe one capability by the exact name search_api returned: its keyword-only "
+    "signature, what each field of its result is called and how to read it, and JSON Schemas."
+)
+EXECUTE_DESCRIPTION = (
+    "Run one program against the capabilities and return what main() returns, with anything "
+    "it printed. Make several calls, filter and combine their results in one program.\n"
+    + surface()
+    + "\nOn failure the reply is an error with a code and, for mistakes in the program, the "
+    "line and column to fix."
+)
+
+_WHERE_SCHEMA: Schema = {
+    "type": ["object", "null"],
+    "properties": {
+        "file": {"type": "string"},
+        "line": {"type": "integer"},
+        "column": {"type": "integer"},
+        "end_line": {"type": "integer"},
+        "end_column": {"type": "integer"},
+        "func": {"type": ["string", "null"]},
+        "source": {"type": "string"},
+    },
+}
+ERROR_SCHEMA: Schema = {
+    "type": "object",
+    "required": ["code", "message", "where"],
+    "additionalProperties": False,
+    "properties": {
+        "code": {"type": "string"},
+        "message": {"type": "string"},
+        "where": _WHERE_SCHEMA,
+    },
+}
+
+
+def _input(prop: str, description: str) -> Schema:
+    return {
+        "type": "object",
+        "properties": {prop: {"type": "string", "description": description}},
+        "required": [prop],
+        "additionalProperties": False,
+    }
+
+
+def _output(properties: Schema, required: list[str]) -> Schema:
+    """An output schema that also admits the error reply (`{"error": ...}`)."""
+    return {
+        "type": "object",
+        "oneOf": [
+            {"properties": properties, "required": required, "additionalProperties": False},
+            {
+                "properties": {"error": ERROR_SCHEMA, "printed": {"type": "string"}},
+                "required": ["error"],
+                "additionalProperties": False,
+            },
+        ],
+    }
+
+
+_STRING: Schema = {"type": "string"}
+_READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+
+TOOLS = [
+    Tool(
+        name="search_api",
+        description=SEARCH_DESCRIPTION,
+        input_schema=_input("query", "Words for the task or resource, or an exact capability name"),
+        output_schema=_output(
+            {
+                "results": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["name", "signature", "summary"],
+                        "additionalProperties": False,
+                        "properties": {"name": _STRING, "signature": _STRING, "summary": _STRING},
+                    },
+                },
+                "truncated": {"type": "boolean"},
+            },
+            ["results", "truncated"],
+        ),
+        annotations=_READ_ONLY,
+    ),
+    Tool(
+        name="describe_api",
+        description=DESCRIBE_DESCRIPTION,
+        input_schema=_input("name", "The exact capability name, as search_api returned it"),
+        output_schema=_output(
+            {
+                "name": _STRING,
+                "signature": _STRING,
+                "summary": _STRING,
+                "description": _STRING,
+                "parameters": {"type": "array", "items": {"type": "object"}},
+                "result": {"type": "object"},
+                "shapes": {"type": "array", "items": _STRING},
+                "input_schema": {"type": "object"},
+                "output_schema": {"type": "object"},
+            },
+            ["name", "signature", "summary", "description", "parameters", "result", "shapes"],
+        ),
+        annotations=_READ_ONLY,
+    ),
+    Tool(
+        name="execute",
+        description=EXECUTE_DESCRIPTION,
+        input_schema=_input("source", "The program: Python that defines def main():"),
+        output_schema=_output({"result": {}, "printed": _STRING}, ["result"]),
+        annotations=ToolAnnotations(
+            read_only_hint=False,
+            destructive_hint=True,
+            idempotent_hint=False,
+            open_world_hint=False,
+        ),
+    ),
+]
+
+
+def ok(structured: JSONObject) -> CallToolResult:
+    """A success: the structured content, and the same JSON as the one text item."""
+    text = json.dumps(structured, ensure_ascii=False)
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)], structured_content=structured
+    )
+
+
+def failed(error: CodeModeError) -> CallToolResult:
+    """An error: exactly one text item with the model-facing text, and the payload."""
+    structured: JSONObject = {"error": error.to_payload()}
+    if error.printed:
+        structured["printed"] = error.printed
+    return CallToolResult(
+        content=[TextContent(type="text", text=str(error))],
+        structured_content=structured,
+        is_error=True,
+    )
+
+
+def check_arguments(tool: Tool, arguments: Any) -> dict[str, str]:
+    """The tool's string properties, or InvalidRequestError naming the first problem."""
+    if not isinstance(arguments, dict):
+        raise InvalidRequestError("arguments must be an object")
+    properties = tool.input_schema["properties"]
+    for key in sorted(arguments):
+        if key not in properties:
+            raise InvalidRequestError(f'unknown property "{key[:64]}"')
+    for key in tool.input_schema["required"]:
+        if key not in arguments:
+            raise InvalidRequestError(f'missing required property "{key}"')
+        if not isinstance(arguments[key], str):
+            raise InvalidRequestError(f'property "{key}" must be a string')
+    return arguments
+
+
+def describe_payload(capability: Capability) -> JSONObject:
+    """What describe_api answers for one capability."""
+    return {
+        "name": capability.name,
+        "signature": capability.signature,
+        "summary": capability.summary,
+        "description": capability.description,
+        "parameters": [
+            {
+                "name": p.name,
+                "type": t.notation(p.annotation),
+                "required": p.required,
+                **({} if p.required else {"default": repr(p.default)}),
+            }
+            for p in capability.parameters
+        ],
+        "result": {
+            "type": t.notation(capability.result_annotation),
+            "read_as": t.access(capability.result_annotation) or "value",
+        },
+        "shapes": [shape.render() for shape in capability.shapes],
+        "input_schema": capability.input_schema,
+        "output_schema": capability.output_schema,
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class Handlers:
+    """The three tool handlers over one CodeMode, for one resolved subject."""
+
+    cm: CodeMode
+
+    async def search_api(self, arguments: dict[str, str], subject: str) -> CallToolResult:
+        found = self.cm.search(arguments["query"])
+        return ok(
+            {
+                "results": [
+                    {"name": h.name, "signature": h.signature, "summary": h.summary}
+                    for h in found.results
+                ],
+                "truncated": found.truncated,
+            }
+        )
+
+    async def describe_api(self, arguments: dict[str, str], subject: str) -> CallToolResult:
+        return ok(describe_payload(self.cm.describe(arguments["name"])))
+
+    async def execute(self, arguments: dict[str, str], subject: str) -> CallToolResult:
+        result = await self.cm.execute_async(arguments["source"], subject=subject)
+        structured: JSONObject = {"result": result.value}
+        if result.printed:
+            structured["printed"] = result.printed
+        return ok(structured)
+
+    def lookup(
+        self, name: str
+    ) -> Callable[[dict[str, str], str], Awaitable[CallToolResult]] | None:
+        return {
+            "search_api": self.search_api,
+            "describe_api": self.describe_api,
+            "execute": self.execute,
+        }.get(name)
+
+
+__all__ = ["TOOLS", "Handlers", "check_arguments", "describe_payload", "failed", "ok"]

@@ -1,0 +1,178 @@
+"""Registration: every problem is a RegistrationError naming the capability."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypedDict
+
+import pydantic
+import pytest
+
+from codemode import CodeMode, RegistrationError
+from codemode.authz import AllowAll
+
+
+def register(
+    name: str, handler: Callable[..., Any], cm: CodeMode | None = None, **kw: Any
+) -> CodeMode:
+    cm = cm or CodeMode(authorizer=AllowAll())
+    cm.capability(name, summary=kw.pop("summary", "Does a thing."), **kw)(handler)
+    return cm
+
+
+def ok(*, key: str) -> str:
+    return key
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("lookup", 'capability "lookup": name needs a namespace and a name, e.g. "records.lookup"'),
+        ("records.2x", 'capability "records.2x": segment "2x" is not a Python identifier'),
+        ("records.class", 'capability "records.class": segment "class" is a keyword'),
+        (
+            "json.lookup",
+            'capability "json.lookup": namespace "json" is a builtin or standard library name of the guest language',
+        ),
+        (
+            "len.x",
+            'capability "len.x": namespace "len" is a builtin or standard library name of the guest language',
+        ),
+        (
+            "print.x",
+            'capability "print.x": namespace "print" is a builtin or standard library name of the guest language',
+        ),
+        (
+            "main.x",
+            'capability "main.x": namespace "main" is a builtin or standard library name of the guest language',
+        ),
+        ("records._x", 'capability "records._x": segment "_x" must not start with "_"'),
+    ],
+)
+def test_bad_names_are_rejected(name: str, message: str) -> None:
+    with pytest.raises(RegistrationError) as info:
+        register(name, ok)
+    assert str(info.value) == message
+
+
+def test_duplicates_and_namespace_collisions_are_rejected() -> None:
+    cm = register("records.lookup", ok)
+    with pytest.raises(RegistrationError, match=re.escape('"records.lookup": duplicate name')):
+        register("records.lookup", ok, cm, id="other")
+    with pytest.raises(RegistrationError, match=re.escape('duplicate id "records.lookup"')):
+        register("records.other", ok, cm, id="records.lookup")
+    with pytest.raises(
+        RegistrationError, match=re.escape('"records.lookup" is a capability, not a namespace')
+    ):
+        register("records.lookup.detail", ok, cm)
+
+
+def test_name_that_is_a_namespace_of_another_is_rejected() -> None:
+    cm = register("a.b.c", ok)
+    with pytest.raises(
+        RegistrationError, match=re.escape('"a.b": it is also a namespace of "a.b.c"')
+    ):
+        register("a.b", ok, cm)
+    with pytest.raises(RegistrationError, match=re.escape('"a.b.c.d": "a.b.c" is a capability')):
+        register("a.b.c.d", ok, cm)
+
+
+def test_missing_and_unsupported_hints_are_rejected() -> None:
+    def no_hint(*, key):  # type: ignore[no-untyped-def]
+        return key
+
+    def no_return(*, key: str):  # type: ignore[no-untyped-def]
+        return key
+
+    def bad_type(*, when: object) -> str:
+        return ""
+
+    def bad_key(*, d: dict[int, str]) -> str:
+        return ""
+
+    def positional_only(key: str, /) -> str:
+        return key
+
+    def var_kw(**kw: str) -> str:
+        return ""
+
+    cases: list[tuple[Callable[..., Any], str]] = [
+        (no_hint, 'capability "x.y": parameter "key" has no type hint'),
+        (no_return, 'capability "x.y": the return type hint is missing'),
+        (bad_type, 'capability "x.y": parameter "when": object is not supported'),
+        (bad_key, 'capability "x.y": parameter "d": dict[int, str]: dict keys must be str'),
+        (
+            positional_only,
+            'capability "x.y": parameter "key" must be passable by keyword (no *args, **kw, /)',
+        ),
+        (
+            var_kw,
+            'capability "x.y": parameter "kw" must be passable by keyword (no *args, **kw, /)',
+        ),
+    ]
+    for handler, message in cases:
+        with pytest.raises(RegistrationError) as info:
+            register("x.y", handler)
+        assert str(info.value) == message
+
+
+def test_unknown_disabled_id_is_reported_before_anything_runs() -> None:
+    cm = CodeMode(authorizer=AllowAll(), disabled={"records.typo"})
+    register("records.lookup", ok, cm)
+    with pytest.raises(
+        RegistrationError, match=re.escape('unknown capability id in disabled: "records.typo"')
+    ):
+        cm.search("records")
+
+
+def test_an_authorizer_is_required() -> None:
+    with pytest.raises(TypeError, match="needs an authorizer"):
+        CodeMode(authorizer=None)  # type: ignore[arg-type]
+
+
+class Record(TypedDict):
+    key: str
+    count: int
+
+
+@dataclass
+class Instance:
+    name: str
+    nics: list[str]
+
+
+class Owner(pydantic.BaseModel):
+    id: int
+    email: str | None = None
+
+
+def test_describe_shows_signature_and_how_results_are_read() -> None:
+    cm = CodeMode(authorizer=AllowAll())
+
+    @cm.capability("records.lookup", summary="Look up one record by key.")
+    def lookup(*, key: str, limit: int | None = None) -> Record:
+        return {"key": key, "count": 0}
+
+    @cm.capability("instance.get", summary="Get one instance.")
+    async def get(*, sandbox: str, name: str) -> Instance:
+        return Instance(name, [])
+
+    @cm.capability("owners.list", summary="List owners.")
+    def owners() -> list[Owner]:
+        return []
+
+    lookup_cap = cm.describe("records.lookup")
+    assert lookup_cap.signature == "records.lookup(*, key: str, limit: int | None = None) -> Record"
+    assert [s.render() for s in lookup_cap.shapes] == [
+        'Record: dict {key: str, count: int}, read as r["key"]'
+    ]
+    assert [s.render() for s in cm.describe("instance.get").shapes] == [
+        "Instance: object (name: str, nics: list[str]), read as r.name"
+    ]
+    assert cm.describe("owners.list").signature == "owners.list() -> list[Owner]"
+    assert [s.render() for s in cm.describe("owners.list").shapes] == [
+        "Owner: object (id: int, email?: str | None), read as r.id"
+    ]
+    assert cm.describe("instance.get").is_async

@@ -1,0 +1,84 @@
+"""Real servers for end-to-end tests: `codemode serve` subprocesses, as clients launch them."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[2]
+TOKENS = {"tok-alice": "alice", "tok-bob": "bob"}
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited with {process.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"nothing listens on port {port}")
+
+
+def codemode_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "codemode", *args]
+
+
+@dataclass
+class HttpServer:
+    url: str
+    port: int
+    log: Path
+
+
+@pytest.fixture(scope="session")
+def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
+    folder = tmp_path_factory.mktemp("http")
+    token_file = folder / "tokens"
+    token_file.write_text("".join(f"{subject}:{token}\n" for token, subject in TOKENS.items()))
+    port = free_port()
+    log = folder / "server.log"
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            codemode_command(
+                "serve",
+                "tests.conftest:build_host",
+                "--transport",
+                "http",
+                "--port",
+                str(port),
+                "--token-file",
+                str(token_file),
+            ),
+            cwd=ROOT,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        try:
+            wait_for_port(port, process)
+            yield HttpServer(f"http://127.0.0.1:{port}/mcp", port, log)
+        finally:
+            process.terminate()
+            process.wait(10)

@@ -1,0 +1,174 @@
+"""Executions: results, concurrency, isolation between runs, crashes and cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+from codemode import CodeMode, ErrorCode
+from codemode.authz import AllowAll
+from tests.conftest import build_host, run_error
+
+P = "def main():\n"
+
+
+def test_multi_call_program_filters_and_combines(cm: CodeMode) -> None:
+    source = (
+        P
+        + '    rows = records.search(filter={"owner": "ann", "tags": ["a", "b", "c"]})\n'
+        + '    big = [r["key"] for r in rows if r["count"] > 0]\n'
+        + '    g = instance.get(sandbox="s", name=big[0])\n'
+        + '    return {"keys": big, "nics": len(g.nics), "first": g}'
+    )
+    result = cm.execute(source, subject="alice")
+    assert result.value == {
+        "keys": ["ann-b", "ann-c"],
+        "nics": 2,
+        "first": {"name": "ann-b", "nics": ["eth0", "eth1"]},
+    }
+    assert result.usage.capability_calls == ("records.search", "instance.get")
+    assert result.printed == ""
+
+
+def test_final_value_becomes_json(cm: CodeMode) -> None:
+    source = P + "    return {'t': (1, 2), 'f': 1.5, 'n': None, 'b': True, 'big': 2**70}"
+    assert cm.execute(source, subject="a").value == {
+        "t": [1, 2],
+        "f": 1.5,
+        "n": None,
+        "b": True,
+        "big": 2**70,
+    }
+
+
+@pytest.mark.parametrize(
+    ("expression", "detail"),
+    [
+        ("{1, 2}", "result is a set, which JSON cannot hold"),
+        ("b'x'", "result is bytes, which JSON cannot hold"),
+        ("[float('nan')]", "result[0] is a non-finite float, which JSON cannot hold"),
+        ("{'a': {1: 2}}", "result['a'] has the key 1; JSON keys must be strings"),
+        ("len", "result is the len function, which JSON cannot hold"),
+    ],
+)
+def test_unsupported_final_values_are_invalid_programs(
+    cm: CodeMode, expression: str, detail: str
+) -> None:
+    error = run_error(cm, P + f"    return {expression}")
+    assert error.code is ErrorCode.INVALID_PROGRAM
+    assert str(error) == f"invalid program: main() returned a value that is not JSON: {detail}"
+
+
+def test_async_main_runs_capability_calls_concurrently(cm: CodeMode) -> None:
+    source = (
+        "import asyncio\nasync def main():\n"
+        "    waits = await asyncio.gather(*[clock.wait(ms=300) for _ in range(8)])\n"
+        "    return sum(waits)"
+    )
+    started = time.monotonic()
+    assert cm.execute(source, subject="a").value == 2400
+    assert time.monotonic() - started < 1.5  # sequential calls would take 2.4 s
+
+
+def test_async_main_failures_are_raised_at_the_await(cm: CodeMode) -> None:
+    source = (
+        "import asyncio\nasync def main():\n"
+        "    try:\n        await records.fail()\n    except RuntimeError as e:\n"
+        "        return str(e)"
+    )
+    assert cm.execute(source, subject="a").value == "capability failed"
+
+
+def test_each_execution_is_fresh(cm: CodeMode) -> None:
+    cm.execute("leaked = 42\n" + P + "    return leaked", subject="a")
+    error = run_error(cm, P + "    return leaked")
+    assert str(error) == "invalid program: <codemode>:2:12: NameError: name 'leaked' is not defined"
+
+
+def test_escape_probes_stay_inside_the_sandbox(cm: CodeMode) -> None:
+    probes = [
+        "open('/etc/hostname').read()",
+        "__import__('os')",
+        "getattr([], '__class__')",
+        "().__class__.__bases__",
+        "globals()",
+        "eval(\"__import__('os')\")",
+    ]
+    for probe in probes:
+        assert run_error(cm, P + f"    return {probe}").code is ErrorCode.INVALID_PROGRAM
+    env = run_error(cm, "import os\n" + P + "    return os.environ")
+    assert env.code is ErrorCode.INVALID_PROGRAM
+
+
+def test_empty_and_binary_sources_are_invalid_programs(cm: CodeMode) -> None:
+    assert str(run_error(cm, "")) == (
+        "invalid program: the program must define main(): add def main(): at top level"
+    )
+    assert str(run_error(cm, P + "    return 1\x00")) == (
+        "invalid program: the program contains a NUL character"
+    )
+
+
+def test_killed_worker_is_an_internal_failure_and_the_pool_recovers() -> None:
+    with build_host() as cm:
+        error = run_error(cm, P + "    host.crash()\n    return 1")
+        assert str(error) == "internal failure"
+        assert error.where is None
+        assert cm.execute(P + "    return 2", subject="a").value == 2
+
+
+def test_async_execution_uses_the_callers_loop_and_can_be_cancelled() -> None:
+    cm = CodeMode(authorizer=AllowAll())
+    loops: list[asyncio.AbstractEventLoop] = []
+
+    @cm.capability("host.nap", summary="Sleeps.")
+    async def nap(*, seconds: float) -> float:
+        loops.append(asyncio.get_running_loop())
+        await asyncio.sleep(seconds)
+        return seconds
+
+    async def scenario() -> None:
+        result = await cm.execute_async(P + "    return host.nap(seconds=0.01)", subject="a")
+        assert result.value == 0.01
+        assert loops == [asyncio.get_running_loop()]
+        task = asyncio.ensure_future(
+            cm.execute_async(P + "    return host.nap(seconds=5)", subject="a")
+        )
+        await asyncio.sleep(0.3)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        again = await cm.execute_async(P + "    return 3", subject="a")
+        assert again.value == 3
+
+    with cm:
+        asyncio.run(scenario())
+
+
+def test_close_cancels_running_executions() -> None:
+    cm = CodeMode(authorizer=AllowAll())
+
+    @cm.capability("host.spin", summary="Runs for a while.")
+    def spin() -> int:
+        return 1
+
+    outcome: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            cm.execute(P + "    while True:\n        host.spin()", subject="a")
+        except BaseException as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    time.sleep(0.5)
+    cm.close()
+    thread.join(5)
+    assert [str(e) for e in outcome] in (
+        ["execution canceled"],
+        ["resource limit exceeded: capability calls"],
+    )

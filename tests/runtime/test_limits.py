@@ -1,0 +1,117 @@
+"""Every limit stops cleanly, names its kind (never its value), and the next run works."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from codemode import CodeMode, ErrorCode, Limits
+from codemode.authz import AllowAll
+from tests.conftest import run_error
+
+P = "def main():\n"
+
+
+@pytest.fixture(scope="module")
+def small() -> Iterator[CodeMode]:
+    limits = Limits(
+        max_execution_seconds=2.0,
+        max_interpreter_seconds=0.5,
+        max_memory_bytes=32 * 1024 * 1024,
+        max_recursion_depth=100,
+        max_capability_calls=5,
+        max_argument_bytes=1000,
+        max_result_bytes=2000,
+        max_total_result_bytes=5000,
+        max_return_bytes=1000,
+        max_value_depth=10,
+        max_printed_bytes=100,
+        max_source_bytes=2000,
+    )
+    cm = CodeMode(authorizer=AllowAll(), limits=limits)
+
+    @cm.capability("data.echo", summary="Echo a value.")
+    def echo(*, value: list[int] | str | None = None) -> int:
+        return 0
+
+    @cm.capability("data.blob", summary="A string of n bytes.")
+    def blob(*, n: int) -> str:
+        return "x" * n
+
+    @cm.capability("data.hang", summary="Blocks the host thread.")
+    def hang(*, seconds: float) -> int:
+        time.sleep(seconds)
+        return 1
+
+    @cm.capability("data.nap", summary="Sleeps without blocking.")
+    async def nap(*, seconds: float) -> int:
+        import asyncio
+
+        await asyncio.sleep(seconds)
+        return 1
+
+    with cm:
+        yield cm
+
+
+def assert_limit(cm: CodeMode, source: str, kind: str) -> None:
+    error = run_error(cm, source)
+    assert str(error) == f"resource limit exceeded: {kind}"
+    assert error.code is ErrorCode.RESOURCE_LIMIT
+    assert cm.execute(P + "    return 'still works'", subject="a").value == "still works"
+
+
+@pytest.mark.parametrize(
+    ("source", "kind"),
+    [
+        (P + "    while True:\n        pass", "interpreter time"),
+        (P + "    return [0] * 10**10", "memory"),
+        (P + "    s = 'x'\n    while True:\n        s = s + s", "memory"),
+        ("def f(n):\n    return f(n + 1)\n" + P + "    return f(0)", "recursion depth"),
+        (P + "    for i in range(10):\n        data.echo()", "capability calls"),
+        (P + "    return data.echo(value='x' * 5000)", "argument size"),
+        (P + "    return data.blob(n=5000)", "result size"),
+        (P + "    for i in range(4):\n        data.blob(n=1900)", "total result size"),
+        (P + "    return 'x' * 5000", "return value size"),
+        (P + "    v = 1\n    for i in range(20):\n        v = [v]\n    return v", "value depth"),
+        (
+            P
+            + "    v = 1\n    for i in range(20):\n        v = [v]\n    return data.echo(value=v)",
+            "value depth",
+        ),
+        (P + "    while True:\n        print('flood')", "printed output"),
+        (P + "    return 1\n" + "#" * 3000, "source size"),
+        (P + "    return data.nap(seconds=5)", "execution time"),
+    ],
+)
+def test_limit_stops_with_its_kind(small: CodeMode, source: str, kind: str) -> None:
+    assert_limit(small, source, kind)
+
+
+def test_printed_output_is_kept_up_to_the_limit(small: CodeMode) -> None:
+    error = run_error(small, P + "    while True:\n        print('flood')")
+    assert error.printed == ("flood\n" * 17)[:100]
+
+
+def test_hanging_handler_returns_on_time(small: CodeMode) -> None:
+    started = time.monotonic()
+    assert_limit(small, P + "    return data.hang(seconds=4)", "execution time")
+    assert time.monotonic() - started < 3.5
+
+
+@pytest.mark.parametrize(
+    "field", ["max_execution_seconds", "max_memory_bytes", "max_capability_calls"]
+)
+@pytest.mark.parametrize("value", [0, -1])
+def test_zero_or_negative_limits_are_rejected(field: str, value: int) -> None:
+    with pytest.raises(ValueError, match=f"Limits.{field} must be positive"):
+        Limits(**{field: value})
+
+
+def test_limits_must_be_numbers() -> None:
+    with pytest.raises(TypeError):
+        Limits(max_capability_calls=1.5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        Limits(max_execution_seconds=True)
