@@ -14,7 +14,7 @@ pytestmark = pytest.mark.anyio
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_no_subject_is_unauthenticated(mode: str) -> None:
     with build_host() as cm:
-        async with Client(build_server(cm, subject=None), mode=mode) as client:  # type: ignore[arg-type]
+        async with Client(build_server(cm, subject=None), mode=mode) as client:
             result = await client.call_tool("execute", {"source": "def main():\n    return 1"})
     assert result.is_error
     assert result.structured_content == {
@@ -32,7 +32,7 @@ async def test_a_crash_in_the_adapter_is_an_internal_failure(
             raise RuntimeError(f"index corrupted {CANARY}")
 
         monkeypatch.setattr(cm, "search", explode)
-        async with Client(build_server(cm, subject="a"), mode=mode) as client:  # type: ignore[arg-type]
+        async with Client(build_server(cm, subject="a"), mode=mode) as client:
             result = await client.call_tool("search_api", {"query": "x"})
     assert result.is_error
     assert result.structured_content == {
