@@ -1,60 +1,77 @@
-"""Keyword binding: exactly the messages the model sees, with the call site."""
+"""Keyword binding at run time: exactly the messages the model sees, with the call site.
+
+The arguments are passed through a variable, so the static preflight cannot see them and
+the runtime binder decides (tests/test_preflight.py covers the literal forms).
+"""
 
 from __future__ import annotations
 
 import pytest
 
 from codemode import CodeMode, ErrorCode
+from codemode.authz import AuthorizationRequest
 from tests.conftest import run_error
 
-P = "def main():\n    return "
+LOOKUP = "records.lookup"
+SEARCH = "records.search"
 
 
 @pytest.mark.parametrize(
-    ("call", "detail"),
+    ("capability", "kwargs", "detail"),
     [
-        ('records.lookup(keu="a")', 'unknown argument "keu"; did you mean "key"?'),
-        ("records.lookup()", 'missing required argument "key"'),
-        ('records.lookup(key="a", limit="x")', 'argument "limit" must be an integer or None'),
-        ('records.lookup(key="a", limit=True)', 'argument "limit" must be an integer or None'),
-        ('records.lookup(key="a", limit=1.5)', 'argument "limit" must be an integer or None'),
-        ("records.lookup(key=1)", 'argument "key" must be a string'),
-        ('records.lookup("a")', "positional arguments are not accepted"),
+        (LOOKUP, '{"keu": "a"}', 'unknown argument "keu"; did you mean "key"?'),
+        (LOOKUP, "{}", 'missing required argument "key"'),
+        (LOOKUP, '{"key": "a", "limit": "x"}', 'argument "limit" must be an integer or None'),
+        (LOOKUP, '{"key": "a", "limit": True}', 'argument "limit" must be an integer or None'),
+        (LOOKUP, '{"key": "a", "limit": 1.5}', 'argument "limit" must be an integer or None'),
+        (LOOKUP, '{"key": 1}', 'argument "key" must be a string'),
         (
-            'records.search(filter={"owner": 1, "tags": []})',
+            SEARCH,
+            '{"filter": {"owner": 1, "tags": []}}',
             'argument "filter.owner" must be a string',
         ),
         (
-            'records.search(filter={"owner": "o", "tags": ["a", 2]})',
+            SEARCH,
+            '{"filter": {"owner": "o", "tags": ["a", 2]}}',
             'argument "filter.tags[1]" must be a string',
         ),
         (
-            'records.search(filter={"owner": "o", "tags": [], "ownr": 1})',
+            SEARCH,
+            '{"filter": {"owner": "o", "tags": [], "ownr": 1}}',
             'unknown argument "filter.ownr"; did you mean "owner"?',
         ),
-        ('records.search(filter={"owner": "o"})', 'missing required argument "filter.tags"'),
-        ('records.search(filter="x")', 'argument "filter" must be a dict'),
+        (SEARCH, '{"filter": {"owner": "o"}}', 'missing required argument "filter.tags"'),
+        (SEARCH, '{"filter": "x"}', 'argument "filter" must be a dict'),
         (
-            'records.search(filter={"owner": "o", "tags": []}, order="up")',
+            SEARCH,
+            '{"filter": {"owner": "o", "tags": []}, "order": "up"}',
             "argument \"order\" must be one of 'asc', 'desc'",
         ),
         (
-            'records.search(filter={"owner": "o", "tags": []}, labels={"env": 1})',
+            SEARCH,
+            '{"filter": {"owner": "o", "tags": []}, "labels": {"env": 1}}',
             "argument \"labels['env']\" must be a string",
         ),
-        ("records.lookup(key={1, 2})", 'argument "key" is a set, which JSON cannot hold'),
+        (LOOKUP, '{"key": {1, 2}}', 'argument "key" is a set, which JSON cannot hold'),
     ],
 )
-def test_binding_errors_name_the_argument_path(cm: CodeMode, call: str, detail: str) -> None:
-    error = run_error(cm, P + call)
+def test_binding_errors_name_the_argument_path(
+    cm: CodeMode, capability: str, kwargs: str, detail: str
+) -> None:
+    error = run_error(cm, f"def main():\n    kw = {kwargs}\n    return {capability}(**kw)")
     assert error.code is ErrorCode.INVALID_ARGUMENTS
     assert str(error) == f"invalid capability arguments: {detail}"
     assert error.where is not None
-    assert (error.where.line, error.where.column, error.where.func) == (2, 12, "main")
+    assert (error.where.line, error.where.column, error.where.func) == (3, 12, "main")
+
+
+def test_positional_arguments_are_rejected(cm: CodeMode) -> None:
+    error = run_error(cm, 'def main():\n    f = records.lookup\n    return f("a")')
+    assert str(error) == "invalid capability arguments: positional arguments are not accepted"
 
 
 def test_binding_errors_stop_the_program_even_inside_try(cm: CodeMode) -> None:
-    source = "def main():\n    try:\n        records.lookup(keu=1)\n    except Exception:\n        return 'swallowed'"
+    source = "def main():\n    kw = {'keu': 1}\n    try:\n        records.lookup(**kw)\n    except Exception:\n        return 'swallowed'"
     assert run_error(cm, source).code is ErrorCode.INVALID_ARGUMENTS
 
 
@@ -72,8 +89,6 @@ def test_valid_calls_bind_defaults_ints_as_floats_and_tuples_as_lists(cm: CodeMo
 
 
 def test_authorizer_sees_canonical_arguments_with_defaults() -> None:
-    from codemode.authz import AuthorizationRequest
-
     seen: list[AuthorizationRequest] = []
     cm = CodeMode(authorizer=seen.append)
 
@@ -94,8 +109,7 @@ def test_authorizer_sees_canonical_arguments_with_defaults() -> None:
 
 
 def test_call_context_is_injected_and_invisible(cm: CodeMode) -> None:
-    result = cm.execute(P + "records.whoami()", subject="carol")
+    result = cm.execute("def main():\n    return records.whoami()", subject="carol")
     assert result.value == ["carol", "records.whoami", "records.whoami"]
-    assert str(run_error(cm, P + "records.whoami(ctx=1)")) == (
-        'invalid capability arguments: unknown argument "ctx"'
-    )
+    error = run_error(cm, "def main():\n    kw = {'ctx': 1}\n    return records.whoami(**kw)")
+    assert str(error) == 'invalid capability arguments: unknown argument "ctx"'

@@ -54,3 +54,17 @@ def test_serving_a_public_address_without_tokens_is_refused() -> None:
     )
     assert result.exit_code == 2
     assert "refusing to serve 0.0.0.0 without --token-file" in result.stderr
+
+
+def test_check_reports_every_problem_without_running(tmp_path: Path) -> None:
+    path = tmp_path / "program.py"
+    path.write_text('def main():\n    records.lokup(key="a")\n    return records.lookup(keu=1)')
+    result = CliRunner().invoke(main, ["check", "tests.conftest:build_host", str(path)])
+    assert result.exit_code == 1
+    assert result.stderr.endswith(
+        'invalid program: <codemode>:2:5: unknown capability "records.lokup"; did you mean "records.lookup"?\n'
+        '<codemode>:3:12: unknown argument "keu"; did you mean "key"? [invalid_program]\n'
+    )
+    path.write_text('def main():\n    return records.lookup(key="a")')
+    result = CliRunner().invoke(main, ["check", "tests.conftest:build_host", str(path)])
+    assert (result.exit_code, result.stdout) == (0, "ok: no problems found\n")

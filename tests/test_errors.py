@@ -63,7 +63,7 @@ def test_entry_point_problems_have_specific_messages(cm: CodeMode) -> None:
     )
     error = run_error(cm, "def main(x):\n    return x")
     assert str(error) == "invalid program: <codemode>:1:1: main() must take no parameters"
-    assert error.where == Where("<codemode>", 1, 1, 1, 13, "<module>", "def main(x):")
+    assert error.where == Where("<codemode>", 1, 1, 1, 13, "main", "def main(x):")
     assert str(run_error(cm, "main = 5")) == (
         "invalid program: the program must define main(): add def main(): at top level"
     )

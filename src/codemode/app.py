@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import anyio
 
 from codemode.authz import Authorizer
+from codemode.binding import closest_name
 from codemode.capabilities import Capability, Catalog, build_capability
-from codemode.capabilities.search import SearchResult, search
+from codemode.capabilities.search import SearchIndex, SearchResult
 from codemode.errors import NotFoundError, UnauthenticatedError
 from codemode.limits import Limits
 from codemode.runtime import Engine, Execution, ExecutionResult
@@ -57,6 +58,7 @@ class CodeMode:
         self.name = name
         self.catalog = Catalog(disabled)
         self._engine: Engine | None = None
+        self._index: tuple[dict[str, Capability], SearchIndex] | None = None
 
     def __repr__(self) -> str:
         return f"CodeMode(name={self.name!r}, capabilities={len(self.catalog.enabled)})"
@@ -98,14 +100,23 @@ class CodeMode:
     def search(self, query: str, *, limit: int = 20) -> SearchResult:
         """Enabled capabilities ranked for a query (a blank query finds nothing)."""
         self.catalog.check_disabled()
-        return search(list(self.catalog.enabled.values()), query, limit=limit)
+        enabled = self.catalog.enabled
+        if self._index is None or self._index[0] is not enabled:
+            self._index = (enabled, SearchIndex(list(enabled.values())))
+        return self._index[1].search(query, limit=limit)
 
     def describe(self, name: str) -> Capability:
-        """The enabled capability with exactly this name, else NotFoundError."""
+        """The enabled capability with exactly this name, else NotFoundError.
+
+        The lookup is exact (no trimming, no case folding); the error suggests a close
+        enabled name, so a disabled name gets the same answer as one that never existed.
+        """
         self.catalog.check_disabled()
-        capability = self.catalog.enabled.get(name) if isinstance(name, str) else None
+        enabled = self.catalog.enabled
+        capability = enabled.get(name) if isinstance(name, str) else None
         if capability is None:
-            raise NotFoundError()
+            hint = closest_name(name, enabled) if isinstance(name, str) else None
+            raise NotFoundError(f'did you mean "{hint}"?' if hint else None)
         return capability
 
     # -- execution -----------------------------------------------------------------------

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, get_args, get_origin
 
 import pydantic
+from pydantic_core import ErrorDetails
 from typing_extensions import is_typeddict
 
 from codemode.capabilities import Capability
@@ -38,6 +39,8 @@ def closest_name(name: str, declared: Iterable[str]) -> str | None:
 
     Only the capability's own declared names are candidates: a hint never reveals host text.
     """
+    if len(name) > 200:
+        return None
     matches = difflib.get_close_matches(name, sorted(declared), n=1, cutoff=0.6)
     return matches[0] if matches else None
 
@@ -62,7 +65,7 @@ def bind(
     try:
         validated = capability.arguments_adapter.validate_json(encoded, strict=True)
     except pydantic.ValidationError as exc:
-        raise InvalidArgumentsError(_explain(capability, exc)) from None
+        raise InvalidArgumentsError(_explain(capability, exc.errors())) from None
     handler_kwargs = {p.name: validated.get(p.name, p.default) for p in capability.parameters}
     arguments: JSONObject = capability.arguments_adapter.dump_python(handler_kwargs, mode="json")
     return BoundCall(arguments, handler_kwargs)
@@ -83,10 +86,21 @@ def _quote(path: str) -> str:
 _PRIORITY = {"extra_forbidden": 0, "missing": 1}
 
 
-def _explain(capability: Capability, exc: pydantic.ValidationError) -> str:
+def check_value(capability: Capability, name: str, encoded: str) -> str | None:
+    """The binding message for one argument given as JSON text, or None when it binds."""
+    try:
+        capability.arguments_adapter.validate_json(f'{{"{name}": {encoded}}}', strict=True)
+    except pydantic.ValidationError as exc:
+        errors = [
+            e for e in exc.errors() if e["loc"][:1] == (name,) and e["type"] != "missing"
+        ] or [e for e in exc.errors() if len(e["loc"]) > 1 and e["loc"][0] == name]
+        return _explain(capability, errors) if errors else None
+    return None
+
+
+def _explain(capability: Capability, errors: list[ErrorDetails]) -> str:
     """The most useful single message for the first binding problem."""
-    errors = sorted(exc.errors(), key=lambda e: _PRIORITY.get(e["type"], 2))
-    error = errors[0]
+    error = sorted(errors, key=lambda e: _PRIORITY.get(e["type"], 2))[0]
     path, annotation, owner = _walk(capability, error["loc"])
     if error["type"] == "extra_forbidden":
         message = f"unknown argument {_quote(path)}"
@@ -142,4 +156,4 @@ def _walk(capability: Capability, loc: tuple[int | str, ...]) -> tuple[str, Any,
     return path, annotation, declared
 
 
-__all__ = ["BoundCall", "bind", "closest_name"]
+__all__ = ["BoundCall", "bind", "check_value", "closest_name"]

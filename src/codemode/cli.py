@@ -171,6 +171,22 @@ def run(app: str, file: Any, subject: str) -> None:
 
 
 @main.command()
+@click.argument("app")
+@click.argument("file", type=click.File("r", encoding="utf-8"))
+def check(app: str, file: Any) -> None:
+    """Check the program in FILE against APP without running it (the static preflight)."""
+    from codemode.runtime.program import Programs
+
+    cm = load_app(app)
+    try:
+        Programs(cm.catalog.enabled).prepare(file.read())
+    except CodeModeError as error:
+        click.echo(render_error(error), err=True)
+        sys.exit(1)
+    click.echo("ok: no problems found")
+
+
+@main.command()
 @click.option(
     "--transport", type=click.Choice(["http", "stdio"]), default="http", show_default=True
 )

@@ -74,8 +74,8 @@ def test_listed_modules_import(cm: CodeMode, module: str) -> None:
 
 @pytest.mark.parametrize("module", language.MISSING_MODULES)
 def test_missing_modules_do_not_import(cm: CodeMode, module: str) -> None:
-    error = run_error(cm, f"import {module}\ndef main():\n    return 1")
+    error = run_error(cm, f"def main():\n    import {module}\n    return 1")
     assert (
         str(error)
-        == f"invalid program: <codemode>:1:1: ModuleNotFoundError: No module named '{module}'"
+        == f"invalid program: <codemode>:2:5: ModuleNotFoundError: No module named '{module}'"
     )

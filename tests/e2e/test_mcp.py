@@ -104,9 +104,10 @@ async def test_tools_and_schemas(caller: Caller) -> None:
     listed = await caller.session.list_tools()
     tools = {t.name: t for t in listed.tools}
     assert list(tools) == ["search_api", "describe_api", "execute"]
+    assert tools["describe_api"].input_schema["properties"]["names"]["maxItems"] == 20
     for name, prop in (("search_api", "query"), ("describe_api", "name"), ("execute", "source")):
         schema = tools[name].input_schema
-        assert schema["required"] == [prop]
+        assert schema.get("required", [prop]) == [prop]
         assert schema["additionalProperties"] is False
         assert schema["properties"][prop]["type"] == "string"
         assert tools[name].output_schema is not None
@@ -158,8 +159,14 @@ ERROR_CASES: list[tuple[str, str, str, tuple[int, int] | None]] = [
     (
         P + '    return records.lookup(keu="a")',
         "invalid_arguments",
-        'invalid capability arguments: unknown argument "keu"; did you mean "key"?',
+        'invalid capability arguments: <codemode>:2:12: unknown argument "keu"; did you mean "key"?',
         (2, 12),
+    ),
+    (
+        P + '    kw = {"keu": "a"}\n    return records.lookup(**kw)',
+        "invalid_arguments",
+        'invalid capability arguments: unknown argument "keu"; did you mean "key"?',
+        (3, 12),
     ),
     (P + "    return records.secret()", "permission_denied", "permission denied", (2, 12)),
     (P + "    return records.flaky()", "policy_failure", "authorization policy failure", (2, 12)),
@@ -200,9 +207,15 @@ async def test_execute_errors_are_exact_and_structured(
 
 
 async def test_describe_of_unknown_or_disabled_is_not_found(caller: Caller) -> None:
-    for name in ("records.nope", "records.hidden", " records.lookup"):
+    for name, message in (
+        ("billing.charge", "capability not found"),
+        (" records.lookup", 'capability not found: did you mean "records.lookup"?'),
+    ):
         error = error_of(await caller.call("describe_api", {"name": name}))
-        assert error == {"code": "not_found", "message": "capability not found", "where": None}
+        assert error == {"code": "not_found", "message": message, "where": None}
+    hidden = error_of(await caller.call("describe_api", {"name": "records.hidden"}))
+    never = error_of(await caller.call("describe_api", {"name": "records.hiddex"}))
+    assert hidden == never
 
 
 @pytest.mark.parametrize(

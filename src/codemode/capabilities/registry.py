@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, NotRequired, Required
 
+import docstring_parser
 import pydantic
 from typing_extensions import TypedDict
 
@@ -28,6 +29,8 @@ class Parameter:
     name: str
     annotation: Any
     default: Any
+    doc: str | None = None
+    """What the handler's docstring says of it (Google, NumPy, reST or Epydoc style)."""
 
     @property
     def required(self) -> bool:
@@ -57,6 +60,8 @@ class Capability:
     result_adapter: pydantic.TypeAdapter[Any] = field(repr=False)
     converts_result: bool
     """Whether results hold objects or enums that must be rebuilt for the sandbox."""
+    result_doc: str | None = None
+    """What the handler's docstring says it returns."""
 
     @property
     def signature(self) -> str:
@@ -116,6 +121,8 @@ def build_capability(
     except (NameError, TypeError, ValueError) as exc:
         raise fail(f"cannot read the type hints ({exc})") from None
 
+    docs = docstring_parser.parse(inspect.getdoc(handler) or "")
+    param_docs = {p.arg_name: p.description for p in docs.params if p.description}
     parameters: list[Parameter] = []
     context_parameter: str | None = None
     for param in signature.parameters.values():
@@ -135,7 +142,9 @@ def build_capability(
             t.check_supported(annotation)
         except t.UnsupportedTypeError as exc:
             raise fail(f'parameter "{param.name}": {exc}') from None
-        parameters.append(Parameter(param.name, annotation, param.default))
+        parameters.append(
+            Parameter(param.name, annotation, param.default, param_docs.get(param.name))
+        )
     if "return" not in hints:
         raise fail("the return type hint is missing")
     result_annotation = hints["return"]
@@ -158,6 +167,7 @@ def build_capability(
         arguments_adapter=_arguments_adapter(name, parameters),
         result_adapter=pydantic.TypeAdapter(t.portable(result_annotation)),
         converts_result=t.needs_conversion(result_annotation),
+        result_doc=docs.returns.description if docs.returns else None,
     )
 
 
@@ -216,9 +226,6 @@ class Catalog:
                 if cap.id not in self.disabled
             }
         return self._enabled
-
-    def roots(self) -> frozenset[str]:
-        return frozenset(name.split(".", 1)[0] for name in self.enabled)
 
 
 __all__ = ["REQUIRED", "Capability", "Catalog", "Parameter", "build_capability"]

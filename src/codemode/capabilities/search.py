@@ -1,17 +1,23 @@
 """Ranking enabled capabilities for search_api.
 
-Identifiers are split the way people type them (`createReview` -> create, review; dots,
-underscores and dashes separate), connector words are dropped, and each query token is
+Identifiers are split the way people type them (`createReview` -> create, review;
+`XMLFile` -> xml, file; `GitHub` stays one token; dots, underscores and dashes separate),
+connector words are dropped, and each query token is
 scored against each field: an exact token beats a plural or prefix match, which beats a
-one-letter typo in a long word; the name weighs most, then search terms, summary and
-description; rare tokens weigh more than common ones. Most of a multi-word query must
-match, and an exact dotted name always comes first.
+one-letter typo in a word of five or more letters; the name weighs most, then search terms,
+summary and description; rare tokens weigh more than common ones. Most of a multi-word
+query must match, an exact dotted name always comes first, and ties go by name.
+
+The index is built once per set of enabled capabilities, so a query costs a pass over the
+vocabulary, not over every capability's text.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -19,51 +25,37 @@ from codemode.capabilities.registry import Capability
 
 MAX_QUERY_BYTES = 256
 MAX_QUERY_TOKENS = 16
+MAX_RESULTS = 50
 MAX_RESPONSE_BYTES = 64 * 1024
 
 CONNECTORS = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "by",
-        "for",
-        "from",
-        "get",
-        "i",
-        "in",
-        "into",
-        "is",
-        "it",
-        "me",
-        "my",
-        "of",
-        "on",
-        "or",
-        "please",
-        "show",
-        "some",
-        "that",
-        "the",
-        "this",
-        "to",
-        "using",
-        "want",
-        "which",
-        "with",
-    ]
+    {"a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "i", "in", "into", "is"}
+    | {"it", "its", "me", "my", "of", "on", "or", "please", "some", "that", "the", "them"}
+    | {"this", "to", "with", "you"}
 )
-_WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z]|\d|\b|_)|[A-Z]?[a-z]+|[A-Z]+|\d+")
-_FIELD_WEIGHTS = (("name", 4.0), ("terms", 3.0), ("summary", 2.0), ("description", 1.0))
+_PARTS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+_FIELDS = (("name", 4.0), ("terms", 3.0), ("summary", 2.0), ("description", 1.0))
 
 
 def tokenize(text: str) -> list[str]:
-    """Lower-case tokens: `createReview` -> create, review; `XMLFile` -> xml, file."""
-    return [w.lower() for part in re.split(r"[^A-Za-z0-9]+", text) for w in _WORD.findall(part)]
+    """Lower-case tokens: `createReview` -> create, review; `XMLFile` -> xml, file.
+
+    A word that starts with a capital keeps its lower-to-upper joints (`GitHub`, `MySQL`
+    are names, not two words); an acronym before a word still splits.
+    """
+    tokens: list[str] = []
+    for word in re.split(r"[^A-Za-z0-9]+", text):
+        parts = _PARTS.findall(word)
+        if word[:1].isupper():
+            joined: list[str] = []
+            for part in parts:
+                if joined and joined[-1][-1].islower() and part[0].isupper():
+                    joined[-1] += part
+                else:
+                    joined.append(part)
+            parts = joined
+        tokens.extend(part.lower() for part in parts)
+    return tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +71,7 @@ class SearchResult:
     truncated: bool
 
 
-def _singular(token: str) -> str:
+def singular(token: str) -> str:
     if len(token) > 4 and token.endswith("ies"):
         return token[:-3] + "y"
     if len(token) > 3 and token.endswith("es") and token[-3] in "sxz":
@@ -89,99 +81,128 @@ def _singular(token: str) -> str:
     return token
 
 
-def _one_edit(a: str, b: str) -> bool:
+def one_edit(a: str, b: str) -> bool:
     """Whether a and b differ by one substitution, insertion, deletion or transposition."""
-    if abs(len(a) - len(b)) > 1 or a == b:
+    if a == b or abs(len(a) - len(b)) > 1:
         return False
     if len(a) == len(b):
         diffs = [i for i in range(len(a)) if a[i] != b[i]]
-        return len(diffs) == 1 or (
-            len(diffs) == 2
-            and diffs[1] == diffs[0] + 1
-            and a[diffs[0]] == b[diffs[1]]
-            and a[diffs[1]] == b[diffs[0]]
-        )
+        if len(diffs) == 1:
+            return True
+        i, j = [*diffs, 0, 0][:2]
+        return len(diffs) == 2 and j == i + 1 and a[i] == b[j] and a[j] == b[i]
     short, long_ = (a, b) if len(a) < len(b) else (b, a)
     return any(long_[:i] + long_[i + 1 :] == short for i in range(len(long_)))
 
 
-def _match(query: str, token: str) -> float:
-    """How well one query token matches one field token (0 when it does not)."""
-    if query == token:
+def match(query: str, word: str) -> float:
+    """How well one query token matches one indexed word (0 when it does not)."""
+    if query == word:
         return 1.0
-    if _singular(query) == _singular(token):
+    if singular(query) == singular(word):
         return 0.9
-    if len(query) >= 3 and token.startswith(query):
+    if len(query) >= 3 and word.startswith(query):
         return 0.7
-    if len(query) >= 5 and len(token) >= 5 and _one_edit(query, token):
+    if len(query) >= 5 and len(word) >= 5 and one_edit(query, word):
         return 0.6
     return 0.0
 
 
-def search(capabilities: Sequence[Capability], query: str, *, limit: int = 20) -> SearchResult:
-    """Rank capabilities for a query; blank or connector-only queries find nothing."""
-    if not isinstance(query, str):
-        return SearchResult([], False)
-    query = query.encode("utf-8")[:MAX_QUERY_BYTES].decode("utf-8", errors="ignore").strip()
-    exact = next((c for c in capabilities if c.name == query), None)
-    tokens = list(dict.fromkeys(t for t in tokenize(query) if t not in CONNECTORS))
-    tokens = tokens[:MAX_QUERY_TOKENS]
-    if not tokens and exact is None:
-        return SearchResult([], False)
+def _deletions(word: str) -> set[str]:
+    return {word[:i] + word[i + 1 :] for i in range(len(word))}
 
-    fields = [
-        {
-            "name": tokenize(c.name),
-            "terms": [t for term in c.search_terms for t in tokenize(term)],
-            "summary": tokenize(c.summary),
-            "description": tokenize(c.description),
-        }
-        for c in capabilities
-    ]
-    total = len(capabilities)
 
-    def rarity(token: str) -> float:
-        having = sum(
-            1 for f in fields if any(_match(token, w) for words in f.values() for w in words)
-        )
-        return math.log(1 + total / (1 + having))
+class SearchIndex:
+    """Words of every field of every capability, and where each word occurs."""
 
-    weights = {token: rarity(token) for token in tokens}
-    needed = max(1, math.ceil(len(tokens) * 0.6)) if tokens else 0
-    scored: list[tuple[float, str, Capability]] = []
-    for capability, f in zip(capabilities, fields, strict=True):
-        score = 0.0
-        matched = 0
+    def __init__(self, capabilities: Sequence[Capability]) -> None:
+        self.capabilities = list(capabilities)
+        self.by_name = {c.name: c for c in self.capabilities}
+        # word -> {capability index: best field weight}
+        self.postings: dict[str, dict[int, float]] = defaultdict(dict)
+        for index, capability in enumerate(self.capabilities):
+            fields = {
+                "name": tokenize(capability.name),
+                "terms": [t for term in capability.search_terms for t in tokenize(term)],
+                "summary": tokenize(capability.summary),
+                "description": tokenize(capability.description),
+            }
+            for field, weight in _FIELDS:
+                for word in fields[field]:
+                    posting = self.postings[word]
+                    posting[index] = max(posting.get(index, 0.0), weight)
+        self.sorted_words = sorted(self.postings)
+        self.by_singular: dict[str, list[str]] = defaultdict(list)
+        self.by_deletion: dict[str, list[str]] = defaultdict(list)
+        for word in self.sorted_words:
+            self.by_singular[singular(word)].append(word)
+            if len(word) >= 5:
+                for variant in _deletions(word):
+                    self.by_deletion[variant].append(word)
+
+    def candidates(self, token: str) -> set[str]:
+        """Indexed words that may match `token`: found by lookups, never by a full scan."""
+        found = set(self.by_singular.get(singular(token), ()))
+        if token in self.postings:
+            found.add(token)
+        if len(token) >= 3:
+            start = bisect.bisect_left(self.sorted_words, token)
+            for word in self.sorted_words[start:]:
+                if not word.startswith(token):
+                    break
+                found.add(word)
+        if len(token) >= 5:
+            for variant in {token, *_deletions(token)}:
+                found.update(self.by_deletion.get(variant, ()))
+                if variant in self.postings:
+                    found.add(variant)
+        return found
+
+    def search(self, query: str, *, limit: int = 20) -> SearchResult:
+        """Rank capabilities for a query; blank or connector-only queries find nothing."""
+        if not isinstance(query, str):
+            return SearchResult([], False)
+        query = query.encode("utf-8")[:MAX_QUERY_BYTES].decode("utf-8", errors="ignore").strip()
+        limit = max(1, min(limit, MAX_RESULTS))
+        exact = self.by_name.get(query)
+        tokens = list(dict.fromkeys(t for t in tokenize(query) if t not in CONNECTORS))
+        tokens = tokens[:MAX_QUERY_TOKENS]
+        total = len(self.capabilities)
+
+        scores: dict[int, float] = defaultdict(float)
+        matched: dict[int, int] = defaultdict(int)
         for token in tokens:
-            best = max(
-                (
-                    weight * _match(token, word)
-                    for field, weight in _FIELD_WEIGHTS
-                    for word in f[field]
-                ),
-                default=0.0,
-            )
-            if best:
-                matched += 1
-                score += best * weights[token]
-        if capability is exact:
-            score = math.inf
-        elif matched < needed or not score:
-            continue
-        scored.append((score, capability.name, capability))
-    scored.sort(key=lambda item: (-item[0], item[1]))
+            best: dict[int, float] = {}
+            for word in self.candidates(token):
+                quality = match(token, word)
+                if quality:
+                    for index, weight in self.postings[word].items():
+                        best[index] = max(best.get(index, 0.0), quality * weight)
+            rarity = math.log(1 + total / (1 + len(best)))
+            for index, value in best.items():
+                scores[index] += value * rarity
+                matched[index] += 1
 
-    hits: list[SearchHit] = []
-    size = 0
-    truncated = len(scored) > limit
-    for _, _, capability in scored[:limit]:
-        hit = SearchHit(capability.name, capability.signature, capability.summary)
-        size += len(hit.name) + len(hit.signature) + len(hit.summary) + 64
-        if size > MAX_RESPONSE_BYTES:
-            truncated = True
-            break
-        hits.append(hit)
-    return SearchResult(hits, truncated)
+        needed = math.ceil(len(tokens) * 0.6)
+        ranked = sorted(
+            (
+                (-score, self.capabilities[index].name, self.capabilities[index])
+                for index, score in scores.items()
+                if matched[index] >= needed and self.capabilities[index] is not exact
+            ),
+            key=lambda item: (item[0], item[1]),
+        )
+        ordered = ([exact] if exact is not None else []) + [c for _, _, c in ranked]
+
+        hits: list[SearchHit] = []
+        size = 0
+        for capability in ordered[:limit]:
+            hit = SearchHit(capability.name, capability.signature, capability.summary)
+            size += len(hit.name) + len(hit.signature) + len(hit.summary) + 64
+            if size > MAX_RESPONSE_BYTES:
+                break
+            hits.append(hit)
+        return SearchResult(hits, len(hits) < len(ordered))
 
 
-__all__ = ["SearchHit", "SearchResult", "search", "tokenize"]
+__all__ = ["SearchHit", "SearchIndex", "SearchResult", "tokenize"]

@@ -205,7 +205,7 @@ def create(
     @cm.capability(
         "instances.set_state",
         summary="Start or stop an instance; returns the updated instance.",
-        search_terms=["start", "stop", "restart", "power"],
+        search_terms=["start", "stop", "restart", "power off a server"],
     )
     def set_state(*, sandbox: str, name: str, state: State) -> Instance:
         instance(sandbox, name)

@@ -16,9 +16,9 @@ from mcp.types import CallToolResult, TextContent, Tool, ToolAnnotations
 from codemode.app import CodeMode
 from codemode.capabilities import Capability
 from codemode.capabilities import types as t
-from codemode.errors import CodeModeError, InvalidRequestError
+from codemode.errors import CodeModeError, InvalidRequestError, NotFoundError
 from codemode.language import surface
-from codemode.types import JSONObject
+from codemode.types import JSONObject, JSONValue
 
 Schema = dict[str, Any]
 
@@ -27,9 +27,11 @@ SEARCH_DESCRIPTION = (
     "pass a returned name to describe_api, then call it from execute."
 )
 DESCRIBE_DESCRIPTION = (
-    "Describe one capability by the exact name search_api returned: its keyword-only "
-    "signature, what each field of its result is called and how to read it, and JSON Schemas."
+    "Describe a capability by the exact name search_api returned (or up to 20 at once with "
+    "names): its keyword-only signature, each parameter's meaning, what each field of its "
+    'result is called and how to read it (r["key"] or r.key), and JSON Schemas.'
 )
+MAX_DESCRIBE_NAMES = 20
 EXECUTE_DESCRIPTION = (
     "Run one program against the capabilities and return what main() returns, with anything "
     "it printed. Make several calls, filter and combine their results in one program.\n"
@@ -69,6 +71,24 @@ def _input(prop: str, description: str) -> Schema:
         "required": [prop],
         "additionalProperties": False,
     }
+
+
+DESCRIBE_INPUT: Schema = {
+    "type": "object",
+    "properties": {
+        "name": {
+            "type": "string",
+            "description": "The exact capability name, as search_api returned it",
+        },
+        "names": {
+            "type": "array",
+            "items": {"type": "string"},
+            "maxItems": MAX_DESCRIBE_NAMES,
+            "description": "Several exact names at once, instead of name",
+        },
+    },
+    "additionalProperties": False,
+}
 
 
 def _output(properties: Schema, required: list[str]) -> Schema:
@@ -114,7 +134,7 @@ TOOLS = [
     Tool(
         name="describe_api",
         description=DESCRIBE_DESCRIPTION,
-        input_schema=_input("name", "The exact capability name, as search_api returned it"),
+        input_schema=DESCRIBE_INPUT,
         output_schema=_output(
             {
                 "name": _STRING,
@@ -126,8 +146,10 @@ TOOLS = [
                 "shapes": {"type": "array", "items": _STRING},
                 "input_schema": {"type": "object"},
                 "output_schema": {"type": "object"},
+                "capabilities": {"type": "array", "items": {"type": "object"}},
+                "not_found": {"type": "array", "items": {"type": "object"}},
             },
-            ["name", "signature", "summary", "description", "parameters", "result", "shapes"],
+            [],
         ),
         annotations=_READ_ONLY,
     ),
@@ -166,19 +188,29 @@ def failed(error: CodeModeError) -> CallToolResult:
     )
 
 
-def check_arguments(tool: Tool, arguments: Any) -> dict[str, str]:
-    """The tool's string properties, or InvalidRequestError naming the first problem."""
+def check_arguments(tool: Tool, arguments: Any) -> dict[str, Any]:
+    """The tool's arguments, or InvalidRequestError naming the first problem."""
     if not isinstance(arguments, dict):
         raise InvalidRequestError("arguments must be an object")
     properties = tool.input_schema["properties"]
     for key in sorted(arguments):
         if key not in properties:
             raise InvalidRequestError(f'unknown property "{key[:64]}"')
-    for key in tool.input_schema["required"]:
+    for key in tool.input_schema.get("required", []):
         if key not in arguments:
             raise InvalidRequestError(f'missing required property "{key}"')
-        if not isinstance(arguments[key], str):
+    for key, value in arguments.items():
+        schema = properties[key]
+        if schema["type"] == "string" and not isinstance(value, str):
             raise InvalidRequestError(f'property "{key}" must be a string')
+        if schema["type"] == "array" and not (
+            isinstance(value, list)
+            and all(isinstance(item, str) for item in value)
+            and len(value) <= schema["maxItems"]
+        ):
+            raise InvalidRequestError(
+                f'property "{key}" must be a list of at most {schema["maxItems"]} strings'
+            )
     return arguments
 
 
@@ -195,12 +227,14 @@ def describe_payload(capability: Capability) -> JSONObject:
                 "type": t.notation(p.annotation),
                 "required": p.required,
                 **({} if p.required else {"default": repr(p.default)}),
+                **({"doc": p.doc} if p.doc else {}),
             }
             for p in capability.parameters
         ],
         "result": {
             "type": t.notation(capability.result_annotation),
             "read_as": t.access(capability.result_annotation) or "value",
+            **({"doc": capability.result_doc} if capability.result_doc else {}),
         },
         "shapes": [shape.render() for shape in capability.shapes],
         "input_schema": capability.input_schema,
@@ -214,7 +248,7 @@ class Handlers:
 
     cm: CodeMode
 
-    async def search_api(self, arguments: dict[str, str], subject: str) -> CallToolResult:
+    async def search_api(self, arguments: dict[str, Any], subject: str) -> CallToolResult:
         found = self.cm.search(arguments["query"])
         return ok(
             {
@@ -226,10 +260,21 @@ class Handlers:
             }
         )
 
-    async def describe_api(self, arguments: dict[str, str], subject: str) -> CallToolResult:
-        return ok(describe_payload(self.cm.describe(arguments["name"])))
+    async def describe_api(self, arguments: dict[str, Any], subject: str) -> CallToolResult:
+        if ("name" in arguments) == ("names" in arguments):
+            raise InvalidRequestError('pass exactly one of "name" and "names"')
+        if "name" in arguments:
+            return ok(describe_payload(self.cm.describe(arguments["name"])))
+        found: list[JSONValue] = []
+        missing: list[JSONValue] = []
+        for name in dict.fromkeys(arguments["names"]):
+            try:
+                found.append(describe_payload(self.cm.describe(name)))
+            except NotFoundError as error:
+                missing.append({"name": name[:200], "message": str(error)})
+        return ok({"capabilities": found, "not_found": missing})
 
-    async def execute(self, arguments: dict[str, str], subject: str) -> CallToolResult:
+    async def execute(self, arguments: dict[str, Any], subject: str) -> CallToolResult:
         result = await self.cm.execute_async(arguments["source"], subject=subject)
         structured: JSONObject = {"result": result.value}
         if result.printed:

@@ -38,7 +38,7 @@ from codemode.errors import (
 from codemode.limits import LimitKind, Limits
 from codemode.runtime.classify import Outcome, classify
 from codemode.runtime.dispatch import Bridge, Dispatcher, Raise, Stop
-from codemode.runtime.program import Program, prepare
+from codemode.runtime.program import Program, Programs
 from codemode.types import JSONValue
 from codemode.values import TooDeep, ValueProblem, json_size, to_json
 
@@ -173,7 +173,7 @@ class Execution:
             raise self.outcome.killed_for
         if len(self.source.encode("utf-8", errors="surrogatepass")) > self.limits.max_source_bytes:
             raise ResourceLimitError(LimitKind.SOURCE_SIZE)
-        program = prepare(self.source, self.catalog.roots())
+        program = self.engine.programs(self.catalog).prepare(self.source)
         self.outcome.program = program
         retire = False
         try:
@@ -328,6 +328,7 @@ class Engine:
         self._lock = threading.Lock()
         self._pool: pm.Monty | None = None
         self._modules: tuple[int, dict[str, pm.ExternalModule]] | None = None
+        self._programs: Programs | None = None
         self._loop: tuple[asyncio.AbstractEventLoop, threading.Thread] | None = None
         self._running: set[Execution] = set()
         workers = 2 * limits.max_concurrent_executions
@@ -354,6 +355,14 @@ class Engine:
             if self._modules is None or self._modules[0] != id(enabled):
                 self._modules = (id(enabled), _build_modules(list(enabled)))
             return self._modules[1]
+
+    def programs(self, catalog: Catalog) -> Programs:
+        """Prepared programs for the catalog's current capabilities."""
+        enabled = catalog.enabled
+        with self._lock:
+            if self._programs is None or self._programs.capabilities is not enabled:
+                self._programs = Programs(enabled)
+            return self._programs
 
     def private_bridge(self) -> Bridge:
         """A loop on a background thread, for async handlers when the caller has none."""

@@ -1,4 +1,4 @@
-"""A submitted program, checked for its entry point and prepared as one feed.
+"""A submitted program, checked before it runs and prepared as one feed.
 
 The program is fed once, with a trailer after its last line that imports the capability
 namespaces it mentions and calls `main()`. Nothing is prepended, so every line and column
@@ -10,14 +10,24 @@ the module body ran, a capability reached while the module loads fails by constr
 from __future__ import annotations
 
 import ast
-import functools
 import re
+from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from codemode.errors import PROGRAM_FILE, InvalidProgramError, Where
+from codemode import preflight
+from codemode.capabilities import Capability
+from codemode.errors import (
+    PROGRAM_FILE,
+    CodeModeError,
+    InvalidArgumentsError,
+    InvalidProgramError,
+    Where,
+)
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ASYNC_MAIN = re.compile(r"^async\s+def\s+main\s*\(", re.MULTILINE)
+NO_MAIN = "the program must define main(): add def main(): at top level"
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,11 +53,7 @@ class Program:
         self, line: int, column: int, end_line: int, end_column: int, func: str | None
     ) -> Where | None:
         """A Where for a position reported by the interpreter, or None if it is not ours."""
-        if not 1 <= line <= len(self.lines):
-            return None
-        if end_line > len(self.lines) or end_line < line:
-            end_line, end_column = line, len(self.lines[line - 1]) + 1
-        return Where(PROGRAM_FILE, line, column, end_line, end_column, func, self.lines[line - 1])
+        return _where(self.lines, line, column, end_line, end_column, func)
 
     def where_at(self, start: int, end: int) -> Where | None:
         """A Where for a span of UTF-8 byte offsets into the fed code (a call site)."""
@@ -62,38 +68,70 @@ class Program:
         return line, len(data[last:].decode("utf-8", errors="ignore")) + 1
 
 
-def prepare(source: str, roots: frozenset[str]) -> Program:
-    """Check the entry point and build the feed. Raises InvalidProgramError."""
-    return _prepare(source, roots)
+def _where(
+    lines: tuple[str, ...], line: int, column: int, end_line: int, end_column: int, func: str | None
+) -> Where | None:
+    if not 1 <= line <= len(lines):
+        return None
+    if end_line > len(lines) or end_line < line:
+        end_line, end_column = line, len(lines[line - 1]) + 1
+    return Where(PROGRAM_FILE, line, column, end_line, end_column, func, lines[line - 1])
 
 
-@functools.lru_cache(maxsize=256)
-def _prepare(source: str, roots: frozenset[str]) -> Program:
-    lines = tuple(source.splitlines())
-    is_async, functions = _check_entry_point(source, lines)
-    used = roots.intersection(_IDENTIFIER.findall(source))
-    trailer = []
-    if used:
-        trailer.append("import " + ", ".join(sorted(used)))
-    trailer.append("await main()" if is_async else "main()")
-    code = source + ("\n" if source and not source.endswith("\n") else "") + "\n".join(trailer)
-    return Program(source, lines, is_async, frozenset(used), code, functions)
+class Programs:
+    """Prepared programs by source, for one set of capabilities (small LRU cache)."""
+
+    def __init__(self, capabilities: Mapping[str, Capability], size: int = 256) -> None:
+        self.capabilities = capabilities
+        self.roots = frozenset(name.split(".", 1)[0] for name in capabilities)
+        self.size = size
+        self._cache: OrderedDict[str, Program | CodeModeError] = OrderedDict()
+
+    def prepare(self, source: str) -> Program:
+        """The program ready to feed, or the InvalidProgram/InvalidArguments error."""
+        found = self._cache.get(source)
+        if found is None:
+            found = self._prepare(source)
+            self._cache[source] = found
+            if len(self._cache) > self.size:
+                self._cache.popitem(last=False)
+        else:
+            self._cache.move_to_end(source)
+        if isinstance(found, CodeModeError):
+            raise type(found)(found.detail, where=found.where)
+        return found
+
+    def _prepare(self, source: str) -> Program | CodeModeError:
+        lines = tuple(source.splitlines())
+        if "\x00" in source:
+            return InvalidProgramError("the program contains a NUL character")
+        try:
+            tree: ast.Module | None = ast.parse(source, filename=PROGRAM_FILE)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            tree = None  # newer syntax or a syntax error: the interpreter decides
+        functions: tuple[tuple[int, int, str], ...] = ()
+        if tree is None:
+            is_async = bool(_ASYNC_MAIN.search(source))
+        else:
+            found = preflight.scan(tree)
+            functions = tuple(found.functions)
+            main, problems = _entry_point(tree, lines)
+            problems += preflight.check(tree, lines, self.capabilities, found)
+            if problems or main is None:
+                ordered = sorted(dict.fromkeys(problems), key=lambda p: (p.line, p.column))
+                return _error(ordered, lines, functions, no_main=main is None)
+            is_async = isinstance(main, ast.AsyncFunctionDef)
+        used = self.roots.intersection(_IDENTIFIER.findall(source))
+        trailer = ["import " + ", ".join(sorted(used))] if used else []
+        trailer.append("await main()" if is_async else "main()")
+        code = source + ("\n" if source and not source.endswith("\n") else "") + "\n".join(trailer)
+        return Program(source, lines, is_async, frozenset(used), code, functions)
 
 
-def _check_entry_point(
-    source: str, lines: tuple[str, ...]
-) -> tuple[bool, tuple[tuple[int, int, str], ...]]:
-    """Whether `main` is async, and the program's functions; raises when `main` is unusable.
-
-    Python's own parser reads the program; where it cannot (syntax newer than the host's
-    Python, or a syntax error), the interpreter decides and reports instead.
-    """
-    if "\x00" in source:
-        raise InvalidProgramError("the program contains a NUL character")
-    try:
-        tree = ast.parse(source, filename=PROGRAM_FILE)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return bool(_ASYNC_MAIN.search(source)), ()
+def _entry_point(
+    tree: ast.Module, lines: tuple[str, ...]
+) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef | None, list[preflight.Problem]]:
+    """The program's main, and the problems with it."""
     main: ast.FunctionDef | ast.AsyncFunctionDef | None = None
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == "main":
@@ -101,26 +139,19 @@ def _check_entry_point(
         elif _binds_main(node):
             main = None
     if main is None:
-        raise InvalidProgramError("the program must define main(): add def main(): at top level")
+        return None, []
     a = main.args
     if a.posonlyargs or a.args or a.vararg or a.kwonlyargs or a.kwarg:
         line = main.lineno
-        where = Where(
-            PROGRAM_FILE,
+        problem = preflight.Problem(
             line,
             main.col_offset + 1,
             line,
             len(lines[line - 1]) + 1,
-            "<module>",
-            lines[line - 1],
+            "main() must take no parameters",
         )
-        raise InvalidProgramError(f"{where.render()}: main() must take no parameters", where=where)
-    functions = tuple(
-        (node.lineno, node.end_lineno or node.lineno, node.name)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-    )
-    return isinstance(main, ast.AsyncFunctionDef), functions
+        return main, [problem]
+    return main, []
 
 
 def _binds_main(node: ast.stmt) -> bool:
@@ -135,4 +166,29 @@ def _binds_main(node: ast.stmt) -> bool:
     return any(isinstance(target, ast.Name) and target.id == "main" for target in targets)
 
 
-__all__ = ["Program", "prepare"]
+def _error(
+    problems: list[preflight.Problem],
+    lines: tuple[str, ...],
+    functions: tuple[tuple[int, int, str], ...],
+    *,
+    no_main: bool,
+) -> CodeModeError:
+    """One error listing every problem, one per line, `where` on the first."""
+    rendered = [f"{PROGRAM_FILE}:{p.line}:{p.column}: {p.message}" for p in problems]
+    if no_main:
+        rendered.append(NO_MAIN)
+    first = problems[0] if problems else None
+    where = None
+    if first is not None:
+        inside = [(a, name) for a, b, name in functions if a <= first.line <= b]
+        func = max(inside)[1] if inside else "<module>"
+        where = _where(lines, first.line, first.column, first.end_line, first.end_column, func)
+    kind = (
+        InvalidArgumentsError
+        if problems and not no_main and all(p.kind == "arguments" for p in problems)
+        else InvalidProgramError
+    )
+    return kind("\n".join(rendered), where=where)
+
+
+__all__ = ["NO_MAIN", "Program", "Programs"]

@@ -1,0 +1,273 @@
+"""Static checks of a program before anything runs, reporting every problem at once.
+
+Python's own parser reads the program; the checks look for what would certainly fail:
+calls to names under a capability namespace that are not capabilities, keyword arguments
+that do not match a signature, literal arguments of the wrong type, capability calls while
+the module loads, and constructs the sandbox does not support. Where a check cannot be
+sure (a namespace name the program rebinds, `**kwargs`, values only known at run time) it
+stays silent and the runtime decides: the preflight never rejects a program that would have
+run correctly.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import json
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
+
+from codemode.binding import check_value, closest_name
+from codemode.capabilities import Capability
+from codemode.capabilities import types as t
+from codemode.language import MISSING_MODULES, MODULES
+
+SANDBOX_MODULES = frozenset(MODULES) | {"os", "sys", "pathlib"}
+LOAD_MESSAGE = "capabilities can only be called while main() runs, not when the module loads"
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One mistake at a position in the program (1-based line, 1-based character column)."""
+
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    message: str
+    kind: Literal["arguments", "program"] = "program"
+
+
+_UNSUPPORTED: dict[type[ast.AST], str] = {
+    ast.Yield: "yield is not supported: build a list and return or loop over it",
+    ast.YieldFrom: "yield is not supported: build a list and return or loop over it",
+    ast.Delete: "del is not supported: use dict.pop(key) or rebuild the list",
+    ast.AsyncWith: "async with is not supported: await the calls directly",
+    ast.AsyncFor: "async for is not supported: gather the calls, then loop with for",
+    ast.TryStar: "except* is not supported: use except",
+}
+_INHERITANCE = (
+    "class inheritance is not supported: use a plain class, a dict, or raise a built-in exception"
+)
+_STAR_IMPORT = "from module import * is not supported: import the names you need"
+
+
+@dataclass
+class Scan:
+    """What one pass over the syntax tree found."""
+
+    functions: list[tuple[int, int, str]] = field(default_factory=list)
+    """(first line, last line, name) of every function."""
+    calls: list[ast.Call] = field(default_factory=list)
+    bound: set[str] = field(default_factory=set)
+    """Every name the program binds anywhere (assignments, parameters, imports, defs)."""
+    unsupported: list[tuple[ast.AST, str]] = field(default_factory=list)
+
+
+def scan(tree: ast.Module) -> Scan:
+    """Walk the tree once, collecting everything the checks need."""
+    found = Scan()
+    bound = found.bound
+    for node in _nodes(tree):
+        if isinstance(node, ast.Call):
+            found.calls.append(node)
+        elif isinstance(node, ast.Name):
+            if not isinstance(node.ctx, ast.Load):
+                bound.add(node.id)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.alias):
+            bound.add((node.asname or node.name).split(".", 1)[0])
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            bound.add(node.name)
+            found.functions.append((node.lineno, node.end_lineno or node.lineno, node.name))
+        elif isinstance(node, ast.ClassDef):
+            bound.add(node.name)
+            if node.bases or node.keywords:
+                found.unsupported.append((node, _INHERITANCE))
+        elif isinstance(node, ast.Global | ast.Nonlocal):
+            bound.update(node.names)
+        elif isinstance(node, ast.ExceptHandler | ast.MatchAs | ast.MatchStar):
+            if node.name:
+                bound.add(node.name)
+        elif isinstance(node, ast.ImportFrom):
+            if any(alias.name == "*" for alias in node.names):
+                found.unsupported.append((node, _STAR_IMPORT))
+        elif type(node) in _UNSUPPORTED:
+            found.unsupported.append((node, _UNSUPPORTED[type(node)]))
+    return found
+
+
+def check(
+    tree: ast.Module,
+    lines: tuple[str, ...],
+    capabilities: Mapping[str, Capability],
+    found: Scan | None = None,
+) -> list[Problem]:
+    """Every problem the preflight is sure of, in source order."""
+    found = found or scan(tree)
+    roots = {name.split(".", 1)[0] for name in capabilities}
+    namespaces = {n.rsplit(".", i)[0] for n in capabilities for i in range(1, n.count(".") + 1)}
+    checker = _Checker(lines, capabilities, namespaces, roots - found.bound)
+    for statement in tree.body:
+        checker.top_level(statement)
+    for node, message in found.unsupported:
+        checker.report(node, message)
+    for call in found.calls:
+        checker.check_call(call)
+    unique = list(dict.fromkeys(checker.problems))
+    return sorted(unique, key=lambda p: (p.line, p.column))
+
+
+class _Checker:
+    def __init__(
+        self,
+        lines: tuple[str, ...],
+        capabilities: Mapping[str, Capability],
+        namespaces: set[str],
+        roots: set[str],
+    ) -> None:
+        self.lines = lines
+        self.capabilities = capabilities
+        self.namespaces = namespaces
+        self.roots = roots
+        self.problems: list[Problem] = []
+
+    def report(
+        self, node: ast.AST, message: str, kind: Literal["arguments", "program"] = "program"
+    ) -> None:
+        line = getattr(node, "lineno", 1)
+        end_line = getattr(node, "end_lineno", None) or line
+        column = self._column(line, getattr(node, "col_offset", 0))
+        end_column = self._column(end_line, getattr(node, "end_col_offset", None) or 0)
+        self.problems.append(Problem(line, column, end_line, end_column, message, kind))
+
+    def _column(self, line: int, byte_offset: int) -> int:
+        """ast columns count UTF-8 bytes; positions shown to the model count characters."""
+        text = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
+        if text.isascii():
+            return byte_offset + 1
+        return len(text.encode("utf-8")[:byte_offset].decode("utf-8", errors="ignore")) + 1
+
+    # -- statements that always run while the module loads -----------------------------
+
+    def top_level(self, statement: ast.stmt) -> None:
+        if isinstance(statement, ast.Expr | ast.Assign | ast.AugAssign | ast.AnnAssign):
+            for node in _walk_outside_functions(statement):
+                if isinstance(node, ast.Call) and self._capability_name(node.func):
+                    self.report(node, LOAD_MESSAGE)
+        if isinstance(statement, ast.Import):
+            for alias in statement.names:
+                self._check_module(statement, alias.name)
+        elif isinstance(statement, ast.ImportFrom) and statement.level == 0 and statement.module:
+            self._check_module(statement, statement.module)
+
+    def _check_module(self, node: ast.AST, module: str) -> None:
+        root = module.split(".", 1)[0]
+        if root in SANDBOX_MODULES or root in self.roots:
+            return
+        if root in MISSING_MODULES or root not in sys.stdlib_module_names:
+            self.report(node, f'module "{root}" is not available in the sandbox')
+
+    # -- capability calls ------------------------------------------------------------------
+
+    def check_call(self, node: ast.Call) -> None:
+        name = self._capability_name(node.func)
+        if name is None:
+            return
+        capability = self.capabilities.get(name)
+        if capability is not None:
+            self._check_arguments(node, capability)
+        elif name in self.namespaces:
+            self.report(node, f'"{name}" is a namespace, not a capability')
+        else:
+            hint = difflib.get_close_matches(name, list(self.capabilities), n=1, cutoff=0.6)
+            suffix = f'; did you mean "{hint[0]}"?' if hint else ""
+            self.report(node, f'unknown capability "{name}"{suffix}')
+
+    def _capability_name(self, func: ast.expr) -> str | None:
+        """`records.lookup` for a call to an attribute chain on a namespace root."""
+        parts: list[str] = []
+        while isinstance(func, ast.Attribute):
+            parts.append(func.attr)
+            func = func.value
+        if not parts or not isinstance(func, ast.Name) or func.id not in self.roots:
+            return None
+        return ".".join([func.id, *reversed(parts)])
+
+    def _check_arguments(self, node: ast.Call, capability: Capability) -> None:
+        if node.args:
+            self.report(node, "positional arguments are not accepted", "arguments")
+        declared = {p.name: p for p in capability.parameters}
+        given = {k.arg for k in node.keywords if k.arg is not None}
+        for keyword in node.keywords:
+            if keyword.arg is None:
+                continue
+            if keyword.arg not in declared:
+                hint = closest_name(keyword.arg, declared)
+                suffix = f'; did you mean "{hint}"?' if hint else ""
+                given.add(hint or "")  # the fix for the typo also fixes the missing argument
+                self.report(node, f'unknown argument "{keyword.arg}"{suffix}', "arguments")
+                continue
+            problem = _literal_problem(capability, keyword.arg, keyword.value)
+            if problem:
+                self.report(node, problem, "arguments")
+        if all(k.arg is not None for k in node.keywords):
+            for parameter in capability.parameters:
+                if parameter.required and parameter.name not in given:
+                    self.report(node, f'missing required argument "{parameter.name}"', "arguments")
+
+
+def _literal_problem(capability: Capability, name: str, value: ast.expr) -> str | None:
+    """The binding message for a literal argument of the wrong type, else None."""
+    if isinstance(value, ast.Constant):
+        annotation = next(p.annotation for p in capability.parameters if p.name == name)
+        if _surely_fits(annotation, value.value):
+            return None
+    elif not isinstance(value, ast.List | ast.Tuple | ast.Dict | ast.UnaryOp):
+        return None
+    try:
+        literal = ast.literal_eval(value)
+        encoded = json.dumps(literal, allow_nan=False)
+    except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+        return None
+    return check_value(capability, name, encoded)
+
+
+def _surely_fits(annotation: Any, value: object) -> bool:
+    """A cheap, certain yes for a scalar literal; anything else goes to the validator."""
+    members = get_args(annotation) if t.is_union(annotation) else (annotation,)
+    kind = type(value)
+    if kind is int:
+        return int in members or float in members
+    return kind in members or (value is None and type(None) in members)
+
+
+def _nodes(tree: ast.AST) -> Iterator[ast.AST]:
+    """Every node of the tree (as ast.walk, with less overhead per node)."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if isinstance(value, ast.AST):
+                stack.append(value)
+            elif isinstance(value, list):
+                stack.extend(item for item in value if isinstance(item, ast.AST))
+
+
+def _walk_outside_functions(node: ast.AST) -> Iterator[ast.AST]:
+    """Nodes under `node` that run right away (not inside a def or lambda body)."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        for child in ast.iter_child_nodes(current):
+            if not isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+                stack.append(child)
+
+
+__all__ = ["LOAD_MESSAGE", "Problem", "Scan", "check", "scan"]

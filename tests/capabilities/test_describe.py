@@ -1,0 +1,123 @@
+"""describe: exact lookup, did-you-mean, docstrings, and several names at once."""
+
+from __future__ import annotations
+
+import pytest
+from mcp import Client
+
+from codemode import CodeMode, NotFoundError
+from codemode.authz import AllowAll
+from codemode.mcp import build_server
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def documented() -> CodeMode:
+    cm = CodeMode(authorizer=AllowAll(), disabled={"records.secret"})
+
+    @cm.capability("records.lookup", summary="Look up one record by key.")
+    def lookup(*, key: str, limit: int | None = None) -> dict[str, int]:
+        """Look up one record.
+
+        Args:
+            key: The record's unique key, e.g. "inv-42".
+            limit: How many versions to count; all when omitted.
+
+        Returns:
+            The counts by version.
+        """
+        return {}
+
+    @cm.capability("records.scan", summary="Scan records.")
+    def scan(*, prefix: str) -> list[str]:
+        """Scan records.
+
+        Parameters
+        ----------
+        prefix : str
+            Only keys starting with this.
+        """
+        return []
+
+    @cm.capability("records.secret", summary="Hidden.")
+    def secret() -> str:
+        return ""
+
+    return cm
+
+
+def test_parameter_docs_come_from_google_and_numpy_docstrings() -> None:
+    cm = documented()
+    lookup = cm.describe("records.lookup")
+    assert [p.doc for p in lookup.parameters] == [
+        'The record\'s unique key, e.g. "inv-42".',
+        "How many versions to count; all when omitted.",
+    ]
+    assert lookup.result_doc == "The counts by version."
+    assert cm.describe("records.scan").parameters[0].doc == "Only keys starting with this."
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("records.lokup", 'capability not found: did you mean "records.lookup"?'),
+        ("Records.Lookup", 'capability not found: did you mean "records.lookup"?'),
+        (" records.lookup", 'capability not found: did you mean "records.lookup"?'),
+        ("billing.charge", "capability not found"),
+    ],
+)
+def test_lookup_is_exact_and_suggests_a_close_enabled_name(name: str, message: str) -> None:
+    with pytest.raises(NotFoundError) as info:
+        documented().describe(name)
+    assert str(info.value) == message
+
+
+def test_a_disabled_name_is_answered_like_a_name_that_never_existed() -> None:
+    cm = documented()
+    answers = []
+    for name in ("records.secret", "records.secrex"):
+        with pytest.raises(NotFoundError) as info:
+            cm.describe(name)
+        answers.append(str(info.value))
+    assert answers[0] == answers[1]
+    assert "secret" not in answers[0]
+
+
+async def test_describe_api_takes_several_names() -> None:
+    async with Client(build_server(documented(), subject="a")) as client:
+        result = await client.call_tool(
+            "describe_api", {"names": ["records.scan", "records.lookup", "records.secret"]}
+        )
+        both = await client.call_tool("describe_api", {"name": "records.scan", "names": []})
+        single = await client.call_tool("describe_api", {"name": "records.lookup"})
+    assert result.structured_content is not None
+    assert [c["name"] for c in result.structured_content["capabilities"]] == [
+        "records.scan",
+        "records.lookup",
+    ]
+    assert result.structured_content["not_found"] == [
+        {"name": "records.secret", "message": 'capability not found: did you mean "records.scan"?'}
+    ]
+    assert both.is_error
+    assert both.structured_content is not None
+    assert both.structured_content["error"]["message"] == (
+        'invalid request: pass exactly one of "name" and "names"'
+    )
+    assert single.structured_content is not None
+    assert single.structured_content["parameters"][1] == {
+        "name": "limit",
+        "type": "int | None",
+        "required": False,
+        "default": "None",
+        "doc": "How many versions to count; all when omitted.",
+    }
+    assert single.structured_content["result"] == {
+        "type": "dict[str, int]",
+        "read_as": "keys",
+        "doc": "The counts by version.",
+    }

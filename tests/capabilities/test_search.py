@@ -1,0 +1,143 @@
+"""Search ranking, one rule per test, on small catalogs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pytest
+
+from codemode import CodeMode
+from codemode.authz import AllowAll
+from codemode.capabilities.search import MAX_QUERY_BYTES, tokenize
+
+
+def catalog(
+    entries: Iterable[tuple[str, str, list[str]]], disabled: Iterable[str] = ()
+) -> CodeMode:
+    cm = CodeMode(authorizer=AllowAll(), disabled=disabled)
+    for name, summary, terms in entries:
+
+        def handler() -> None:
+            return None
+
+        cm.capability(name, summary=summary, search_terms=terms)(handler)
+    return cm
+
+
+def names(cm: CodeMode, query: str) -> list[str]:
+    return [hit.name for hit in cm.search(query).results]
+
+
+GITHUB = catalog(
+    [
+        ("issues.create", "Create a GitHub issue.", []),
+        ("issues.list", "List GitHub issues of a repository.", []),
+        ("pulls.merge", "Merge a GitHub pull request.", []),
+        ("reviews.createReview", "Submit a review on a pull request.", []),
+        ("db.mysql", "Run a MySQL query.", []),
+        ("records.lookup", "Look up one record by key.", ["find record"]),
+        ("records.list", "List records.", []),
+        ("files.readXMLFile", "Read an XML file.", []),
+    ]
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "tokens"),
+    [
+        ("createReview", ["create", "review"]),
+        ("XMLFile", ["xml", "file"]),
+        ("readXMLFile", ["read", "xml", "file"]),
+        ("GitHub", ["github"]),
+        ("MySQL", ["mysql"]),
+        ("records.lookup_by-key", ["records", "lookup", "by", "key"]),
+    ],
+)
+def test_identifiers_split_the_way_people_type_them(text: str, tokens: list[str]) -> None:
+    assert tokenize(text) == tokens
+
+
+def test_a_token_does_not_match_inside_another_word() -> None:
+    assert names(GITHUB, "sql") == []
+
+
+def test_prefix_matches_a_camel_case_part() -> None:
+    assert names(GITHUB, "crea")[0] == "issues.create"
+    assert "reviews.createReview" in names(GITHUB, "crea")
+
+
+def test_most_of_a_multi_word_query_must_match() -> None:
+    assert names(GITHUB, "create github issue") == ["issues.create", "issues.list"]
+    assert "pulls.merge" not in names(GITHUB, "create github issue")
+
+
+def test_an_exact_dotted_name_comes_first() -> None:
+    assert names(GITHUB, "records.list")[0] == "records.list"
+
+
+def test_name_weighs_more_than_summary() -> None:
+    cm = catalog([("alpha.report", "Make a summary.", []), ("beta.summary", "Make a report.", [])])
+    assert names(cm, "summary") == ["beta.summary", "alpha.report"]
+
+
+def test_search_terms_weigh_more_than_the_description() -> None:
+    cm = catalog(
+        [("a.one", "Thing one; handy for invoices.", []), ("b.two", "Thing two.", ["invoices"])]
+    )
+    assert names(cm, "invoices") == ["b.two", "a.one"]
+
+
+def test_rare_tokens_weigh_more_than_common_ones() -> None:
+    cm = catalog(
+        [
+            ("data.export", "Export data as csv.", []),
+            ("data.load", "Load data.", []),
+            ("data.clean", "Clean data.", []),
+        ]
+    )
+    assert names(cm, "data csv")[0] == "data.export"
+
+
+def test_ties_are_broken_by_name() -> None:
+    cm = catalog([("zeta.list", "List things.", []), ("alpha.list", "List things.", [])])
+    assert names(cm, "list things") == ["alpha.list", "zeta.list"]
+
+
+def test_one_typo_in_a_long_token_is_tolerated() -> None:
+    assert names(GITHUB, "recrods")[:2] == ["records.list", "records.lookup"]
+    assert names(GITHUB, "isue") == []  # a typo counts only in five letters or more
+
+
+def test_plurals_fold() -> None:
+    cm = catalog([("instance.get", "Get one instance.", [])])
+    assert names(cm, "instances") == ["instance.get"]
+
+
+def test_blank_and_connector_only_queries_find_nothing() -> None:
+    for query in ("", "   ", "the and of", "...", "-"):
+        result = GITHUB.search(query)
+        assert result.results == [] and result.truncated is False
+
+
+def test_disabled_capabilities_are_invisible_even_through_their_terms() -> None:
+    cm = catalog(
+        [("vault.read", "Read a secret.", ["password"]), ("vault.list", "List secrets.", [])],
+        disabled={"vault.read"},
+    )
+    assert names(cm, "password") == []
+    assert names(cm, "vault.read") == []
+    assert names(cm, "secret") == ["vault.list"]
+
+
+def test_the_response_is_bounded_and_says_so() -> None:
+    cm = catalog([(f"items.get{i:03d}", "Get an item.", []) for i in range(60)])
+    result = cm.search("item", limit=10)
+    assert len(result.results) == 10 and result.truncated
+    assert (
+        not cm.search("items.get001").truncated
+        or cm.search("items.get001").results[0].name == "items.get001"
+    )
+
+
+def test_an_oversized_query_is_cut_not_refused() -> None:
+    assert names(GITHUB, "issue " * (MAX_QUERY_BYTES)) != []

@@ -1,0 +1,3 @@
+def main():
+    filters = {"sandbox": "dev", "state": "running"}
+    return instances.list(**filters)["total"]

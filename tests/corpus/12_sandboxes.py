@@ -1,0 +1,2 @@
+def main():
+    return {s["name"]: s["instances"] for s in sandboxes.list()}

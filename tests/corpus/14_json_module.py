@@ -1,0 +1,6 @@
+import json
+
+
+def main():
+    data = sandboxes.list(owner="u-ada")
+    return json.loads(json.dumps(data))

@@ -1,0 +1,4 @@
+def main():
+    for s in sandboxes.list():
+        print(s["name"], s["region"])
+    return "done"

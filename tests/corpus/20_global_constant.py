@@ -1,0 +1,5 @@
+WANTED = ("gui", "api")
+
+
+def main():
+    return [instances.get(sandbox="staging", name=n).state for n in WANTED]

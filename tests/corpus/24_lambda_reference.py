@@ -1,0 +1,3 @@
+def main():
+    fetch = lambda name: instances.get(sandbox="prod", name=name)
+    return fetch("db").owner

@@ -1,0 +1,3 @@
+def main():
+    owner = owners.get(id="u-grace")
+    return owner.email.split("@")[1].upper()

@@ -1,0 +1,2 @@
+def main():
+    return instances.tag(sandbox="dev", name="db", tags=("primary", "backend"))

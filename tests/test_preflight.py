@@ -1,0 +1,174 @@
+"""The static preflight: every sure mistake at once, and never a correct program refused."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from codemode import CodeMode
+from codemode.demo import create
+from tests.conftest import run_error
+
+CORPUS = sorted((Path(__file__).parent / "corpus").glob("*.py"))
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CodeMode]:
+    with create(tmp_path_factory.mktemp("demo") / "demo.sqlite3") as cm:
+        yield cm
+
+
+def test_the_corpus_is_large_enough() -> None:
+    assert len(CORPUS) >= 30
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.stem)
+def test_correct_programs_pass_untouched_and_run(demo: CodeMode, path: Path) -> None:
+    demo.execute(path.read_text(), subject="tester")
+
+
+def test_three_mistakes_are_reported_together_and_nothing_runs() -> None:
+    calls: list[str] = []
+    cm = CodeMode(authorizer=lambda request: calls.append(request.capability_name))
+
+    @cm.capability("records.lookup", summary="Look up one record.")
+    def lookup(*, key: str, limit: int | None = None) -> int:
+        return 1
+
+    source = (
+        "def main():\n"
+        '    a = records.lookup(key="a")\n'
+        '    b = records.lokup(key="b")\n'
+        '    c = records.lookup(key="c", limit="ten")\n'
+        "    d = records.lookup()\n"
+        "    return [a, b, c, d]"
+    )
+    with cm:
+        error = run_error(cm, source)
+    assert str(error) == (
+        'invalid program: <codemode>:3:9: unknown capability "records.lokup"; did you mean "records.lookup"?\n'
+        '<codemode>:4:9: argument "limit" must be an integer or None\n'
+        '<codemode>:5:9: missing required argument "key"'
+    )
+    assert error.where is not None and (error.where.line, error.where.column) == (3, 9)
+    assert calls == []
+
+
+@pytest.mark.parametrize(
+    ("source", "code", "detail"),
+    [
+        (
+            'def main():\n    return records.lookup(keu="a")',
+            "invalid_arguments",
+            '<codemode>:2:12: unknown argument "keu"; did you mean "key"?',
+        ),
+        (
+            'def main():\n    return records.lookup("a")',
+            "invalid_arguments",
+            '<codemode>:2:12: positional arguments are not accepted\n<codemode>:2:12: missing required argument "key"',
+        ),
+        (
+            'def main():\n    return records.search(filter={"owner": 1, "tags": []})',
+            "invalid_arguments",
+            '<codemode>:2:12: argument "filter.owner" must be a string',
+        ),
+        (
+            'def main():\n    return records.search(filter={"owner": "o", "tags": []}, order="up")',
+            "invalid_arguments",
+            "<codemode>:2:12: argument \"order\" must be one of 'asc', 'desc'",
+        ),
+        ("def main():\n    return records()", "invalid_program", None),
+        (
+            "def main():\n    return records.nothing_like_it()",
+            "invalid_program",
+            '<codemode>:2:12: unknown capability "records.nothing_like_it"',
+        ),
+        (
+            'x = records.lookup(key="a")\ndef main():\n    return x',
+            "invalid_program",
+            "<codemode>:1:5: capabilities can only be called while main() runs, not when the module loads",
+        ),
+        (
+            "def gen():\n    yield 1\ndef main():\n    return 1",
+            "invalid_program",
+            "<codemode>:2:5: yield is not supported: build a list and return or loop over it",
+        ),
+        (
+            "class E(Exception):\n    pass\ndef main():\n    return 1",
+            "invalid_program",
+            "<codemode>:1:1: class inheritance is not supported: use a plain class, a dict, or raise a built-in exception",
+        ),
+        (
+            "def main():\n    d = {'a': 1}\n    del d['a']\n    return d",
+            "invalid_program",
+            "<codemode>:3:5: del is not supported: use dict.pop(key) or rebuild the list",
+        ),
+        (
+            "from json import *\ndef main():\n    return 1",
+            "invalid_program",
+            "<codemode>:1:1: from module import * is not supported: import the names you need",
+        ),
+        (
+            "import requests\ndef main():\n    return 1",
+            "invalid_program",
+            '<codemode>:1:1: module "requests" is not available in the sandbox',
+        ),
+        (
+            "import statistics\ndef main():\n    return 1",
+            "invalid_program",
+            '<codemode>:1:1: module "statistics" is not available in the sandbox',
+        ),
+        (
+            "def main(a, b):\n    yield a",
+            "invalid_program",
+            "<codemode>:1:1: main() must take no parameters\n<codemode>:2:5: yield is not supported: build a list and return or loop over it",
+        ),
+        (
+            "def helper():\n    yield 1",
+            "invalid_program",
+            "<codemode>:2:5: yield is not supported: build a list and return or loop over it\nthe program must define main(): add def main(): at top level",
+        ),
+    ],
+)
+def test_each_rule(cm: CodeMode, source: str, code: str, detail: str | None) -> None:
+    error = run_error(cm, source)
+    assert error.code.value == code
+    if detail is not None:
+        assert error.detail == detail
+
+
+def test_namespace_call_is_named(cm: CodeMode) -> None:
+    cm2 = CodeMode(authorizer=lambda r: None)
+
+    @cm2.capability("a.b.c", summary="Deep.")
+    def deep() -> int:
+        return 1
+
+    with cm2:
+        assert str(run_error(cm2, "def main():\n    return a.b()")) == (
+            'invalid program: <codemode>:2:12: "a.b" is a namespace, not a capability'
+        )
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # the namespace name is rebound: the preflight cannot know what it is
+        "def main():\n    records = {'lookup': 1}\n    return records",
+        # **kwargs: the keywords are only known at run time
+        "def main():\n    kw = {'key': 'a'}\n    return records.lookup(**kw)",
+        # a dead branch at module level is left to the runtime
+        "if False:\n    records.lookup(key='a')\ndef main():\n    return 1",
+        # an import inside main may never run
+        "def main():\n    if False:\n        import statistics\n    return 1",
+    ],
+)
+def test_silent_where_unsure(cm: CodeMode, source: str) -> None:
+    cm.execute(source, subject="a")
+
+
+def test_multibyte_text_keeps_character_columns(cm: CodeMode) -> None:
+    error = run_error(cm, 'def main():\n    x = "ééé"; return records.lookup(keu=x)')
+    assert error.detail == '<codemode>:2:23: unknown argument "keu"; did you mean "key"?'
