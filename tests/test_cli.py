@@ -68,3 +68,15 @@ def test_check_reports_every_problem_without_running(tmp_path: Path) -> None:
     path.write_text('def main():\n    return records.lookup(key="a")')
     result = CliRunner().invoke(main, ["check", "tests.conftest:build_host", str(path)])
     assert (result.exit_code, result.stdout) == (0, "ok: no problems found\n")
+
+
+def test_serve_refuses_policies_that_do_not_validate(tmp_path: Path) -> None:
+    policy = tmp_path / "p.cedar"
+    policy.write_text(
+        '@id("typo")\npermit (principal, action == Action::"records.lookp", resource);\n'
+    )
+    result = CliRunner().invoke(
+        main, ["serve", "tests.conftest:build_host", "--policy-file", str(policy)]
+    )
+    assert result.exit_code == 2
+    assert 'policy "typo" (line 1): ' in result.stderr

@@ -14,6 +14,7 @@ from codemode.binding import closest_name
 from codemode.capabilities import Capability, Catalog, build_capability
 from codemode.capabilities.search import SearchIndex, SearchResult
 from codemode.errors import NotFoundError, UnauthenticatedError
+from codemode.events import Event, EventHandler
 from codemode.limits import Limits
 from codemode.runtime import Engine, Execution, ExecutionResult
 from codemode.runtime.dispatch import Bridge
@@ -35,6 +36,13 @@ class CodeMode:
     - `disabled`: ids of registered capabilities that programs, search and describe
       must not see (for example per deployment).
     - `name`: the server name shown to MCP clients.
+    - `on_event`: receives every audit event (`codemode.events`), e.g. a `JsonLinesSink`.
+    - `hide_forbidden`: search and describe show a subject only the capabilities its
+      authorizer could allow (the authorizer's optional `can_see(subject, capability_id,
+      capability_name)`); a hidden capability looks exactly like one that does not exist,
+      to discovery and to programs alike.
+    - `trace_arguments`: record argument values on OpenTelemetry call spans (off by
+      default: arguments may be sensitive).
     """
 
     def __init__(
@@ -44,6 +52,9 @@ class CodeMode:
         limits: Limits | None = None,
         disabled: Iterable[str] = (),
         name: str = "codemode",
+        on_event: EventHandler | None = None,
+        hide_forbidden: bool = False,
+        trace_arguments: bool = False,
     ) -> None:
         if authorizer is None or not callable(authorizer):
             raise TypeError(
@@ -56,9 +67,14 @@ class CodeMode:
         if not isinstance(self.limits, Limits):
             raise TypeError("limits must be a codemode.Limits")
         self.name = name
+        self.on_event = on_event
+        self.hide_forbidden = hide_forbidden
+        self.trace_arguments = trace_arguments
         self.catalog = Catalog(disabled)
         self._engine: Engine | None = None
-        self._index: tuple[dict[str, Capability], SearchIndex] | None = None
+        self._indexes: dict[int, tuple[Mapping[str, Capability], SearchIndex]] = {}
+        self._views: dict[str, Mapping[str, Capability]] = {}
+        self._views_of: Mapping[str, Capability] | None = None
 
     def __repr__(self) -> str:
         return f"CodeMode(name={self.name!r}, capabilities={len(self.catalog.enabled)})"
@@ -73,11 +89,14 @@ class CodeMode:
         summary: str,
         description: str | None = None,
         search_terms: Iterable[str] = (),
+        max_calls_per_execution: int | None = None,
+        timeout: float | None = None,
     ) -> Callable[[F], F]:
         """Register a sync or async function; the program calls it by keyword as `name(...)`.
 
-        Raises `RegistrationError` at decoration time for a bad name, a duplicate, or type
-        hints that cannot cross the sandbox boundary.
+        `max_calls_per_execution` and `timeout` (seconds) override the `Limits` defaults
+        for this capability. Raises `RegistrationError` at decoration time for a bad name,
+        a duplicate, or type hints that cannot cross the sandbox boundary.
         """
 
         def register(handler: F) -> F:
@@ -89,6 +108,8 @@ class CodeMode:
                     summary=summary,
                     description=description,
                     search_terms=search_terms,
+                    max_calls_per_execution=max_calls_per_execution,
+                    timeout=timeout,
                 )
             )
             return handler
@@ -97,27 +118,47 @@ class CodeMode:
 
     # -- discovery -----------------------------------------------------------------------
 
-    def search(self, query: str, *, limit: int = 20) -> SearchResult:
-        """Enabled capabilities ranked for a query (a blank query finds nothing)."""
-        self.catalog.check_disabled()
-        enabled = self.catalog.enabled
-        if self._index is None or self._index[0] is not enabled:
-            self._index = (enabled, SearchIndex(list(enabled.values())))
-        return self._index[1].search(query, limit=limit)
+    def search(self, query: str, *, limit: int = 20, subject: str | None = None) -> SearchResult:
+        """Capabilities ranked for a query (a blank query finds nothing)."""
+        visible = self.visible(subject)
+        found = self._indexes.get(id(visible))
+        if found is None or found[0] is not visible:
+            found = (visible, SearchIndex(list(visible.values())))
+            self._indexes[id(visible)] = found
+            while len(self._indexes) > _VIEWS_KEPT:
+                self._indexes.pop(next(iter(self._indexes)))
+        return found[1].search(query, limit=limit)
 
-    def describe(self, name: str) -> Capability:
-        """The enabled capability with exactly this name, else NotFoundError.
+    def describe(self, name: str, *, subject: str | None = None) -> Capability:
+        """The capability with exactly this name, else NotFoundError.
 
         The lookup is exact (no trimming, no case folding); the error suggests a close
-        enabled name, so a disabled name gets the same answer as one that never existed.
+        visible name, so a disabled or hidden name gets the same answer as one that never
+        existed.
         """
-        self.catalog.check_disabled()
-        enabled = self.catalog.enabled
+        enabled = self.visible(subject)
         capability = enabled.get(name) if isinstance(name, str) else None
         if capability is None:
             hint = closest_name(name, enabled) if isinstance(name, str) else None
             raise NotFoundError(f'did you mean "{hint}"?' if hint else None)
         return capability
+
+    def visible(self, subject: str | None = None) -> Mapping[str, Capability]:
+        """The capabilities `subject` can see: all enabled ones unless `hide_forbidden`."""
+        self.catalog.check_disabled()
+        enabled = self.catalog.enabled
+        can_see = getattr(self.authorizer, "can_see", None)
+        if not self.hide_forbidden or subject is None or can_see is None:
+            return enabled
+        if self._views_of is not enabled:
+            self._views, self._views_of = {}, enabled
+        view = self._views.get(subject)
+        if view is None:
+            view = {n: c for n, c in enabled.items() if _sees(can_see, subject, c)}
+            self._views[subject] = view
+            while len(self._views) > _SUBJECTS_KEPT:
+                self._views.pop(next(iter(self._views)))
+        return view
 
     # -- execution -----------------------------------------------------------------------
 
@@ -186,7 +227,6 @@ class CodeMode:
     def _prepare(self, subject: str) -> Engine:
         if not isinstance(subject, str) or not subject.strip():
             raise UnauthenticatedError()
-        self.catalog.check_disabled()
         if self._engine is None:
             self._engine = Engine(self.limits)
         return self._engine
@@ -197,12 +237,36 @@ class CodeMode:
         return Execution(
             source=source,
             subject=subject,
-            catalog=self.catalog,
+            capabilities=self.visible(subject),
             authorizer=self.authorizer,
             limits=self.limits,
             bridge=bridge,
             engine=engine,
+            emit=self._emit,
+            trace_arguments=self.trace_arguments,
         )
+
+    def _emit(self, event: Event) -> None:
+        """Deliver an audit event; a failing handler is logged, never fatal."""
+        if self.on_event is None:
+            return
+        try:
+            self.on_event(event)
+        except Exception:
+            log.exception("the on_event handler failed on %s", event.kind)
+
+
+_VIEWS_KEPT = 64
+_SUBJECTS_KEPT = 4096
+
+
+def _sees(can_see: Callable[[str, str, str], bool], subject: str, capability: Capability) -> bool:
+    """Whether a subject may see a capability; a failing hook hides it (fail closed)."""
+    try:
+        return bool(can_see(subject, capability.id, capability.name))
+    except Exception:
+        log.exception("can_see failed for %s", capability.name)
+        return False
 
 
 __all__ = ["CodeMode"]

@@ -41,6 +41,22 @@ def load_app(spec: str) -> CodeMode:
     return target
 
 
+def load_cedar(cm: CodeMode, policy_file: str, entities_file: str | None) -> Any:
+    """A CedarAuthorizer validated against the capabilities of `cm`, or a usage error."""
+    try:
+        from codemode.authz.cedar import CedarAuthorizer, CedarPolicyError
+    except ImportError:
+        raise click.UsageError(
+            "--policy-file needs the cedar extra: pip install 'codemode[cedar]'"
+        ) from None
+    try:
+        authorizer = CedarAuthorizer.from_files(policy_file, entities_file)
+        authorizer.validate(cm.catalog.enabled.values())
+    except (CedarPolicyError, ValueError) as exc:
+        raise click.UsageError(f"{policy_file}: {exc}") from None
+    return authorizer
+
+
 def render_error(error: CodeModeError) -> str:
     """The error for a person: the location and line with a caret, then the message."""
     lines = []
@@ -122,6 +138,14 @@ TRANSPORT = click.option(
     "--token-file", type=click.Path(exists=True, dir_okay=False), help="token -> subject map."
 )
 @click.option("--insecure", is_flag=True, help="Allow a non-loopback address without tokens.")
+@click.option("--policy-file", type=click.Path(exists=True, dir_okay=False), help="Cedar policies.")
+@click.option(
+    "--entities-file", type=click.Path(exists=True, dir_okay=False), help="Cedar entities (JSON)."
+)
+@click.option("--hide-forbidden", is_flag=True, help="Hide capabilities a subject may never call.")
+@click.option(
+    "--audit-log", type=click.Path(dir_okay=False), help="Append audit events (JSON lines)."
+)
 def serve(
     app: str,
     transport: str,
@@ -130,12 +154,25 @@ def serve(
     port: int,
     token_file: str | None,
     insecure: bool,
+    policy_file: str | None,
+    entities_file: str | None,
+    hide_forbidden: bool,
+    audit_log: str | None,
 ) -> None:
     """Serve APP (module:attribute naming a CodeMode) over MCP."""
     from codemode.mcp.auth import load_token_file
 
     tokens = load_token_file(token_file) if token_file else None
     cm = load_app(app)
+    if policy_file:
+        cm.authorizer = load_cedar(cm, policy_file, entities_file)
+    elif entities_file:
+        raise click.UsageError("--entities-file needs --policy-file")
+    cm.hide_forbidden = cm.hide_forbidden or hide_forbidden
+    if audit_log:
+        from codemode.events import JsonLinesSink
+
+        cm.on_event = JsonLinesSink(audit_log)
     banner = f"codemode: serving {cm.name} at http://{host}:{port}/mcp"
     _serve(
         cm,

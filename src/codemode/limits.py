@@ -14,6 +14,7 @@ class LimitKind(StrEnum):
 
     SOURCE_SIZE = "source size"
     EXECUTION_TIME = "execution time"
+    CAPABILITY_TIME = "capability time"
     INTERPRETER_TIME = "interpreter time"
     MEMORY = "memory"
     RECURSION_DEPTH = "recursion depth"
@@ -48,6 +49,10 @@ class Limits:
     - `max_printed_bytes` (64 KiB): captured `print()` output.
     - `max_concurrent_executions` (8): executions running at once per `CodeMode`;
       more wait, within their own execution time.
+    - `max_calls_per_capability` (100): calls of any one capability per execution,
+      unless the capability sets `max_calls_per_execution`.
+    - `max_capability_seconds` (10): how long one handler may run, unless the capability
+      sets `timeout`; an async handler is cancelled, a sync one abandoned.
     """
 
     max_source_bytes: int = 64 * KIB
@@ -63,6 +68,8 @@ class Limits:
     max_value_depth: int = 64
     max_printed_bytes: int = 64 * KIB
     max_concurrent_executions: int = 8
+    max_calls_per_capability: int = 100
+    max_capability_seconds: float = 10.0
 
     def __post_init__(self) -> None:
         for field in fields(self):

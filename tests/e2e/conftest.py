@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,6 +21,18 @@ TOKENS = {"tok-alice": "alice", "tok-bob": "bob"}
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+USAGE_KEYS = {"duration_ms", "sandbox_ms", "capability_ms", "calls", "result_bytes", "return_bytes"}
+
+
+def without_usage(structured: dict[str, Any] | None) -> dict[str, Any]:
+    """The structured success reply without its usage (checked for shape here)."""
+    assert structured is not None
+    rest = dict(structured)
+    usage = rest.pop("usage")
+    assert set(usage) == USAGE_KEYS
+    return rest
 
 
 def free_port() -> int:

@@ -12,7 +12,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.e2e.conftest import ROOT, codemode_command, free_port, wait_for_port
+from tests.e2e.conftest import ROOT, codemode_command, free_port, wait_for_port, without_usage
 
 pytestmark = pytest.mark.anyio
 
@@ -41,7 +41,7 @@ async def test_demo_over_stdio_creates_and_serves_its_database(tmp_path: Path) -
     )
     async with Client(params) as client:
         result = await client.call_tool("execute", {"source": PROGRAM})
-        assert result.structured_content == {
+        assert without_usage(result.structured_content) == {
             "result": {
                 "total": 12,
                 "next": 3,
@@ -58,7 +58,7 @@ async def test_demo_over_stdio_creates_and_serves_its_database(tmp_path: Path) -
                 "source": 'def main():\n    return instances.set_state(sandbox="dev", name="gui", state="stopped").state'
             },
         )
-        assert stop.structured_content == {"result": "stopped"}
+        assert without_usage(stop.structured_content) == {"result": "stopped"}
         missing = await client.call_tool(
             "execute",
             {"source": 'def main():\n    return instances.get(sandbox="dev", name="nope")'},
@@ -74,7 +74,9 @@ async def test_demo_over_stdio_creates_and_serves_its_database(tmp_path: Path) -
             "execute",
             {"source": 'def main():\n    return instances.get(sandbox="dev", name="gui").state'},
         )
-        assert again.structured_content == {"result": "stopped"}  # the write was kept
+        assert without_usage(again.structured_content) == {
+            "result": "stopped"
+        }  # the write was kept
 
 
 async def test_demo_over_http_prints_how_to_connect(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from mcp.types import CallToolResult, TextContent
 from codemode import ErrorCode
 from codemode.language import surface
 from tests.conftest import CANARY
-from tests.e2e.conftest import ROOT, HttpServer
+from tests.e2e.conftest import ROOT, HttpServer, without_usage
 
 pytestmark = pytest.mark.anyio
 P = "def main():\n"
@@ -143,10 +143,10 @@ async def test_discovery_and_a_multi_call_program(caller: Caller) -> None:
     )
     assert not result.is_error
     expected = {"result": {"count": 3, "nics": ["eth0", "eth1"]}, "printed": "got x\n"}
-    assert result.structured_content == expected
+    assert without_usage(result.structured_content) == expected
     assert len(result.content) == 1
     assert isinstance(result.content[0], TextContent)
-    assert json.loads(result.content[0].text) == expected
+    assert json.loads(result.content[0].text) == result.structured_content
 
 
 ERROR_CASES: list[tuple[str, str, str, tuple[int, int] | None]] = [
@@ -248,7 +248,7 @@ async def test_caught_failures_leak_nothing_into_results(caller: Caller) -> None
         "    return out"
     )
     result = await caller.execute(source)
-    assert result.structured_content == {
+    assert without_usage(result.structured_content) == {
         "result": [
             "RuntimeError('capability failed')",
             "PermissionError('permission denied')",
@@ -264,7 +264,7 @@ async def test_bearer_token_decides_the_subject(http_server: HttpServer, era: st
     for token, subject in (("tok-alice", "alice"), ("tok-bob", "bob")):
         async with http_caller(http_server, era, token) as caller:
             result = await caller.execute(P + "    return records.whoami()[0]")
-            assert result.structured_content == {"result": subject}
+            assert without_usage(result.structured_content) == {"result": subject}
 
 
 @pytest.mark.parametrize(
@@ -306,4 +306,6 @@ async def test_malformed_json_rpc_is_rejected_and_the_server_survives(
         assert response.status_code in (200, 400, 404, 406)
         assert CANARY not in response.text
     async with http_caller(http_server, "2025") as caller:
-        assert (await caller.execute(P + "    return 1")).structured_content == {"result": 1}
+        assert without_usage((await caller.execute(P + "    return 1")).structured_content) == {
+            "result": 1
+        }

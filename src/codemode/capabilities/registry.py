@@ -62,6 +62,10 @@ class Capability:
     """Whether results hold objects or enums that must be rebuilt for the sandbox."""
     result_doc: str | None = None
     """What the handler's docstring says it returns."""
+    max_calls_per_execution: int | None = None
+    """Calls allowed per execution (else `Limits.max_calls_per_capability`)."""
+    timeout: float | None = None
+    """Seconds one call may run (else `Limits.max_capability_seconds`)."""
 
     @property
     def signature(self) -> str:
@@ -98,6 +102,8 @@ def build_capability(
     summary: str,
     description: str | None,
     search_terms: Iterable[str],
+    max_calls_per_execution: int | None = None,
+    timeout: float | None = None,
 ) -> Capability:
     """Validate a handler and its metadata; every problem raises RegistrationError."""
     name = check_name(name)
@@ -115,6 +121,16 @@ def build_capability(
         raise fail("search terms must be non-empty strings")
     if not callable(handler):
         raise fail("handler must be callable")
+    if max_calls_per_execution is not None and (
+        isinstance(max_calls_per_execution, bool)
+        or not isinstance(max_calls_per_execution, int)
+        or max_calls_per_execution <= 0
+    ):
+        raise fail("max_calls_per_execution must be a positive integer")
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0
+    ):
+        raise fail("timeout must be a positive number of seconds")
     try:
         hints = typing.get_type_hints(handler, include_extras=True)
         signature = inspect.signature(handler)
@@ -168,6 +184,8 @@ def build_capability(
         result_adapter=pydantic.TypeAdapter(t.portable(result_annotation)),
         converts_result=t.needs_conversion(result_annotation),
         result_doc=docs.returns.description if docs.returns else None,
+        max_calls_per_execution=max_calls_per_execution,
+        timeout=timeout,
     )
 
 

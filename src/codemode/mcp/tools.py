@@ -157,7 +157,9 @@ TOOLS = [
         name="execute",
         description=EXECUTE_DESCRIPTION,
         input_schema=_input("source", "The program: Python that defines def main():"),
-        output_schema=_output({"result": {}, "printed": _STRING}, ["result"]),
+        output_schema=_output(
+            {"result": {}, "printed": _STRING, "usage": {"type": "object"}}, ["result"]
+        ),
         annotations=ToolAnnotations(
             read_only_hint=False,
             destructive_hint=True,
@@ -249,7 +251,7 @@ class Handlers:
     cm: CodeMode
 
     async def search_api(self, arguments: dict[str, Any], subject: str) -> CallToolResult:
-        found = self.cm.search(arguments["query"])
+        found = self.cm.search(arguments["query"], subject=subject)
         return ok(
             {
                 "results": [
@@ -264,12 +266,12 @@ class Handlers:
         if ("name" in arguments) == ("names" in arguments):
             raise InvalidRequestError('pass exactly one of "name" and "names"')
         if "name" in arguments:
-            return ok(describe_payload(self.cm.describe(arguments["name"])))
+            return ok(describe_payload(self.cm.describe(arguments["name"], subject=subject)))
         found: list[JSONValue] = []
         missing: list[JSONValue] = []
         for name in dict.fromkeys(arguments["names"]):
             try:
-                found.append(describe_payload(self.cm.describe(name)))
+                found.append(describe_payload(self.cm.describe(name, subject=subject)))
             except NotFoundError as error:
                 missing.append({"name": name[:200], "message": str(error)})
         return ok({"capabilities": found, "not_found": missing})
@@ -279,6 +281,7 @@ class Handlers:
         structured: JSONObject = {"result": result.value}
         if result.printed:
             structured["printed"] = result.printed
+        structured["usage"] = result.usage.to_dict()
         return ok(structured)
 
     def lookup(

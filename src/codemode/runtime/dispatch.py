@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import copy
 import inspect
 import logging
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -32,7 +34,16 @@ from codemode.errors import (
     ResourceLimitError,
     sanitize_agent_message,
 )
+from codemode.events import (
+    CallAttempted,
+    CallAuthorized,
+    CallCompleted,
+    CallDenied,
+    CallFailed,
+    Event,
+)
 from codemode.limits import LimitKind, Limits
+from codemode.tracing import Span, call_span
 from codemode.values import to_guest
 
 log = logging.getLogger("codemode")
@@ -62,13 +73,13 @@ class Bridge:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
 
-    def run(self, awaitable: Awaitable[T], timeout: float) -> T:
+    def run(self, awaitable: Awaitable[T], timeout: float, on_timeout: CodeModeError) -> T:
         future = asyncio.run_coroutine_threadsafe(_as_coroutine(awaitable), self.loop)
         try:
             return future.result(timeout=max(timeout, 0.0))
         except concurrent.futures.TimeoutError:
             future.cancel()
-            raise Stop(ResourceLimitError(LimitKind.EXECUTION_TIME)) from None
+            raise Stop(on_timeout) from None
 
 
 async def _as_coroutine(awaitable: Awaitable[T]) -> T:
@@ -86,54 +97,137 @@ class Dispatcher:
     bridge: Bridge
     remaining: Callable[[], float]
     """Seconds left before the execution deadline."""
+    emit: Callable[[Event], None]
+    threads: concurrent.futures.Executor
+    """Where sync handlers with a timeout shorter than the deadline run."""
+    trace_arguments: bool = False
+    """Whether call spans record argument values (off: they may be sensitive)."""
 
     def __post_init__(self) -> None:
         self.result_bytes = 0
+        self.host_seconds = 0.0
         self.lock = threading.Lock()
+        self.span = Span()
+        """The execution's span, parent of every call span."""
 
     def call(self, capability: Capability, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Run one call and return the value the program receives (or raise Stop/Raise)."""
+        with call_span(self.span, capability.name, capability.id) as span:
+            try:
+                value = self._call(capability, args, kwargs, span)
+            except (Stop, Raise) as failure:
+                span.outcome(failure.error.code.value)
+                raise
+            span.outcome("ok")
+            return value
+
+    def _call(
+        self, capability: Capability, args: tuple[Any, ...], kwargs: dict[str, Any], span: Span
+    ) -> Any:
+        started = time.monotonic()
+        base: dict[str, Any] = {
+            "execution_id": self.execution_id,
+            "subject": self.subject,
+            "capability": capability.name,
+            "capability_id": capability.id,
+        }
         try:
             bound = bind(capability, args, kwargs, self.limits)
         except CodeModeError as error:
+            self.emit(CallAttempted(**base, time=time.time()))
+            self.emit(
+                CallFailed(**base, time=time.time(), code=error.code.value, duration_seconds=0)
+            )
             raise Stop(error) from None
+        base["arguments"] = bound.arguments
+        if self.trace_arguments:
+            span.arguments(bound.arguments)
+        self.emit(CallAttempted(**base, time=time.time()))
         request = AuthorizationRequest(
-            self.subject, capability.id, capability.name, dict(bound.arguments)
+            self.subject,
+            capability.id,
+            capability.name,
+            copy.deepcopy(bound.arguments),
+            self.execution_id,
         )
         try:
-            self._await(self.authorizer(request))
+            self._await(self.authorizer(request), self.remaining(), _EXECUTION_TIME)
         except Stop:
             raise
         except Denied as exc:
             self._log("denied", capability, exc)
+            self.emit(CallDenied(**base, time=time.time(), code="permission_denied", reason=exc))
             raise Raise(PermissionDeniedError(), "PermissionError") from None
         except Exception as exc:
             self._log("authorizer failed on", capability, exc)
+            self.emit(CallDenied(**base, time=time.time(), code="policy_failure", reason=exc))
             raise Raise(PolicyFailureError(), "RuntimeError") from None
-        kwargs = dict(bound.handler_kwargs)
+        self.emit(CallAuthorized(**base, time=time.time()))
+        handler_kwargs = dict(bound.handler_kwargs)
         if capability.context_parameter is not None:
-            kwargs[capability.context_parameter] = CallContext(
+            handler_kwargs[capability.context_parameter] = CallContext(
                 self.subject, capability.name, capability.id, self.execution_id
             )
         try:
-            value = self._await(capability.handler(**kwargs))
-        except Stop:
+            value = self._invoke(capability, handler_kwargs)
+            result = self._convert(capability, value)
+        except (Stop, Raise) as failure:
+            cause = failure.__cause__ or failure.__context__
+            self.emit(
+                CallFailed(
+                    **base,
+                    time=time.time(),
+                    code=failure.error.code.value,
+                    duration_seconds=self._finished(started),
+                    error=cause if isinstance(cause, Exception) else None,
+                )
+            )
+            raise
+        self.emit(CallCompleted(**base, time=time.time(), duration_seconds=self._finished(started)))
+        return result
+
+    def _finished(self, started: float) -> float:
+        elapsed = time.monotonic() - started
+        with self.lock:
+            self.host_seconds += elapsed
+        return elapsed
+
+    def _invoke(self, capability: Capability, kwargs: dict[str, Any]) -> Any:
+        """Run the handler within its time budget; failures become Raise or Stop."""
+        budget = capability.timeout or self.limits.max_capability_seconds
+        remaining = self.remaining()
+        on_timeout = _CAPABILITY_TIME if budget < remaining else _EXECUTION_TIME
+        try:
+            if capability.is_async:
+                return self._await(capability.handler(**kwargs), min(budget, remaining), on_timeout)
+            if budget >= remaining:
+                return capability.handler(**kwargs)  # the execution deadline bounds it
+            future = self.threads.submit(capability.handler, **kwargs)
+            try:
+                return future.result(timeout=budget)
+            except concurrent.futures.TimeoutError:
+                log.warning(
+                    "execution %s: abandoned capability %s after its timeout",
+                    self.execution_id,
+                    capability.name,
+                )
+                raise Stop(on_timeout) from None
+        except (Stop, Raise):
             raise
         except AgentError as exc:
             log.info(
                 "execution %s: capability %s raised AgentError", self.execution_id, capability.name
             )
             detail = sanitize_agent_message(exc.message)
-            raise Raise(CapabilityFailedError(detail), "RuntimeError") from None
+            raise Raise(CapabilityFailedError(detail), "RuntimeError") from exc
         except Exception as exc:
             self._log("handler failed:", capability, exc)
-            raise Raise(CapabilityFailedError(), "RuntimeError") from None
-        return self._convert(capability, value)
+            raise Raise(CapabilityFailedError(), "RuntimeError") from exc
 
-    def _await(self, value: Any) -> Any:
+    def _await(self, value: Any, timeout: float, on_timeout: CodeModeError) -> Any:
         """The value, or what it resolves to when a handler or authorizer is async."""
         if inspect.isawaitable(value):
-            return self.bridge.run(value, self.remaining())
+            return self.bridge.run(value, timeout, on_timeout)
         return value
 
     def _convert(self, capability: Capability, value: Any) -> Any:
@@ -142,7 +236,7 @@ class Dispatcher:
             size = len(capability.result_adapter.dump_json(value, warnings="error"))
         except (pydantic_core.PydanticSerializationError, ValueError, TypeError) as exc:
             self._log("result does not match its declared type from", capability, exc)
-            raise Raise(CapabilityFailedError(), "RuntimeError") from None
+            raise Raise(CapabilityFailedError(), "RuntimeError") from exc
         if size > self.limits.max_result_bytes:
             raise Stop(ResourceLimitError(LimitKind.RESULT_SIZE))
         with self.lock:
@@ -160,6 +254,10 @@ class Dispatcher:
             capability.id,
             exc_info=exc,
         )
+
+
+_EXECUTION_TIME = ResourceLimitError(LimitKind.EXECUTION_TIME)
+_CAPABILITY_TIME = ResourceLimitError(LimitKind.CAPABILITY_TIME)
 
 
 __all__ = ["Bridge", "Dispatcher", "Raise", "Stop"]

@@ -12,20 +12,22 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import hashlib
 import logging
 import os
 import signal
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import pydantic_monty as pm
 
 from codemode.authz import Authorizer
-from codemode.capabilities import Capability, Catalog
+from codemode.capabilities import Capability
 from codemode.errors import (
     PROGRAM_FILE,
     CodeModeError,
@@ -35,16 +37,20 @@ from codemode.errors import (
     ResourceLimitError,
     Where,
 )
+from codemode.events import EventHandler, ExecutionFinished, ExecutionStarted
 from codemode.limits import LimitKind, Limits
 from codemode.runtime.classify import Outcome, classify
 from codemode.runtime.dispatch import Bridge, Dispatcher, Raise, Stop
 from codemode.runtime.program import Program, Programs
-from codemode.types import JSONValue
+from codemode.tracing import execution_span
+from codemode.types import JSONObject, JSONValue
 from codemode.values import TooDeep, ValueProblem, json_size, to_json
 
 log = logging.getLogger("codemode")
 
 _STOP_GRACE_SECONDS = 0.5
+_VIEWS_KEPT = 64
+"""Capability sets (one per visibility view) whose modules and programs stay cached."""
 """How long past its deadline a caller waits for a driver that is stuck in host code."""
 
 
@@ -55,6 +61,25 @@ class Usage:
     duration_seconds: float
     capability_calls: tuple[str, ...]
     """Names of the capabilities called, in the order the calls started."""
+    host_seconds: float = 0.0
+    """Time spent in capability calls (binding, authorization, handlers)."""
+    result_bytes: int = 0
+    """JSON bytes of all capability results together."""
+    return_bytes: int = 0
+    """JSON bytes of the value main() returned."""
+
+    def to_dict(self) -> JSONObject:
+        """The form the agent sees: durations in milliseconds, calls counted by name."""
+        counts = Counter(self.capability_calls)
+        calls: dict[str, JSONValue] = {name: counts[name] for name in counts}
+        return {
+            "duration_ms": round(self.duration_seconds * 1000, 3),
+            "sandbox_ms": round(max(self.duration_seconds - self.host_seconds, 0.0) * 1000, 3),
+            "capability_ms": round(self.host_seconds * 1000, 3),
+            "calls": calls,
+            "result_bytes": self.result_bytes,
+            "return_bytes": self.return_bytes,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,11 +129,14 @@ class Execution:
 
     source: str
     subject: str
-    catalog: Catalog
+    capabilities: Mapping[str, Capability]
+    """The capabilities this execution may see and call, by name."""
     authorizer: Authorizer
     limits: Limits
     bridge: Bridge
     engine: Engine
+    emit: EventHandler
+    trace_arguments: bool = False
     execution_id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     def __post_init__(self) -> None:
@@ -117,6 +145,7 @@ class Execution:
         self.outcome = Outcome(program=None, printed_cap=self.limits.max_printed_bytes)
         self.printer = _Printer(self.limits.max_printed_bytes, self._on_flood)
         self.calls: list[str] = []
+        self.calls_by_name: dict[str, int] = {}
         self.worker_pid: int | None = None
         self.lock = threading.Lock()
         self.finished = False
@@ -127,6 +156,9 @@ class Execution:
             self.limits,
             self.bridge,
             self.remaining,
+            self.emit,
+            self.engine.calls,
+            self.trace_arguments,
         )
 
     def remaining(self) -> float:
@@ -154,26 +186,62 @@ class Execution:
 
     def drive(self) -> ExecutionResult:
         """Run the program to its result; raises exactly one CodeModeError on failure."""
+        encoded = self.source.encode("utf-8", errors="surrogatepass")
+        self.emit(
+            ExecutionStarted(
+                execution_id=self.execution_id,
+                subject=self.subject,
+                time=time.time(),
+                source_sha256=hashlib.sha256(encoded).hexdigest(),
+                source_bytes=len(encoded),
+            )
+        )
+        with execution_span(self.execution_id, self.subject) as span:
+            self.dispatcher.span = span
+            try:
+                result = self._drive()
+            except CodeModeError as error:
+                span.outcome(error.code.value)
+                raise
+            span.outcome("ok")
+            return result
+
+    def _drive(self) -> ExecutionResult:
+        outcome = "internal"
         try:
             if not self.engine.slots.acquire(timeout=max(self.remaining(), 0)):
                 raise ResourceLimitError(LimitKind.EXECUTION_TIME)
             try:
-                return self._run()
+                result = self._run()
             finally:
                 self.engine.slots.release()
+            outcome = "ok"
+            return result
         except CodeModeError as error:
+            outcome = error.code.value
             error.printed = self.printer.text
             raise error from None
         finally:
             with self.lock:
                 self.finished = True
+            self.emit(
+                ExecutionFinished(
+                    execution_id=self.execution_id,
+                    subject=self.subject,
+                    time=time.time(),
+                    outcome=outcome,
+                    duration_seconds=time.monotonic() - self.started,
+                    capability_calls=tuple(self.calls),
+                    result_bytes=self.dispatcher.result_bytes,
+                )
+            )
 
     def _run(self) -> ExecutionResult:
         if self.outcome.killed_for is not None:
             raise self.outcome.killed_for
         if len(self.source.encode("utf-8", errors="surrogatepass")) > self.limits.max_source_bytes:
             raise ResourceLimitError(LimitKind.SOURCE_SIZE)
-        program = self.engine.programs(self.catalog).prepare(self.source)
+        program = self.engine.programs(self.capabilities).prepare(self.source)
         self.outcome.program = program
         retire = False
         try:
@@ -185,7 +253,7 @@ class Execution:
                     "max_recursion_depth": self.limits.max_recursion_depth,
                     "max_suspensions": 4 * self.limits.max_capability_calls + 64,
                 },
-                external_modules=self.engine.modules(self.catalog),
+                external_modules=self.engine.modules(self.capabilities),
             ) as session:
                 with self.lock:
                     self.worker_pid = session.worker_pid
@@ -207,12 +275,15 @@ class Execution:
             if isinstance(error, InternalError):
                 log.error("execution %s: internal failure", self.execution_id, exc_info=exc)
             raise error from None
-        return ExecutionResult(
-            value=self._final(value),
-            printed=self.printer.text,
-            usage=Usage(time.monotonic() - self.started, tuple(self.calls)),
-            execution_id=self.execution_id,
+        final, size = self._final(value)
+        usage = Usage(
+            duration_seconds=time.monotonic() - self.started,
+            capability_calls=tuple(self.calls),
+            host_seconds=self.dispatcher.host_seconds,
+            result_bytes=self.dispatcher.result_bytes,
+            return_bytes=size,
         )
+        return ExecutionResult(final, self.printer.text, usage, self.execution_id)
 
     def _feed(self, session: pm.MontySession, program: Program) -> Any:
         snapshot = session.feed_start(program.code, print_callback=self.printer)
@@ -246,11 +317,17 @@ class Execution:
             return snapshot.resume_auto()
         if snapshot.is_os_function:
             return snapshot.resume_not_handled()
-        capability = self.catalog.enabled.get(str(name))
+        capability = self.capabilities.get(str(name))
         if capability is None:
             return snapshot.resume(_undefined(str(name)))
         if len(self.calls) >= self.limits.max_capability_calls:
             raise Stop(ResourceLimitError(LimitKind.CAPABILITY_CALLS))
+        count = self.calls_by_name.get(capability.name, 0) + 1
+        allowed = capability.max_calls_per_execution or self.limits.max_calls_per_capability
+        if count > allowed:
+            where = program.where_at(snapshot.position.start, snapshot.position.end)
+            raise Stop(ResourceLimitError(f"calls to {capability.name}", where=where))
+        self.calls_by_name[capability.name] = count
         self.calls.append(capability.name)
         args, kwargs = snapshot.args, snapshot.kwargs
         where = program.where_at(snapshot.position.start, snapshot.position.end)
@@ -305,7 +382,7 @@ class Execution:
         self.outcome.injected[(failure.exc_type, message)] = failure.error
         return {"exc_type": failure.exc_type, "message": message}
 
-    def _final(self, value: Any) -> JSONValue:
+    def _final(self, value: Any) -> tuple[JSONValue, int]:
         try:
             result = to_json(value, max_depth=self.limits.max_value_depth, root="result")
         except TooDeep:
@@ -314,9 +391,10 @@ class Execution:
             raise InvalidProgramError(
                 f"main() returned a value that is not JSON: {problem.path} {problem.reason}"
             ) from None
-        if json_size(result) > self.limits.max_return_bytes:
+        size = json_size(result)
+        if size > self.limits.max_return_bytes:
             raise ResourceLimitError(LimitKind.RETURN_VALUE_SIZE)
-        return result
+        return result, size
 
 
 class Engine:
@@ -327,8 +405,9 @@ class Engine:
         self.slots = threading.BoundedSemaphore(limits.max_concurrent_executions)
         self._lock = threading.Lock()
         self._pool: pm.Monty | None = None
-        self._modules: tuple[int, dict[str, pm.ExternalModule]] | None = None
-        self._programs: Programs | None = None
+        self._views: dict[
+            int, tuple[Mapping[str, Capability], dict[str, pm.ExternalModule], Programs]
+        ] = {}
         self._loop: tuple[asyncio.AbstractEventLoop, threading.Thread] | None = None
         self._running: set[Execution] = set()
         workers = 2 * limits.max_concurrent_executions
@@ -348,21 +427,26 @@ class Engine:
                 self._pool = pool
             return self._pool
 
-    def modules(self, catalog: Catalog) -> dict[str, pm.ExternalModule]:
-        """The capability namespaces as interpreter modules (rebuilt when the catalog changes)."""
-        enabled = catalog.enabled
-        with self._lock:
-            if self._modules is None or self._modules[0] != id(enabled):
-                self._modules = (id(enabled), _build_modules(list(enabled)))
-            return self._modules[1]
+    def modules(self, capabilities: Mapping[str, Capability]) -> dict[str, pm.ExternalModule]:
+        """The capability namespaces as interpreter modules, built once per capability set."""
+        return self._per_view(capabilities)[0]
 
-    def programs(self, catalog: Catalog) -> Programs:
-        """Prepared programs for the catalog's current capabilities."""
-        enabled = catalog.enabled
+    def programs(self, capabilities: Mapping[str, Capability]) -> Programs:
+        """Prepared programs for one set of capabilities."""
+        return self._per_view(capabilities)[1]
+
+    def _per_view(
+        self, capabilities: Mapping[str, Capability]
+    ) -> tuple[dict[str, pm.ExternalModule], Programs]:
+        key = id(capabilities)
         with self._lock:
-            if self._programs is None or self._programs.capabilities is not enabled:
-                self._programs = Programs(enabled)
-            return self._programs
+            found = self._views.get(key)
+            if found is None or found[0] is not capabilities:
+                found = (capabilities, _build_modules(list(capabilities)), Programs(capabilities))
+                self._views[key] = found
+                while len(self._views) > _VIEWS_KEPT:
+                    self._views.pop(next(iter(self._views)))
+            return found[1], found[2]
 
     def private_bridge(self) -> Bridge:
         """A loop on a background thread, for async handlers when the caller has none."""

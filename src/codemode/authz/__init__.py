@@ -26,6 +26,8 @@ class AuthorizationRequest:
     """The dotted name the program called."""
     arguments: JSONObject
     """The canonical JSON-like arguments the handler will receive (a copy)."""
+    execution_id: str = ""
+    """The execution the call belongs to, as host logs and audit events carry it."""
 
 
 class Denied(Exception):

@@ -1,0 +1,271 @@
+"""Cedar policies as a codemode authorizer (requires the `cedar` extra: cedarpy).
+
+Each capability call becomes a Cedar request: principal `User::"<subject>"`, action
+`Action::"<capability id>"`, resource `Capability::"<capability id>"`, and the canonical
+arguments as context (None values left out, floats as strings, since Cedar has neither).
+Permit allows; forbid or no matching permit is `permission denied`; an evaluation error,
+a policy that does not parse or a timeout is `authorization policy failure`. The decision,
+the determining policies and the diagnostics go to the host log, never to the model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Literal, get_args, get_origin
+
+import cedarpy
+from typing_extensions import is_typeddict
+
+from codemode.authz import AuthorizationRequest, Denied
+from codemode.capabilities import Capability
+from codemode.capabilities import types as t
+from codemode.types import JSONValue
+
+log = logging.getLogger("codemode.authz")
+
+NoneType = type(None)
+
+
+class CedarPolicyError(ValueError):
+    """Policies that do not parse or do not validate; the message names policy and line."""
+
+
+class CedarEvaluationError(RuntimeError):
+    """Cedar could not decide (an evaluation error or a timeout): a policy failure."""
+
+
+class CedarAuthorizer:
+    """Authorizes capability calls with Cedar policies and entities.
+
+    **Parameters:**
+
+    - `policies`: Cedar policy text.
+    - `entities`: Cedar entities (a list of `{"uid", "attrs", "parents"}` or its JSON text);
+      an `Action` and a `Capability` entity per capability are added when missing.
+    - `schema`: an explicit Cedar schema; `validate()` generates one when omitted.
+    - `timeout`: seconds one decision may take before it is a policy failure.
+    """
+
+    def __init__(
+        self,
+        policies: str,
+        entities: Iterable[Mapping[str, Any]] | str = (),
+        schema: Mapping[str, Any] | None = None,
+        *,
+        timeout: float = 1.0,
+    ) -> None:
+        self.text = policies
+        try:
+            self.policies = cedarpy.PolicySet.from_str(policies)
+        except ValueError as exc:
+            raise CedarPolicyError(f"the policies do not parse: {exc}") from None
+        self.entities: list[dict[str, Any]] = list(
+            json.loads(entities) if isinstance(entities, str) else map(dict, entities)
+        )
+        self.schema = dict(schema) if schema is not None else None
+        self.timeout = timeout
+        self._known: set[tuple[str, str]] = {
+            (e["uid"]["type"], e["uid"]["id"]) for e in self.entities if "uid" in e
+        }
+
+    def __repr__(self) -> str:
+        return f"CedarAuthorizer({len(self.entities)} entities)"
+
+    @classmethod
+    def from_files(
+        cls, policy_file: str | Path, entities_file: str | Path | None = None, **options: Any
+    ) -> CedarAuthorizer:
+        """Load policies (Cedar text) and entities (JSON) from files."""
+        policies = Path(policy_file).read_text(encoding="utf-8")
+        entities = Path(entities_file).read_text(encoding="utf-8") if entities_file else "[]"
+        return cls(policies, entities, **options)
+
+    # -- start-up ---------------------------------------------------------------------
+
+    def validate(self, capabilities: Iterable[Capability]) -> None:
+        """Check the policies against the schema of the registered capabilities.
+
+        Also adds the Action and Capability entities the requests need. Raises
+        CedarPolicyError naming each failing policy and the line it starts on.
+        """
+        capabilities = list(capabilities)
+        for capability in capabilities:
+            for kind in ("Action", "Capability"):
+                if (kind, capability.id) not in self._known:
+                    self._known.add((kind, capability.id))
+                    self.entities.append(
+                        {"uid": {"type": kind, "id": capability.id}, "attrs": {}, "parents": []}
+                    )
+        schema = self.schema or cedar_schema(capabilities)
+        result = cedarpy.validate_policies(self.text, schema)
+        if result.validation_passed:
+            return
+        starts = policy_lines(self.text)
+        names = result.id_annotations_by_policy_id
+        problems = []
+        for error in result.errors:
+            policy = error.policy_id
+            label = f'"{names[policy]}"' if policy in names else policy or "policies"
+            line = starts.get(policy)
+            where = f" (line {line})" if line else ""
+            problems.append(f"policy {label}{where}: {error.error}")
+        raise CedarPolicyError("; ".join(problems))
+
+    # -- decisions ------------------------------------------------------------------------
+
+    async def __call__(self, request: AuthorizationRequest) -> None:
+        cedar_request = {
+            "principal": {"type": "User", "id": request.subject},
+            "action": {"type": "Action", "id": request.capability_id},
+            "resource": {"type": "Capability", "id": request.capability_id},
+            "context": to_context(request.arguments),
+        }
+        try:
+            result = await asyncio.wait_for(
+                asyncio.to_thread(
+                    cedarpy.is_authorized, cedar_request, self.policies, self.entities
+                ),
+                self.timeout,
+            )
+        except TimeoutError:
+            raise CedarEvaluationError("the Cedar decision timed out") from None
+        diagnostics = result.diagnostics
+        log.info(
+            "cedar %s: subject=%s capability=%s policies=%s errors=%s",
+            result.decision.name,
+            request.subject,
+            request.capability_id,
+            diagnostics.reasons,
+            diagnostics.errors,
+        )
+        if diagnostics.errors or result.decision == cedarpy.Decision.NoDecision:
+            raise CedarEvaluationError("; ".join(diagnostics.errors) or "no decision")
+        if not result.allowed:
+            raise Denied(f"cedar denied by {diagnostics.reasons or 'no matching permit'}")
+
+    def can_see(self, subject: str, capability_id: str, capability_name: str) -> bool:
+        """False only when no arguments could make Cedar allow the call."""
+        probe = {  # partial evaluation takes entity references as Cedar text only
+            "principal": f"User::{json.dumps(subject)}",
+            "action": f"Action::{json.dumps(capability_id)}",
+            "resource": f"Capability::{json.dumps(capability_id)}",
+        }
+        result = cedarpy.is_authorized_partial(probe, self.policies, self.entities)
+        return bool(result.decision != cedarpy.Decision.Deny)
+
+
+def to_context(arguments: Mapping[str, JSONValue]) -> dict[str, Any]:
+    """Canonical arguments as a Cedar record: no nulls, floats as strings."""
+
+    def convert(value: JSONValue) -> Any:
+        if isinstance(value, float) or (isinstance(value, int) and not -(2**63) <= value < 2**63):
+            return str(value)
+        if isinstance(value, list):
+            return [convert(v) for v in value if v is not None]
+        if isinstance(value, dict):
+            return {k: convert(v) for k, v in value.items() if v is not None}
+        return value
+
+    return {k: convert(v) for k, v in arguments.items() if v is not None}
+
+
+def cedar_schema(capabilities: Iterable[Capability]) -> dict[str, Any]:
+    """A Cedar schema: User (member of Role), Role, Capability, one action per capability."""
+    actions = {}
+    for capability in capabilities:
+        attributes = {}
+        for parameter in capability.parameters:
+            cedar_type = _cedar_type(parameter.annotation)
+            if cedar_type is not None:
+                attributes[parameter.name] = {
+                    **cedar_type,
+                    "required": parameter.required and not _optional(parameter.annotation),
+                }
+        actions[capability.id] = {
+            "appliesTo": {
+                "principalTypes": ["User"],
+                "resourceTypes": ["Capability"],
+                "context": {"type": "Record", "attributes": attributes},
+            }
+        }
+    return {
+        "": {
+            "entityTypes": {"User": {"memberOfTypes": ["Role"]}, "Role": {}, "Capability": {}},
+            "actions": actions,
+        }
+    }
+
+
+def _optional(annotation: Any) -> bool:
+    return t.is_union(annotation) and NoneType in get_args(annotation)
+
+
+def _cedar_type(annotation: Any) -> dict[str, Any] | None:
+    """The Cedar type of a parameter, or None when Cedar cannot describe it."""
+    annotation = t.strip_annotated(annotation)
+    if t.is_union(annotation):
+        members = [m for m in get_args(annotation) if m is not NoneType]
+        return _cedar_type(members[0]) if len(members) == 1 else None
+    origin = get_origin(annotation)
+    if annotation is str or annotation is float or t.is_enum(annotation):
+        return {"type": "String"}
+    if annotation is bool:
+        return {"type": "Boolean"}
+    if annotation is int:
+        return {"type": "Long"}
+    if origin is list:
+        element = _cedar_type(get_args(annotation)[0])
+        return {"type": "Set", "element": element} if element else None
+    if t.is_record(annotation) or is_typeddict(annotation):
+        attributes = {}
+        for f in t.fields_of(annotation):
+            inner = _cedar_type(f.annotation)
+            if inner is not None:
+                attributes[f.name] = {
+                    **inner,
+                    "required": f.required and not _optional(f.annotation),
+                }
+        return {"type": "Record", "attributes": attributes}
+    if origin is Literal:
+        values = get_args(annotation)
+        if all(isinstance(v, str) for v in values):
+            return {"type": "String"}
+        if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+            return {"type": "Long"}
+    return None
+
+
+_TOKEN = re.compile(r'"(?:\\.|[^"\\])*"|//[^\n]*|;|\S', re.DOTALL)
+
+
+def policy_lines(text: str) -> dict[str, int]:
+    """The line each policy starts on, by Cedar's generated id (policy0, policy1, ...)."""
+    starts: dict[str, int] = {}
+    index = 0
+    expecting = True
+    for match in _TOKEN.finditer(text):
+        token = match.group()
+        if token.startswith("//"):
+            continue
+        if expecting:
+            starts[f"policy{index}"] = text.count("\n", 0, match.start()) + 1
+            expecting = False
+        if token == ";":
+            index += 1
+            expecting = True
+    return starts
+
+
+__all__ = [
+    "CedarAuthorizer",
+    "CedarEvaluationError",
+    "CedarPolicyError",
+    "cedar_schema",
+    "policy_lines",
+    "to_context",
+]

@@ -1,0 +1,75 @@
+"""OpenTelemetry spans for executions and capability calls, when opentelemetry-api is installed.
+
+Span attributes name the execution, the subject, the capability and the outcome code;
+argument values are recorded only when the host opts in (`CodeMode(trace_arguments=True)`).
+Without opentelemetry-api every call here is a cheap no-op.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+try:
+    from opentelemetry import context as otel_context
+    from opentelemetry import trace
+except ImportError:  # the `otel` extra is not installed
+    trace = None  # type: ignore[assignment]
+    otel_context = None  # type: ignore[assignment]
+
+from codemode.types import JSONObject
+
+
+class Span:
+    """A started span (or nothing), whose outcome is set before it ends."""
+
+    def __init__(self, span: Any = None) -> None:
+        self.span = span
+        self.context: Any = None
+        if span is not None and trace is not None:
+            self.context = trace.set_span_in_context(span)
+
+    def outcome(self, code: str) -> None:
+        if self.span is not None:
+            self.span.set_attribute("codemode.outcome", code)
+
+    def arguments(self, arguments: JSONObject) -> None:
+        if self.span is not None:
+            self.span.set_attribute("codemode.arguments", json.dumps(arguments, ensure_ascii=False))
+
+
+@contextmanager
+def execution_span(execution_id: str, subject: str) -> Iterator[Span]:
+    if trace is None:
+        yield Span()
+        return
+    tracer = trace.get_tracer("codemode")
+    with tracer.start_as_current_span(
+        "codemode.execute",
+        attributes={"codemode.execution_id": execution_id, "codemode.subject": subject},
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as span:
+        yield Span(span)
+
+
+@contextmanager
+def call_span(parent: Span, name: str, capability_id: str) -> Iterator[Span]:
+    if trace is None:
+        yield Span()
+        return
+    attributes = {"codemode.capability": name, "codemode.capability_id": capability_id}
+    tracer = trace.get_tracer("codemode")
+    with tracer.start_as_current_span(
+        f"codemode.call {name}",
+        context=parent.context,
+        attributes=attributes,
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as span:
+        yield Span(span)
+
+
+__all__ = ["Span", "call_span", "execution_span"]

@@ -1,0 +1,171 @@
+"""Audit events, the JSON-lines sink under concurrency, and OpenTelemetry spans."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from codemode import CodeMode
+from codemode.authz import AllowAll
+from codemode.events import (
+    CallAttempted,
+    CallAuthorized,
+    CallCompleted,
+    CallDenied,
+    CallFailed,
+    Event,
+    ExecutionFinished,
+    ExecutionStarted,
+    JsonLinesSink,
+)
+from tests.conftest import CANARY, build_host
+
+PROGRAM = (
+    "def main():\n"
+    "    out = []\n"
+    "    for call in (records.secret, records.fail):\n"
+    "        try:\n            call()\n        except Exception as e:\n            out.append(str(e))\n"
+    '    out.append(records.lookup(key="k")["key"])\n'
+    "    return out"
+)
+
+
+def test_event_sequence_of_a_denied_a_failing_and_a_successful_call() -> None:
+    events: list[Event] = []
+    cm = build_host()
+    cm.on_event = events.append
+    with cm:
+        result = cm.execute(PROGRAM, subject="alice")
+    assert result.value == ["permission denied", "capability failed", "k"]
+    assert [(type(e).__name__, getattr(e, "capability", None)) for e in events] == [
+        ("ExecutionStarted", None),
+        ("CallAttempted", "records.secret"),
+        ("CallDenied", "records.secret"),
+        ("CallAttempted", "records.fail"),
+        ("CallAuthorized", "records.fail"),
+        ("CallFailed", "records.fail"),
+        ("CallAttempted", "records.lookup"),
+        ("CallAuthorized", "records.lookup"),
+        ("CallCompleted", "records.lookup"),
+        ("ExecutionFinished", None),
+    ]
+    assert {e.execution_id for e in events} == {result.execution_id}
+    denied = events[2]
+    assert isinstance(denied, CallDenied) and denied.code == "permission_denied"
+    assert CANARY in str(denied.reason)  # the host sees the real reason
+    failed = events[5]
+    assert isinstance(failed, CallFailed) and failed.code == "capability_failed"
+    assert CANARY in str(failed.error)
+    completed = events[8]
+    assert isinstance(completed, CallCompleted) and completed.arguments == {
+        "key": "k",
+        "limit": None,
+    }
+    started, finished = events[0], events[-1]
+    assert isinstance(started, ExecutionStarted) and started.source_bytes == len(PROGRAM)
+    assert isinstance(finished, ExecutionFinished) and finished.outcome == "ok"
+    assert finished.capability_calls == ("records.secret", "records.fail", "records.lookup")
+    assert isinstance(events[1], CallAttempted) and isinstance(events[4], CallAuthorized)
+
+
+def test_a_failing_event_handler_never_breaks_an_execution() -> None:
+    def explode(event: Event) -> None:
+        raise RuntimeError("sink down")
+
+    with CodeMode(authorizer=AllowAll(), on_event=explode) as cm:
+        assert cm.execute("def main():\n    return 1", subject="a").value == 1
+
+
+def test_the_audit_file_keeps_every_line_of_200_concurrent_executions(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    sink = JsonLinesSink(path)
+    cm = build_host()
+    cm.on_event = sink
+    ids: list[str] = []
+    lock = threading.Lock()
+
+    def worker() -> None:
+        for _ in range(25):
+            result = cm.execute(PROGRAM, subject="alice")
+            with lock:
+                ids.append(result.execution_id)
+
+    with cm:
+        threads = [threading.Thread(target=worker) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    sink.close()
+    lines = path.read_text().splitlines()
+    records = [json.loads(line) for line in lines]  # every line is whole JSON
+    assert len(ids) == 200
+    per_execution = Counter(r["execution_id"] for r in records)
+    assert set(per_execution) == set(ids)
+    assert set(per_execution.values()) == {10}
+    assert Counter(r["event"] for r in records)["call_failed"] == 200
+
+
+def test_spans_cover_executions_and_calls_without_argument_values() -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    with build_host() as cm:
+        cm.execute(PROGRAM, subject="alice")
+        spans = {s.name: s for s in exporter.get_finished_spans()}
+        assert set(spans) == {
+            "codemode.execute",
+            "codemode.call records.secret",
+            "codemode.call records.fail",
+            "codemode.call records.lookup",
+        }
+        root = spans["codemode.execute"]
+        assert root.attributes is not None and root.attributes["codemode.outcome"] == "ok"
+        lookup = spans["codemode.call records.lookup"]
+        assert lookup.parent is not None and lookup.parent.span_id == root.context.span_id
+        assert lookup.attributes is not None and "codemode.arguments" not in lookup.attributes
+        failed = spans["codemode.call records.fail"]
+        assert (
+            failed.attributes is not None
+            and failed.attributes["codemode.outcome"] == "capability_failed"
+        )
+        assert all(CANARY not in json.dumps(dict(s.attributes or {})) for s in spans.values())
+        assert not any(s.events for s in spans.values())
+        exporter.clear()
+        cm.trace_arguments = True
+        cm.execute(PROGRAM, subject="alice")
+        traced = {s.name: s for s in exporter.get_finished_spans()}["codemode.call records.lookup"]
+        assert traced.attributes is not None
+        assert json.loads(str(traced.attributes["codemode.arguments"])) == {
+            "key": "k",
+            "limit": None,
+        }
+
+
+@pytest.mark.parametrize("kind", [ExecutionStarted, CallFailed])
+def test_event_kinds_are_snake_case(kind: type[Event]) -> None:
+    assert kind.__name__ != ""
+    names = {ExecutionStarted: "execution_started", CallFailed: "call_failed"}
+    assert kind(**_fields(kind)).kind == names[kind]  # type: ignore[arg-type]
+
+
+def _fields(kind: type[Event]) -> dict[str, object]:
+    base: dict[str, object] = {"execution_id": "e", "subject": "s", "time": 0.0}
+    if kind is ExecutionStarted:
+        return {**base, "source_sha256": "x", "source_bytes": 1}
+    return {
+        **base,
+        "capability": "a.b",
+        "capability_id": "a.b",
+        "code": "internal",
+        "duration_seconds": 0.0,
+    }
