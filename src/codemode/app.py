@@ -177,15 +177,21 @@ class CodeMode:
     # -- serving -------------------------------------------------------------------------
 
     def http_app(
-        self, *, tokens: Mapping[str, str] | None = None, subject: str = "local"
+        self, *, tokens: Mapping[str, str] | None = None, subject: str = "local", web: bool = False
     ) -> Starlette:
         """An ASGI app serving MCP at `/mcp`, to run with uvicorn or mount in Starlette/FastAPI.
 
-        With `tokens` (bearer token -> subject) unauthenticated requests get 401.
+        With `tokens` (bearer token -> subject) unauthenticated requests get 401; with `web`
+        the playground is served at `/`.
         """
         from codemode.mcp import http_app
 
-        return http_app(self, tokens=tokens, subject=subject)
+        routes = None
+        if web:
+            from codemode.web import web_routes
+
+            routes = web_routes(self, tokens=tokens, subject=subject)
+        return http_app(self, tokens=tokens, subject=subject, routes=routes)
 
     def run(
         self,

@@ -101,6 +101,7 @@ def _serve(
     tokens: dict[str, str] | None,
     insecure: bool,
     banner: str | None = None,
+    web: bool = False,
 ) -> None:
     if transport == "stdio":
         from codemode.mcp import serve_stdio
@@ -115,7 +116,12 @@ def _serve(
 
     from codemode.mcp import http_app
 
-    app = http_app(cm, tokens=tokens, subject=subject, host=host)
+    routes = None
+    if web:
+        from codemode.web import web_routes
+
+        routes = web_routes(cm, tokens=tokens, subject=subject)
+    app = http_app(cm, tokens=tokens, subject=subject, host=host, routes=routes)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning")
     server = uvicorn.Server(config)
     if banner:
@@ -146,6 +152,7 @@ TRANSPORT = click.option(
 @click.option(
     "--audit-log", type=click.Path(dir_okay=False), help="Append audit events (JSON lines)."
 )
+@click.option("--web", is_flag=True, help="Serve the playground at / (HTTP only).")
 def serve(
     app: str,
     transport: str,
@@ -158,6 +165,7 @@ def serve(
     entities_file: str | None,
     hide_forbidden: bool,
     audit_log: str | None,
+    web: bool,
 ) -> None:
     """Serve APP (module:attribute naming a CodeMode) over MCP."""
     from codemode.mcp.auth import load_token_file
@@ -183,6 +191,7 @@ def serve(
         tokens=tokens,
         insecure=insecure,
         banner=banner,
+        web=web,
     )
 
 
@@ -230,7 +239,8 @@ def check(app: str, file: Any) -> None:
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8000, show_default=True, type=int)
 @click.option("--data", type=click.Path(dir_okay=False, path_type=Path), help="SQLite file to use.")
-def demo(transport: str, host: str, port: int, data: Path | None) -> None:
+@click.option("--web/--no-web", default=True, show_default=True, help="Serve the playground at /.")
+def demo(transport: str, host: str, port: int, data: Path | None, web: bool) -> None:
     """Serve the demo inventory host (SQLite, created on first run)."""
     from codemode.demo import create, default_path
 
@@ -250,6 +260,7 @@ def demo(transport: str, host: str, port: int, data: Path | None) -> None:
         [
             f"codemode demo: an inventory of sandboxes, instances and owners in {path}",
             f"MCP endpoint (streamable HTTP): {url}",
+            *([f"Playground: http://{host}:{port}/"] if web else []),
             "Client configuration, HTTP:",
             json.dumps(http_config, indent=2),
             "Client configuration, stdio:",
@@ -266,6 +277,7 @@ def demo(transport: str, host: str, port: int, data: Path | None) -> None:
         tokens=None,
         insecure=False,
         banner=banner,
+        web=web,
     )
 
 

@@ -91,12 +91,19 @@ class CodeModeError(Exception):
     sentinel: ClassVar[str]
 
     def __init__(
-        self, detail: str | None = None, *, where: Where | None = None, printed: str = ""
+        self,
+        detail: str | None = None,
+        *,
+        where: Where | None = None,
+        printed: str = "",
+        traceback: tuple[Where, ...] = (),
     ) -> None:
         self.detail = detail
         self.where = where
         self.printed = printed
         """What the program printed before it failed (bounded); never host text."""
+        self.traceback = traceback or ((where,) if where is not None else ())
+        """Frames of the submitted program only, innermost last (never a host frame)."""
         super().__init__(str(self))
 
     def __str__(self) -> str:

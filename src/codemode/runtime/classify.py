@@ -60,20 +60,22 @@ def classify(exc: BaseException, outcome: Outcome) -> CodeModeError:
     limit = _limit(kind, message, frames, outcome.printed_cap)
     if limit is not None:
         return ResourceLimitError(limit)
-    where = _innermost(frames, program)
+    stack = _program_frames(frames, program)
+    where = stack[-1] if stack else None
     injected = outcome.injected.get((kind, message))
     if injected is not None:
-        return type(injected)(injected.detail, where=where)
+        return type(injected)(injected.detail, where=where, traceback=stack)
     name = _NAME_ERROR.match(message) if kind == "NameError" else None
     if name and name.group(1) in program.roots and _runs_at_load(frames, program):
         return _program_error(
             "capabilities can only be called while main() runs, not when the module loads",
             where,
+            stack,
         )
     if where is None:
         return _entry_point_error(kind, message)
     text = f"{kind}: {message}" if message else kind
-    return _program_error(text, where)
+    return _program_error(text, where, stack)
 
 
 def _limit(kind: str, message: str, frames: list[pm.Frame], printed_cap: int) -> LimitKind | None:
@@ -94,13 +96,16 @@ def _limit(kind: str, message: str, frames: list[pm.Frame], printed_cap: int) ->
 
 def _innermost(frames: list[pm.Frame], program: Program) -> Where | None:
     """The innermost frame inside the submitted program (trailer frames are dropped)."""
-    for frame in reversed(frames):
-        where = program.where(
-            frame.line, frame.column, frame.end_line, frame.end_column, frame.function_name
-        )
-        if where is not None:
-            return where
-    return None
+    stack = _program_frames(frames, program)
+    return stack[-1] if stack else None
+
+
+def _program_frames(frames: list[pm.Frame], program: Program) -> tuple[Where, ...]:
+    """The frames inside the submitted program, outermost first."""
+    stack = (
+        program.where(f.line, f.column, f.end_line, f.end_column, f.function_name) for f in frames
+    )
+    return tuple(where for where in stack if where is not None)
 
 
 def _runs_at_load(frames: list[pm.Frame], program: Program) -> bool:
@@ -108,9 +113,11 @@ def _runs_at_load(frames: list[pm.Frame], program: Program) -> bool:
     return any(f.function_name == "<module>" and 1 <= f.line <= len(program.lines) for f in frames)
 
 
-def _program_error(text: str, where: Where | None) -> InvalidProgramError:
+def _program_error(
+    text: str, where: Where | None, stack: tuple[Where, ...] = ()
+) -> InvalidProgramError:
     detail = text if where is None else f"{where.render()}: {text}"
-    return InvalidProgramError(detail, where=where)
+    return InvalidProgramError(detail, where=where, traceback=stack)
 
 
 def _entry_point_error(kind: str, message: str) -> InvalidProgramError:

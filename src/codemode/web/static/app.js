@@ -1,0 +1,296 @@
+// The codemode playground: plain JavaScript, no framework, nothing fetched from elsewhere.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const editor = $("source");
+const LINE_HEIGHT = 20;
+const PADDING = 6;
+const HISTORY_SIZE = 20;
+let lastError = null;
+let selected = null;
+let tabMovesFocus = false;
+
+// -- talking to the server --------------------------------------------------------------
+
+async function api(path, body) {
+  const headers = { "Content-Type": "application/json" };
+  const token = sessionStorage.getItem("codemode-token");
+  if (token) headers.Authorization = `Bearer ${token}`;
+  const response = await fetch(`/api/${path}`, { method: "POST", headers, body: JSON.stringify(body) });
+  if (response.status === 401) {
+    $("token-form").hidden = false;
+    $("status").textContent = "This server needs a bearer token.";
+    throw new Error("unauthorized");
+  }
+  return response.json();
+}
+
+$("token-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  sessionStorage.setItem("codemode-token", $("token").value);
+  $("token-form").hidden = true;
+  search();
+});
+
+// -- capabilities -----------------------------------------------------------------------
+
+async function search() {
+  const query = $("search").value;
+  const answer = await api("search", { query });
+  const list = $("results");
+  list.replaceChildren();
+  for (const hit of answer.results || []) {
+    const item = document.createElement("li");
+    item.tabIndex = 0;
+    item.setAttribute("role", "option");
+    item.dataset.name = hit.name;
+    item.innerHTML = '<div class="name"></div><div class="summary"></div>';
+    item.querySelector(".name").textContent = hit.name;
+    item.querySelector(".summary").textContent = hit.summary;
+    item.addEventListener("click", () => select(hit.name));
+    item.addEventListener("keydown", (event) => { if (event.key === "Enter") select(hit.name); });
+    list.append(item);
+  }
+}
+
+let searchTimer = null;
+$("search").addEventListener("input", () => { clearTimeout(searchTimer); searchTimer = setTimeout(search, 150); });
+$("search-form").addEventListener("submit", (event) => { event.preventDefault(); search(); });
+
+async function select(name) {
+  const answer = await api("describe", { name });
+  if (!answer.ok) return;
+  selected = answer.capability;
+  for (const item of $("results").children) item.setAttribute("aria-selected", item.dataset.name === name);
+  $("detail").hidden = false;
+  $("detail-name").textContent = selected.name;
+  $("detail-signature").textContent = selected.signature;
+  $("detail-summary").textContent = selected.summary;
+  $("detail-description").textContent = selected.description === selected.summary ? "" : selected.description;
+  const params = $("detail-parameters");
+  params.replaceChildren();
+  for (const p of selected.parameters) {
+    const item = document.createElement("li");
+    const bits = [`${p.name}: ${p.type}`, p.required ? "required" : `default ${p.default}`];
+    item.textContent = bits.join(", ") + (p.doc ? ` — ${p.doc}` : "");
+    params.append(item);
+  }
+  if (!selected.parameters.length) params.innerHTML = "<li>none</li>";
+  const result = selected.result;
+  $("detail-result").textContent = `${result.type}, read as ${result.read_as}` + (result.doc ? ` — ${result.doc}` : "");
+  const shapes = $("detail-shapes");
+  shapes.replaceChildren(...selected.shapes.map((text) => { const li = document.createElement("li"); li.textContent = text; return li; }));
+  $("detail-schemas").textContent = JSON.stringify({ input: selected.input_schema, output: selected.output_schema }, null, 2);
+}
+
+function placeholder(type) {
+  const literal = /^Literal\[([^,\]]+)/.exec(type);
+  if (literal) return literal[1];
+  if (type.startsWith("str")) return '""';
+  if (type.startsWith("int")) return "0";
+  if (type.startsWith("float")) return "0.0";
+  if (type.startsWith("bool")) return "False";
+  if (type.startsWith("list") || type.startsWith("tuple")) return "[]";
+  return "{}";
+}
+
+$("insert-call").addEventListener("click", () => {
+  if (!selected) return;
+  const args = selected.parameters.filter((p) => p.required).map((p) => `${p.name}=${placeholder(p.type)}`);
+  insert(`${selected.name}(${args.join(", ")})`);
+  editor.focus();
+});
+
+// -- the editor -------------------------------------------------------------------------
+
+function insert(text) {
+  const { selectionStart: start, selectionEnd: end, value } = editor;
+  editor.value = value.slice(0, start) + text + value.slice(end);
+  editor.selectionStart = editor.selectionEnd = start + text.length;
+  changed();
+}
+
+function changed() {
+  const lines = editor.value.split("\n").length;
+  const gutter = $("gutter");
+  const errorLine = lastError && lastError.where ? lastError.where.line : 0;
+  gutter.replaceChildren(...Array.from({ length: lines }, (_, i) => {
+    const div = document.createElement("div");
+    div.textContent = i + 1;
+    if (i + 1 === errorLine) div.className = "error";
+    return div;
+  }));
+  localStorage.setItem("codemode-program", editor.value);
+  scrolled();
+}
+
+function scrolled() {
+  $("gutter").scrollTop = editor.scrollTop;
+  const band = $("error-line");
+  const line = lastError && lastError.where ? lastError.where.line : 0;
+  band.hidden = !line;
+  if (line) band.style.top = `${PADDING + (line - 1) * LINE_HEIGHT - editor.scrollTop}px`;
+}
+
+function indent(outdent) {
+  const { value, selectionStart: start, selectionEnd: end } = editor;
+  const first = value.lastIndexOf("\n", start - 1) + 1;
+  if (!outdent && start === end) return insert("    ");
+  const block = value.slice(first, end);
+  const lines = block.split("\n");
+  const changedLines = lines.map((line) => (outdent ? line.replace(/^ {1,4}/, "") : "    " + line));
+  const text = changedLines.join("\n");
+  editor.value = value.slice(0, first) + text + value.slice(end);
+  const shift = changedLines[0].length - lines[0].length;
+  editor.selectionStart = Math.max(first, start + shift);
+  editor.selectionEnd = first + text.length;
+  changed();
+}
+
+editor.addEventListener("keydown", (event) => {
+  if ((event.ctrlKey || event.metaKey) && event.key === "Enter") { event.preventDefault(); run(); return; }
+  if (event.key === "Escape") { tabMovesFocus = true; return; }
+  if (event.key === "Tab" && !tabMovesFocus) { event.preventDefault(); indent(event.shiftKey); return; }
+  tabMovesFocus = false;
+});
+editor.addEventListener("input", () => { lastError = null; changed(); });
+editor.addEventListener("scroll", scrolled);
+
+// -- running ----------------------------------------------------------------------------
+
+function caret(where, dedent = 0) {
+  const width = where.end_line === where.line ? Math.max(where.end_column - where.column, 1) : 1;
+  return " ".repeat(Math.max(where.column - 1 - dedent, 0)) + "^".repeat(width);
+}
+
+function locationText(where) {
+  return `${where.file}, line ${where.line}, in ${where.func || "<module>"}`;
+}
+
+function messageOf(error) {
+  // The model's text without its position prefix, which the headline shows.
+  return error.message.replace(/^[^:\n]+: <codemode>:\d+:\d+: /, "");
+}
+
+function tracebackText(error) {
+  if (!error.traceback.length) return messageOf(error);
+  const frames = error.traceback.map((w) => {
+    const code = w.source.trimStart();
+    const dedent = w.source.length - code.length;
+    return `  File "${w.file}", line ${w.line}, in ${w.func || "<module>"}\n    ${code}\n    ${caret(w, dedent)}`;
+  });
+  return ["Traceback (most recent call last):", ...frames, messageOf(error)].join("\n");
+}
+
+function copyText(error) {
+  return [
+    `code: ${error.code}`,
+    `message: ${error.message}`,
+    `location: ${error.where ? locationText(error.where) : "none"}`,
+    "traceback:",
+    tracebackText(error),
+  ].join("\n");
+}
+
+function tree(value, key) {
+  const label = key === undefined ? "" : `${key}: `;
+  if (value !== null && typeof value === "object") {
+    const details = document.createElement("details");
+    details.open = true;
+    const summary = document.createElement("summary");
+    const size = Array.isArray(value) ? `[${value.length}]` : `{${Object.keys(value).length}}`;
+    summary.innerHTML = `<span class="key"></span>${size}`;
+    summary.querySelector(".key").textContent = label;
+    details.append(summary);
+    for (const [k, v] of Object.entries(value)) details.append(tree(v, Array.isArray(value) ? Number(k) : k));
+    return details;
+  }
+  const leaf = document.createElement("div");
+  leaf.className = "leaf";
+  leaf.innerHTML = `<span class="key"></span><span></span>`;
+  leaf.firstChild.textContent = label;
+  leaf.lastChild.textContent = JSON.stringify(value);
+  leaf.lastChild.className = typeof value === "string" ? "string" : "number";
+  return leaf;
+}
+
+function showResult(answer) {
+  $("error").hidden = true;
+  $("result").hidden = false;
+  $("result-tree").replaceChildren(Object.assign(tree(answer.result), { className: "tree" }));
+  $("result-tree").firstChild.classList.add("tree");
+  $("printed").textContent = answer.printed || "(nothing printed)";
+  const usage = answer.usage;
+  const calls = usage.call_order.length ? `: ${usage.call_order.join(" → ")}` : "";
+  $("usage").textContent = `${usage.duration_ms} ms, ${usage.call_order.length} capability calls${calls}`;
+}
+
+function showError(error, printed) {
+  $("result").hidden = true;
+  $("error").hidden = false;
+  $("error-code").textContent = error.code;
+  $("error-location").hidden = !error.where;
+  $("error-source").hidden = !error.where;
+  if (error.where) {
+    $("error-location").textContent = locationText(error.where);
+    $("error-source").textContent = `${error.where.source}\n${caret(error.where)}`;
+  }
+  $("error-message").textContent = messageOf(error);
+  $("traceback").textContent = tracebackText(error);
+  $("traceback").classList.add("collapsed");
+  $("toggle-traceback").setAttribute("aria-expanded", "false");
+  $("toggle-traceback").textContent = "Show traceback";
+  $("error-printed").textContent = printed || "(nothing printed)";
+}
+
+$("toggle-traceback").addEventListener("click", () => {
+  const collapsed = $("traceback").classList.toggle("collapsed");
+  $("toggle-traceback").setAttribute("aria-expanded", String(!collapsed));
+  $("toggle-traceback").textContent = collapsed ? "Show traceback" : "Hide traceback";
+});
+
+$("copy-error").addEventListener("click", async () => {
+  if (!lastError) return;
+  await navigator.clipboard.writeText(copyText(lastError));
+  $("status").textContent = "Error copied.";
+});
+
+async function run() {
+  const source = editor.value;
+  $("status").textContent = "Running…";
+  const answer = await api("execute", { source });
+  lastError = answer.ok ? null : answer.error;
+  if (answer.ok) showResult(answer); else showError(answer.error, answer.printed);
+  $("status").textContent = answer.ok ? "Finished." : "Failed.";
+  changed();
+  remember(source, answer.ok ? "ok" : answer.error.code);
+}
+$("run").addEventListener("click", run);
+
+// -- history ----------------------------------------------------------------------------
+
+function loadHistory() { return JSON.parse(sessionStorage.getItem("codemode-history") || "[]"); }
+
+function remember(source, status) {
+  const runs = [{ source, status, time: new Date().toLocaleTimeString() }, ...loadHistory()].slice(0, HISTORY_SIZE);
+  sessionStorage.setItem("codemode-history", JSON.stringify(runs));
+  drawHistory();
+}
+
+function drawHistory() {
+  $("history").replaceChildren(...loadHistory().map((entry) => {
+    const item = document.createElement("li");
+    item.tabIndex = 0;
+    item.className = entry.status === "ok" ? "ok" : "failed";
+    item.textContent = `${entry.time} ${entry.status}: ${entry.source.split("\n").find((l) => l.trim() && !l.startsWith("def main")) || entry.source}`.slice(0, 90);
+    const restore = () => { editor.value = entry.source; lastError = null; changed(); };
+    item.addEventListener("click", restore);
+    item.addEventListener("keydown", (event) => { if (event.key === "Enter") restore(); });
+    return item;
+  }));
+}
+
+editor.value = localStorage.getItem("codemode-program") || "def main():\n    return 1\n";
+changed();
+drawHistory();
+search();

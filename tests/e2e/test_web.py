@@ -1,0 +1,239 @@
+"""The playground in a real browser (Debian's Chromium driven by Playwright) against the
+demo host: search, describe, insert a call, run, and read a failure at a glance."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from tests.e2e.conftest import ROOT, codemode_command, free_port, wait_for_port
+
+SHOTS = ROOT / "test-output" / "web"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+FAILING = "def main():\n    x = 1\n    return [1][5]\n"
+TRACEBACK = (
+    "Traceback (most recent call last):\n"
+    '  File "<codemode>", line 3, in main\n'
+    "    return [1][5]\n"
+    "           ^^^^^^\n"
+    "IndexError: list index out of range"
+)
+
+
+def serve(tmp: Path, *extra: str) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_DATA_HOME": str(tmp)}
+    process = subprocess.Popen(
+        codemode_command(*extra, "--port", str(port)),
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
+    wait_for_port(port, process)
+    return process, f"http://127.0.0.1:{port}/"
+
+
+@pytest.fixture(scope="module")
+def demo_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    process, url = serve(tmp_path_factory.mktemp("web"), "demo")
+    try:
+        yield url
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
+        )
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser: Browser, demo_url: str) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=demo_url.rstrip("/"))
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(demo_url)
+    yield page
+    context.close()
+    assert errors == []
+
+
+def run(page: Page, source: str) -> None:
+    page.fill("#source", source)
+    page.focus("#source")
+    page.keyboard.press("Control+Enter")
+    expect(page.locator("#status")).to_have_text(re.compile(r"^(Finished|Failed)\.$"))
+
+
+def test_search_select_and_insert_a_call(page: Page) -> None:
+    page.fill("#search", "instance")
+    expect(page.locator("#results li").first).to_be_visible()
+    page.locator("#results li", has_text="instances.get").first.click()
+    expect(page.locator("#detail-signature")).to_have_text(
+        "instances.get(*, sandbox: str, name: str) -> Instance"
+    )
+    expect(page.locator("#detail-shapes li").first).to_contain_text(
+        "Instance: object (sandbox: str"
+    )
+    page.fill("#source", "def main():\n    return ")
+    page.evaluate("document.getElementById('source').setSelectionRange(23, 23)")
+    page.click("#insert-call")
+    assert (
+        page.input_value("#source") == 'def main():\n    return instances.get(sandbox="", name="")'
+    )
+    page.screenshot(path=SHOTS / "1-capability-selected.png")
+
+
+def test_a_successful_run_shows_the_value_printed_output_and_calls(page: Page) -> None:
+    run(
+        page,
+        "def main():\n"
+        '    page = instances.list(sandbox="dev", limit=2)\n'
+        '    print("pages", page["total"])\n'
+        '    return [instances.get(sandbox="dev", name=i["name"]).nics[0].address for i in page["items"]]\n',
+    )
+    expect(page.locator("#result")).to_be_visible()
+    expect(page.locator("#result-tree")).to_contain_text('"10.0.0.11"')
+    expect(page.locator("#printed")).to_have_text("pages 5\n")
+    expect(page.locator("#usage")).to_contain_text(
+        "3 capability calls: instances.list → instances.get → instances.get"
+    )
+    page.screenshot(path=SHOTS / "2-success.png")
+
+
+def test_a_failure_points_at_the_failing_line(page: Page) -> None:
+    run(page, FAILING)
+    expect(page.locator("#error")).to_be_visible()
+    expect(page.locator("#error-location")).to_have_text("<codemode>, line 3, in main")
+    expect(page.locator("#error-source")).to_have_text("    return [1][5]\n           ^^^^^^")
+    expect(page.locator("#error-message")).to_have_text("IndexError: list index out of range")
+    expect(page.locator("#error-code")).to_have_text("invalid_program")
+    expect(page.locator("#gutter .error")).to_have_text("3")
+    expect(page.locator("#error-line")).to_be_visible()
+    page.screenshot(path=SHOTS / "3-error.png")
+
+    traceback = page.locator("#traceback")
+    assert traceback.bounding_box() is not None and traceback.bounding_box()["height"] <= 1  # type: ignore[index]
+    assert page.locator("#traceback").text_content() == TRACEBACK
+    page.click("h1")
+    page.keyboard.press("Control+a")
+    assert TRACEBACK in page.evaluate("window.getSelection().toString()")
+
+    page.click("#toggle-traceback")
+    expect(page.locator("#toggle-traceback")).to_have_attribute("aria-expanded", "true")
+    assert traceback.bounding_box()["height"] > 40  # type: ignore[index]
+    page.screenshot(path=SHOTS / "4-traceback.png")
+
+    page.click("#copy-error")
+    expect(page.locator("#status")).to_have_text("Error copied.")
+    assert page.evaluate("navigator.clipboard.readText()") == (
+        "code: invalid_program\n"
+        "message: invalid program: <codemode>:3:12: IndexError: list index out of range\n"
+        "location: <codemode>, line 3, in main\n"
+        f"traceback:\n{TRACEBACK}"
+    )
+
+
+def test_an_error_without_a_location_shows_the_message_alone(page: Page) -> None:
+    run(page, "def main():\n    return 'x' * 2000000\n")
+    expect(page.locator("#error-message")).to_have_text(
+        "resource limit exceeded: return value size"
+    )
+    expect(page.locator("#error-location")).to_be_hidden()
+    expect(page.locator("#error-code")).to_have_text("resource_limit")
+    expect(page.locator("#error-line")).to_be_hidden()
+
+
+def test_the_page_shows_no_more_than_the_model_sees(page: Page) -> None:
+    run(page, 'def main():\n    return instances.get(sandbox="dev", name="nope")\n')
+    expect(page.locator("#error-message")).to_have_text(
+        'capability failed: no instance "nope" in sandbox "dev"'
+    )
+    assert 'Traceback (most recent call last):\n  File "<codemode>", line 2, in main' in (
+        page.locator("#traceback").text_content() or ""
+    )
+    assert "host.py" not in page.content() and "sqlite" not in page.content().lower()
+
+
+def test_history_keeps_the_last_twenty_runs_and_restores_one(page: Page) -> None:
+    for i in range(22):
+        run(page, f"def main():\n    return {i}\n")
+    expect(page.locator("#history li")).to_have_count(20)
+    page.locator("#history li").last.click()
+    assert page.input_value("#source") == "def main():\n    return 2\n"
+
+
+def test_the_editor_indents_keeps_the_program_and_fits_a_narrow_window(page: Page) -> None:
+    page.fill("#source", "def main():")
+    page.focus("#source")
+    page.keyboard.press("End")
+    page.keyboard.press("Enter")
+    page.keyboard.press("Tab")
+    page.keyboard.type("return 7")
+    assert page.input_value("#source") == "def main():\n    return 7"
+    page.keyboard.press("Shift+Tab")
+    assert page.input_value("#source") == "def main():\nreturn 7"
+    page.keyboard.press("Home")
+    page.keyboard.press("Tab")
+    page.reload()
+    assert page.input_value("#source") == "def main():\n    return 7"
+    page.set_viewport_size({"width": 480, "height": 900})
+    run(page, FAILING)
+    expect(page.locator("#error-location")).to_be_visible()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 480
+    page.screenshot(path=SHOTS / "5-narrow.png", full_page=True)
+
+
+def test_a_token_protected_server_asks_for_the_token(browser: Browser, tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens"
+    tokens.write_text("alice:secret-token\n")
+    process, url = serve(
+        tmp_path,
+        "serve",
+        "codemode.demo:create",
+        "--transport",
+        "http",
+        "--web",
+        "--token-file",
+        str(tokens),
+    )
+    try:
+        context = browser.new_context()
+        page = context.new_page()
+        page.goto(url)
+        expect(page.locator("#token-form")).to_be_visible()
+        page.fill("#token", "secret-token")
+        page.click("#token-form button")
+        page.fill("#search", "owners")
+        expect(page.locator("#results li").first).to_be_visible()
+        run(page, "def main():\n    return 1\n")
+        expect(page.locator("#result-tree")).to_contain_text("1")
+        context.close()
+    finally:
+        process.terminate()
+        process.wait(10)
