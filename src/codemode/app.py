@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -43,6 +44,9 @@ class CodeMode:
       to discovery and to programs alike.
     - `trace_arguments`: record argument values on OpenTelemetry call spans (off by
       default: arguments may be sensitive).
+    - `worker_binary`: the program that starts a sandbox worker, e.g. a wrapper that
+      adds a network namespace and no-new-privileges before it execs the real `monty`
+      (see docs/reference/security.md).
     """
 
     def __init__(
@@ -55,6 +59,7 @@ class CodeMode:
         on_event: EventHandler | None = None,
         hide_forbidden: bool = False,
         trace_arguments: bool = False,
+        worker_binary: str | os.PathLike[str] | None = None,
     ) -> None:
         if authorizer is None or not callable(authorizer):
             raise TypeError(
@@ -70,6 +75,7 @@ class CodeMode:
         self.on_event = on_event
         self.hide_forbidden = hide_forbidden
         self.trace_arguments = trace_arguments
+        self.worker_binary = worker_binary
         self.catalog = Catalog(disabled)
         self._engine: Engine | None = None
         self._indexes: dict[int, tuple[Mapping[str, Capability], SearchIndex]] = {}
@@ -234,7 +240,7 @@ class CodeMode:
         if not isinstance(subject, str) or not subject.strip():
             raise UnauthenticatedError()
         if self._engine is None:
-            self._engine = Engine(self.limits)
+            self._engine = Engine(self.limits, self.worker_binary)
         return self._engine
 
     def _execution(self, source: str, subject: str, engine: Engine, bridge: Bridge) -> Execution:

@@ -21,7 +21,7 @@ from codemode.capabilities import types as t
 from codemode.errors import InvalidArgumentsError, ResourceLimitError
 from codemode.limits import LimitKind, Limits
 from codemode.types import JSONObject
-from codemode.values import TooDeep, ValueProblem, to_json
+from codemode.values import TooBig, TooDeep, ValueProblem, to_json
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,9 +52,16 @@ def bind(
     if args:
         raise InvalidArgumentsError("positional arguments are not accepted")
     try:
-        plain = to_json(kwargs, max_depth=limits.max_value_depth + 1, root="")
+        plain = to_json(
+            kwargs,
+            max_depth=limits.max_value_depth + 1,
+            root="",
+            max_bytes=limits.max_argument_bytes,
+        )
     except TooDeep:
         raise ResourceLimitError(LimitKind.VALUE_DEPTH) from None
+    except TooBig:
+        raise ResourceLimitError(LimitKind.ARGUMENT_SIZE) from None
     except ValueProblem as problem:
         raise InvalidArgumentsError(
             f"argument {_quote(_render_root_path(problem.path))} {problem.reason}"

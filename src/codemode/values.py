@@ -27,6 +27,10 @@ class TooDeep(Exception):
     """A value nested deeper than the limit allows."""
 
 
+class TooBig(Exception):
+    """A value whose JSON form would exceed the byte budget (found before building it all)."""
+
+
 def _kind(value: object) -> str:
     if isinstance(value, set | frozenset):
         return "a set"
@@ -54,20 +58,31 @@ def _fields(value: object) -> dict[str, Any] | None:
     return None
 
 
-def to_json(value: Any, *, max_depth: int, root: str) -> JSONValue:
+def to_json(value: Any, *, max_depth: int, root: str, max_bytes: int | None = None) -> JSONValue:
     """A guest value as plain JSON data: tuples become lists, records become dicts.
 
     Raises ValueProblem for what JSON cannot hold (sets, bytes, NaN, non-string keys,
-    cycles, functions) and TooDeep past `max_depth`. Paths start at `root`.
+    cycles, functions), TooDeep past `max_depth`, and TooBig as soon as a lower bound of
+    the JSON size passes `max_bytes` (so a value of millions of aliased items is refused
+    after reading a fraction of it). Paths start at `root`.
     """
     active: set[int] = set()
+    remaining = max_bytes if max_bytes is not None else math.inf
+
+    def spend(amount: int) -> None:
+        nonlocal remaining
+        remaining -= amount
+        if remaining < 0:
+            raise TooBig
 
     def convert(item: Any, path: str, depth: int) -> JSONValue:
         if item is None or isinstance(item, bool | int | str):
+            spend(len(item) + 3 if isinstance(item, str) else 2)
             return item
         if isinstance(item, float):
             if not math.isfinite(item):
                 raise ValueProblem(path, f"is {_kind(item)}, which JSON cannot hold")
+            spend(2)
             return item
         if isinstance(item, enum.Enum):
             return convert(item.value, path, depth)
@@ -79,6 +94,7 @@ def to_json(value: Any, *, max_depth: int, root: str) -> JSONValue:
         if fields is not None:
             item = fields
         active.add(id(item))
+        spend(2)
         try:
             if isinstance(item, list | tuple):
                 return [convert(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(item)]
@@ -87,6 +103,7 @@ def to_json(value: Any, *, max_depth: int, root: str) -> JSONValue:
                 for key, v in item.items():
                     if not isinstance(key, str):
                         raise ValueProblem(path, f"has the key {key!r}; JSON keys must be strings")
+                    spend(len(key) + 3)
                     out[key] = convert(v, f"{path}[{key!r}]", depth + 1)
                 return out
         finally:
@@ -123,4 +140,4 @@ def to_guest(value: Any) -> Any:
     return value
 
 
-__all__ = ["Record", "TooDeep", "ValueProblem", "json_size", "to_guest", "to_json"]
+__all__ = ["Record", "TooBig", "TooDeep", "ValueProblem", "json_size", "to_guest", "to_json"]

@@ -82,7 +82,7 @@ def _limit(kind: str, message: str, frames: list[pm.Frame], printed_cap: int) ->
     """The limit an interpreter error reports, if it is one (limit trips carry no frames)."""
     if kind == "TimeoutError" and not frames:
         return LimitKind.INTERPRETER_TIME
-    if kind == "MemoryError" and message.startswith("memory limit exceeded"):
+    if kind == "MemoryError" and "memory limit" in message:
         over = _OVER_BYTES.search(message)
         if over and int(over.group(1)) == printed_cap:
             return LimitKind.PRINTED_OUTPUT

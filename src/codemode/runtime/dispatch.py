@@ -72,14 +72,32 @@ class Bridge:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
+        self.pending: set[concurrent.futures.Future[Any]] = set()
+        self.closed = False
+        self.lock = threading.Lock()
 
     def run(self, awaitable: Awaitable[T], timeout: float, on_timeout: CodeModeError) -> T:
         future = asyncio.run_coroutine_threadsafe(_as_coroutine(awaitable), self.loop)
+        with self.lock:
+            if self.closed:
+                future.cancel()
+            self.pending.add(future)
         try:
             return future.result(timeout=max(timeout, 0.0))
         except concurrent.futures.TimeoutError:
             future.cancel()
             raise Stop(on_timeout) from None
+        finally:
+            with self.lock:
+                self.pending.discard(future)
+
+    def cancel_all(self) -> None:
+        """Cancel every coroutine still running for this execution, and any started later."""
+        with self.lock:
+            self.closed = True
+            pending = list(self.pending)
+        for future in pending:
+            future.cancel()
 
 
 async def _as_coroutine(awaitable: Awaitable[T]) -> T:

@@ -44,7 +44,7 @@ from codemode.runtime.dispatch import Bridge, Dispatcher, Raise, Stop
 from codemode.runtime.program import Program, Programs
 from codemode.tracing import execution_span
 from codemode.types import JSONObject, JSONValue
-from codemode.values import TooDeep, ValueProblem, json_size, to_json
+from codemode.values import TooBig, TooDeep, ValueProblem, json_size, to_json
 
 log = logging.getLogger("codemode")
 
@@ -173,6 +173,7 @@ class Execution:
                 return
             self.outcome.killed_for = error
             self._kill_worker()
+        self.bridge.cancel_all()
 
     def _on_flood(self) -> None:
         self.stop(ResourceLimitError(LimitKind.PRINTED_OUTPUT))
@@ -224,6 +225,7 @@ class Execution:
         finally:
             with self.lock:
                 self.finished = True
+            self.bridge.cancel_all()  # no async handler outlives its execution
             self.emit(
                 ExecutionFinished(
                     execution_id=self.execution_id,
@@ -384,9 +386,16 @@ class Execution:
 
     def _final(self, value: Any) -> tuple[JSONValue, int]:
         try:
-            result = to_json(value, max_depth=self.limits.max_value_depth, root="result")
+            result = to_json(
+                value,
+                max_depth=self.limits.max_value_depth,
+                root="result",
+                max_bytes=self.limits.max_return_bytes,
+            )
         except TooDeep:
             raise ResourceLimitError(LimitKind.VALUE_DEPTH) from None
+        except TooBig:
+            raise ResourceLimitError(LimitKind.RETURN_VALUE_SIZE) from None
         except ValueProblem as problem:
             raise InvalidProgramError(
                 f"main() returned a value that is not JSON: {problem.path} {problem.reason}"
@@ -400,8 +409,9 @@ class Execution:
 class Engine:
     """The worker pool, the driver threads and the loop for async host code of one CodeMode."""
 
-    def __init__(self, limits: Limits) -> None:
+    def __init__(self, limits: Limits, worker_binary: str | os.PathLike[str] | None = None) -> None:
         self.limits = limits
+        self.worker_binary = worker_binary
         self.slots = threading.BoundedSemaphore(limits.max_concurrent_executions)
         self._lock = threading.Lock()
         self._pool: pm.Monty | None = None
@@ -419,6 +429,9 @@ class Engine:
         with self._lock:
             if self._pool is None:
                 pool = pm.Monty(
+                    binary_path=None
+                    if self.worker_binary is None
+                    else os.fspath(self.worker_binary),
                     min_processes=1,
                     max_processes=2 * self.limits.max_concurrent_executions,
                     request_timeout=self.limits.max_execution_seconds + 5,
@@ -506,10 +519,20 @@ class Engine:
                 self._pool = None
             if self._loop is not None:
                 loop, thread = self._loop
+                with contextlib.suppress(Exception):
+                    asyncio.run_coroutine_threadsafe(_cancel_tasks(), loop).result(timeout=5)
                 loop.call_soon_threadsafe(loop.stop)
                 thread.join()
                 loop.close()
                 self._loop = None
+
+
+async def _cancel_tasks() -> None:
+    """Cancel and await every other task of the running loop."""
+    tasks = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _undefined(name: str) -> pm.ExternalExceptionData:

@@ -1,0 +1,126 @@
+"""Faults: hung authorizers, an exhausted pool, and a hardened worker launch."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from pydantic_monty._binary import find_monty_binary
+
+from codemode import CodeMode, CodeModeError, ExecutionResult, Limits
+from codemode.authz import AllowAll, AuthorizationRequest
+from tests.conftest import monty_workers, run_error
+
+P = "def main():\n"
+
+
+def one() -> int:
+    return 1
+
+
+def test_a_hanging_sync_authorizer_returns_on_time() -> None:
+    def hang(request: AuthorizationRequest) -> None:
+        time.sleep(5)
+
+    with CodeMode(authorizer=hang, limits=Limits(max_execution_seconds=1)) as cm:
+        cm.capability("a.b", summary="x")(one)
+        started = time.monotonic()
+        assert (
+            str(run_error(cm, P + "    return a.b()")) == "resource limit exceeded: execution time"
+        )
+        assert time.monotonic() - started < 2.5
+
+
+def test_a_hanging_async_authorizer_returns_on_time() -> None:
+    async def hang(request: AuthorizationRequest) -> None:
+        await asyncio.sleep(5)
+
+    with CodeMode(authorizer=hang, limits=Limits(max_execution_seconds=1)) as cm:
+        cm.capability("a.b", summary="x")(one)
+        started = time.monotonic()
+        assert (
+            str(run_error(cm, P + "    return a.b()")) == "resource limit exceeded: execution time"
+        )
+        assert time.monotonic() - started < 2.5
+        assert cm.execute(P + "    return 2", subject="a").value == 2
+
+
+def run_many(cm: CodeMode, count: int) -> list[ExecutionResult | CodeModeError]:
+    outcomes: list[ExecutionResult | CodeModeError] = []
+    lock = threading.Lock()
+
+    def one() -> None:
+        try:
+            outcome: ExecutionResult | CodeModeError = cm.execute(
+                P + "    return slow.nap()", subject="a"
+            )
+        except CodeModeError as error:
+            outcome = error
+        with lock:
+            outcomes.append(outcome)
+
+    threads = [threading.Thread(target=one) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return outcomes
+
+
+def slow_host(limits: Limits) -> CodeMode:
+    cm = CodeMode(authorizer=AllowAll(), limits=limits)
+
+    @cm.capability("slow.nap", summary="Takes 0.4 s.")
+    async def nap() -> str:
+        await asyncio.sleep(0.4)
+        return "done"
+
+    return cm
+
+
+def test_an_exhausted_pool_makes_callers_wait_and_loses_none() -> None:
+    with slow_host(Limits(max_concurrent_executions=2)) as cm:
+        outcomes = run_many(cm, 8)
+    assert [o.value for o in outcomes if isinstance(o, ExecutionResult)] == ["done"] * 8
+
+
+def test_callers_waiting_past_their_deadline_get_a_clean_error() -> None:
+    limits = Limits(max_concurrent_executions=1, max_execution_seconds=1.0)
+    with slow_host(limits) as cm:
+        outcomes = run_many(cm, 5)
+    done = [o for o in outcomes if isinstance(o, ExecutionResult)]
+    failed = [o for o in outcomes if isinstance(o, CodeModeError)]
+    assert len(outcomes) == 5 and done and failed
+    assert {str(e) for e in failed} == {"resource limit exceeded: execution time"}
+
+
+def test_a_hardened_worker_launch_runs_without_network_and_new_privileges(tmp_path: Path) -> None:
+    wrapper = tmp_path / "monty-hardened"
+    wrapper.write_text(
+        f'#!/bin/sh\nexec unshare --net setpriv --no-new-privs "{find_monty_binary()}" "$@"\n'
+    )
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    if os.geteuid() != 0:
+        pytest.skip("a network namespace needs root")  # CI and the developer machines are root
+    cm = CodeMode(authorizer=AllowAll(), worker_binary=wrapper)
+    seen: dict[str, str] = {}
+
+    @cm.capability("probe.worker", summary="Reads the workers' process state.")
+    def probe() -> str:
+        ours = os.readlink("/proc/self/ns/net")
+        for pid in monty_workers():
+            if os.readlink(f"/proc/{pid}/ns/net") != ours:
+                status = Path(f"/proc/{pid}/status").read_text().splitlines()
+                seen["no_new_privs"] = next(
+                    line for line in status if line.startswith("NoNewPrivs")
+                )
+        return "ok"
+
+    with cm:
+        assert cm.execute(P + "    return probe.worker()", subject="a").value == "ok"
+    assert seen["no_new_privs"].split() == ["NoNewPrivs:", "1"]

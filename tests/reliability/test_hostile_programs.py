@@ -1,0 +1,140 @@
+"""Hostile programs: each is contained, gets the right code, and the next execution works."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from codemode import CodeMode, ErrorCode, Limits
+from codemode.authz import AllowAll
+from tests.conftest import run_error
+
+P = "def main():\n"
+
+
+@pytest.fixture(scope="module")
+def cm() -> Iterator[CodeMode]:
+    host = CodeMode(authorizer=AllowAll(), limits=Limits(max_interpreter_seconds=1.0))
+
+    @host.capability("data.take", summary="Takes any nested list.")
+    def take(*, value: list[list[list[int]]] | list[int] | int | None = None) -> int:
+        return 0
+
+    @host.capability("data.wait", summary="Waits.")
+    async def wait(*, seconds: float) -> int:
+        import asyncio
+
+        await asyncio.sleep(seconds)
+        return 1
+
+    with host:
+        yield host
+
+
+def contained(cm: CodeMode, source: str, text: str) -> None:
+    started = time.monotonic()
+    error = run_error(cm, source)
+    assert str(error) == text
+    assert time.monotonic() - started < 8
+    assert cm.execute(P + "    return 'next'", subject="a").value == "next"
+
+
+@pytest.mark.parametrize(
+    ("source", "text"),
+    [
+        (P + "    while True:\n        pass", "resource limit exceeded: interpreter time"),
+        (
+            "import asyncio\nasync def spin():\n    while True:\n        pass\n"
+            "async def main():\n    return await asyncio.gather(data.wait(seconds=3), spin())",
+            "resource limit exceeded: interpreter time",
+        ),
+        (P + "    return [0] * 10**10", "resource limit exceeded: memory"),
+        (P + "    s = 'ab'\n    while True:\n        s += s", "resource limit exceeded: memory"),
+        (
+            "def f(n):\n    return f(n + 1) + 1\n" + P + "    return f(0)",
+            "resource limit exceeded: recursion depth",
+        ),
+        (
+            P
+            + "    v = 0\n    for _ in range(100000):\n        v = [v]\n    return data.take(value=v)",
+            "resource limit exceeded: value depth",
+        ),
+        (
+            P
+            + "    a = [0] * 300\n    b = [a] * 300\n    c = [b] * 300\n    return data.take(value=c)",
+            "resource limit exceeded: argument size",
+        ),
+        (
+            P + "    while True:\n        print('x' * 1000)",
+            "resource limit exceeded: printed output",
+        ),
+        (P + "    return 'x' * 50_000_000", "resource limit exceeded: return value size"),
+        (
+            P + "    for i in range(10000):\n        data.take(value=i)",
+            "resource limit exceeded: capability calls",
+        ),
+    ],
+    ids=[
+        "infinite-loop",
+        "loop-while-a-call-is-pending",
+        "huge-list",
+        "string-doubling",
+        "deep-recursion",
+        "deep-argument",
+        "aliased-argument-bomb",
+        "print-flood",
+        "50MB-return",
+        "10000-calls",
+    ],
+)
+def test_hostile_program_is_contained(cm: CodeMode, source: str, text: str) -> None:
+    contained(cm, source, text)
+
+
+def test_deeply_nested_source_is_refused_by_size_or_by_the_parser(cm: CodeMode) -> None:
+    nested = P + "    return " + "[" * 100_000 + "]" * 100_000
+    contained(cm, nested, "resource limit exceeded: source size")
+    big = CodeMode(authorizer=AllowAll(), limits=Limits(max_source_bytes=1_000_000))
+    with big:
+        error = run_error(big, nested)
+        assert error.code is ErrorCode.INVALID_PROGRAM
+        assert "too deeply nested" in str(error)
+
+
+@pytest.mark.parametrize(
+    "probe",
+    [
+        "open('/etc/passwd').read()",
+        "__import__('os').system('id')",
+        "getattr(1, '__class__')",
+        "().__class__.__bases__[0].__subclasses__()",
+        "globals()",
+        "eval('__import__(\"os\")')",
+        "exec('import subprocess')",
+    ],
+)
+def test_escape_probes_fail_inside_the_sandbox(cm: CodeMode, probe: str) -> None:
+    error = run_error(cm, P + f"    return {probe}")
+    assert error.code is ErrorCode.INVALID_PROGRAM
+
+
+def test_environment_is_not_reachable(cm: CodeMode) -> None:
+    error = run_error(cm, "import os\n" + P + "    return dict(os.environ)")
+    assert error.code is ErrorCode.INVALID_PROGRAM
+
+
+@pytest.mark.parametrize(
+    ("source", "text"),
+    [
+        ("", "invalid program: the program must define main(): add def main(): at top level"),
+        (
+            P + "    return '\ud800'",
+            "invalid program: SyntaxError: source code is not valid UTF-8 (contains lone surrogates)",
+        ),
+        (P + "    return 1\x00", "invalid program: the program contains a NUL character"),
+    ],
+)
+def test_odd_sources_are_invalid_programs(cm: CodeMode, source: str, text: str) -> None:
+    assert str(run_error(cm, source)) == text

@@ -1,0 +1,205 @@
+"""Load and scale-out: concurrent clients over streamable HTTP, and two stateless servers
+behind nginx with one killed mid-run. Short in CI; CODEMODE_LOAD_SECONDS=60 for the full run."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.e2e.conftest import ROOT, codemode_command, free_port, wait_for_port
+
+pytestmark = pytest.mark.anyio
+SECONDS = float(os.environ.get("CODEMODE_LOAD_SECONDS", "6"))
+NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+PROGRAM = """
+def main():
+    page = instances.list(limit=3)
+    out = []
+    for item in page["items"]:
+        inst = instances.get(sandbox=item["sandbox"], name=item["name"])
+        owner = owners.get(id=inst.owner)
+        out.append({"name": inst.name, "nics": len(inst.nics), "team": owner.team})
+    out.append(len(sandboxes.list()))
+    return out
+"""  # 1 + 3 * 3 = 10 capability calls
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def start_server(data: Path, port: int, *extra: str) -> subprocess.Popen[bytes]:
+    process = subprocess.Popen(
+        codemode_command(
+            "serve", "codemode.demo:create", "--transport", "http", "--port", str(port), *extra
+        ),
+        cwd=ROOT,
+        env={**os.environ, "XDG_DATA_HOME": str(data)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    wait_for_port(port, process)
+    return process
+
+
+def process_state(pid: int) -> dict[str, int]:
+    status = Path(f"/proc/{pid}/status").read_text().splitlines()
+    rss = next(int(line.split()[1]) for line in status if line.startswith("VmRSS"))
+    children = sum(1 for stat in Path("/proc").glob("[0-9]*/stat") if _parent(stat) == pid)
+    return {"rss_kb": rss, "workers": children, "fds": len(os.listdir(f"/proc/{pid}/fd"))}
+
+
+def _parent(stat: Path) -> int:
+    try:
+        return int(stat.read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return -1
+
+
+async def client_loop(url: str, until: float, latencies: list[float], failures: list[str]) -> None:
+    async with (
+        httpx2.AsyncClient(timeout=30) as http,
+        Client(streamable_http_client(url, http_client=http)) as client,
+    ):
+        while time.monotonic() < until:
+            started = time.monotonic()
+            try:
+                result = await client.call_tool("execute", {"source": PROGRAM})
+                if result.is_error or result.structured_content is None:
+                    failures.append(json.dumps(result.structured_content))
+                    continue
+                latencies.append(time.monotonic() - started)
+            except Exception as exc:  # a clean failure: an error reply, never a hang
+                failures.append(type(exc).__name__)
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    port = free_port()
+    process = start_server(tmp_path, port)
+    try:
+        yield f"http://127.0.0.1:{port}/mcp", process
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+async def test_eight_clients_for_a_while_fail_nothing_and_leak_nothing(
+    server: tuple[str, subprocess.Popen[bytes]],
+) -> None:
+    url, process = server
+    latencies: list[float] = []
+    failures: list[str] = []
+    warm = time.monotonic() + 1.5  # warm up: the pool grows to its working size
+    await asyncio.gather(*[client_loop(url, warm, [], failures) for _ in range(8)])
+    before = process_state(process.pid)
+    until = time.monotonic() + SECONDS
+    await asyncio.gather(*[client_loop(url, until, latencies, failures) for _ in range(8)])
+    after = process_state(process.pid)
+    latencies.sort()
+    p50 = statistics.median(latencies)
+    p99 = latencies[int(len(latencies) * 0.99) - 1]
+    print(
+        f"\nload: {len(latencies)} executions in {SECONDS:.0f} s by 8 clients, "
+        f"{len(latencies) / SECONDS:.1f}/s, p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, "
+        f"failures {len(failures)}; server before {before}, after {after}"
+    )
+    assert failures == []
+    assert len(latencies) > 8
+    assert after["workers"] <= before["workers"] + 2 <= 18
+    assert after["rss_kb"] < before["rss_kb"] * 1.5 + 50_000
+    assert after["fds"] <= before["fds"] + 8
+
+
+NGINX_CONF = """
+worker_processes 1;
+error_log {tmp}/nginx-error.log;
+pid {tmp}/nginx.pid;
+events {{ worker_connections 256; }}
+http {{
+    access_log off;
+    client_body_temp_path {tmp}/body;
+    proxy_temp_path {tmp}/proxy;
+    fastcgi_temp_path {tmp}/fastcgi;
+    uwsgi_temp_path {tmp}/uwsgi;
+    scgi_temp_path {tmp}/scgi;
+    upstream codemode {{
+        server 127.0.0.1:{a};
+        server 127.0.0.1:{b};
+    }}
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{
+            proxy_pass http://codemode;
+            proxy_http_version 1.1;
+            proxy_buffering off;
+            proxy_set_header Host $http_host;
+            proxy_read_timeout 30s;
+        }}
+    }}
+}}
+"""
+
+
+def executions(audit: Path) -> int:
+    if not audit.exists():
+        return 0
+    return sum(1 for line in audit.read_text().splitlines() if '"execution_finished"' in line)
+
+
+async def test_two_stateless_servers_behind_nginx_share_the_load_and_survive_a_kill(
+    tmp_path: Path,
+) -> None:
+    a, b, port = free_port(), free_port(), free_port()
+    audits = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
+    servers = [
+        start_server(tmp_path, a, "--audit-log", str(audits[0])),
+        start_server(tmp_path, b, "--audit-log", str(audits[1])),
+    ]
+    (tmp_path / "nginx.conf").write_text(NGINX_CONF.format(tmp=tmp_path, a=a, b=b, port=port))
+    nginx = subprocess.Popen(
+        [NGINX, "-c", str(tmp_path / "nginx.conf"), "-p", str(tmp_path), "-g", "daemon off;"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_port(port, nginx)
+        url = f"http://127.0.0.1:{port}/mcp"
+        before: list[float] = []
+        failures_before: list[str] = []
+        until = time.monotonic() + SECONDS / 2
+        await asyncio.gather(*[client_loop(url, until, before, failures_before) for _ in range(4)])
+        spread = [executions(audit) for audit in audits]
+        servers[1].kill()
+        servers[1].wait(5)
+        after: list[float] = []
+        failures_after: list[str] = []
+        until = time.monotonic() + SECONDS / 2
+        await asyncio.gather(*[client_loop(url, until, after, failures_after) for _ in range(4)])
+        print(
+            f"\nnginx: before the kill {len(before)} ok, spread {spread}, {len(failures_before)} failed; "
+            f"after it {len(after)} ok, {len(failures_after)} failed cleanly {sorted(set(failures_after))}"
+        )
+        assert failures_before == []
+        assert min(spread) >= 0.25 * sum(spread)  # round robin reached both
+        assert len(after) > 4  # the surviving server kept answering
+    finally:
+        nginx.terminate()
+        nginx.wait(10)
+        for server in servers:
+            if server.poll() is None:
+                server.terminate()
+                server.wait(10)
