@@ -255,6 +255,7 @@ class CodeMode:
             bridge=bridge,
             engine=engine,
             emit=self._emit,
+            emits=self.on_event is not None,
             trace_arguments=self.trace_arguments,
         )
 

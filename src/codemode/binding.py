@@ -20,7 +20,7 @@ from codemode.capabilities import Capability
 from codemode.capabilities import types as t
 from codemode.errors import InvalidArgumentsError, ResourceLimitError
 from codemode.limits import LimitKind, Limits
-from codemode.types import JSONObject
+from codemode.types import JSONObject, JSONValue
 from codemode.values import TooBig, TooDeep, ValueProblem, to_json
 
 
@@ -51,8 +51,42 @@ def bind(
     """Bind one call, raising InvalidArgumentsError or ResourceLimitError."""
     if args:
         raise InvalidArgumentsError("positional arguments are not accepted")
+    if not kwargs and not capability.parameters:
+        return _NO_ARGUMENTS
     try:
-        plain = to_json(
+        if all(type(v) in _SCALARS for v in kwargs.values()):
+            # Flat scalars: nothing to walk or convert, and only strings can be large.
+            text = sum(len(v) for v in kwargs.values() if type(v) is str)
+            if text > limits.max_argument_bytes // 4 and (
+                len(_ENCODE(kwargs).encode("utf-8")) > limits.max_argument_bytes
+            ):
+                raise ResourceLimitError(LimitKind.ARGUMENT_SIZE)
+            validated = capability.arguments_adapter.validate_python(kwargs, strict=True)
+        else:
+            encoded = _ENCODE(_plain(kwargs, limits))
+            if len(encoded) > limits.max_argument_bytes // 4 and (
+                len(encoded.encode("utf-8")) > limits.max_argument_bytes
+            ):
+                raise ResourceLimitError(LimitKind.ARGUMENT_SIZE)
+            validated = capability.arguments_adapter.validate_json(encoded, strict=True)
+    except pydantic.ValidationError as exc:
+        raise InvalidArgumentsError(_explain(capability, exc.errors())) from None
+    handler_kwargs = {p.name: validated.get(p.name, p.default) for p in capability.parameters}
+    if capability.flat:
+        return BoundCall(dict(handler_kwargs), handler_kwargs)  # already JSON-like
+    arguments: JSONObject = capability.arguments_adapter.dump_python(handler_kwargs, mode="json")
+    return BoundCall(arguments, handler_kwargs)
+
+
+_SCALARS = frozenset({str, int, bool, type(None)})
+"""Argument types that are their own JSON form (floats go the long way: NaN is refused there)."""
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def _plain(kwargs: dict[str, Any], limits: Limits) -> JSONValue:
+    """Nested guest values as JSON data, within the depth and size limits."""
+    try:
+        return to_json(
             kwargs,
             max_depth=limits.max_value_depth + 1,
             root="",
@@ -66,16 +100,9 @@ def bind(
         raise InvalidArgumentsError(
             f"argument {_quote(_render_root_path(problem.path))} {problem.reason}"
         ) from None
-    encoded = json.dumps(plain, ensure_ascii=False, separators=(",", ":"))
-    if len(encoded.encode("utf-8")) > limits.max_argument_bytes:
-        raise ResourceLimitError(LimitKind.ARGUMENT_SIZE)
-    try:
-        validated = capability.arguments_adapter.validate_json(encoded, strict=True)
-    except pydantic.ValidationError as exc:
-        raise InvalidArgumentsError(_explain(capability, exc.errors())) from None
-    handler_kwargs = {p.name: validated.get(p.name, p.default) for p in capability.parameters}
-    arguments: JSONObject = capability.arguments_adapter.dump_python(handler_kwargs, mode="json")
-    return BoundCall(arguments, handler_kwargs)
+
+
+_NO_ARGUMENTS = BoundCall({}, {})
 
 
 def _render_root_path(path: str) -> str:

@@ -40,9 +40,17 @@ class Span:
             self.span.set_attribute("codemode.arguments", json.dumps(arguments, ensure_ascii=False))
 
 
+def enabled() -> bool:
+    """Whether a tracer provider is installed (without one, spans are skipped entirely)."""
+    if trace is None:
+        return False
+    provider = trace.get_tracer_provider()
+    return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
+
+
 @contextmanager
 def execution_span(execution_id: str, subject: str) -> Iterator[Span]:
-    if trace is None:
+    if trace is None or not enabled():
         yield Span()
         return
     tracer = trace.get_tracer("codemode")
@@ -57,7 +65,7 @@ def execution_span(execution_id: str, subject: str) -> Iterator[Span]:
 
 @contextmanager
 def call_span(parent: Span, name: str, capability_id: str) -> Iterator[Span]:
-    if trace is None:
+    if trace is None or parent.span is None:
         yield Span()
         return
     attributes = {"codemode.capability": name, "codemode.capability_id": capability_id}
@@ -72,4 +80,4 @@ def call_span(parent: Span, name: str, capability_id: str) -> Iterator[Span]:
         yield Span(span)
 
 
-__all__ = ["Span", "call_span", "execution_span"]
+__all__ = ["Span", "call_span", "enabled", "execution_span"]

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import typing
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, NotRequired, Required
 
 import docstring_parser
@@ -42,7 +43,7 @@ class Parameter:
         return text if self.required else f"{text} = {self.default!r}"
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(frozen=True, eq=False)
 class Capability:
     """A registered host function, with everything needed to describe, bind and call it."""
 
@@ -56,8 +57,6 @@ class Capability:
     context_parameter: str | None
     parameters: tuple[Parameter, ...]
     result_annotation: Any
-    arguments_adapter: pydantic.TypeAdapter[Any] = field(repr=False)
-    result_adapter: pydantic.TypeAdapter[Any] = field(repr=False)
     converts_result: bool
     """Whether results hold objects or enums that must be rebuilt for the sandbox."""
     result_doc: str | None = None
@@ -66,6 +65,18 @@ class Capability:
     """Calls allowed per execution (else `Limits.max_calls_per_capability`)."""
     timeout: float | None = None
     """Seconds one call may run (else `Limits.max_capability_seconds`)."""
+    flat: bool = False
+    """Whether every parameter is a scalar, so bound arguments are already JSON data."""
+
+    @functools.cached_property
+    def arguments_adapter(self) -> pydantic.TypeAdapter[Any]:
+        """Strict validator of the keyword-argument map (built on first use: registering
+        thousands of capabilities stays fast)."""
+        return _arguments_adapter(self.name, list(self.parameters))
+
+    @functools.cached_property
+    def result_adapter(self) -> pydantic.TypeAdapter[Any]:
+        return pydantic.TypeAdapter(t.portable(self.result_annotation))
 
     @property
     def signature(self) -> str:
@@ -180,12 +191,11 @@ def build_capability(
         context_parameter=context_parameter,
         parameters=tuple(parameters),
         result_annotation=result_annotation,
-        arguments_adapter=_arguments_adapter(name, parameters),
-        result_adapter=pydantic.TypeAdapter(t.portable(result_annotation)),
         converts_result=t.needs_conversion(result_annotation),
         result_doc=docs.returns.description if docs.returns else None,
         max_calls_per_execution=max_calls_per_execution,
         timeout=timeout,
+        flat=all(t.is_scalar(p.annotation) for p in parameters),
     )
 
 
@@ -207,6 +217,8 @@ class Catalog:
         self.disabled = frozenset(disabled)
         self._by_name: dict[str, Capability] = {}
         self._by_id: dict[str, Capability] = {}
+        self._namespaces: set[str] = set()
+        """Every proper dotted prefix of a registered name."""
         self._enabled: dict[str, Capability] | None = None
 
     def add(self, capability: Capability) -> None:
@@ -215,13 +227,16 @@ class Catalog:
             raise RegistrationError(f'capability "{name}": duplicate id "{capability.id}"')
         if name in self._by_name:
             raise RegistrationError(f'capability "{name}": duplicate name')
-        for other in self._by_name:
-            if other.startswith(name + "."):
-                raise RegistrationError(f'capability "{name}": it is also a namespace of "{other}"')
-            if name.startswith(other + "."):
+        if name in self._namespaces:
+            other = next(n for n in self._by_name if n.startswith(name + "."))
+            raise RegistrationError(f'capability "{name}": it is also a namespace of "{other}"')
+        prefixes = [name.rsplit(".", i)[0] for i in range(1, name.count(".") + 1)]
+        for prefix in prefixes:
+            if prefix in self._by_name:
                 raise RegistrationError(
-                    f'capability "{name}": "{other}" is a capability, not a namespace'
+                    f'capability "{name}": "{prefix}" is a capability, not a namespace'
                 )
+        self._namespaces.update(prefixes)
         self._by_name[name] = capability
         self._by_id[capability.id] = capability
         self._enabled = None

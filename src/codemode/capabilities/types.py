@@ -224,6 +224,14 @@ def expected(tp: Any) -> str:
     }.get(tp, "a JSON value")
 
 
+def is_scalar(tp: Any) -> bool:
+    """str, int, float, bool, None, a Literal of those, or a union of them."""
+    tp = strip_annotated(tp)
+    if is_union(tp):
+        return all(is_scalar(arg) for arg in get_args(tp))
+    return tp in SCALAR_NAMES or get_origin(tp) is Literal
+
+
 def access(tp: Any) -> Literal["attributes", "keys"] | None:
     """How the program reads the fields of a result of this type, if it has fields."""
     tp = strip_annotated(tp)
@@ -287,6 +295,7 @@ __all__ = [
     "fields_of",
     "is_enum",
     "is_record",
+    "is_scalar",
     "needs_conversion",
     "notation",
     "portable",

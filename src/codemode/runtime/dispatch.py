@@ -39,6 +39,7 @@ from codemode.events import (
     CallAuthorized,
     CallCompleted,
     CallDenied,
+    CallEvent,
     CallFailed,
     Event,
 )
@@ -115,7 +116,8 @@ class Dispatcher:
     bridge: Bridge
     remaining: Callable[[], float]
     """Seconds left before the execution deadline."""
-    emit: Callable[[Event], None]
+    emit: Callable[[Event], None] | None
+    """Where audit events go; None builds none at all."""
     threads: concurrent.futures.Executor
     """Where sync handlers with a timeout shorter than the deadline run."""
     trace_arguments: bool = False
@@ -130,6 +132,8 @@ class Dispatcher:
 
     def call(self, capability: Capability, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Run one call and return the value the program receives (or raise Stop/Raise)."""
+        if self.span.span is None:
+            return self._call(capability, args, kwargs, self.span)
         with call_span(self.span, capability.name, capability.id) as span:
             try:
                 value = self._call(capability, args, kwargs, span)
@@ -152,20 +156,18 @@ class Dispatcher:
         try:
             bound = bind(capability, args, kwargs, self.limits)
         except CodeModeError as error:
-            self.emit(CallAttempted(**base, time=time.time()))
-            self.emit(
-                CallFailed(**base, time=time.time(), code=error.code.value, duration_seconds=0)
-            )
+            self._event(CallAttempted, **base)
+            self._event(CallFailed, **base, code=error.code.value, duration_seconds=0)
             raise Stop(error) from None
         base["arguments"] = bound.arguments
         if self.trace_arguments:
             span.arguments(bound.arguments)
-        self.emit(CallAttempted(**base, time=time.time()))
+        self._event(CallAttempted, **base)
         request = AuthorizationRequest(
             self.subject,
             capability.id,
             capability.name,
-            copy.deepcopy(bound.arguments),
+            dict(bound.arguments) if capability.flat else copy.deepcopy(bound.arguments),
             self.execution_id,
         )
         try:
@@ -174,13 +176,13 @@ class Dispatcher:
             raise
         except Denied as exc:
             self._log("denied", capability, exc)
-            self.emit(CallDenied(**base, time=time.time(), code="permission_denied", reason=exc))
+            self._event(CallDenied, **base, code="permission_denied", reason=exc)
             raise Raise(PermissionDeniedError(), "PermissionError") from None
         except Exception as exc:
             self._log("authorizer failed on", capability, exc)
-            self.emit(CallDenied(**base, time=time.time(), code="policy_failure", reason=exc))
+            self._event(CallDenied, **base, code="policy_failure", reason=exc)
             raise Raise(PolicyFailureError(), "RuntimeError") from None
-        self.emit(CallAuthorized(**base, time=time.time()))
+        self._event(CallAuthorized, **base)
         handler_kwargs = dict(bound.handler_kwargs)
         if capability.context_parameter is not None:
             handler_kwargs[capability.context_parameter] = CallContext(
@@ -191,18 +193,21 @@ class Dispatcher:
             result = self._convert(capability, value)
         except (Stop, Raise) as failure:
             cause = failure.__cause__ or failure.__context__
-            self.emit(
-                CallFailed(
-                    **base,
-                    time=time.time(),
-                    code=failure.error.code.value,
-                    duration_seconds=self._finished(started),
-                    error=cause if isinstance(cause, Exception) else None,
-                )
+            self._event(
+                CallFailed,
+                **base,
+                code=failure.error.code.value,
+                duration_seconds=self._finished(started),
+                error=cause if isinstance(cause, Exception) else None,
             )
             raise
-        self.emit(CallCompleted(**base, time=time.time(), duration_seconds=self._finished(started)))
+        self._event(CallCompleted, **base, duration_seconds=self._finished(started))
         return result
+
+    def _event(self, kind: type[CallEvent], **fields: Any) -> None:
+        """Build and deliver an event, only when someone listens."""
+        if self.emit is not None:
+            self.emit(kind(time=time.time(), **fields))
 
     def _finished(self, started: float) -> float:
         elapsed = time.monotonic() - started

@@ -35,7 +35,6 @@ from codemode.errors import (
     InternalError,
     InvalidProgramError,
     ResourceLimitError,
-    Where,
 )
 from codemode.events import EventHandler, ExecutionFinished, ExecutionStarted
 from codemode.limits import LimitKind, Limits
@@ -136,6 +135,8 @@ class Execution:
     bridge: Bridge
     engine: Engine
     emit: EventHandler
+    emits: bool = True
+    """Whether anyone listens to call events (skipped entirely otherwise)."""
     trace_arguments: bool = False
     execution_id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
@@ -156,7 +157,7 @@ class Execution:
             self.limits,
             self.bridge,
             self.remaining,
-            self.emit,
+            self.emit if self.emits else None,
             self.engine.calls,
             self.trace_arguments,
         )
@@ -187,16 +188,17 @@ class Execution:
 
     def drive(self) -> ExecutionResult:
         """Run the program to its result; raises exactly one CodeModeError on failure."""
-        encoded = self.source.encode("utf-8", errors="surrogatepass")
-        self.emit(
-            ExecutionStarted(
-                execution_id=self.execution_id,
-                subject=self.subject,
-                time=time.time(),
-                source_sha256=hashlib.sha256(encoded).hexdigest(),
-                source_bytes=len(encoded),
+        if self.emits:
+            encoded = self.source.encode("utf-8", errors="surrogatepass")
+            self.emit(
+                ExecutionStarted(
+                    execution_id=self.execution_id,
+                    subject=self.subject,
+                    time=time.time(),
+                    source_sha256=hashlib.sha256(encoded).hexdigest(),
+                    source_bytes=len(encoded),
+                )
             )
-        )
         with execution_span(self.execution_id, self.subject) as span:
             self.dispatcher.span = span
             try:
@@ -226,17 +228,18 @@ class Execution:
             with self.lock:
                 self.finished = True
             self.bridge.cancel_all()  # no async handler outlives its execution
-            self.emit(
-                ExecutionFinished(
-                    execution_id=self.execution_id,
-                    subject=self.subject,
-                    time=time.time(),
-                    outcome=outcome,
-                    duration_seconds=time.monotonic() - self.started,
-                    capability_calls=tuple(self.calls),
-                    result_bytes=self.dispatcher.result_bytes,
+            if self.emits:
+                self.emit(
+                    ExecutionFinished(
+                        execution_id=self.execution_id,
+                        subject=self.subject,
+                        time=time.time(),
+                        outcome=outcome,
+                        duration_seconds=time.monotonic() - self.started,
+                        capability_calls=tuple(self.calls),
+                        result_bytes=self.dispatcher.result_bytes,
+                    )
                 )
-            )
 
     def _run(self) -> ExecutionResult:
         if self.outcome.killed_for is not None:
@@ -255,7 +258,7 @@ class Execution:
                     "max_recursion_depth": self.limits.max_recursion_depth,
                     "max_suspensions": 4 * self.limits.max_capability_calls + 64,
                 },
-                external_modules=self.engine.modules(self.capabilities),
+                external_modules=self.engine.modules(self.capabilities, program.roots),
             ) as session:
                 with self.lock:
                     self.worker_pid = session.worker_pid
@@ -332,14 +335,14 @@ class Execution:
         self.calls_by_name[capability.name] = count
         self.calls.append(capability.name)
         args, kwargs = snapshot.args, snapshot.kwargs
-        where = program.where_at(snapshot.position.start, snapshot.position.end)
+        span = (snapshot.position.start, snapshot.position.end)
         if program.is_async:
             tasks[snapshot.call_id] = self.engine.calls.submit(
-                self._call, capability, args, kwargs, where
+                self._call, capability, args, kwargs, program, span
             )
             return snapshot.resume({"future": ...})
         try:
-            value = self._call(capability, args, kwargs, where)
+            value = self._call(capability, args, kwargs, program, span)
         except Raise as failure:
             return snapshot.resume(self._raise(failure))
         return snapshot.resume({"return_value": value})
@@ -349,13 +352,15 @@ class Execution:
         capability: Capability,
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
-        where: Where | None,
+        program: Program,
+        span: tuple[int, int],
     ) -> Any:
         try:
             return self.dispatcher.call(capability, args, kwargs)
         except Stop as stop:
             error = stop.error
-            raise Stop(type(error)(error.detail, where=error.where or where)) from None
+            where = error.where or program.where_at(*span)  # positions only on failure
+            raise Stop(type(error)(error.detail, where=where)) from None
 
     def _settle(
         self, pending: list[int], tasks: dict[int, concurrent.futures.Future[Any]]
@@ -440,9 +445,12 @@ class Engine:
                 self._pool = pool
             return self._pool
 
-    def modules(self, capabilities: Mapping[str, Capability]) -> dict[str, pm.ExternalModule]:
-        """The capability namespaces as interpreter modules, built once per capability set."""
-        return self._per_view(capabilities)[0]
+    def modules(
+        self, capabilities: Mapping[str, Capability], roots: frozenset[str]
+    ) -> dict[str, pm.ExternalModule]:
+        """The interpreter modules of the namespaces a program uses (built once per set)."""
+        modules = self._per_view(capabilities)[0]
+        return {root: modules[root] for root in roots}
 
     def programs(self, capabilities: Mapping[str, Capability]) -> Programs:
         """Prepared programs for one set of capabilities."""

@@ -1,0 +1,69 @@
+"""Scenario 7: a 5,000-capability catalog, and what a model must read to use 500 of them."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+import tracemalloc
+from typing import Any
+
+from benchmarks._stats import measure
+from benchmarks.authoring import catalog
+from codemode.mcp.tools import TOOLS, describe_payload
+
+
+def tools_list_bytes(tools: list[dict[str, Any]]) -> int:
+    return len(json.dumps({"tools": tools}, separators=(",", ":")).encode())
+
+
+def run() -> dict[str, Any]:
+    tracemalloc.start()
+    started = time.perf_counter()
+    big = catalog(5000)
+    registration_s = time.perf_counter() - started
+    current, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    big.search("warm up the index")
+    search = measure(lambda: big.search("archive invoice"), samples=100)
+    ours = [t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in TOOLS]
+    codemode_list = tools_list_bytes(ours)
+
+    small = catalog(500)
+    hits = small.search("create invoice")
+    found = json.dumps(
+        {"results": [dataclasses.asdict(h) for h in hits.results], "truncated": hits.truncated}
+    )
+    described = json.dumps(describe_payload(small.describe(hits.results[0].name)))
+    codemode_context = codemode_list + len(found.encode()) + len(described.encode())
+    conventional = tools_list_bytes(
+        [
+            {
+                "name": c.name.replace(".", "_"),
+                "description": c.description,
+                "inputSchema": c.input_schema,
+            }
+            for c in small.catalog.enabled.values()
+        ]
+    )
+    return {
+        "registration_5000_s": registration_s,
+        "memory_5000_mib": current / 2**20,
+        "search_5000": search.to_dict(),
+        "tools_list_bytes": codemode_list,
+        "context_500": {
+            "codemode_bytes": codemode_context,
+            "conventional_bytes": conventional,
+            "codemode_tokens": codemode_context // 4,
+            "conventional_tokens": conventional // 4,
+            "ratio": conventional / codemode_context,
+        },
+        "summary": [
+            f"5,000 capabilities: registered in {registration_s:.2f} s, {current / 2**20:.1f} MiB, "
+            f"search {search.ms()}, tools/list {codemode_list} bytes",
+            f"context to use 500 capabilities: codemode {codemode_context} bytes "
+            f"(~{codemode_context // 4} tokens: tools/list + 1 search + 1 describe) vs one tool "
+            f"per capability {conventional} bytes (~{conventional // 4} tokens): "
+            f"{conventional / codemode_context:.0f}x less",
+        ],
+    }
