@@ -58,6 +58,19 @@ def codemode_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "codemode", *args]
 
 
+def start_codemode(*args: str, port: int, **env: str) -> subprocess.Popen[bytes]:
+    """`codemode ARGS --port PORT` in a subprocess, once it listens."""
+    process = subprocess.Popen(
+        codemode_command(*args, "--port", str(port)),
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    wait_for_port(port, process)
+    return process
+
+
 @dataclass
 class HttpServer:
     url: str

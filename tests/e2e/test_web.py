@@ -3,7 +3,6 @@ demo host: search, describe, insert a call, run, and read a failure at a glance.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 from collections.abc import Iterator
@@ -12,7 +11,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from tests.e2e.conftest import ROOT, codemode_command, free_port, wait_for_port
+from tests.e2e.conftest import ROOT, free_port, start_codemode
 
 SHOTS = ROOT / "test-output" / "web"
 CHROMIUM = "/usr/bin/chromium"
@@ -35,18 +34,9 @@ TRACEBACK = (
 )
 
 
-def serve(tmp: Path, *extra: str) -> tuple[subprocess.Popen[bytes], str]:
+def serve(tmp: Path, *args: str) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_DATA_HOME": str(tmp)}
-    process = subprocess.Popen(
-        codemode_command(*extra, "--port", str(port)),
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.STDOUT,
-    )
-    wait_for_port(port, process)
-    return process, f"http://127.0.0.1:{port}/"
+    return start_codemode(*args, port=port, XDG_DATA_HOME=str(tmp)), f"http://127.0.0.1:{port}/"
 
 
 @pytest.fixture(scope="module")

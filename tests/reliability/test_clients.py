@@ -16,7 +16,7 @@ import httpx
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-from tests.e2e.conftest import ROOT, codemode_command, free_port, wait_for_port
+from tests.e2e.conftest import ROOT, free_port, start_codemode
 
 pytestmark = pytest.mark.anyio
 HUGE = "def main():\n    return 1\n" + "#" * (10 * 1024 * 1024)
@@ -61,24 +61,9 @@ async def test_a_10mb_source_and_10000_requests_on_one_session() -> None:
 def audited_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     port = free_port()
     audit = tmp_path / "audit.jsonl"
-    process = subprocess.Popen(
-        codemode_command(
-            "serve",
-            "tests.conftest:build_host",
-            "--transport",
-            "http",
-            "--port",
-            str(port),
-            "--audit-log",
-            str(audit),
-        ),
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    args = ("serve", "tests.conftest:build_host", "--transport", "http", "--audit-log", str(audit))
+    process = start_codemode(*args, port=port)
     try:
-        wait_for_port(port, process)
         yield f"http://127.0.0.1:{port}/mcp", audit
     finally:
         process.terminate()

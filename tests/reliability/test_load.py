@@ -18,7 +18,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.e2e.conftest import ROOT, codemode_command, free_port, wait_for_port
+from tests.e2e.conftest import free_port, start_codemode, wait_for_port
 
 pytestmark = pytest.mark.anyio
 SECONDS = float(os.environ.get("CODEMODE_LOAD_SECONDS", "6"))
@@ -42,17 +42,8 @@ def anyio_backend() -> str:
 
 
 def start_server(data: Path, port: int, *extra: str) -> subprocess.Popen[bytes]:
-    process = subprocess.Popen(
-        codemode_command(
-            "serve", "codemode.demo:create", "--transport", "http", "--port", str(port), *extra
-        ),
-        cwd=ROOT,
-        env={**os.environ, "XDG_DATA_HOME": str(data)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    wait_for_port(port, process)
-    return process
+    args = ("serve", "codemode.demo:create", "--transport", "http", *extra)
+    return start_codemode(*args, port=port, XDG_DATA_HOME=str(data))
 
 
 def process_state(pid: int) -> dict[str, int]:
