@@ -1,5 +1,6 @@
 """Sandboxed execution of programs in pydantic-monty workers."""
 
-from codemode.runtime.engine import Engine, Execution, ExecutionResult, Usage
+from codemode.runtime.engine import Engine
+from codemode.runtime.execution import Execution, ExecutionResult, Usage
 
 __all__ = ["Engine", "Execution", "ExecutionResult", "Usage"]

@@ -20,7 +20,7 @@ from codemode.errors import (
     Where,
 )
 from codemode.limits import LimitKind
-from codemode.runtime.program import Program
+from codemode.runtime.program import NO_MAIN, Program
 
 _NAME_ERROR = re.compile(r"^name '([A-Za-z_][A-Za-z0-9_]*)' is not defined$")
 _OVER_BYTES = re.compile(r"> (\d+) bytes$")
@@ -123,7 +123,7 @@ def _program_error(
 def _entry_point_error(kind: str, message: str) -> InvalidProgramError:
     """A failure in the trailer that calls main(): the entry point itself is wrong."""
     if kind == "NameError":
-        return InvalidProgramError("the program must define main(): add def main(): at top level")
+        return InvalidProgramError(NO_MAIN)
     if kind == "TypeError" and "argument" in message:
         return InvalidProgramError("main() must take no parameters")
     if kind == "TypeError":
