@@ -46,7 +46,7 @@ def run() -> dict[str, Any]:
     from fastmcp import FastMCP
     from fastmcp.experimental.transforms.code_mode import CodeMode as FastCodeMode
     from mcp import Client
-    from smolagents.local_python_executor import LocalPythonExecutor  # type: ignore[import-untyped]
+    from smolagents.local_python_executor import LocalPythonExecutor
 
     from codemode.mcp import build_server
 
