@@ -222,7 +222,8 @@ class Dispatcher:
         on_timeout = _CAPABILITY_TIME if budget < remaining else _EXECUTION_TIME
         try:
             if capability.is_async:
-                return self._await(capability.handler(**kwargs), min(budget, remaining), on_timeout)
+                coroutine = capability.handler(**kwargs)
+                return self.bridge.run(coroutine, min(budget, remaining), on_timeout)
             if budget >= remaining:
                 return capability.handler(**kwargs)  # the execution deadline bounds it
             future = self.threads.submit(capability.handler, **kwargs)

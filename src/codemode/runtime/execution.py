@@ -329,14 +329,14 @@ class Execution:
         self.calls_by_name[capability.name] = count
         self.calls.append(capability.name)
         args, kwargs = snapshot.args, snapshot.kwargs
-        span = (snapshot.position.start, snapshot.position.end)
         if program.is_async:
+            span = (snapshot.position.start, snapshot.position.end)
             tasks[snapshot.call_id] = self.engine.calls.submit(
-                self._call, capability, args, kwargs, program, span
+                self._call, capability, args, kwargs, program, lambda: span
             )
             return snapshot.resume({"future": ...})
         try:
-            value = self._call(capability, args, kwargs, program, span)
+            value = self._call(capability, args, kwargs, program, lambda: _span(snapshot))
         except Raise as failure:
             return snapshot.resume(self._raise(failure))
         return snapshot.resume({"return_value": value})
@@ -347,13 +347,13 @@ class Execution:
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
         program: Program,
-        span: tuple[int, int],
+        span: Callable[[], tuple[int, int]],
     ) -> Any:
         try:
             return self.dispatcher.call(capability, args, kwargs)
         except Stop as stop:
             error = stop.error
-            where = error.where or program.where_at(*span)  # positions only on failure
+            where = error.where or program.where_at(*span())  # positions only on failure
             raise Stop(type(error)(error.detail, where=where)) from None
 
     def _settle(
@@ -403,6 +403,12 @@ class Execution:
         if size > self.limits.max_return_bytes:
             raise ResourceLimitError(LimitKind.RETURN_VALUE_SIZE)
         return result, size
+
+
+def _span(snapshot: pm.FunctionSnapshot) -> tuple[int, int]:
+    """The byte span of the call a snapshot stopped at."""
+    position = snapshot.position
+    return position.start, position.end
 
 
 def _undefined(name: str) -> pm.ExternalExceptionData:
