@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import functools
 import json
 import sys
 from collections.abc import Iterator, Mapping
@@ -224,7 +225,7 @@ def _literal_problem(capability: Capability, name: str, value: ast.expr) -> str 
     """The binding message for a literal argument of the wrong type, else None."""
     if isinstance(value, ast.Constant):
         annotation = next(p.annotation for p in capability.parameters if p.name == name)
-        if _surely_fits(annotation, value.value):
+        if _surely_fits(annotation, type(value.value).__name__):
             return None
     elif not isinstance(value, ast.List | ast.Tuple | ast.Dict | ast.UnaryOp):
         return None
@@ -236,13 +237,14 @@ def _literal_problem(capability: Capability, name: str, value: ast.expr) -> str 
     return check_value(capability, name, encoded)
 
 
-def _surely_fits(annotation: Any, value: object) -> bool:
-    """A cheap, certain yes for a scalar literal; anything else goes to the validator."""
+@functools.lru_cache(maxsize=1024)
+def _surely_fits(annotation: Any, kind: str) -> bool:
+    """A cheap, certain yes for a scalar literal of this type; else the validator decides."""
     members = get_args(annotation) if t.is_union(annotation) else (annotation,)
-    kind = type(value)
-    if kind is int:
-        return int in members or float in members
-    return kind in members or (value is None and type(None) in members)
+    names = {getattr(member, "__name__", None) for member in members if isinstance(member, type)}
+    if kind == "int":
+        return bool(names & {"int", "float"})
+    return kind in names
 
 
 def _nodes(tree: ast.AST) -> Iterator[ast.AST]:
