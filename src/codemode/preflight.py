@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from codemode.binding import check_value, closest_name
-from codemode.capabilities import Capability
+from codemode.capabilities import Capability, Parameter
 from codemode.capabilities import types as t
 from codemode.language import MISSING_MODULES, MODULES
 
@@ -135,6 +135,7 @@ class _Checker:
         self.namespaces = namespaces
         self.roots = roots
         self.problems: list[Problem] = []
+        self._declared: dict[str, dict[str, Parameter]] = {}
 
     def report(
         self, node: ast.AST, message: str, kind: Literal["arguments", "program"] = "program"
@@ -201,7 +202,9 @@ class _Checker:
     def _check_arguments(self, node: ast.Call, capability: Capability) -> None:
         if node.args:
             self.report(node, "positional arguments are not accepted", "arguments")
-        declared = {p.name: p for p in capability.parameters}
+        declared = self._declared.get(capability.name)
+        if declared is None:
+            declared = self._declared[capability.name] = {p.name: p for p in capability.parameters}
         given = {k.arg for k in node.keywords if k.arg is not None}
         for keyword in node.keywords:
             if keyword.arg is None:
@@ -212,7 +215,7 @@ class _Checker:
                 given.add(hint or "")  # the fix for the typo also fixes the missing argument
                 self.report(node, f'unknown argument "{keyword.arg}"{suffix}', "arguments")
                 continue
-            problem = _literal_problem(capability, keyword.arg, keyword.value)
+            problem = _literal_problem(capability, declared[keyword.arg], keyword.value)
             if problem:
                 self.report(node, problem, "arguments")
         if all(k.arg is not None for k in node.keywords):
@@ -221,11 +224,10 @@ class _Checker:
                     self.report(node, f'missing required argument "{parameter.name}"', "arguments")
 
 
-def _literal_problem(capability: Capability, name: str, value: ast.expr) -> str | None:
+def _literal_problem(capability: Capability, parameter: Parameter, value: ast.expr) -> str | None:
     """The binding message for a literal argument of the wrong type, else None."""
     if isinstance(value, ast.Constant):
-        annotation = next(p.annotation for p in capability.parameters if p.name == name)
-        if _surely_fits(annotation, type(value.value).__name__):
+        if _surely_fits(parameter.annotation, type(value.value).__name__):
             return None
     elif not isinstance(value, ast.List | ast.Tuple | ast.Dict | ast.UnaryOp):
         return None
@@ -234,7 +236,7 @@ def _literal_problem(capability: Capability, name: str, value: ast.expr) -> str 
         encoded = json.dumps(literal, allow_nan=False)
     except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
         return None
-    return check_value(capability, name, encoded)
+    return check_value(capability, parameter.name, encoded)
 
 
 @functools.lru_cache(maxsize=1024)
