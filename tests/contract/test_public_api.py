@@ -1,0 +1,49 @@
+"""The host-facing names, pinned: hosts and tests outside the repository import them."""
+
+from __future__ import annotations
+
+import codemode
+import codemode.authz
+import codemode.events
+
+
+def test_codemode_exports() -> None:
+    assert sorted(codemode.__all__) == [
+        "AgentError",
+        "CallContext",
+        "CapabilityFailedError",
+        "CodeMode",
+        "CodeModeError",
+        "ErrorCode",
+        "ExecutionCanceledError",
+        "ExecutionResult",
+        "InternalError",
+        "InvalidArgumentsError",
+        "InvalidProgramError",
+        "InvalidRequestError",
+        "Limits",
+        "NotFoundError",
+        "PermissionDeniedError",
+        "PolicyFailureError",
+        "RegistrationError",
+        "ResourceLimitError",
+        "UnauthenticatedError",
+        "Usage",
+        "Where",
+    ]
+    for name in codemode.__all__:
+        assert hasattr(codemode, name)
+
+
+def test_authz_exports() -> None:
+    assert sorted(codemode.authz.__all__) == [
+        "AllowAll",
+        "AuthorizationRequest",
+        "Authorizer",
+        "Denied",
+    ]
+
+
+def test_event_exports() -> None:
+    assert "JsonLinesSink" in codemode.events.__all__
+    assert all(hasattr(codemode.events, name) for name in codemode.events.__all__)
