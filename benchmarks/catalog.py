@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 import tracemalloc
@@ -10,7 +9,7 @@ from typing import Any
 
 from benchmarks._stats import measure
 from benchmarks.authoring import catalog
-from codemode.mcp.tools import TOOLS, describe_payload
+from codemode.mcp.tools import TOOLS, describe_payload, search_payload
 
 
 def tools_list_bytes(tools: list[dict[str, Any]]) -> int:
@@ -33,9 +32,7 @@ def run() -> dict[str, Any]:
 
     small = catalog(500)
     hits = small.search("create invoice")
-    found = json.dumps(
-        {"results": [dataclasses.asdict(h) for h in hits.results], "truncated": hits.truncated}
-    )
+    found = json.dumps(search_payload(hits))
     described = json.dumps(describe_payload(small.describe(hits.results[0].name)))
     codemode_context = codemode_list + len(found.encode()) + len(described.encode())
     conventional = tools_list_bytes(

@@ -183,12 +183,18 @@ class CodeMode:
     # -- serving -------------------------------------------------------------------------
 
     def http_app(
-        self, *, tokens: Mapping[str, str] | None = None, subject: str = "local", web: bool = False
+        self,
+        *,
+        tokens: Mapping[str, str] | None = None,
+        subject: str = "local",
+        host: str = "127.0.0.1",
+        web: bool = False,
     ) -> Starlette:
         """An ASGI app serving MCP at `/mcp`, to run with uvicorn or mount in Starlette/FastAPI.
 
-        With `tokens` (bearer token -> subject) unauthenticated requests get 401; with `web`
-        the playground is served at `/`.
+        With `tokens` (bearer token -> subject) unauthenticated requests get 401; `host` is
+        the address it will be served on (loopback names are the only Host headers accepted
+        there); with `web` the playground is served at `/`.
         """
         from codemode.mcp import http_app
 
@@ -197,7 +203,7 @@ class CodeMode:
             from codemode.web import web_routes
 
             routes = web_routes(self, tokens=tokens, subject=subject)
-        return http_app(self, tokens=tokens, subject=subject, routes=routes)
+        return http_app(self, tokens=tokens, subject=subject, host=host, routes=routes)
 
     def run(
         self,
@@ -207,6 +213,7 @@ class CodeMode:
         host: str = "127.0.0.1",
         port: int = 8000,
         tokens: Mapping[str, str] | None = None,
+        web: bool = False,
     ) -> None:
         """Serve over MCP until stopped: stdio as `subject`, or streamable HTTP."""
         if transport == "stdio":
@@ -216,11 +223,8 @@ class CodeMode:
         elif transport == "http":
             import uvicorn
 
-            from codemode.mcp import http_app
-
-            uvicorn.run(
-                http_app(self, tokens=tokens, subject=subject, host=host), host=host, port=port
-            )
+            app = self.http_app(tokens=tokens, subject=subject, host=host, web=web)
+            uvicorn.run(app, host=host, port=port)
         else:
             raise ValueError(f"unknown transport {transport!r}")
 

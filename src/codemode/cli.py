@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import anyio
 import click
 
 from codemode.app import CodeMode
@@ -104,9 +103,7 @@ def _serve(
     web: bool = False,
 ) -> None:
     if transport == "stdio":
-        from codemode.mcp import serve_stdio
-
-        anyio.run(lambda: serve_stdio(cm, subject=subject))
+        cm.run("stdio", subject=subject)
         return
     if not is_loopback(host) and not tokens and not insecure:
         raise click.UsageError(
@@ -114,14 +111,7 @@ def _serve(
         )
     import uvicorn
 
-    from codemode.mcp import http_app
-
-    routes = None
-    if web:
-        from codemode.web import web_routes
-
-        routes = web_routes(cm, tokens=tokens, subject=subject)
-    app = http_app(cm, tokens=tokens, subject=subject, host=host, routes=routes)
+    app = cm.http_app(tokens=tokens, subject=subject, host=host, web=web)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning")
     server = uvicorn.Server(config)
     if banner:

@@ -16,6 +16,7 @@ from mcp.types import CallToolResult, TextContent, Tool, ToolAnnotations
 from codemode.app import CodeMode
 from codemode.capabilities import Capability
 from codemode.capabilities import types as t
+from codemode.capabilities.search import SearchResult
 from codemode.errors import CodeModeError, InvalidRequestError, NotFoundError
 from codemode.language import surface
 from codemode.types import JSONObject, JSONValue
@@ -216,6 +217,16 @@ def check_arguments(tool: Tool, arguments: Any) -> dict[str, Any]:
     return arguments
 
 
+def search_payload(found: SearchResult) -> JSONObject:
+    """What search_api answers."""
+    return {
+        "results": [
+            {"name": h.name, "signature": h.signature, "summary": h.summary} for h in found.results
+        ],
+        "truncated": found.truncated,
+    }
+
+
 def describe_payload(capability: Capability) -> JSONObject:
     """What describe_api answers for one capability."""
     return {
@@ -251,16 +262,7 @@ class Handlers:
     cm: CodeMode
 
     async def search_api(self, arguments: dict[str, Any], subject: str) -> CallToolResult:
-        found = self.cm.search(arguments["query"], subject=subject)
-        return ok(
-            {
-                "results": [
-                    {"name": h.name, "signature": h.signature, "summary": h.summary}
-                    for h in found.results
-                ],
-                "truncated": found.truncated,
-            }
-        )
+        return ok(search_payload(self.cm.search(arguments["query"], subject=subject)))
 
     async def describe_api(self, arguments: dict[str, Any], subject: str) -> CallToolResult:
         if ("name" in arguments) == ("names" in arguments):
@@ -294,4 +296,12 @@ class Handlers:
         }.get(name)
 
 
-__all__ = ["TOOLS", "Handlers", "check_arguments", "describe_payload", "failed", "ok"]
+__all__ = [
+    "TOOLS",
+    "Handlers",
+    "check_arguments",
+    "describe_payload",
+    "failed",
+    "ok",
+    "search_payload",
+]

@@ -249,7 +249,7 @@ class Dispatcher:
             raise Raise(CapabilityFailedError(), "RuntimeError") from exc
 
     def _await(self, value: Any, timeout: float, on_timeout: CodeModeError) -> Any:
-        """The value, or what it resolves to when a handler or authorizer is async."""
+        """The value, or what it resolves to when the authorizer is async."""
         if inspect.isawaitable(value):
             return self.bridge.run(value, timeout, on_timeout)
         return value

@@ -111,10 +111,7 @@ class Engine:
             try:
                 return future.result(timeout=execution.remaining() + _STOP_GRACE_SECONDS)
             except concurrent.futures.TimeoutError:
-                execution.stop(ResourceLimitError(LimitKind.EXECUTION_TIME))
-                raise ResourceLimitError(
-                    LimitKind.EXECUTION_TIME, printed=execution.printer.text
-                ) from None
+                raise _overdue(execution) from None
         finally:
             self._running.discard(execution)
 
@@ -127,10 +124,7 @@ class Engine:
                     future, timeout=execution.remaining() + _STOP_GRACE_SECONDS
                 )
             except TimeoutError:
-                execution.stop(ResourceLimitError(LimitKind.EXECUTION_TIME))
-                raise ResourceLimitError(
-                    LimitKind.EXECUTION_TIME, printed=execution.printer.text
-                ) from None
+                raise _overdue(execution) from None
             except asyncio.CancelledError:
                 execution.stop(ExecutionCanceledError())
                 raise
@@ -155,6 +149,12 @@ class Engine:
                 thread.join()
                 loop.close()
                 self._loop = None
+
+
+def _overdue(execution: Execution) -> ResourceLimitError:
+    """Stop a driver stuck past its deadline; the caller gets the limit error right away."""
+    execution.stop(ResourceLimitError(LimitKind.EXECUTION_TIME))
+    return ResourceLimitError(LimitKind.EXECUTION_TIME, printed=execution.printer.text)
 
 
 async def _cancel_tasks() -> None:

@@ -242,7 +242,6 @@ class Execution:
             raise ResourceLimitError(LimitKind.SOURCE_SIZE)
         program = self.engine.programs(self.capabilities).prepare(self.source)
         self.outcome.program = program
-        retire = False
         try:
             with self.engine.pool.checkout(
                 script_name=PROGRAM_FILE,
@@ -259,12 +258,9 @@ class Execution:
                 try:
                     value = self._feed(session, program)
                 except BaseException:
-                    retire = True
+                    with self.lock:  # a worker that failed in any way is never reused
+                        self._kill_worker()
                     raise
-                finally:
-                    if retire:
-                        with self.lock:
-                            self._kill_worker()
         except CodeModeError:
             raise
         except Stop as stop:

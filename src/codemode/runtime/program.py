@@ -46,8 +46,7 @@ class Program:
 
     def function_at(self, line: int) -> str:
         """The innermost function of the program around `line` ("<module>" outside any)."""
-        inside = [(first, name) for first, last, name in self.functions if first <= line <= last]
-        return max(inside)[1] if inside else "<module>"
+        return _function_at(self.functions, line)
 
     def where(
         self, line: int, column: int, end_line: int, end_column: int, func: str | None
@@ -76,6 +75,11 @@ def _where(
     if end_line > len(lines) or end_line < line:
         end_line, end_column = line, len(lines[line - 1]) + 1
     return Where(PROGRAM_FILE, line, column, end_line, end_column, func, lines[line - 1])
+
+
+def _function_at(functions: tuple[tuple[int, int, str], ...], line: int) -> str:
+    inside = [(first, name) for first, last, name in functions if first <= line <= last]
+    return max(inside)[1] if inside else "<module>"
 
 
 class Programs:
@@ -180,8 +184,7 @@ def _error(
     first = problems[0] if problems else None
     where = None
     if first is not None:
-        inside = [(a, name) for a, b, name in functions if a <= first.line <= b]
-        func = max(inside)[1] if inside else "<module>"
+        func = _function_at(functions, first.line)
         where = _where(lines, first.line, first.column, first.end_line, first.end_column, func)
     kind = (
         InvalidArgumentsError

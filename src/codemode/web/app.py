@@ -21,7 +21,7 @@ from starlette.staticfiles import StaticFiles
 from codemode.app import CodeMode
 from codemode.errors import CodeModeError, InternalError, InvalidRequestError
 from codemode.mcp.auth import StaticTokens
-from codemode.mcp.tools import describe_payload
+from codemode.mcp.tools import describe_payload, search_payload
 
 log = logging.getLogger("codemode")
 STATIC = Path(__file__).parent / "static"
@@ -89,15 +89,7 @@ def web_routes(
         return value
 
     async def search(who: str, data: dict[str, Any]) -> dict[str, Any]:
-        found = cm.search(text(data, "query"), subject=who)
-        return {
-            "ok": True,
-            "results": [
-                {"name": h.name, "signature": h.signature, "summary": h.summary}
-                for h in found.results
-            ],
-            "truncated": found.truncated,
-        }
+        return {"ok": True, **search_payload(cm.search(text(data, "query"), subject=who))}
 
     async def describe(who: str, data: dict[str, Any]) -> dict[str, Any]:
         capability = cm.describe(text(data, "name"), subject=who)
