@@ -1,31 +1,56 @@
-"""Run every benchmark, print the summaries, write results/latest.json, results.md and a plot.
+"""Run the benchmarks, print the summaries, write results/latest.json, results.md and a plot.
 
 `uv run python -m benchmarks [suite ...]` (suites: engine, authoring, catalog, mcp, peers).
 Every figure is a median of at least 30 samples after a warm-up, and every claim is a
 ratio taken in the same run, because these machines are small and shared.
+
+Each suite's results are written as soon as it finishes, merged into what earlier runs left
+(each suite keeps the commit and time of its own run), so one failing suite loses nothing
+else. Suites whose packages are missing are skipped with the extra that provides them.
 """
 
 from __future__ import annotations
 
+import argparse
+import importlib
+import importlib.util
 import json
 import os
 import platform
 import subprocess
 import sys
+import time
+import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks import authoring, catalog, engine, mcp_round_trip, peers
-
 HERE = Path(__file__).parent
-SUITES: dict[str, Callable[[], dict[str, Any]]] = {
-    "engine": engine.run,
-    "authoring": authoring.run,
-    "catalog": catalog.run,
-    "mcp": mcp_round_trip.run,
-    "peers": peers.run,
+BENCH_EXTRA = "bench"
+INSTALL_HINT = f"uv sync --extra {BENCH_EXTRA} --extra cedar --extra otel"
+
+
+@dataclass(frozen=True, slots=True)
+class Suite:
+    module: str
+    """The module under `benchmarks` whose `run()` returns the results and a summary."""
+    needs: tuple[str, ...] = ()
+    """Packages of the `bench` extra the suite imports."""
+
+
+SUITES = {
+    "engine": Suite("engine"),
+    "authoring": Suite("authoring"),
+    "catalog": Suite("catalog"),
+    "mcp": Suite("mcp_round_trip"),
+    "peers": Suite("peers", needs=("fastmcp", "smolagents")),
 }
+PLOT_NEEDS = ("matplotlib",)
+
+
+def missing(packages: tuple[str, ...]) -> list[str]:
+    return [name for name in packages if importlib.util.find_spec(name) is None]
 
 
 def machine() -> dict[str, Any]:
@@ -40,8 +65,15 @@ def machine() -> dict[str, Any]:
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE
     ).stdout.strip()
+    # Uncommitted changes to the code under test make the commit alone misleading.
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--", "src"],
+        capture_output=True,
+        text=True,
+        cwd=HERE.parent,
+    ).stdout.strip()
     return {
-        "commit": commit,
+        "commit": commit + ("+dirty" if dirty else ""),
         "cores": os.cpu_count(),
         "memory_mib": memory,
         "python": platform.python_version(),
@@ -79,36 +111,127 @@ def plot(results: dict[str, Any], path: Path) -> bool:
         axis.text(value, y, f" {value:.2f}x", va="center")
     figure.tight_layout()
     figure.savefig(path, dpi=110)
+    plt.close(figure)
     return True
 
 
-def main() -> None:
-    wanted = sys.argv[1:] or list(SUITES)
-    results: dict[str, Any] = {"machine": machine()}
-    for name in wanted:
-        print(f"== {name}", flush=True)
-        results[name] = SUITES[name]()
-        for line in results[name]["summary"]:
-            print(f"   {line}", flush=True)
-    out = HERE / "results"
-    out.mkdir(exist_ok=True)
-    (out / "latest.json").write_text(json.dumps(results, indent=2))
-    plotted = plot(results, out / "ratios.png")
-    m = results["machine"]
+def load(path: Path) -> dict[str, Any]:
+    """What earlier runs wrote, by suite; nothing when absent or written in an older shape."""
+    try:
+        found = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(found, dict):
+        return {}
+    # Files from before per-suite writes hold one "machine" for the whole run.
+    shared = found.get("machine")
+    kept: dict[str, Any] = {}
+    for name, value in found.items():
+        if name not in SUITES or not isinstance(value, dict):
+            continue
+        if "run" not in value and isinstance(shared, dict):
+            value = {**value, "run": {**shared, "finished": "date not recorded"}}
+        if "run" in value:
+            kept[name] = value
+    return kept
+
+
+def write(results: dict[str, Any], out: Path) -> None:
+    """latest.json, the plot and results.md, from every suite's latest results."""
+    data = out / "results"
+    data.mkdir(parents=True, exist_ok=True)
+    (data / "latest.json").write_text(json.dumps(results, indent=2) + "\n")
+    plotted = not missing(PLOT_NEEDS) and plot(results, data / "ratios.png")
     lines = [
         "# Benchmark results",
         "",
-        f"Commit `{m['commit']}`, {m['cores']} cores, {m['memory_mib']} MiB, Python {m['python']}. "
         "Medians (p50) of at least 30 samples after a warm-up; every comparison was measured "
-        "in the same run. Regenerate with `uv run python -m benchmarks`.",
+        "in the same run of its suite. Regenerate with `uv run python -m benchmarks [suite ...]`.",
         "",
     ]
-    for name in wanted:
-        lines += [f"## {name}", ""] + [f"- {line}" for line in results[name]["summary"]] + [""]
+    for name in SUITES:
+        if name not in results:
+            continue
+        run = results[name]["run"]
+        lines += [
+            f"## {name}",
+            "",
+            f"Commit `{run['commit']}`, {run['cores']} cores, {run['memory_mib']} MiB, "
+            f"Python {run['python']}, {run['finished']}.",
+            "",
+            *[f"- {line}" for line in results[name]["summary"]],
+            "",
+        ]
     if plotted:
         lines += ["![ratios](results/ratios.png)", ""]
-    (HERE / "results.md").write_text("\n".join(lines))
-    print(f"wrote {out / 'latest.json'} and {HERE / 'results.md'}")
+    (out / "results.md").write_text("\n".join(lines))
 
 
-main()
+def run_suite(name: str) -> dict[str, Any]:
+    module = importlib.import_module(f"benchmarks.{SUITES[name].module}")
+    runner: Callable[[], dict[str, Any]] = module.run
+    return runner()
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("suites", nargs="*", metavar="suite", help=f"any of {', '.join(SUITES)}")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=HERE,
+        help="where results.md and results/ go (default: the benchmarks folder)",
+    )
+    args = parser.parse_args(argv)
+    named: list[str] = args.suites
+    unknown = [name for name in named if name not in SUITES]
+    if unknown:
+        parser.error(f"unknown suite {', '.join(unknown)} (choose from {', '.join(SUITES)})")
+    wanted = named or list(SUITES)
+    out: Path = args.out
+    results = load(out / "results" / "latest.json")
+    stamp = machine()
+    failed: list[str] = []
+    measured: list[str] = []
+    for name in wanted:
+        print(f"== {name}", flush=True)
+        absent = missing(SUITES[name].needs)
+        if absent:
+            print(
+                f"   skipped: needs the `{BENCH_EXTRA}` extra (missing {', '.join(absent)}); "
+                f"install it with `{INSTALL_HINT}`",
+                flush=True,
+            )
+            if named:
+                failed.append(name)
+            continue
+        try:
+            result = run_suite(name)
+        except Exception:
+            traceback.print_exc()
+            print("   failed: see the traceback above; the other suites still run", flush=True)
+            failed.append(name)
+            continue
+        for line in result["summary"]:
+            print(f"   {line}", flush=True)
+        results[name] = {**result, "run": {**stamp, "finished": time.strftime("%Y-%m-%d %H:%M")}}
+        write(results, out)
+        measured.append(name)
+        print(f"   wrote {out / 'results' / 'latest.json'} and {out / 'results.md'}", flush=True)
+    if measured and missing(PLOT_NEEDS):
+        print(
+            f"no plot: needs the `{BENCH_EXTRA}` extra (missing {', '.join(missing(PLOT_NEEDS))}); "
+            f"install it with `{INSTALL_HINT}`"
+        )
+    if failed:
+        print(f"not measured: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -9,7 +9,8 @@ from typing import Any
 
 from benchmarks._stats import measure
 from benchmarks.authoring import catalog
-from codemode.mcp.tools import TOOLS, describe_payload, search_payload
+from codemode.mcp.tools import TOOLS
+from codemode.payloads import describe_payload, search_payload
 
 
 def tools_list_bytes(tools: list[dict[str, Any]]) -> int:

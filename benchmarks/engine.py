@@ -1,100 +1,194 @@
-"""Scenarios 1-4: codemode against its own sandbox engine and against CPython."""
+"""Scenarios 1-4: codemode against a plain pydantic-monty pool of its own, and against CPython.
+
+Only codemode's public API is used: the runtime behind it changes, the comparison must not.
+The raw baseline is a `pydantic_monty.Monty()` pool this module creates and enters itself,
+with the sandbox limits codemode derives from the same `Limits`, so both sides pay for the
+same checks. Every comparison is interleaved in one run.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
+import dataclasses
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import pydantic_monty as pm
 
-from benchmarks._stats import measure, measure_pair, ratio
-from benchmarks.hosts import TRIVIAL, bench_host, noop
-from codemode.runtime.program import Programs
-from codemode.values import to_json
+from benchmarks._stats import Stats, measure, measure_interleaved, measure_pair, ratio
+from benchmarks.hosts import BENCH_LIMITS, TRIVIAL, bench_host, noop
+from codemode import CodeMode, Limits
 
-CALLS = "def main():\n    for i in range(1000):\n        bench.noop(i=i)\n    return 1\n"
+N_CALLS = 1000
+CALLS = f"def main():\n    for i in range({N_CALLS}):\n        bench.noop(i=i)\n    return 1\n"
 COMPUTE = "def main():\n    t = 0\n    for i in range(1000000):\n        t += i * i\n    return t\n"
 FAN_OUT = (
     "import asyncio\nasync def main():\n"
     "    waits = await asyncio.gather(*[bench.wait(ms=50) for _ in range(20)])\n"
     "    return sum(waits)\n"
 )
+COMPUTE_RESULT = sum(i * i for i in range(1000000))
+RAW_MODULES = {"bench": pm.ExternalModule({"noop": noop})}
+
+LEAD_SECONDS = 60.0
+"""The long deadline of the lead in issue 11 (a call costs more with 60 s deadlines)."""
+# What each codemode variant of the capability-call program runs under. The first two are
+# the lead; the third gives handlers as long as the execution (so no call can outlive it);
+# the fourth lengthens only the interpreter's own feed deadline.
+CODEMODE_VARIANTS: dict[str, Limits] = {
+    "default": BENCH_LIMITS,
+    "deadlines_60s": dataclasses.replace(
+        BENCH_LIMITS, max_execution_seconds=LEAD_SECONDS, max_interpreter_seconds=LEAD_SECONDS
+    ),
+    "deadlines_60s_capability_60s": dataclasses.replace(
+        BENCH_LIMITS,
+        max_execution_seconds=LEAD_SECONDS,
+        max_interpreter_seconds=LEAD_SECONDS,
+        max_capability_seconds=LEAD_SECONDS,
+    ),
+    "interpreter_60s": dataclasses.replace(BENCH_LIMITS, max_interpreter_seconds=LEAD_SECONDS),
+}
+
+
+def raw_pool() -> pm.Monty:
+    """A plain pydantic-monty pool: one warm worker, at most two, as small as the machine."""
+    return pm.Monty(
+        min_processes=1,
+        max_processes=2,
+        request_timeout=BENCH_LIMITS.max_execution_seconds + 5,
+    )
+
+
+def raw_limits(limits: Limits, feed_seconds: float | None = None) -> pm.ResourceLimits:
+    """The sandbox limits for one checkout, from the same values codemode is given."""
+    return {
+        "max_feed_duration_secs": feed_seconds or limits.max_interpreter_seconds,
+        "max_memory": limits.max_memory_bytes,
+        "max_recursion_depth": limits.max_recursion_depth,
+        "max_suspensions": 4 * limits.max_capability_calls + 64,
+    }
+
+
+def raw_trivial(pool: pm.Monty) -> None:
+    with pool.checkout(limits=raw_limits(BENCH_LIMITS)) as session:
+        session.feed_run(TRIVIAL + "main()")
+
+
+def raw_calls(pool: pm.Monty, feed_seconds: float) -> None:
+    """The bare dispatch loop: every capability call suspends, the host answers, resume."""
+    limits = raw_limits(BENCH_LIMITS, feed_seconds)
+    with pool.checkout(limits=limits, external_modules=RAW_MODULES) as session:
+        snap = session.feed_start("import bench\n" + CALLS + "main()")
+        while not isinstance(snap, pm.MontyComplete):
+            if isinstance(snap, pm.FunctionSnapshot) and snap.function_name != "import":
+                noop(*snap.args, **snap.kwargs)
+                snap = snap.resume({"return_value": None})
+            else:
+                snap = snap.resume_auto()
+
+
+def thread_hops(threads: concurrent.futures.Executor) -> None:
+    """What a handler run on another thread costs the caller: submit, then wait for it."""
+    for i in range(N_CALLS):
+        threads.submit(noop, i=i).result(timeout=BENCH_LIMITS.max_capability_seconds)
+
+
+def executes(cm: CodeMode, source: str, expected: Any) -> None:
+    """Run one program, checking its answer (a benchmark of a failure would be no use)."""
+    value = cm.execute(source, subject="bench").value
+    if value != expected:
+        raise AssertionError(f"expected {expected!r}, got {value!r}")
+
+
+def per_call_us(stats: Stats) -> float:
+    return stats.p50 / N_CALLS * 1e6
 
 
 def run() -> dict[str, Any]:
-    cm = bench_host()
-    cm.execute(TRIVIAL, subject="bench")
-    assert cm._engine is not None
-    pool = cm._engine.pool
+    with contextlib.ExitStack() as stack:
+        pool = stack.enter_context(raw_pool())
+        threads = stack.enter_context(concurrent.futures.ThreadPoolExecutor(1, "bench-hop"))
+        hosts = {name: bench_host(limits) for name, limits in CODEMODE_VARIANTS.items()}
+        for host in hosts.values():
+            stack.callback(host.close)
+        return _run(pool, hosts, threads)
 
-    def raw_trivial() -> None:
-        with pool.checkout() as session:
-            session.feed_run(TRIVIAL + "main()")
 
-    def codemode_trivial() -> None:
-        cm.execute(TRIVIAL, subject="bench")
-
-    trivial_raw, trivial_cm = measure_pair(raw_trivial, codemode_trivial, samples=200)
-    enabled = cm.catalog.enabled
-    prepare_cold = measure(lambda: Programs(enabled).prepare(TRIVIAL), samples=200)
-    conversion = measure(
-        lambda: to_json({"a": [1, 2, 3]}, max_depth=64, root="result"), samples=200
+def _run(
+    pool: pm.Monty, hosts: dict[str, CodeMode], threads: concurrent.futures.Executor
+) -> dict[str, Any]:
+    cm = hosts["default"]
+    trivial_raw, trivial_cm = measure_pair(
+        lambda: raw_trivial(pool), lambda: executes(cm, TRIVIAL, 1), samples=200
     )
 
-    module = {"bench": pm.ExternalModule({"noop": noop})}
-
-    def raw_calls() -> None:
-        with pool.checkout(external_modules=module, limits={"max_suspensions": 5000}) as session:
-            snap = session.feed_start("import bench\n" + CALLS + "main()")
-            while not isinstance(snap, pm.MontyComplete):
-                if isinstance(snap, pm.FunctionSnapshot) and snap.function_name != "import":
-                    snap = snap.resume({"return_value": None})
-                else:
-                    snap = snap.resume_auto()
+    # One interleaved group: the goal (codemode vs the raw loop, default limits) and the lead
+    # (the same program under longer deadlines, on both sides).
+    variants: dict[str, Callable[[], object]] = {
+        f"codemode_{name}": functools.partial(executes, host, CALLS, 1)
+        for name, host in hosts.items()
+    }
+    variants["raw_feed_5s"] = lambda: raw_calls(pool, BENCH_LIMITS.max_interpreter_seconds)
+    variants["raw_feed_60s"] = lambda: raw_calls(pool, LEAD_SECONDS)
+    variants["thread_hop"] = lambda: thread_hops(threads)
+    calls = measure_interleaved(variants, samples=30)
+    calls_cm, calls_raw = calls["codemode_default"], calls["raw_feed_5s"]
 
     def direct_calls() -> None:
-        for i in range(1000):
+        for i in range(N_CALLS):
             noop(i=i)
 
-    calls_raw, calls_cm = measure_pair(raw_calls, lambda: cm.execute(CALLS, subject="bench"))
     calls_direct = measure(direct_calls, samples=30)
 
     namespace: dict[str, Any] = {}
     compiled = compile(COMPUTE + "main()", "<bench>", "exec")
     compute_cpython, compute_cm = measure_pair(
-        lambda: exec(compiled, namespace), lambda: cm.execute(COMPUTE, subject="bench")
+        lambda: exec(compiled, namespace),
+        lambda: executes(cm, COMPUTE, COMPUTE_RESULT),
     )
 
-    fan_out = measure(lambda: cm.execute(FAN_OUT, subject="bench"), samples=30)
+    fan_out = measure(lambda: executes(cm, FAN_OUT, 1000), samples=30)
 
     async def fan_out_async() -> None:
         await cm.execute_async(FAN_OUT, subject="bench")
 
     fan_out_loop = measure(lambda: asyncio.run(fan_out_async()), samples=30)
-    cm.close()
-    per_call = {
-        "codemode_us": calls_cm.p50 / 1000 * 1e6,
-        "raw_loop_us": calls_raw.p50 / 1000 * 1e6,
-        "direct_us": calls_direct.p50 / 1000 * 1e6,
+
+    lead = {
+        "codemode_deadlines_60s_over_default": ratio(calls["codemode_deadlines_60s"], calls_cm),
+        "codemode_deadlines_60s_capability_60s_over_default": ratio(
+            calls["codemode_deadlines_60s_capability_60s"], calls_cm
+        ),
+        "codemode_interpreter_60s_over_default": ratio(calls["codemode_interpreter_60s"], calls_cm),
+        "raw_feed_60s_over_5s": ratio(calls["raw_feed_60s"], calls_raw),
+        "codemode_deadlines_60s_over_raw_feed_60s": ratio(
+            calls["codemode_deadlines_60s"], calls["raw_feed_60s"]
+        ),
     }
+    us = per_call = {name: per_call_us(stats) for name, stats in calls.items()}
     return {
         "trivial": {
             "codemode": trivial_cm.to_dict(),
             "raw_monty": trivial_raw.to_dict(),
             "ratio": ratio(trivial_cm, trivial_raw),
+            "overhead_us": (trivial_cm.p50 - trivial_raw.p50) * 1e6,
             "target": 1.5,
-            "breakdown_p50_ms": {
-                "prepare_uncached": prepare_cold.p50 * 1e3,
-                "feed_raw": trivial_raw.p50 * 1e3,
-                "final_conversion": conversion.p50 * 1e3,
-                "rest": (trivial_cm.p50 - trivial_raw.p50) * 1e3,
-            },
         },
         "capability_calls": {
-            **per_call,
+            "codemode_us": per_call["codemode_default"],
+            "raw_loop_us": per_call["raw_feed_5s"],
+            "direct_us": per_call_us(calls_direct),
             "ratio_to_raw_loop": ratio(calls_cm, calls_raw),
             "ratio_to_direct": ratio(calls_cm, calls_direct),
             "target": 1.3,
+        },
+        "deadline_lead": {
+            "per_call_us": per_call,
+            "programs": {name: stats.to_dict() for name, stats in calls.items()},
+            "ratios": lead,
         },
         "compute": {
             "codemode": compute_cm.to_dict(),
@@ -107,11 +201,22 @@ def run() -> dict[str, Any]:
             "sequential_would_be_ms": 20 * 50,
         },
         "summary": [
-            f"trivial execute: codemode {trivial_cm.ms()} vs raw Monty {trivial_raw.ms()}: "
+            f"trivial execute: codemode {trivial_cm.ms()} vs raw Monty (own pool) {trivial_raw.ms()}: "
             f"{ratio(trivial_cm, trivial_raw):.2f}x (target <= 1.5x)",
-            f"capability call: codemode {per_call['codemode_us']:.1f} us vs raw loop "
-            f"{per_call['raw_loop_us']:.1f} us ({ratio(calls_cm, calls_raw):.2f}x, target <= 1.3x) "
-            f"vs direct Python {per_call['direct_us']:.2f} us",
+            f"capability call: codemode {us['codemode_default']:.1f} us vs raw loop "
+            f"{us['raw_feed_5s']:.1f} us ({ratio(calls_cm, calls_raw):.2f}x, target <= 1.3x) "
+            f"vs direct Python {per_call_us(calls_direct):.2f} us",
+            f"deadline lead, codemode per call: default {us['codemode_default']:.1f} us, "
+            f"60 s execution + interpreter {us['codemode_deadlines_60s']:.1f} us "
+            f"({lead['codemode_deadlines_60s_over_default']:.2f}x), the same with 60 s "
+            f"capability timeout {us['codemode_deadlines_60s_capability_60s']:.1f} us "
+            f"({lead['codemode_deadlines_60s_capability_60s_over_default']:.2f}x), 60 s interpreter "
+            f"only {us['codemode_interpreter_60s']:.1f} us "
+            f"({lead['codemode_interpreter_60s_over_default']:.2f}x)",
+            f"deadline lead, raw loop per call: feed deadline 5 s {us['raw_feed_5s']:.1f} us, "
+            f"60 s {us['raw_feed_60s']:.1f} us ({lead['raw_feed_60s_over_5s']:.2f}x); "
+            f"codemode/raw at 60 s: {lead['codemode_deadlines_60s_over_raw_feed_60s']:.2f}x; "
+            f"one thread hop (submit a no-op, wait for it) {us['thread_hop']:.1f} us",
             f"compute (1M iterations): codemode {compute_cm.ms()} vs CPython {compute_cpython.ms()}: "
             f"{ratio(compute_cm, compute_cpython):.2f}x",
             f"fan-out (20 x 50 ms gathered): p50 {fan_out.p50 * 1e3:.1f} ms "

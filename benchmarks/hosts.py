@@ -30,9 +30,12 @@ async def wait(*, ms: int) -> int:
     return ms
 
 
-def bench_host() -> CodeMode:
-    """codemode over the benchmark capabilities, with room for 1,000-call programs."""
-    limits = Limits(max_capability_calls=2000, max_calls_per_capability=2000)
+BENCH_LIMITS = Limits(max_capability_calls=2000, max_calls_per_capability=2000)
+"""The default limits, with room for 1,000-call programs."""
+
+
+def bench_host(limits: Limits = BENCH_LIMITS) -> CodeMode:
+    """codemode over the benchmark capabilities (also the factory `codemode serve` loads)."""
     cm = CodeMode(authorizer=AllowAll(), limits=limits)
     cm.capability("records.search", summary="Search record ids by owner.")(search_records)
     cm.capability("records.get", summary="Get one record.")(get_record)

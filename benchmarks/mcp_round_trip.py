@@ -16,16 +16,11 @@ import httpx2
 from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from benchmarks._stats import Stats
+from benchmarks._stats import Stats, summarize
 from benchmarks.hosts import FIVE_CALLS, bench_host
 
 ROOT = Path(__file__).parents[1]
 SECONDS = float(os.environ.get("BENCH_SECONDS", "20"))
-
-
-def _stats(times: list[float]) -> Stats:
-    times = sorted(times)
-    return Stats(times[len(times) // 2], times[int(len(times) * 0.9)], times[-1], len(times))
 
 
 async def _sample(call: Any, samples: int = 30) -> Stats:
@@ -36,7 +31,7 @@ async def _sample(call: Any, samples: int = 30) -> Stats:
         started = time.perf_counter()
         await call()
         times.append(time.perf_counter() - started)
-    return _stats(times)
+    return summarize(times)
 
 
 def _port() -> int:
@@ -112,7 +107,7 @@ async def _run() -> dict[str, Any]:
         server.wait(10)
     latencies.sort()
     cm = bench_host()
-    library = _stats(
+    library = summarize(
         [_timed(lambda: cm.execute(FIVE_CALLS, subject="bench")) for _ in range(33)][3:]
     )
     cm.close()

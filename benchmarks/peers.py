@@ -7,7 +7,7 @@ import asyncio
 import time
 from typing import Any
 
-from benchmarks._stats import Stats, _stats, measure_pair, ratio
+from benchmarks._stats import Stats, measure_pair, ratio, summarize
 from benchmarks.hosts import (
     CALLS_100,
     REALISTIC,
@@ -70,7 +70,7 @@ def run() -> dict[str, Any]:
                 started = time.perf_counter()
                 await call()
                 bucket.append(time.perf_counter() - started)
-        return _stats(times[0]), _stats(times[1])
+        return summarize(times[0]), summarize(times[1])
 
     async def mcp_side() -> None:
         async with Client(build_server(cm, subject="bench")) as ours, FastClient(fast) as theirs:

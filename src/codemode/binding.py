@@ -10,7 +10,7 @@ import difflib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, get_args, get_origin
+from typing import Any, Literal, get_args, get_origin
 
 import pydantic
 from pydantic_core import ErrorDetails
@@ -54,7 +54,9 @@ def bind(
     if not kwargs and not capability.parameters:
         return _NO_ARGUMENTS
     try:
-        if all(type(v) in _SCALARS for v in kwargs.values()):
+        if all(type(v) in _SCALARS for v in kwargs.values()) and not any(
+            type(v) is int and v.bit_length() > _NARROW_INT_BITS for v in kwargs.values()
+        ):
             # Flat scalars: nothing to walk or convert, and only strings can be large.
             text = sum(len(v) for v in kwargs.values() if type(v) is str)
             if text > limits.max_argument_bytes // 4 and (
@@ -79,6 +81,8 @@ def bind(
 
 
 _SCALARS = frozenset({str, int, bool, type(None)})
+_NARROW_INT_BITS = 1024
+"""Wider ints take the long way, where they are counted and checked for JSON."""
 """Argument types that are their own JSON form (floats go the long way: NaN is refused there)."""
 _ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
@@ -120,16 +124,73 @@ def _quote(path: str) -> str:
 _PRIORITY = {"extra_forbidden": 0, "missing": 1}
 
 
-def check_value(capability: Capability, name: str, encoded: str) -> str | None:
-    """The binding message for one argument given as JSON text, or None when it binds."""
-    try:
-        capability.arguments_adapter.validate_json(f'{{"{name}": {encoded}}}', strict=True)
-    except pydantic.ValidationError as exc:
-        errors = [
-            e for e in exc.errors() if e["loc"][:1] == (name,) and e["type"] != "missing"
-        ] or [e for e in exc.errors() if len(e["loc"]) > 1 and e["loc"][0] == name]
-        return _explain(capability, errors) if errors else None
+def literal_problem(annotation: Any, value: JSONValue, path: str) -> str | None:
+    """The binding message for a literal argument of the wrong JSON kind, or None.
+
+    Only kinds are compared (the static preflight's check): no validator, constraint or
+    other host code runs for a call that has not executed.
+    """
+    tp = t.strip_annotated(annotation)
+    if tp is Any:
+        return None
+    if t.is_union(tp):
+        if any(literal_problem(member, value, path) is None for member in get_args(tp)):
+            return None
+        return f"argument {_quote(path)} must be {t.expected(tp)}"
+    wrong = f"argument {_quote(path)} must be {t.expected(tp)}"
+    origin = get_origin(tp)
+    if origin is Literal:
+        return None if any(_same(value, v) for v in get_args(tp)) else wrong
+    if t.is_enum(tp):
+        return None if any(_same(value, m.value) for m in tp) else wrong
+    if tp in _KINDS:
+        return None if isinstance(value, _KINDS[tp]) and not _bool_for_number(tp, value) else wrong
+    if origin in (list, tuple):
+        if not isinstance(value, list):
+            return wrong
+        args = [a for a in get_args(tp) if a is not Ellipsis]
+        fixed = origin is tuple and Ellipsis not in get_args(tp)
+        if fixed and len(value) != len(args):
+            return f"argument {_quote(path)} must have {len(args)} items"
+        for index, item in enumerate(value):
+            problem = literal_problem(args[index] if fixed else args[0], item, f"{path}[{index}]")
+            if problem:
+                return problem
+        return None
+    if not isinstance(value, dict):
+        return wrong
+    if origin is dict:
+        for key, item in value.items():
+            problem = literal_problem(get_args(tp)[1], item, f"{path}[{key!r}]")
+            if problem:
+                return problem
+        return None
+    if is_typeddict(tp) or t.is_record(tp):
+        declared = {f.name: f.annotation for f in t.fields_of(tp)}
+        for key, item in value.items():
+            if key in declared:
+                problem = literal_problem(declared[key], item, f"{path}.{key}")
+                if problem:
+                    return problem
     return None
+
+
+_KINDS: dict[Any, type | tuple[type, ...]] = {
+    str: str,
+    int: int,
+    float: (int, float),
+    bool: bool,
+    type(None): type(None),
+}
+
+
+def _bool_for_number(tp: Any, value: JSONValue) -> bool:
+    """True and False are ints in Python, but not numbers to the validator."""
+    return tp is not bool and isinstance(value, bool)
+
+
+def _same(value: JSONValue, allowed: Any) -> bool:
+    return type(value) is type(allowed) and value == allowed
 
 
 def _explain(capability: Capability, errors: list[ErrorDetails]) -> str:
@@ -190,4 +251,4 @@ def _walk(capability: Capability, loc: tuple[int | str, ...]) -> tuple[str, Any,
     return path, annotation, declared
 
 
-__all__ = ["BoundCall", "bind", "check_value", "closest_name"]
+__all__ = ["BoundCall", "bind", "closest_name", "literal_problem"]

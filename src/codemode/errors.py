@@ -32,6 +32,26 @@ AGENT_MESSAGE_MAX_BYTES = 256
 PROGRAM_FILE = "<codemode>"
 """The file name every position in a submitted program carries."""
 
+MAX_MESSAGE_BYTES = 4096
+"""Longest detail (and source line) an error carries, in UTF-8 bytes, before it is cut."""
+
+MAX_TRACEBACK_FRAMES = 32
+"""Innermost program frames an error keeps."""
+
+
+def bounded(text: str, limit: int = MAX_MESSAGE_BYTES) -> str:
+    """`text` in at most `limit` UTF-8 bytes, cut with a visible `... (N more bytes)` marker.
+
+    The marker fits inside the limit, so bounding a bounded text changes nothing.
+    """
+    if len(text) * 4 <= limit:
+        return text
+    encoded = text.encode("utf-8", errors="surrogatepass")
+    if len(encoded) <= limit:
+        return text
+    kept = encoded[: limit - 32].decode("utf-8", errors="ignore")
+    return f"{kept}... ({len(encoded) - len(kept.encode('utf-8'))} more bytes)"
+
 
 class ErrorCode(StrEnum):
     """Stable identifiers of every failure; never renamed once released."""
@@ -68,6 +88,9 @@ class Where:
     source: str
     """The program's own text of `line`."""
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "source", bounded(self.source))
+
     def to_dict(self) -> JSONObject:
         return {
             "file": self.file,
@@ -98,11 +121,13 @@ class CodeModeError(Exception):
         printed: str = "",
         traceback: tuple[Where, ...] = (),
     ) -> None:
-        self.detail = detail
+        self.detail = None if detail is None else bounded(detail)
         self.where = where
         self.printed = printed
         """What the program printed before it failed (bounded); never host text."""
-        self.traceback = traceback or ((where,) if where is not None else ())
+        self.traceback = (traceback or ((where,) if where is not None else ()))[
+            -MAX_TRACEBACK_FRAMES:
+        ]
         """Frames of the submitted program only, innermost last (never a host frame)."""
         super().__init__(str(self))
 
@@ -222,13 +247,15 @@ class AgentError(Exception):
     """
 
     def __init__(self, message: str) -> None:
+        if not isinstance(message, str):
+            raise TypeError(f"AgentError takes a str message, not {type(message).__name__}")
         self.message = message
         super().__init__(message)
 
 
 def sanitize_agent_message(message: str) -> str | None:
     """The model-safe form of an `AgentError` message, or None when nothing is left."""
-    text = "".join(" " if not ch.isprintable() else ch for ch in str(message)).strip()
+    text = "".join(" " if not ch.isprintable() else ch for ch in message[:1024]).strip()
     if not text:
         return None
     encoded = text.encode("utf-8")
@@ -245,6 +272,8 @@ class RegistrationError(ValueError):
 __all__ = [
     "AGENT_MESSAGE_MAX_BYTES",
     "ERROR_CLASSES",
+    "MAX_MESSAGE_BYTES",
+    "MAX_TRACEBACK_FRAMES",
     "PROGRAM_FILE",
     "AgentError",
     "CapabilityFailedError",
@@ -262,5 +291,6 @@ __all__ = [
     "ResourceLimitError",
     "UnauthenticatedError",
     "Where",
+    "bounded",
     "sanitize_agent_message",
 ]

@@ -12,11 +12,13 @@ import os
 import threading
 import traceback
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
+from codemode.errors import bounded
 from codemode.types import JSONObject
+from codemode.values import is_wide_int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -35,19 +37,64 @@ class Event:
         return "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_")
 
     def to_dict(self) -> dict[str, Any]:
+        """The event as JSON data that always serializes: bounded strings, wide ints as
+        text, host exceptions as type, message and traceback."""
         data: dict[str, Any] = {"event": self.kind}
         for f in fields(self):
-            value = getattr(self, f.name)
-            if isinstance(value, BaseException):
-                value = {
-                    "type": type(value).__name__,
-                    "message": str(value),
-                    "traceback": "".join(traceback.format_exception(value)),
-                }
-            elif hasattr(value, "__dataclass_fields__"):
-                value = asdict(value)
-            data[f.name] = value
+            data[f.name] = _render(getattr(self, f.name), 0)
         return data
+
+
+MAX_AUDIT_TEXT = 64 * 1024
+"""Longest string an event keeps, in UTF-8 bytes (longer ones are cut with a marker)."""
+MAX_AUDIT_INT = 2**63
+"""Ints at or past this size are written as strings, so every JSON reader keeps them."""
+_MAX_DEPTH = 128
+
+
+def _render(value: Any, depth: int) -> Any:
+    if value is None or isinstance(value, bool | float):
+        return value
+    if isinstance(value, int):
+        return value if -MAX_AUDIT_INT < value < MAX_AUDIT_INT else _wide(value)
+    if isinstance(value, str):
+        return bounded(value, MAX_AUDIT_TEXT)
+    if depth > _MAX_DEPTH:
+        return "..."
+    if isinstance(value, BaseException):
+        return _exception(value)
+    if isinstance(value, list | tuple):
+        return [_render(item, depth + 1) for item in value]
+    if isinstance(value, dict):
+        return {_key(k): _render(v, depth + 1) for k, v in value.items()}
+    if is_dataclass(value) and not isinstance(value, type):
+        return _render({f.name: getattr(value, f.name) for f in fields(value)}, depth + 1)
+    return _safely(lambda: bounded(repr(value), MAX_AUDIT_TEXT))
+
+
+def _wide(value: int) -> str:
+    """An int past the JSON-safe range, as decimal text (hex past Python's digit limit)."""
+    return bounded(str(value) if not is_wide_int(value) else hex(value), MAX_AUDIT_TEXT)
+
+
+def _key(key: Any) -> str:
+    return key if isinstance(key, str) else _safely(lambda: bounded(repr(key), 256))
+
+
+def _exception(exc: BaseException) -> dict[str, str]:
+    return {
+        "type": type(exc).__name__,
+        "message": _safely(lambda: bounded(str(exc))),
+        "traceback": _safely(lambda: bounded("".join(traceback.format_exception(exc)), 16384)),
+    }
+
+
+def _safely(render: Callable[[], str]) -> str:
+    """Host objects may fail to render; the event is written all the same."""
+    try:
+        return render()
+    except Exception:
+        return "<unprintable>"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -104,6 +151,19 @@ class CallFailed(CallEvent):
     """The host exception, when the handler raised one."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HostCodeAbandoned(Event):
+    """A thread was left running in host code (a handler, an authorizer) past its deadline.
+
+    The execution was answered on time without it; the thread finishes on its own.
+    """
+
+    what: str
+    """"the driver" or "a capability call"."""
+    abandoned: int
+    """Threads abandoned and still running in this CodeMode, this one included."""
+
+
 EventHandler = Callable[[Event], None]
 
 
@@ -116,8 +176,8 @@ class JsonLinesSink:
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
 
     def __call__(self, event: Event) -> None:
-        line = json.dumps(event.to_dict(), ensure_ascii=False, default=repr) + "\n"
-        data = line.encode("utf-8")
+        line = json.dumps(event.to_dict(), ensure_ascii=False, default=str) + "\n"
+        data = line.encode("utf-8", errors="replace")
         with self._lock:
             written = 0
             while written < len(data):
@@ -131,6 +191,8 @@ class JsonLinesSink:
 
 
 __all__ = [
+    "MAX_AUDIT_INT",
+    "MAX_AUDIT_TEXT",
     "CallAttempted",
     "CallAuthorized",
     "CallCompleted",
@@ -141,5 +203,6 @@ __all__ = [
     "EventHandler",
     "ExecutionFinished",
     "ExecutionStarted",
+    "HostCodeAbandoned",
     "JsonLinesSink",
 ]

@@ -13,16 +13,14 @@ from __future__ import annotations
 
 import ast
 import difflib
-import functools
 import json
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Literal
 
-from codemode.binding import check_value, closest_name
+from codemode.binding import closest_name, literal_problem
 from codemode.capabilities import Capability, Parameter
-from codemode.capabilities import types as t
 from codemode.language import MISSING_MODULES, MODULES
 
 SANDBOX_MODULES = frozenset(MODULES) | {"os", "sys", "pathlib"}
@@ -215,7 +213,7 @@ class _Checker:
                 given.add(hint or "")  # the fix for the typo also fixes the missing argument
                 self.report(node, f'unknown argument "{keyword.arg}"{suffix}', "arguments")
                 continue
-            problem = _literal_problem(capability, declared[keyword.arg], keyword.value)
+            problem = _literal_problem(declared[keyword.arg], keyword.value)
             if problem:
                 self.report(node, problem, "arguments")
         if all(k.arg is not None for k in node.keywords):
@@ -224,29 +222,15 @@ class _Checker:
                     self.report(node, f'missing required argument "{parameter.name}"', "arguments")
 
 
-def _literal_problem(capability: Capability, parameter: Parameter, value: ast.expr) -> str | None:
-    """The binding message for a literal argument of the wrong type, else None."""
-    if isinstance(value, ast.Constant):
-        if _surely_fits(parameter.annotation, type(value.value).__name__):
-            return None
-    elif not isinstance(value, ast.List | ast.Tuple | ast.Dict | ast.UnaryOp):
+def _literal_problem(parameter: Parameter, value: ast.expr) -> str | None:
+    """The binding message for a literal argument of the wrong kind, else None."""
+    if not isinstance(value, ast.Constant | ast.List | ast.Tuple | ast.Dict | ast.UnaryOp):
         return None
     try:
-        literal = ast.literal_eval(value)
-        encoded = json.dumps(literal, allow_nan=False)
+        literal = json.loads(json.dumps(ast.literal_eval(value), allow_nan=False))
     except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
         return None
-    return check_value(capability, parameter.name, encoded)
-
-
-@functools.lru_cache(maxsize=1024)
-def _surely_fits(annotation: Any, kind: str) -> bool:
-    """A cheap, certain yes for a scalar literal of this type; else the validator decides."""
-    members = get_args(annotation) if t.is_union(annotation) else (annotation,)
-    names = {getattr(member, "__name__", None) for member in members if isinstance(member, type)}
-    if kind == "int":
-        return bool(names & {"int", "float"})
-    return kind in names
+    return literal_problem(parameter.annotation, literal, parameter.name)
 
 
 def _nodes(tree: ast.AST) -> Iterator[ast.AST]:

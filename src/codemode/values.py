@@ -8,7 +8,6 @@ import json
 import math
 from typing import Any
 
-import pydantic
 import pydantic_monty as pm
 
 from codemode.types import JSONValue
@@ -31,6 +30,40 @@ class TooBig(Exception):
     """A value whose JSON form would exceed the byte budget (found before building it all)."""
 
 
+class RecordValue:
+    """Base of the generated classes that carry a projected record into the program.
+
+    Each declared dataclass or model result type gets one subclass with the declared name
+    and the declared fields only (`capabilities/results.py`); the program reads it by
+    attribute and gets exactly that back when it returns one.
+    """
+
+    __slots__ = ()
+
+
+_WIDE_INT_BITS = 14_000
+"""Ints this wide or wider are measured exactly; narrower ones cannot pass 4300 digits."""
+
+
+def int_size(value: int) -> int:
+    """Bytes of an int's decimal form, without building it (exact below 2**14000)."""
+    bits = value.bit_length()
+    if bits < 60:
+        return len(str(value))
+    return int(bits * 0.30103) + 2  # digits, rounded up, and room for a sign
+
+
+def is_wide_int(value: int) -> bool:
+    """Whether an int has too many digits for a JSON text (Python refuses past 4300)."""
+    if value.bit_length() < _WIDE_INT_BITS:
+        return False
+    try:
+        str(value)
+    except ValueError:
+        return True
+    return False
+
+
 def _kind(value: object) -> str:
     if isinstance(value, set | frozenset):
         return "a set"
@@ -48,9 +81,7 @@ def _kind(value: object) -> str:
 
 
 def _fields(value: object) -> dict[str, Any] | None:
-    """The fields of a host record (dataclass or pydantic model) or a guest dataclass."""
-    if isinstance(value, pydantic.BaseModel):
-        return {name: getattr(value, name) for name in type(value).model_fields}
+    """The fields of a projected record or of a dataclass the program built."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
     if isinstance(value, pm.MontyClassProxy) and value.is_dataclass:
@@ -76,8 +107,13 @@ def to_json(value: Any, *, max_depth: int, root: str, max_bytes: int | None = No
             raise TooBig
 
     def convert(item: Any, path: str, depth: int) -> JSONValue:
-        if item is None or isinstance(item, bool | int | str):
+        if item is None or isinstance(item, bool | str):
             spend(len(item) + 3 if isinstance(item, str) else 2)
+            return item
+        if isinstance(item, int):
+            spend(int_size(item))
+            if is_wide_int(item):
+                raise ValueProblem(path, "is an integer of more than 4300 digits; use str(n)")
             return item
         if isinstance(item, float):
             if not math.isfinite(item):
@@ -113,31 +149,45 @@ def to_json(value: Any, *, max_depth: int, root: str, max_bytes: int | None = No
     return convert(value, root, 0)
 
 
-def json_size(value: JSONValue) -> int:
-    """Bytes of the compact JSON encoding, the measure every size limit uses."""
-    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+def json_size(value: Any) -> int:
+    """Bytes of the compact JSON encoding, the measure every size limit uses.
+
+    Ints too wide for a JSON text count by their digits, so measuring never fails.
+    """
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_record)
+    except ValueError:
+        return _walk_size(value)
+    return len(text.encode("utf-8"))
 
 
-class Record(pm.ClassInstance):
-    """A dataclass or pydantic model result, read by attribute in the program."""
+def _record(value: Any) -> Any:
+    if isinstance(value, RecordValue):
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}  # type: ignore[arg-type]
+    raise TypeError(f"{type(value).__name__} is not JSON data")
 
-    def convert_value(self, /, name: str, value: Any) -> Any:
-        return to_guest(value)
 
-
-def to_guest(value: Any) -> Any:
-    """A handler result as the sandbox receives it: records keep attribute access."""
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, pydantic.BaseModel):
-        return Record(value, eager_attrs=list(type(value).model_fields))
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return Record(value, eager_attrs=[f.name for f in dataclasses.fields(value)])
-    if isinstance(value, list | tuple):
-        return [to_guest(item) for item in value]
+def _walk_size(value: Any) -> int:
+    if isinstance(value, bool) or value is None:
+        return 5
+    if isinstance(value, int):
+        return int_size(value)
+    if isinstance(value, RecordValue):
+        value = _record(value)
     if isinstance(value, dict):
-        return {key: to_guest(item) for key, item in value.items()}
-    return value
+        return 2 + sum(json_size(k) + 1 + _walk_size(v) + 1 for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return 2 + sum(_walk_size(v) + 1 for v in value)
+    return json_size(value)
 
 
-__all__ = ["Record", "TooBig", "TooDeep", "ValueProblem", "json_size", "to_guest", "to_json"]
+__all__ = [
+    "RecordValue",
+    "TooBig",
+    "TooDeep",
+    "ValueProblem",
+    "int_size",
+    "is_wide_int",
+    "json_size",
+    "to_json",
+]

@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from codemode import CodeMode
+from codemode import CodeMode, InternalError
 from codemode.authz import AllowAll
 from codemode.events import (
     CallAttempted,
@@ -76,12 +76,47 @@ def test_event_sequence_of_a_denied_a_failing_and_a_successful_call() -> None:
     assert isinstance(events[1], CallAttempted) and isinstance(events[4], CallAuthorized)
 
 
-def test_a_failing_event_handler_never_breaks_an_execution() -> None:
-    def explode(event: Event) -> None:
-        raise RuntimeError("sink down")
+@pytest.mark.parametrize("failing", ["ExecutionStarted", "CallAttempted", "CallAuthorized"])
+def test_a_call_that_cannot_be_audited_does_not_run(
+    failing: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Fail closed: if the sink cannot record what is about to run, it does not run."""
+    ran: list[str] = []
 
-    with CodeMode(authorizer=AllowAll(), on_event=explode) as cm:
-        assert cm.execute("def main():\n    return 1", subject="a").value == 1
+    def sink(event: Event) -> None:
+        if type(event).__name__ == failing:
+            raise RuntimeError(f"sink down {CANARY}")
+
+    cm = CodeMode(authorizer=AllowAll(), on_event=sink)
+
+    @cm.capability("db.write", summary="Writes.")
+    def write() -> str:
+        ran.append("write")
+        return "done"
+
+    with cm, pytest.raises(InternalError) as caught:
+        cm.execute("def main():\n    return db.write()", subject="a")
+    assert str(caught.value) == "internal failure"
+    assert ran == []
+    assert f"the audit sink failed on {failing}" in caplog.text
+    assert CANARY not in json.dumps(caught.value.to_payload())
+
+
+def test_a_sink_failing_after_the_call_is_logged_and_the_result_stands(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def sink(event: Event) -> None:
+        if isinstance(event, CallCompleted | ExecutionFinished):
+            raise RuntimeError("sink down")
+
+    with CodeMode(authorizer=AllowAll(), on_event=sink) as cm:
+
+        @cm.capability("db.read", summary="Reads.")
+        def read() -> int:
+            return 7
+
+        assert cm.execute("def main():\n    return db.read()", subject="a").value == 7
+    assert "the audit sink failed on CallCompleted" in caplog.text
 
 
 def test_the_audit_file_keeps_every_line_of_200_concurrent_executions(tmp_path: Path) -> None:

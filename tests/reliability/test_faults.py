@@ -108,11 +108,14 @@ def test_a_hardened_worker_launch_runs_without_network_and_new_privileges(tmp_pa
     def probe() -> str:
         ours = os.readlink("/proc/self/ns/net")
         for pid in monty_workers():
-            if os.readlink(f"/proc/{pid}/ns/net") != ours:
-                status = Path(f"/proc/{pid}/status").read_text().splitlines()
-                seen["no_new_privs"] = next(
-                    line for line in status if line.startswith("NoNewPrivs")
-                )
+            try:  # another test's worker may exit while this one looks
+                if os.readlink(f"/proc/{pid}/ns/net") != ours:
+                    status = Path(f"/proc/{pid}/status").read_text().splitlines()
+                    seen["no_new_privs"] = next(
+                        line for line in status if line.startswith("NoNewPrivs")
+                    )
+            except FileNotFoundError:
+                continue
         return "ok"
 
     with cm:

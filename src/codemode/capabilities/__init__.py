@@ -5,7 +5,8 @@ from codemode.capabilities.registry import (
     Capability,
     Catalog,
     Parameter,
+    View,
     build_capability,
 )
 
-__all__ = ["REQUIRED", "Capability", "Catalog", "Parameter", "build_capability"]
+__all__ = ["REQUIRED", "Capability", "Catalog", "Parameter", "View", "build_capability"]

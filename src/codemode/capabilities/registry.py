@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import functools
 import inspect
+import threading
 import typing
-from collections.abc import Callable, Iterable
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, NotRequired, Required
 
@@ -15,6 +17,7 @@ from typing_extensions import TypedDict
 
 from codemode.capabilities import types as t
 from codemode.capabilities.naming import check_id, check_name
+from codemode.capabilities.results import Projection
 from codemode.context import CallContext
 from codemode.errors import RegistrationError
 from codemode.types import JSONObject
@@ -57,8 +60,6 @@ class Capability:
     context_parameter: str | None
     parameters: tuple[Parameter, ...]
     result_annotation: Any
-    converts_result: bool
-    """Whether results hold objects or enums that must be rebuilt for the sandbox."""
     result_doc: str | None = None
     """What the handler's docstring says it returns."""
     max_calls_per_execution: int | None = None
@@ -75,8 +76,9 @@ class Capability:
         return _arguments_adapter(self.name, list(self.parameters))
 
     @functools.cached_property
-    def result_adapter(self) -> pydantic.TypeAdapter[Any]:
-        return pydantic.TypeAdapter(t.portable(self.result_annotation))
+    def projection(self) -> Projection:
+        """How results cross into the program: by the declared type only (built once)."""
+        return Projection(self.result_annotation)
 
     @property
     def signature(self) -> str:
@@ -93,7 +95,7 @@ class Capability:
 
     @property
     def output_schema(self) -> JSONObject:
-        schema: JSONObject = self.result_adapter.json_schema()
+        schema: JSONObject = self.projection.adapter.json_schema(mode="serialization")
         return schema
 
     @property
@@ -191,7 +193,6 @@ def build_capability(
         context_parameter=context_parameter,
         parameters=tuple(parameters),
         result_annotation=result_annotation,
-        converts_result=t.needs_conversion(result_annotation),
         result_doc=docs.returns.description if docs.returns else None,
         max_calls_per_execution=max_calls_per_execution,
         timeout=timeout,
@@ -210,6 +211,38 @@ def _arguments_adapter(name: str, parameters: list[Parameter]) -> pydantic.TypeA
     return pydantic.TypeAdapter(arguments)
 
 
+class View(Mapping[str, Capability]):
+    """A frozen set of capabilities by name, interned by the catalog.
+
+    Two subjects who see the same capabilities get the same `View` object, so everything
+    cached per view (modules, prepared programs, the search index) is shared by identity.
+    """
+
+    __slots__ = ("_by_name", "ids")
+
+    def __init__(self, capabilities: Iterable[Capability]) -> None:
+        self._by_name = {c.name: c for c in sorted(capabilities, key=lambda c: c.name)}
+        self.ids = frozenset(c.id for c in self._by_name.values())
+
+    def __getitem__(self, name: str) -> Capability:
+        return self._by_name[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._by_name)
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+    def __repr__(self) -> str:
+        return f"View({len(self)} capabilities)"
+
+    __hash__ = object.__hash__
+    __eq__ = object.__eq__
+
+
 class Catalog:
     """Registered capabilities by name and id, and the view that `disabled` leaves enabled."""
 
@@ -219,7 +252,9 @@ class Catalog:
         self._by_id: dict[str, Capability] = {}
         self._namespaces: set[str] = set()
         """Every proper dotted prefix of a registered name."""
-        self._enabled: dict[str, Capability] | None = None
+        self._enabled: View | None = None
+        self._views: OrderedDict[frozenset[str], View] = OrderedDict()
+        self._lock = threading.Lock()
 
     def add(self, capability: Capability) -> None:
         name = capability.name
@@ -239,7 +274,9 @@ class Catalog:
         self._namespaces.update(prefixes)
         self._by_name[name] = capability
         self._by_id[capability.id] = capability
-        self._enabled = None
+        with self._lock:
+            self._enabled = None
+            self._views.clear()
 
     def check_disabled(self) -> None:
         """Fail on `disabled` ids that name no registered capability (a likely typo)."""
@@ -250,15 +287,29 @@ class Catalog:
             )
 
     @property
-    def enabled(self) -> dict[str, Capability]:
+    def enabled(self) -> View:
         """Enabled capabilities by name; what programs, search and describe can see."""
         if self._enabled is None:
-            self._enabled = {
-                name: cap
-                for name, cap in sorted(self._by_name.items())
-                if cap.id not in self.disabled
-            }
+            self._enabled = self.view(
+                c for c in self._by_name.values() if c.id not in self.disabled
+            )
         return self._enabled
 
+    def view(self, capabilities: Iterable[Capability]) -> View:
+        """The one `View` of exactly these capabilities (interned by their ids)."""
+        candidate = View(capabilities)
+        with self._lock:
+            found = self._views.get(candidate.ids)
+            if found is None:
+                found = self._views[candidate.ids] = candidate
+                while len(self._views) > _VIEWS_INTERNED:
+                    self._views.popitem(last=False)
+            else:
+                self._views.move_to_end(candidate.ids)
+            return found
 
-__all__ = ["REQUIRED", "Capability", "Catalog", "Parameter", "build_capability"]
+
+_VIEWS_INTERNED = 4096
+
+
+__all__ = ["REQUIRED", "Capability", "Catalog", "Parameter", "View", "build_capability"]

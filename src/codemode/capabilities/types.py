@@ -242,11 +242,6 @@ def access(tp: Any) -> Literal["attributes", "keys"] | None:
     return None
 
 
-def needs_conversion(tp: Any) -> bool:
-    """Whether a result of this type must be rebuilt before it enters the sandbox."""
-    return any(is_record(t) or is_enum(t) for t in walk(tp))
-
-
 @dataclass(frozen=True, slots=True)
 class Shape:
     """A named type as `describe` shows it."""
@@ -296,9 +291,10 @@ __all__ = [
     "is_enum",
     "is_record",
     "is_scalar",
-    "needs_conversion",
+    "is_union",
     "notation",
     "portable",
     "shapes",
     "strip_annotated",
+    "walk",
 ]

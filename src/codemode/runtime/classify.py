@@ -1,16 +1,14 @@
 """Every way an execution can fail -> exactly one CodeModeError. The only classifier.
 
 Details are built only from what the program owns: positions in its source, the
-interpreter's message about its own code, and its own argument names. Host exceptions are
-logged with the execution id by the caller and never read here.
+interpreter's message about its own code, and its own names. Host exceptions are never
+read here: what is not recognised is `internal failure`, and the caller logs it.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-
-import pydantic_monty as pm
 
 from codemode.errors import (
     CodeModeError,
@@ -20,72 +18,78 @@ from codemode.errors import (
     Where,
 )
 from codemode.limits import LimitKind
+from codemode.preflight import LOAD_MESSAGE
 from codemode.runtime.program import NO_MAIN, Program
+from codemode.runtime.sandbox import FailureKind, Frame, SandboxFailure
 
-_NAME_ERROR = re.compile(r"^name '([A-Za-z_][A-Za-z0-9_]*)' is not defined$")
-_OVER_BYTES = re.compile(r"> (\d+) bytes$")
+
+class Stop(Exception):
+    """Ends the execution with `error`; raised on the host side, the program cannot catch it."""
+
+    def __init__(self, error: CodeModeError) -> None:
+        self.error = error
+        super().__init__(error.code.value)
 
 
 @dataclass(slots=True)
 class Outcome:
-    """What the engine knows about an execution when it failed."""
+    """What the execution knows when it fails: the program, and what it did to it."""
 
-    program: Program | None
-    printed_cap: int
+    program: Program | None = None
     killed_for: CodeModeError | None = None
-    """Set when the engine stopped the worker on purpose (deadline, cancel, print flood)."""
-    injected: dict[tuple[str, str], CodeModeError] = field(default_factory=dict)
-    """Failures raised inside the program, by (exception type, message)."""
+    """Set when the execution was stopped on purpose (deadline, cancel, print flood)."""
+    injected: dict[tuple[int, int], tuple[str, str, CodeModeError]] = field(default_factory=dict)
+    """Errors raised inside the program, by the (line, column) of the call that raised them:
+    (exception type, message, error)."""
 
 
-def classify(exc: BaseException, outcome: Outcome) -> CodeModeError:
-    """The one CodeModeError for a failure of the interpreter or its worker."""
-    if isinstance(exc, CodeModeError):
-        return exc
+def classify(failure: BaseException, outcome: Outcome) -> CodeModeError:
+    """The one CodeModeError for any failure of an execution."""
     if outcome.killed_for is not None:
         return outcome.killed_for
-    if isinstance(exc, pm.MontyCrashedError):
-        if exc.timed_out:
-            return ResourceLimitError(LimitKind.INTERPRETER_TIME)
+    if isinstance(failure, CodeModeError):
+        return failure
+    if isinstance(failure, Stop):
+        return failure.error
+    if not isinstance(failure, SandboxFailure):
         return InternalError()
+    if failure.kind is FailureKind.TIMED_OUT:
+        return ResourceLimitError(LimitKind.INTERPRETER_TIME)
     program = outcome.program
-    if program is None or not isinstance(exc, pm.MontySyntaxError | pm.MontyRuntimeError):
+    if program is None or failure.kind not in (FailureKind.SYNTAX, FailureKind.RAISED):
         return InternalError()
-    if isinstance(exc, pm.MontySyntaxError):
-        return _program_error(exc.display("type-msg"), _innermost(exc.traceback(), program))
-    inner = exc.exception()
-    kind = type(inner).__name__
-    message = str(inner)
-    frames = exc.traceback()
-    limit = _limit(kind, message, frames, outcome.printed_cap)
+    stack = _program_frames(failure.frames, program)
+    where = stack[-1] if stack else None
+    if failure.kind is FailureKind.SYNTAX:
+        return _program_error(_text(failure), where)
+    limit = _limit(failure)
     if limit is not None:
         return ResourceLimitError(limit)
-    stack = _program_frames(frames, program)
-    where = stack[-1] if stack else None
-    injected = outcome.injected.get((kind, message))
+    injected = _injected(failure, where, outcome)
     if injected is not None:
         return type(injected)(injected.detail, where=where, traceback=stack)
-    name = _NAME_ERROR.match(message) if kind == "NameError" else None
-    if name and name.group(1) in program.roots and _runs_at_load(frames, program):
-        return _program_error(
-            "capabilities can only be called while main() runs, not when the module loads",
-            where,
-            stack,
-        )
+    if (
+        failure.exc_type == "NameError"
+        and _names_a_namespace(failure.message, program)
+        and any(f.function == "<module>" and f.line <= len(program.lines) for f in failure.frames)
+    ):
+        return _program_error(LOAD_MESSAGE, where, stack)
     if where is None:
-        return _entry_point_error(kind, message)
-    text = f"{kind}: {message}" if message else kind
-    return _program_error(text, where, stack)
+        return _entry_point_error(failure)
+    return _program_error(_text(failure), where, stack)
 
 
-def _limit(kind: str, message: str, frames: list[pm.Frame], printed_cap: int) -> LimitKind | None:
-    """The limit an interpreter error reports, if it is one (limit trips carry no frames)."""
-    if kind == "TimeoutError" and not frames:
+def _limit(failure: SandboxFailure) -> LimitKind | None:
+    """The limit an interpreter error reports, if it is one.
+
+    The interpreter reports a trip as an exception: a frameless TimeoutError, a
+    MemoryError with its own fixed text, a RecursionError, or the suspension-limit
+    RuntimeError. (A program that raises such an error itself is told the same.)
+    """
+    kind, message = failure.exc_type, failure.message
+    if kind == "TimeoutError" and not failure.frames:
         return LimitKind.INTERPRETER_TIME
-    if kind == "MemoryError" and "memory limit" in message:
-        over = _OVER_BYTES.search(message)
-        if over and int(over.group(1)) == printed_cap:
-            return LimitKind.PRINTED_OUTPUT
+    if kind == "MemoryError" and _MEMORY_TRIP.match(message):
         return LimitKind.MEMORY
     if kind == "RecursionError":
         return LimitKind.RECURSION_DEPTH
@@ -94,23 +98,38 @@ def _limit(kind: str, message: str, frames: list[pm.Frame], printed_cap: int) ->
     return None
 
 
-def _innermost(frames: list[pm.Frame], program: Program) -> Where | None:
-    """The innermost frame inside the submitted program (trailer frames are dropped)."""
-    stack = _program_frames(frames, program)
-    return stack[-1] if stack else None
+_MEMORY_TRIP = re.compile(r"^memory limit exceeded: \d+ bytes > \d+ bytes$")
 
 
-def _program_frames(frames: list[pm.Frame], program: Program) -> tuple[Where, ...]:
-    """The frames inside the submitted program, outermost first."""
-    stack = (
-        program.where(f.line, f.column, f.end_line, f.end_column, f.function_name) for f in frames
-    )
+def _injected(
+    failure: SandboxFailure, where: Where | None, outcome: Outcome
+) -> CodeModeError | None:
+    """The error a capability call raised in the program, if this is it, uncaught.
+
+    Recognised by the call that raised it: the innermost frame is that call expression,
+    and type and message are the ones raised there. A program that raises its own
+    exception with the same text anywhere else gets its own error back.
+    """
+    if where is None:
+        return None
+    found = outcome.injected.get((where.line, where.column))
+    if found is None or found[:2] != (failure.exc_type, failure.message):
+        return None
+    return found[2]
+
+
+def _names_a_namespace(message: str, program: Program) -> bool:
+    return any(message == f"name '{root}' is not defined" for root in program.roots)
+
+
+def _text(failure: SandboxFailure) -> str:
+    return f"{failure.exc_type}: {failure.message}" if failure.message else failure.exc_type
+
+
+def _program_frames(frames: tuple[Frame, ...], program: Program) -> tuple[Where, ...]:
+    """The frames inside the submitted program, outermost first (trailer frames dropped)."""
+    stack = (program.where(f.line, f.column, f.end_line, f.end_column, f.function) for f in frames)
     return tuple(where for where in stack if where is not None)
-
-
-def _runs_at_load(frames: list[pm.Frame], program: Program) -> bool:
-    """Whether the failing code runs while the module body loads (not under main())."""
-    return any(f.function_name == "<module>" and 1 <= f.line <= len(program.lines) for f in frames)
 
 
 def _program_error(
@@ -120,15 +139,19 @@ def _program_error(
     return InvalidProgramError(detail, where=where, traceback=stack)
 
 
-def _entry_point_error(kind: str, message: str) -> InvalidProgramError:
-    """A failure in the trailer that calls main(): the entry point itself is wrong."""
-    if kind == "NameError":
+def _entry_point_error(failure: SandboxFailure) -> CodeModeError:
+    """A failure in the trailer that calls main(): the entry point itself is wrong.
+
+    Only shapes the program certainly caused are named; anything else raised outside the
+    program's own frames is not the program's text to echo.
+    """
+    if failure.exc_type == "NameError" and failure.message == "name 'main' is not defined":
         return InvalidProgramError(NO_MAIN)
-    if kind == "TypeError" and "argument" in message:
+    if failure.exc_type == "TypeError" and "argument" in failure.message:
         return InvalidProgramError("main() must take no parameters")
-    if kind == "TypeError":
+    if failure.exc_type == "TypeError":
         return InvalidProgramError("main must be a function defined with def main():")
-    return InvalidProgramError(f"{kind}: {message}" if message else kind)
+    return InternalError()
 
 
-__all__ = ["Outcome", "classify"]
+__all__ = ["Outcome", "Stop", "classify"]

@@ -1,37 +1,40 @@
-"""One capability call: bind -> authorize -> invoke -> convert.
+"""One capability call: bind -> authorize -> invoke -> project.
 
 Failures the program may handle (denied, policy failure, handler failure) are raised
-inside the program with only their safe text; failures of the program itself (arguments
-that do not bind, limits) stop the execution. Host exceptions go to the host log only.
+inside the program with only their fixed text; failures of the program itself (arguments
+that do not bind, limits) stop the execution. Host exceptions, whatever they are
+(`SystemExit` from a handler included), go to the host log only.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import copy
 import inspect
+import itertools
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
-
-import pydantic_core
-import pydantic_monty as pm
 
 from codemode.authz import AuthorizationRequest, Authorizer, Denied
 from codemode.binding import bind
 from codemode.capabilities import Capability
+from codemode.capabilities.results import Projected
 from codemode.context import CallContext
 from codemode.errors import (
     AgentError,
     CapabilityFailedError,
     CodeModeError,
+    InternalError,
     PermissionDeniedError,
     PolicyFailureError,
     ResourceLimitError,
+    Where,
     sanitize_agent_message,
 )
 from codemode.events import (
@@ -44,32 +47,95 @@ from codemode.events import (
     Event,
 )
 from codemode.limits import LimitKind, Limits
+from codemode.runtime.classify import Stop
 from codemode.tracing import Span, call_span
-from codemode.values import to_guest
 
 log = logging.getLogger("codemode")
 T = TypeVar("T")
 
 
-class Stop(Exception):
-    """Ends the execution with `error`; the program cannot catch it."""
-
-    def __init__(self, error: CodeModeError) -> None:
-        self.error = error
-        super().__init__(str(error))
-
-
 class Raise(Exception):
-    """Raises `error` inside the program as `exc_type`, carrying only the safe text."""
+    """Raises `error` inside the program as `exc_type`, carrying only its fixed text."""
 
-    def __init__(self, error: CodeModeError, exc_type: pm.ExcType) -> None:
+    def __init__(self, error: CodeModeError, exc_type: str) -> None:
         self.error = error
         self.exc_type = exc_type
-        super().__init__(str(error))
+        super().__init__(error.code.value)
+
+
+class HostExit(Exception):
+    """A `BaseException` that host code raised (SystemExit, KeyboardInterrupt, ...),
+    carried as an ordinary failure so that it ends the call, never the server."""
+
+
+def _nothing() -> None:
+    return None
+
+
+def _nowhere() -> Where | None:
+    return None
+
+
+Locate = Callable[[], "Where | None"]
+"""Finds the call site of a capability call (positions are built only when needed)."""
+
+
+class HostClock:
+    """Deadlines of the host code running now for one execution.
+
+    Whoever waits on the execution (the caller, or the loop of an async program) reads
+    the earliest deadline and the error it means, so a handler that never returns is
+    answered on time without a thread of its own.
+    """
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        """The execution's own deadline (monotonic seconds)."""
+        self._running: dict[int, tuple[float, CodeModeError, Locate]] = {}
+        self._lock = threading.Lock()
+        self._tokens = itertools.count()
+        self.on_change: Callable[[], None] = _nothing
+        """Called when a deadline starts, so whoever waits can wait for the new earliest."""
+
+    @contextlib.contextmanager
+    def running(
+        self, deadline: float, error: CodeModeError, locate: Locate = _nowhere
+    ) -> Iterator[None]:
+        """Host code runs until `deadline`; past it the execution fails with `error`,
+        at the call site `locate` finds."""
+        token = next(self._tokens)
+        with self._lock:
+            self._running[token] = (deadline, error, locate)
+        if deadline < self.deadline:
+            self.on_change()
+        try:
+            yield
+        finally:
+            with self._lock:
+                del self._running[token]
+
+    def next_deadline(self) -> float:
+        """The earliest deadline now in force (monotonic seconds)."""
+        with self._lock:
+            return min((entry[0] for entry in self._running.values()), default=self.deadline)
+
+    def overdue(self) -> CodeModeError:
+        """The error of the earliest deadline, placed at its call site."""
+        earliest: tuple[float, CodeModeError, Locate] = (self.deadline, _EXECUTION_TIME, _nowhere)
+        with self._lock:
+            for entry in self._running.values():
+                if entry[0] < earliest[0]:
+                    earliest = entry
+        _, error, locate = earliest
+        return type(error)(error.detail, where=locate())
+
+    def in_host(self) -> bool:
+        """Whether host code is running (a driver there cannot notice it is overdue)."""
+        return bool(self._running)
 
 
 class Bridge:
-    """Runs coroutines (async handlers and authorizers) on an event loop from the driver."""
+    """Runs coroutines (async handlers and authorizers) on an event loop from a thread."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
@@ -78,7 +144,7 @@ class Bridge:
         self.lock = threading.Lock()
 
     def run(self, awaitable: Awaitable[T], timeout: float, on_timeout: CodeModeError) -> T:
-        future = asyncio.run_coroutine_threadsafe(_as_coroutine(awaitable), self.loop)
+        future = asyncio.run_coroutine_threadsafe(_guarded(awaitable), self.loop)
         with self.lock:
             if self.closed:
                 future.cancel()
@@ -101,8 +167,14 @@ class Bridge:
             future.cancel()
 
 
-async def _as_coroutine(awaitable: Awaitable[T]) -> T:
-    return await awaitable
+async def _guarded(awaitable: Awaitable[T]) -> T:
+    """Await host code; an exit it raises must not stop the event loop it runs on."""
+    try:
+        return await awaitable
+    except (Exception, asyncio.CancelledError):
+        raise
+    except BaseException as exc:
+        raise HostExit(type(exc).__name__) from exc
 
 
 @dataclass
@@ -114,12 +186,12 @@ class Dispatcher:
     authorizer: Authorizer
     limits: Limits
     bridge: Bridge
-    remaining: Callable[[], float]
-    """Seconds left before the execution deadline."""
+    clock: HostClock
+    stopped: Callable[[], CodeModeError | None]
+    """Why the execution was stopped, if it was (checked after host code returns)."""
     emit: Callable[[Event], None] | None
-    """Where audit events go; None builds none at all."""
-    threads: concurrent.futures.Executor
-    """Where sync handlers with a timeout shorter than the deadline run."""
+    """Where audit events go; None builds none at all. A failure to record an event before
+    a handler runs means the call does not run."""
     trace_arguments: bool = False
     """Whether call spans record argument values (off: they may be sensitive)."""
 
@@ -130,13 +202,22 @@ class Dispatcher:
         self.span = Span()
         """The execution's span, parent of every call span."""
 
-    def call(self, capability: Capability, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """Run one call and return the value the program receives (or raise Stop/Raise)."""
+    def remaining(self) -> float:
+        return self.clock.deadline - time.monotonic()
+
+    def call(
+        self,
+        capability: Capability,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        locate: Locate = _nowhere,
+    ) -> Projected:
+        """Run one call and return what the program receives (or raise Stop/Raise)."""
         if self.span.span is None:
-            return self._call(capability, args, kwargs, self.span)
+            return self._call(capability, args, kwargs, self.span, locate)
         with call_span(self.span, capability.name, capability.id) as span:
             try:
-                value = self._call(capability, args, kwargs, span)
+                value = self._call(capability, args, kwargs, span, locate)
             except (Stop, Raise) as failure:
                 span.outcome(failure.error.code.value)
                 raise
@@ -144,8 +225,13 @@ class Dispatcher:
             return value
 
     def _call(
-        self, capability: Capability, args: tuple[Any, ...], kwargs: dict[str, Any], span: Span
-    ) -> Any:
+        self,
+        capability: Capability,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        span: Span,
+        locate: Locate,
+    ) -> Projected:
         started = time.monotonic()
         base: dict[str, Any] = {
             "execution_id": self.execution_id,
@@ -159,83 +245,85 @@ class Dispatcher:
             self._event(CallAttempted, **base)
             self._event(CallFailed, **base, code=error.code.value, duration_seconds=0)
             raise Stop(error) from None
+        except BaseException as exc:  # a host validator failed in its own way
+            self._log("an argument validator failed on", capability, exc)
+            self._event(CallAttempted, **base)
+            self._event(CallFailed, **base, code="capability_failed", duration_seconds=0, error=exc)
+            raise Raise(CapabilityFailedError(), "RuntimeError") from None
         base["arguments"] = bound.arguments
         if self.trace_arguments:
             span.arguments(bound.arguments)
-        self._event(CallAttempted, **base)
-        request = AuthorizationRequest(
-            self.subject,
-            capability.id,
-            capability.name,
-            dict(bound.arguments) if capability.flat else copy.deepcopy(bound.arguments),
-            self.execution_id,
-        )
-        try:
-            self._await(self.authorizer(request), self.remaining(), _EXECUTION_TIME)
-        except Stop:
-            raise
-        except Denied as exc:
-            self._log("denied", capability, exc)
-            self._event(CallDenied, **base, code="permission_denied", reason=exc)
-            raise Raise(PermissionDeniedError(), "PermissionError") from None
-        except Exception as exc:
-            self._log("authorizer failed on", capability, exc)
-            self._event(CallDenied, **base, code="policy_failure", reason=exc)
-            raise Raise(PolicyFailureError(), "RuntimeError") from None
-        self._event(CallAuthorized, **base)
+        self._event(CallAttempted, required=True, **base)
+        self._authorize(capability, bound.arguments, base)
+        self._event(CallAuthorized, required=True, **base)
         handler_kwargs = dict(bound.handler_kwargs)
         if capability.context_parameter is not None:
             handler_kwargs[capability.context_parameter] = CallContext(
                 self.subject, capability.name, capability.id, self.execution_id
             )
         try:
-            value = self._invoke(capability, handler_kwargs)
-            result = self._convert(capability, value)
+            projected = self._invoke(capability, handler_kwargs, locate)
         except (Stop, Raise) as failure:
-            cause = failure.__cause__ or failure.__context__
+            cause = failure.__cause__
             self._event(
                 CallFailed,
                 **base,
                 code=failure.error.code.value,
                 duration_seconds=self._finished(started),
-                error=cause if isinstance(cause, Exception) else None,
+                error=cause if isinstance(cause, BaseException) else None,
             )
             raise
         self._event(CallCompleted, **base, duration_seconds=self._finished(started))
-        return result
+        stopped = self.stopped()
+        if stopped is not None:
+            raise Stop(stopped)
+        self._count(projected.size)
+        return projected
 
-    def _event(self, kind: type[CallEvent], **fields: Any) -> None:
-        """Build and deliver an event, only when someone listens."""
-        if self.emit is not None:
-            self.emit(kind(time=time.time(), **fields))
+    def _authorize(self, capability: Capability, arguments: Any, base: dict[str, Any]) -> None:
+        request = AuthorizationRequest(
+            self.subject,
+            capability.id,
+            capability.name,
+            dict(arguments) if capability.flat else copy.deepcopy(arguments),
+            self.execution_id,
+        )
+        try:
+            with self.clock.running(self.clock.deadline, _EXECUTION_TIME):
+                decision = self.authorizer(request)
+                if inspect.isawaitable(decision):
+                    self.bridge.run(decision, self.remaining(), _EXECUTION_TIME)
+        except Stop:
+            raise
+        except Denied as exc:
+            log.info(
+                "execution %s: denied %s (%s)", self.execution_id, capability.name, capability.id
+            )
+            self._event(CallDenied, **base, code="permission_denied", reason=exc)
+            raise Raise(PermissionDeniedError(), "PermissionError") from None
+        except BaseException as exc:
+            self._log("authorizer failed on", capability, exc)
+            self._event(CallDenied, **base, code="policy_failure", reason=exc)
+            raise Raise(PolicyFailureError(), "RuntimeError") from None
 
-    def _finished(self, started: float) -> float:
-        elapsed = time.monotonic() - started
-        with self.lock:
-            self.host_seconds += elapsed
-        return elapsed
+    def _invoke(self, capability: Capability, kwargs: dict[str, Any], locate: Locate) -> Projected:
+        """Run the handler and project its result, within its time budget.
 
-    def _invoke(self, capability: Capability, kwargs: dict[str, Any]) -> Any:
-        """Run the handler within its time budget; failures become Raise or Stop."""
+        A sync handler runs on this thread; past its deadline whoever waits on the
+        execution answers for it and abandons this thread, so nothing here waits on a pool.
+        """
         budget = capability.timeout or self.limits.max_capability_seconds
         remaining = self.remaining()
         on_timeout = _CAPABILITY_TIME if budget < remaining else _EXECUTION_TIME
         try:
-            if capability.is_async:
-                coroutine = capability.handler(**kwargs)
-                return self.bridge.run(coroutine, min(budget, remaining), on_timeout)
-            if budget >= remaining:
-                return capability.handler(**kwargs)  # the execution deadline bounds it
-            future = self.threads.submit(capability.handler, **kwargs)
-            try:
-                return future.result(timeout=budget)
-            except concurrent.futures.TimeoutError:
-                log.warning(
-                    "execution %s: abandoned capability %s after its timeout",
-                    self.execution_id,
-                    capability.name,
-                )
-                raise Stop(on_timeout) from None
+            deadline = time.monotonic() + min(budget, remaining)
+            with self.clock.running(deadline, on_timeout, locate):
+                if capability.is_async:
+                    coroutine = capability.handler(**kwargs)
+                    value = self.bridge.run(coroutine, min(budget, remaining), on_timeout)
+                else:
+                    value = capability.handler(**kwargs)
+                return capability.projection.project(value)
         except (Stop, Raise):
             raise
         except AgentError as exc:
@@ -244,30 +332,44 @@ class Dispatcher:
             )
             detail = sanitize_agent_message(exc.message)
             raise Raise(CapabilityFailedError(detail), "RuntimeError") from exc
-        except Exception as exc:
-            self._log("handler failed:", capability, exc)
+        except BaseException as exc:
+            self._log("handler or its result failed:", capability, exc)
             raise Raise(CapabilityFailedError(), "RuntimeError") from exc
 
-    def _await(self, value: Any, timeout: float, on_timeout: CodeModeError) -> Any:
-        """The value, or what it resolves to when the authorizer is async."""
-        if inspect.isawaitable(value):
-            return self.bridge.run(value, timeout, on_timeout)
-        return value
-
-    def _convert(self, capability: Capability, value: Any) -> Any:
-        """Check the result against its declared type and size, and shape it for the program."""
-        try:
-            size = len(capability.result_adapter.dump_json(value, warnings="error"))
-        except (pydantic_core.PydanticSerializationError, ValueError, TypeError) as exc:
-            self._log("result does not match its declared type from", capability, exc)
-            raise Raise(CapabilityFailedError(), "RuntimeError") from exc
+    def _count(self, size: int) -> None:
         if size > self.limits.max_result_bytes:
             raise Stop(ResourceLimitError(LimitKind.RESULT_SIZE))
         with self.lock:
             self.result_bytes += size
             if self.result_bytes > self.limits.max_total_result_bytes:
                 raise Stop(ResourceLimitError(LimitKind.TOTAL_RESULT_SIZE))
-        return to_guest(value) if capability.converts_result else value
+
+    def _event(self, kind: type[CallEvent], *, required: bool = False, **fields: Any) -> None:
+        """Build and deliver an event, only when someone listens.
+
+        A `required` event is one recorded before the handler runs: if it cannot be
+        recorded, the call does not run (fail closed).
+        """
+        if self.emit is None:
+            return
+        try:
+            self.emit(kind(time=time.time(), **fields))
+        except BaseException as exc:
+            log.error(
+                "execution %s: the audit sink failed on %s%s",
+                self.execution_id,
+                kind.__name__,
+                "; the call does not run" if required else "",
+                exc_info=exc,
+            )
+            if required:
+                raise Stop(InternalError()) from None
+
+    def _finished(self, started: float) -> float:
+        elapsed = time.monotonic() - started
+        with self.lock:
+            self.host_seconds += elapsed
+        return elapsed
 
     def _log(self, what: str, capability: Capability, exc: BaseException) -> None:
         log.warning(
@@ -284,4 +386,4 @@ _EXECUTION_TIME = ResourceLimitError(LimitKind.EXECUTION_TIME)
 _CAPABILITY_TIME = ResourceLimitError(LimitKind.CAPABILITY_TIME)
 
 
-__all__ = ["Bridge", "Dispatcher", "Raise", "Stop"]
+__all__ = ["Bridge", "Dispatcher", "HostClock", "HostExit", "Raise"]

@@ -1,8 +1,9 @@
-"""The engine of one CodeMode: the worker pool, the driver threads, the loop for async
-host code, and the modules and prepared programs of each set of capabilities.
+"""The engine of one CodeMode: the sandbox, the driver threads, the loop for async host
+code, and what each set of visible capabilities shares (modules, prepared programs).
 
-Each execution's driver runs on a thread of its own, so that the caller returns on time
-even when a handler hangs.
+Each execution's driver runs on a thread of its own, and the caller waits for it with
+the earliest deadline in force, so the caller is answered on time whatever host code
+does; a driver stuck in host code is abandoned (counted and reported), never waited for.
 """
 
 from __future__ import annotations
@@ -11,88 +12,69 @@ import asyncio
 import concurrent.futures
 import contextlib
 import logging
-import os
 import threading
+import time
+from collections import OrderedDict
 from collections.abc import Mapping
-from typing import Any
-
-import pydantic_monty as pm
 
 from codemode.capabilities import Capability
-from codemode.errors import ExecutionCanceledError, ResourceLimitError
-from codemode.limits import LimitKind, Limits
+from codemode.errors import CodeModeError, ExecutionCanceledError, InternalError
+from codemode.limits import Limits
 from codemode.runtime.dispatch import Bridge
-from codemode.runtime.execution import Execution, ExecutionResult
+from codemode.runtime.execution import Abandoned, Execution, ExecutionResult, Setup
 from codemode.runtime.program import Programs
+from codemode.runtime.sandbox import Sandbox
 
 log = logging.getLogger("codemode")
 
-_STOP_GRACE_SECONDS = 0.5
-"""How long past its deadline a caller waits for a driver that is stuck in host code."""
+UNWIND_SECONDS = 0.5
+"""How long a caller waits for a stopped driver to unwind, when it is not in host code."""
+MAX_ABANDONED_THREADS = 64
+"""Threads stuck in host code past their deadline before new executions are refused."""
 _VIEWS_KEPT = 64
 """Capability sets (one per visibility view) whose modules and programs stay cached."""
 
 
 class Engine:
-    """The worker pool, the driver threads and the loop for async host code of one CodeMode."""
+    """The sandbox, the driver threads and the loop for async host code of one CodeMode."""
 
-    def __init__(self, limits: Limits, worker_binary: str | os.PathLike[str] | None = None) -> None:
+    def __init__(self, limits: Limits, sandbox: Sandbox) -> None:
         self.limits = limits
-        self.worker_binary = worker_binary
+        self.sandbox = sandbox
         self.slots = threading.BoundedSemaphore(limits.max_concurrent_executions)
+        self.abandoned = Abandoned(MAX_ABANDONED_THREADS)
+        self.drivers = concurrent.futures.ThreadPoolExecutor(
+            limits.max_concurrent_executions + MAX_ABANDONED_THREADS, "codemode-driver"
+        )
         self._lock = threading.Lock()
-        self._pool: pm.Monty | None = None
-        self._views: dict[
-            int, tuple[Mapping[str, Capability], dict[str, pm.ExternalModule], Programs]
-        ] = {}
+        self._setups: OrderedDict[int, tuple[Mapping[str, Capability], Setup]] = OrderedDict()
         self._loop: tuple[asyncio.AbstractEventLoop, threading.Thread] | None = None
         self._running: set[Execution] = set()
-        workers = 2 * limits.max_concurrent_executions
-        self.drivers = concurrent.futures.ThreadPoolExecutor(workers, "codemode-driver")
-        self.calls = concurrent.futures.ThreadPoolExecutor(32, "codemode-call")
 
-    @property
-    def pool(self) -> pm.Monty:
-        with self._lock:
-            if self._pool is None:
-                pool = pm.Monty(
-                    binary_path=None
-                    if self.worker_binary is None
-                    else os.fspath(self.worker_binary),
-                    min_processes=1,
-                    max_processes=2 * self.limits.max_concurrent_executions,
-                    request_timeout=self.limits.max_execution_seconds + 5,
-                )
-                pool.__enter__()
-                self._pool = pool
-            return self._pool
-
-    def modules(
-        self, capabilities: Mapping[str, Capability], roots: frozenset[str]
-    ) -> dict[str, pm.ExternalModule]:
-        """The interpreter modules of the namespaces a program uses (built once per set)."""
-        modules = self._per_view(capabilities)[0]
-        return {root: modules[root] for root in roots}
-
-    def programs(self, capabilities: Mapping[str, Capability]) -> Programs:
-        """Prepared programs for one set of capabilities."""
-        return self._per_view(capabilities)[1]
-
-    def _per_view(
-        self, capabilities: Mapping[str, Capability]
-    ) -> tuple[dict[str, pm.ExternalModule], Programs]:
+    def setup(self, capabilities: Mapping[str, Capability]) -> Setup:
+        """What executions over this (interned) set of capabilities share, built once."""
         key = id(capabilities)
         with self._lock:
-            found = self._views.get(key)
-            if found is None or found[0] is not capabilities:
-                found = (capabilities, _build_modules(list(capabilities)), Programs(capabilities))
-                self._views[key] = found
-                while len(self._views) > _VIEWS_KEPT:
-                    self._views.pop(next(iter(self._views)))
-            return found[1], found[2]
+            found = self._setups.get(key)
+            if found is not None and found[0] is capabilities:
+                self._setups.move_to_end(key)
+                return found[1]
+            setup = Setup(
+                capabilities=capabilities,
+                programs=Programs(capabilities),
+                modules=self.sandbox.modules(capabilities),
+                sandbox=self.sandbox,
+                limits=self.limits,
+                slots=self.slots,
+                abandoned=self.abandoned,
+            )
+            self._setups[key] = (capabilities, setup)
+            while len(self._setups) > _VIEWS_KEPT:
+                self._setups.popitem(last=False)
+            return setup
 
     def private_bridge(self) -> Bridge:
-        """A loop on a background thread, for async handlers when the caller has none."""
+        """A loop on a background thread, for async host code when the caller has none."""
         with self._lock:
             if self._loop is None:
                 loop = asyncio.new_event_loop()
@@ -105,56 +87,111 @@ class Engine:
 
     def execute(self, execution: Execution) -> ExecutionResult:
         """Run on a driver thread and wait for it, returning on time whatever host code does."""
-        self._running.add(execution)
+        future = self._submit(execution)
+        changed = threading.Event()
+        execution.clock.on_change = changed.set
+        future.add_done_callback(lambda _: changed.set())
         try:
-            future = self.drivers.submit(execution.drive)
-            try:
-                return future.result(timeout=execution.remaining() + _STOP_GRACE_SECONDS)
-            except concurrent.futures.TimeoutError:
-                raise _overdue(execution) from None
+            while True:
+                changed.clear()
+                if future.done():
+                    return future.result()
+                left = execution.clock.next_deadline() - time.monotonic()
+                if left <= 0:
+                    break
+                changed.wait(left)
+            in_host, error = execution.clock.in_host(), execution.clock.overdue()
+            execution.stop(error)
+            if not in_host:
+                with contextlib.suppress(concurrent.futures.TimeoutError):
+                    return future.result(timeout=UNWIND_SECONDS)
+            raise self._abandon(execution, future, error)
+        except (KeyboardInterrupt, SystemExit):  # raised in the caller's own thread
+            execution.stop(ExecutionCanceledError())
+            raise
         finally:
-            self._running.discard(execution)
+            self._done(execution)
 
     async def execute_async(self, execution: Execution) -> ExecutionResult:
-        self._running.add(execution)
+        """As `execute`, awaiting; a cancelled caller cancels the execution."""
+        future = self._submit(execution)
+        loop = asyncio.get_running_loop()
+        changed = asyncio.Event()
+
+        def notify() -> None:
+            with contextlib.suppress(RuntimeError):  # the caller's loop is gone
+                loop.call_soon_threadsafe(changed.set)
+
+        execution.clock.on_change = notify
+        future.add_done_callback(lambda _: notify())
         try:
-            future = asyncio.wrap_future(self.drivers.submit(execution.drive))
-            try:
-                return await asyncio.wait_for(
-                    future, timeout=execution.remaining() + _STOP_GRACE_SECONDS
-                )
-            except TimeoutError:
-                raise _overdue(execution) from None
-            except asyncio.CancelledError:
-                execution.stop(ExecutionCanceledError())
-                raise
+            while True:
+                changed.clear()
+                if future.done():
+                    return future.result()
+                left = execution.clock.next_deadline() - time.monotonic()
+                if left <= 0:
+                    break
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(changed.wait(), left)
+            in_host, error = execution.clock.in_host(), execution.clock.overdue()
+            execution.stop(error)
+            if not in_host:
+                with contextlib.suppress(TimeoutError):
+                    return await asyncio.wait_for(asyncio.wrap_future(future), UNWIND_SECONDS)
+            raise self._abandon(execution, future, error)
+        except asyncio.CancelledError:
+            execution.stop(ExecutionCanceledError())
+            raise
         finally:
+            self._done(execution)
+
+    def _submit(self, execution: Execution) -> concurrent.futures.Future[ExecutionResult]:
+        if self.abandoned.full:
+            log.error(
+                "refusing execution %s: %d threads are stuck in host code past their deadline",
+                execution.execution_id,
+                self.abandoned.count,
+            )
+            execution.answer_given()
+            raise InternalError()
+        with self._lock:
+            self._running.add(execution)
+        return self.drivers.submit(execution.drive)
+
+    def _done(self, execution: Execution) -> None:
+        execution.answer_given()
+        with self._lock:
             self._running.discard(execution)
 
+    def _abandon(
+        self,
+        execution: Execution,
+        future: concurrent.futures.Future[ExecutionResult],
+        error: CodeModeError,
+    ) -> CodeModeError:
+        """Answer now, leaving a driver stuck in host code to finish on its own."""
+        execution.report_abandoned("the driver", self.abandoned.add(future))
+        return type(error)(error.detail, where=error.where, printed=execution.printer.text)
+
     def close(self) -> None:
-        """Cancel running executions, stop the workers and threads."""
-        for execution in list(self._running):
-            execution.stop(ExecutionCanceledError())
-        self.drivers.shutdown(wait=True, cancel_futures=True)
-        self.calls.shutdown(wait=False, cancel_futures=True)
+        """Cancel running executions and stop the workers, without waiting on host code."""
         with self._lock:
-            if self._pool is not None:
-                self._pool.__exit__(None, None, None)
-                self._pool = None
-            if self._loop is not None:
-                loop, thread = self._loop
-                with contextlib.suppress(Exception):
-                    asyncio.run_coroutine_threadsafe(_cancel_tasks(), loop).result(timeout=5)
-                loop.call_soon_threadsafe(loop.stop)
-                thread.join()
+            running = list(self._running)
+        for execution in running:
+            execution.stop(ExecutionCanceledError())
+        self.drivers.shutdown(wait=False, cancel_futures=True)
+        self.sandbox.close()
+        with self._lock:
+            loop_and_thread, self._loop = self._loop, None
+        if loop_and_thread is not None:
+            loop, thread = loop_and_thread
+            with contextlib.suppress(Exception):
+                asyncio.run_coroutine_threadsafe(_cancel_tasks(), loop).result(timeout=1)
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(timeout=1)
+            if not thread.is_alive():
                 loop.close()
-                self._loop = None
-
-
-def _overdue(execution: Execution) -> ResourceLimitError:
-    """Stop a driver stuck past its deadline; the caller gets the limit error right away."""
-    execution.stop(ResourceLimitError(LimitKind.EXECUTION_TIME))
-    return ResourceLimitError(LimitKind.EXECUTION_TIME, printed=execution.printer.text)
 
 
 async def _cancel_tasks() -> None:
@@ -165,27 +202,4 @@ async def _cancel_tasks() -> None:
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def _build_modules(names: list[str]) -> dict[str, pm.ExternalModule]:
-    """Nested interpreter modules, one per root namespace, holding only enabled capabilities."""
-    tree: dict[str, Any] = {}
-    for name in names:
-        *namespaces, leaf = name.split(".")
-        node = tree
-        for part in namespaces:
-            node = node.setdefault(part, {})
-        node[leaf] = _placeholder
-
-    def build(node: dict[str, Any]) -> pm.ExternalModule:
-        return pm.ExternalModule(
-            {k: build(v) if isinstance(v, dict) else v for k, v in node.items()}
-        )
-
-    return {root: build(node) for root, node in tree.items()}
-
-
-def _placeholder(*args: Any, **kwargs: Any) -> Any:
-    """Stands in for a capability in its module; the dispatch loop answers every call."""
-    raise AssertionError("capabilities are dispatched by the engine")
-
-
-__all__ = ["Engine"]
+__all__ = ["MAX_ABANDONED_THREADS", "UNWIND_SECONDS", "Engine"]

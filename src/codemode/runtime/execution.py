@@ -1,50 +1,51 @@
-"""The dispatch loop of one execution: one checkout of a pool worker, one feed.
+"""The dispatch loop of one execution: one run in the sandbox, one feed.
 
-Each capability call suspends the interpreter; the driver binds, authorizes and runs it,
-then resumes. A worker that hit a limit, crashed or was abandoned is killed, so the pool
-never hands it out again.
+Each capability call suspends the program; the driver binds, authorizes and runs it,
+then answers. Everything this loop learns of the run goes through the `Sandbox` seam,
+and every failure, whatever raised it, leaves `drive()` as exactly one CodeModeError.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import hashlib
 import logging
-import os
-import signal
 import threading
 import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
-import pydantic_monty as pm
+from typing import Any
 
 from codemode.authz import Authorizer
 from codemode.capabilities import Capability
 from codemode.errors import (
-    PROGRAM_FILE,
     CodeModeError,
     InternalError,
     InvalidProgramError,
     ResourceLimitError,
 )
-from codemode.events import EventHandler, ExecutionFinished, ExecutionStarted
+from codemode.events import (
+    Event,
+    EventHandler,
+    ExecutionFinished,
+    ExecutionStarted,
+    HostCodeAbandoned,
+)
 from codemode.limits import LimitKind, Limits
-from codemode.runtime.classify import Outcome, classify
-from codemode.runtime.dispatch import Bridge, Dispatcher, Raise, Stop
-from codemode.runtime.program import Program
+from codemode.runtime.classify import Outcome, Stop, classify
+from codemode.runtime.dispatch import Bridge, Dispatcher, HostClock, Raise
+from codemode.runtime.program import Program, Programs
+from codemode.runtime.sandbox import Answer, Call, Done, Injected, Returned, Run, Sandbox, Step
 from codemode.tracing import execution_span
 from codemode.types import JSONObject, JSONValue
 from codemode.values import TooBig, TooDeep, ValueProblem, json_size, to_json
 
 log = logging.getLogger("codemode")
 
-if TYPE_CHECKING:
-    from codemode.runtime.engine import Engine
+CALL_THREADS = 16
+"""Threads one `async def main` may run capability calls on at once; more calls queue."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,8 +88,52 @@ class ExecutionResult:
     execution_id: str
 
 
+class Abandoned:
+    """Threads left running in host code past their deadline, counted engine-wide.
+
+    A thread stuck in a handler cannot be stopped; it is left to finish on its own,
+    holding no slot. Past `limit` of them the engine refuses new executions.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.count = 0
+        self._lock = threading.Lock()
+
+    def add(self, future: concurrent.futures.Future[Any]) -> int:
+        with self._lock:
+            self.count += 1
+            count = self.count
+        future.add_done_callback(self._done)
+        return count
+
+    def _done(self, future: concurrent.futures.Future[Any]) -> None:
+        with self._lock:
+            self.count -= 1
+
+    @property
+    def full(self) -> bool:
+        return self.count >= self.limit
+
+
+@dataclass(frozen=True, slots=True)
+class Setup:
+    """What every execution over one set of capabilities shares (built by the engine)."""
+
+    capabilities: Mapping[str, Capability]
+    """The capabilities executions may see and call, by name."""
+    programs: Programs
+    modules: object
+    """The sandbox's namespaces for these capabilities."""
+    sandbox: Sandbox
+    limits: Limits
+    slots: threading.BoundedSemaphore
+    """One per execution allowed to run at once."""
+    abandoned: Abandoned
+
+
 class _Printer:
-    """Collects print() output up to a cap; a flood past it stops the worker at once."""
+    """Collects print() output up to a cap; a flood past it stops the execution at once."""
 
     def __init__(self, cap: int, on_flood: Callable[[], None]) -> None:
         self.cap = cap
@@ -101,7 +146,7 @@ class _Printer:
         if self.flooded:
             return
         room = self.cap - self.size
-        encoded = text.encode("utf-8")
+        encoded = text.encode("utf-8", errors="surrogatepass")
         if len(encoded) > room:
             self.parts.append(encoded[:room].decode("utf-8", errors="ignore"))
             self.size = self.cap
@@ -116,50 +161,52 @@ class _Printer:
         return "".join(self.parts)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, kw_only=True)
 class Execution:
     """One run of one program: the driver's state, shared with the waiting caller."""
 
     source: str
     subject: str
-    capabilities: Mapping[str, Capability]
-    """The capabilities this execution may see and call, by name."""
+    setup: Setup
     authorizer: Authorizer
-    limits: Limits
     bridge: Bridge
-    engine: Engine
-    emit: EventHandler
-    emits: bool = True
-    """Whether anyone listens to call events (skipped entirely otherwise)."""
+    emit: EventHandler | None = None
+    """Where audit events go; None when nobody listens."""
     trace_arguments: bool = False
     execution_id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     def __post_init__(self) -> None:
+        limits = self.setup.limits
         self.started = time.monotonic()
-        self.deadline = self.started + self.limits.max_execution_seconds
-        self.outcome = Outcome(program=None, printed_cap=self.limits.max_printed_bytes)
-        self.printer = _Printer(self.limits.max_printed_bytes, self._on_flood)
+        self.clock = HostClock(self.started + limits.max_execution_seconds)
+        self.outcome = Outcome()
+        self.printer = _Printer(limits.max_printed_bytes, self._on_flood)
         self.calls: list[str] = []
         self.calls_by_name: dict[str, int] = {}
-        self.worker_pid: int | None = None
         self.lock = threading.Lock()
         self.finished = False
+        self.answered = False
+        self.holds_slot = False
+        self.run: Run | None = None
+        self.call_threads: concurrent.futures.ThreadPoolExecutor | None = None
+        self.tasks: dict[int, tuple[concurrent.futures.Future[Any], Call]] = {}
+        """Calls of an `async def main` not yet answered, by call id."""
         self.dispatcher = Dispatcher(
-            self.execution_id,
-            self.subject,
-            self.authorizer,
-            self.limits,
-            self.bridge,
-            self.remaining,
-            self.emit if self.emits else None,
-            self.engine.calls,
-            self.trace_arguments,
+            execution_id=self.execution_id,
+            subject=self.subject,
+            authorizer=self.authorizer,
+            limits=limits,
+            bridge=self.bridge,
+            clock=self.clock,
+            stopped=lambda: self.outcome.killed_for,
+            emit=self.emit,
+            trace_arguments=self.trace_arguments,
         )
 
     def remaining(self) -> float:
-        return self.deadline - time.monotonic()
+        return self.clock.deadline - time.monotonic()
 
-    # -- stopping from outside the driver ----------------------------------------------
+    # -- from the caller's side ---------------------------------------------------------
 
     def stop(self, error: CodeModeError) -> None:
         """Stop the execution with `error`: the worker is killed and the driver unwinds."""
@@ -167,32 +214,42 @@ class Execution:
             if self.finished or self.outcome.killed_for is not None:
                 return
             self.outcome.killed_for = error
-            self._kill_worker()
+            if self.run is not None:
+                self.run.kill()
         self.bridge.cancel_all()
+
+    def answer_given(self) -> None:
+        """The caller has its answer: its concurrency slot is free from now on."""
+        with self.lock:
+            self.answered = True
+            if self.holds_slot:
+                self.holds_slot = False
+                self.setup.slots.release()
+
+    def report_abandoned(self, what: str, count: int) -> None:
+        log.warning(
+            "execution %s: %s left running in host code past its deadline (%d abandoned now)",
+            self.execution_id,
+            what,
+            count,
+        )
+        self._deliver(
+            HostCodeAbandoned(
+                execution_id=self.execution_id,
+                subject=self.subject,
+                time=time.time(),
+                what=what,
+                abandoned=count,
+            )
+        )
 
     def _on_flood(self) -> None:
         self.stop(ResourceLimitError(LimitKind.PRINTED_OUTPUT))
-
-    def _kill_worker(self) -> None:
-        if self.worker_pid is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.worker_pid, signal.SIGKILL)
 
     # -- the driver ----------------------------------------------------------------------
 
     def drive(self) -> ExecutionResult:
         """Run the program to its result; raises exactly one CodeModeError on failure."""
-        if self.emits:
-            encoded = self.source.encode("utf-8", errors="surrogatepass")
-            self.emit(
-                ExecutionStarted(
-                    execution_id=self.execution_id,
-                    subject=self.subject,
-                    time=time.time(),
-                    source_sha256=hashlib.sha256(encoded).hexdigest(),
-                    source_bytes=len(encoded),
-                )
-            )
         with execution_span(self.execution_id, self.subject) as span:
             self.dispatcher.span = span
             try:
@@ -206,70 +263,106 @@ class Execution:
     def _drive(self) -> ExecutionResult:
         outcome = "internal"
         try:
-            if not self.engine.slots.acquire(timeout=max(self.remaining(), 0)):
-                raise ResourceLimitError(LimitKind.EXECUTION_TIME)
-            try:
-                result = self._run()
-            finally:
-                self.engine.slots.release()
+            self._started()
+            if not self._take_slot():
+                raise Stop(ResourceLimitError(LimitKind.EXECUTION_TIME))
+            result = self._run()
             outcome = "ok"
             return result
-        except CodeModeError as error:
+        except BaseException as exc:  # the last-resort net: one CodeModeError, always
+            error = classify(exc, self.outcome)
+            if isinstance(error, InternalError) and error is not self.outcome.killed_for:
+                log.error("execution %s: internal failure", self.execution_id, exc_info=exc)
             outcome = error.code.value
-            error.printed = self.printer.text
-            raise error from None
+            raise type(error)(
+                error.detail,
+                where=error.where,
+                traceback=error.traceback,
+                printed=self.printer.text,
+            ) from None
         finally:
-            with self.lock:
-                self.finished = True
-            self.bridge.cancel_all()  # no async handler outlives its execution
-            if self.emits:
-                self.emit(
-                    ExecutionFinished(
-                        execution_id=self.execution_id,
-                        subject=self.subject,
-                        time=time.time(),
-                        outcome=outcome,
-                        duration_seconds=time.monotonic() - self.started,
-                        capability_calls=tuple(self.calls),
-                        result_bytes=self.dispatcher.result_bytes,
-                    )
-                )
+            self._finish(outcome)
+
+    def _started(self) -> None:
+        if self.emit is None:
+            return
+        encoded = self.source.encode("utf-8", errors="surrogatepass")
+        event = ExecutionStarted(
+            execution_id=self.execution_id,
+            subject=self.subject,
+            time=time.time(),
+            source_sha256=hashlib.sha256(encoded).hexdigest(),
+            source_bytes=len(encoded),
+        )
+        if not self._deliver(event):
+            raise Stop(InternalError())  # an execution that cannot be audited does not run
+
+    def _take_slot(self) -> bool:
+        if not self.setup.slots.acquire(timeout=max(self.remaining(), 0)):
+            return False
+        with self.lock:
+            if self.answered:  # the caller gave up while this driver waited
+                self.setup.slots.release()
+                return False
+            self.holds_slot = True
+        return True
+
+    def _finish(self, outcome: str) -> None:
+        with self.lock:
+            self.finished = True
+        self.bridge.cancel_all()  # no async handler outlives its execution
+        if self.call_threads is not None:
+            # Calls not started never start; a call still running is left to finish.
+            self.call_threads.shutdown(wait=False, cancel_futures=True)
+            for future, _ in self.tasks.values():
+                if not future.done():
+                    self.report_abandoned("a capability call", self.setup.abandoned.add(future))
+        self._deliver(
+            ExecutionFinished(
+                execution_id=self.execution_id,
+                subject=self.subject,
+                time=time.time(),
+                outcome=outcome,
+                duration_seconds=time.monotonic() - self.started,
+                capability_calls=tuple(self.calls),
+                result_bytes=self.dispatcher.result_bytes,
+            )
+        )
+
+    def _deliver(self, event: Event) -> bool:
+        """Hand an event to the sink; a failing sink is logged, and reported as False."""
+        if self.emit is None:
+            return True
+        try:
+            self.emit(event)
+        except BaseException as exc:
+            log.error(
+                "execution %s: the audit sink failed on %s",
+                self.execution_id,
+                type(event).__name__,
+                exc_info=exc,
+            )
+            return False
+        return True
 
     def _run(self) -> ExecutionResult:
-        if self.outcome.killed_for is not None:
-            raise self.outcome.killed_for
-        if len(self.source.encode("utf-8", errors="surrogatepass")) > self.limits.max_source_bytes:
+        limits = self.setup.limits
+        if len(self.source.encode("utf-8", errors="surrogatepass")) > limits.max_source_bytes:
             raise ResourceLimitError(LimitKind.SOURCE_SIZE)
-        program = self.engine.programs(self.capabilities).prepare(self.source)
+        program = self.setup.programs.prepare(self.source)
         self.outcome.program = program
-        try:
-            with self.engine.pool.checkout(
-                script_name=PROGRAM_FILE,
-                limits={
-                    "max_feed_duration_secs": self.limits.max_interpreter_seconds,
-                    "max_memory": self.limits.max_memory_bytes,
-                    "max_recursion_depth": self.limits.max_recursion_depth,
-                    "max_suspensions": 4 * self.limits.max_capability_calls + 64,
-                },
-                external_modules=self.engine.modules(self.capabilities, program.roots),
-            ) as session:
+        with self.setup.sandbox.run(
+            modules=self.setup.modules, roots=program.roots, limits=limits, printer=self.printer
+        ) as run:
+            with self.lock:
+                if self.outcome.killed_for is not None:
+                    raise Stop(self.outcome.killed_for)
+                self.run = run
+            try:
+                value = self._feed(run, program)
+            finally:
                 with self.lock:
-                    self.worker_pid = session.worker_pid
-                try:
-                    value = self._feed(session, program)
-                except BaseException:
-                    with self.lock:  # a worker that failed in any way is never reused
-                        self._kill_worker()
-                    raise
-        except CodeModeError:
-            raise
-        except Stop as stop:
-            raise stop.error from None
-        except Exception as exc:
-            error = classify(exc, self.outcome)
-            if isinstance(error, InternalError):
-                log.error("execution %s: internal failure", self.execution_id, exc_info=exc)
-            raise error from None
+                    self.run = None
         final, size = self._final(value)
         usage = Usage(
             duration_seconds=time.monotonic() - self.started,
@@ -280,112 +373,109 @@ class Execution:
         )
         return ExecutionResult(final, self.printer.text, usage, self.execution_id)
 
-    def _feed(self, session: pm.MontySession, program: Program) -> Any:
-        snapshot = session.feed_start(program.code, print_callback=self.printer)
-        tasks: dict[int, concurrent.futures.Future[Any]] = {}
-        try:
-            while True:
-                if self.outcome.killed_for is not None:
-                    raise Stop(self.outcome.killed_for)
-                if self.remaining() <= 0:
-                    raise Stop(ResourceLimitError(LimitKind.EXECUTION_TIME))
-                if isinstance(snapshot, pm.MontyComplete):
-                    return snapshot.output
-                if isinstance(snapshot, pm.FunctionSnapshot):
-                    snapshot = self._on_call(snapshot, program, tasks)
-                elif isinstance(snapshot, pm.FutureSnapshot):
-                    snapshot = snapshot.resume(self._settle(snapshot.pending_call_ids, tasks))
-                else:
-                    snapshot = snapshot.resume()  # an unknown name: NameError in the program
-        finally:
-            for task in tasks.values():
-                task.cancel()
+    def _feed(self, run: Run, program: Program) -> Any:
+        step: Step = run.start(program.code)
+        while True:
+            if self.outcome.killed_for is not None:
+                raise Stop(self.outcome.killed_for)
+            if self.remaining() <= 0:
+                raise Stop(ResourceLimitError(LimitKind.EXECUTION_TIME))
+            if isinstance(step, Done):
+                return step.value
+            if isinstance(step, Call):
+                step = self._on_call(run, step, program)
+            else:
+                step = run.settle(self._settle(step.call_ids, program))
 
-    def _on_call(
-        self,
-        snapshot: pm.FunctionSnapshot,
-        program: Program,
-        tasks: dict[int, concurrent.futures.Future[Any]],
-    ) -> Any:
-        name = snapshot.function_name
-        if name == "import":
-            return snapshot.resume_auto()
-        if snapshot.is_os_function:
-            return snapshot.resume_not_handled()
-        capability = self.capabilities.get(str(name))
+    def _on_call(self, run: Run, call: Call, program: Program) -> Step:
+        capability = self.setup.capabilities.get(call.name)
         if capability is None:
-            return snapshot.resume(_undefined(str(name)))
-        if len(self.calls) >= self.limits.max_capability_calls:
+            return run.answer(_undefined(call.name))
+        limits = self.setup.limits
+        if len(self.calls) >= limits.max_capability_calls:
             raise Stop(ResourceLimitError(LimitKind.CAPABILITY_CALLS))
         count = self.calls_by_name.get(capability.name, 0) + 1
-        allowed = capability.max_calls_per_execution or self.limits.max_calls_per_capability
+        allowed = capability.max_calls_per_execution or limits.max_calls_per_capability
         if count > allowed:
-            where = program.where_at(snapshot.position.start, snapshot.position.end)
+            where = program.where_at(*call.span)
             raise Stop(ResourceLimitError(f"calls to {capability.name}", where=where))
         self.calls_by_name[capability.name] = count
         self.calls.append(capability.name)
-        args, kwargs = snapshot.args, snapshot.kwargs
         if program.is_async:
-            span = (snapshot.position.start, snapshot.position.end)
-            tasks[snapshot.call_id] = self.engine.calls.submit(
-                self._call, capability, args, kwargs, program, lambda: span
-            )
-            return snapshot.resume({"future": ...})
+            if self.call_threads is None:
+                self.call_threads = concurrent.futures.ThreadPoolExecutor(
+                    CALL_THREADS, "codemode-call"
+                )
+            future = self.call_threads.submit(self._call, capability, call, program)
+            self.tasks[call.call_id] = (future, call)
+            return run.defer()
         try:
-            value = self._call(capability, args, kwargs, program, lambda: _span(snapshot))
+            projected = self._call(capability, call, program)
         except Raise as failure:
-            return snapshot.resume(self._raise(failure))
-        return snapshot.resume({"return_value": value})
+            return run.answer(self._inject(failure, call, program))
+        return run.answer(Returned(projected.value, projected.has_records))
 
-    def _call(
-        self,
-        capability: Capability,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        program: Program,
-        span: Callable[[], tuple[int, int]],
-    ) -> Any:
+    def _call(self, capability: Capability, call: Call, program: Program) -> Any:
         try:
-            return self.dispatcher.call(capability, args, kwargs)
+            return self.dispatcher.call(
+                capability, call.args, call.kwargs, lambda: program.where_at(*call.span)
+            )
         except Stop as stop:
             error = stop.error
-            where = error.where or program.where_at(*span())  # positions only on failure
+            where = error.where or program.where_at(*call.span)  # positions only on failure
             raise Stop(type(error)(error.detail, where=where)) from None
 
-    def _settle(
-        self, pending: list[int], tasks: dict[int, concurrent.futures.Future[Any]]
-    ) -> dict[int, Any]:
-        waiting = [tasks[call_id] for call_id in pending if call_id in tasks]
-        done, _ = concurrent.futures.wait(
-            waiting, timeout=max(self.remaining(), 0), return_when="FIRST_COMPLETED"
-        )
-        if not done:
-            raise Stop(ResourceLimitError(LimitKind.EXECUTION_TIME))
-        results: dict[int, Any] = {}
+    def _settle(self, pending: tuple[int, ...], program: Program) -> dict[int, Answer]:
+        tasks = self.tasks
+        waiting = [tasks[call_id][0] for call_id in pending if call_id in tasks]
+        while True:
+            deadline = self.clock.next_deadline()
+            done, _ = concurrent.futures.wait(
+                waiting,
+                timeout=max(deadline - time.monotonic(), 0),
+                return_when="FIRST_COMPLETED",
+            )
+            if done:
+                break
+            if self.outcome.killed_for is not None:
+                raise Stop(self.outcome.killed_for)
+            if time.monotonic() >= deadline:
+                raise Stop(self.clock.overdue())
+        answers: dict[int, Answer] = {}
         for call_id in pending:
             task = tasks.get(call_id)
-            if task is None or not task.done():
+            if task is None or not task[0].done():
                 continue
             del tasks[call_id]
+            future, call = task
             try:
-                results[call_id] = {"return_value": task.result()}
+                projected = future.result()
             except Raise as failure:
-                results[call_id] = self._raise(failure)
-        return results
+                answers[call_id] = self._inject(failure, call, program)
+            else:
+                answers[call_id] = Returned(projected.value, projected.has_records)
+        return answers
 
-    def _raise(self, failure: Raise) -> pm.ExternalExceptionData:
-        """Raise a failure inside the program, remembering where the safe text came from."""
+    def _inject(self, failure: Raise, call: Call, program: Program) -> Injected:
+        """Raise a failure inside the program, remembering which call raised it."""
         message = str(failure.error)
-        self.outcome.injected[(failure.exc_type, message)] = failure.error
-        return {"exc_type": failure.exc_type, "message": message}
+        where = program.where_at(*call.span)
+        if where is not None:
+            self.outcome.injected[(where.line, where.column)] = (
+                failure.exc_type,
+                message,
+                failure.error,
+            )
+        return Injected(failure.exc_type, message)
 
     def _final(self, value: Any) -> tuple[JSONValue, int]:
+        limits = self.setup.limits
         try:
             result = to_json(
                 value,
-                max_depth=self.limits.max_value_depth,
+                max_depth=limits.max_value_depth,
                 root="result",
-                max_bytes=self.limits.max_return_bytes,
+                max_bytes=limits.max_return_bytes,
             )
         except TooDeep:
             raise ResourceLimitError(LimitKind.VALUE_DEPTH) from None
@@ -396,26 +486,17 @@ class Execution:
                 f"main() returned a value that is not JSON: {problem.path} {problem.reason}"
             ) from None
         size = json_size(result)
-        if size > self.limits.max_return_bytes:
+        if size > limits.max_return_bytes:
             raise ResourceLimitError(LimitKind.RETURN_VALUE_SIZE)
         return result, size
 
 
-def _span(snapshot: pm.FunctionSnapshot) -> tuple[int, int]:
-    """The byte span of the call a snapshot stopped at."""
-    position = snapshot.position
-    return position.start, position.end
-
-
-def _undefined(name: str) -> pm.ExternalExceptionData:
+def _undefined(name: str) -> Injected:
     """The error for a call to a name the program never defined (the name is its own)."""
     module, _, attribute = name.rpartition(".")
     if module:
-        return {
-            "exc_type": "AttributeError",
-            "message": f"module '{module}' has no attribute '{attribute}'",
-        }
-    return {"exc_type": "NameError", "message": f"name '{name}' is not defined"}
+        return Injected("AttributeError", f"module '{module}' has no attribute '{attribute}'")
+    return Injected("NameError", f"name '{name}' is not defined")
 
 
-__all__ = ["Execution", "ExecutionResult", "Usage"]
+__all__ = ["CALL_THREADS", "Abandoned", "Execution", "ExecutionResult", "Setup", "Usage"]

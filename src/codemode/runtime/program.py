@@ -10,9 +10,10 @@ the module body ran, a capability reached while the module loads fails by constr
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from codemode import preflight
@@ -26,6 +27,9 @@ from codemode.errors import (
 )
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_PARSER_LINE_END = re.compile(r"\r\n|\r|\n")
+"""Line ends as Python's parser counts them (a lone \r too); the interpreter's positions
+count only \n, and neither counts \f, \x85 or \u2028."""
 _ASYNC_MAIN = re.compile(r"^async\s+def\s+main\s*\(", re.MULTILINE)
 NO_MAIN = "the program must define main(): add def main(): at top level"
 
@@ -61,10 +65,33 @@ class Program:
         return self.where(line, column, end_line, end_column, self.function_at(line))
 
     def _line_column(self, offset: int) -> tuple[int, int]:
-        data = self.code.encode("utf-8")[:offset]
+        data = self.code.encode("utf-8", errors="surrogatepass")[:offset]
         line = data.count(b"\n") + 1
         last = data.rfind(b"\n") + 1
         return line, len(data[last:].decode("utf-8", errors="ignore")) + 1
+
+
+def split_lines(source: str) -> tuple[str, ...]:
+    """The program's lines as the interpreter numbers them: split at \n only."""
+    lines = source.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return tuple(line[:-1] if line.endswith("\r") else line for line in lines)
+
+
+def _parser_positions(source: str) -> Callable[[int, int], tuple[int, int]] | None:
+    """Converts a (line, column) of Python's parser to the interpreter's numbering, for
+    sources where they differ (a lone \r); None when they agree."""
+    if "\r" not in source.replace("\r\n", ""):
+        return None
+    starts = [0, *(m.end() for m in _PARSER_LINE_END.finditer(source))]
+
+    def convert(line: int, column: int) -> tuple[int, int]:
+        offset = starts[min(line, len(starts)) - 1] + column - 1
+        before = source[:offset]
+        return before.count("\n") + 1, offset - before.rfind("\n")
+
+    return convert
 
 
 def _where(
@@ -106,7 +133,7 @@ class Programs:
         return found
 
     def _prepare(self, source: str) -> Program | CodeModeError:
-        lines = tuple(source.splitlines())
+        lines = split_lines(source)
         if "\x00" in source:
             return InvalidProgramError("the program contains a NUL character")
         try:
@@ -118,9 +145,16 @@ class Programs:
             is_async = bool(_ASYNC_MAIN.search(source))
         else:
             found = preflight.scan(tree)
+            parsed = split_parsed(source)
+            main, problems = _entry_point(tree, parsed)
+            problems += preflight.check(tree, parsed, self.capabilities, found)
+            convert = _parser_positions(source)
             functions = tuple(found.functions)
-            main, problems = _entry_point(tree, lines)
-            problems += preflight.check(tree, lines, self.capabilities, found)
+            if convert is not None:
+                problems = [_moved(p, convert) for p in problems]
+                functions = tuple(
+                    (convert(a, 1)[0], convert(b, 1)[0], name) for a, b, name in functions
+                )
             if problems or main is None:
                 ordered = sorted(dict.fromkeys(problems), key=lambda p: (p.line, p.column))
                 return _error(ordered, lines, functions, no_main=main is None)
@@ -130,6 +164,24 @@ class Programs:
         trailer.append("await main()" if is_async else "main()")
         code = source + ("\n" if source and not source.endswith("\n") else "") + "\n".join(trailer)
         return Program(source, lines, is_async, frozenset(used), code, functions)
+
+
+def split_parsed(source: str) -> tuple[str, ...]:
+    """The program's lines as Python's parser numbers them (what `ast` positions index)."""
+    lines = _PARSER_LINE_END.split(source)
+    if lines[-1] == "":
+        lines.pop()
+    return tuple(lines)
+
+
+def _moved(
+    problem: preflight.Problem, convert: Callable[[int, int], tuple[int, int]]
+) -> preflight.Problem:
+    line, column = convert(problem.line, problem.column)
+    end_line, end_column = convert(problem.end_line, problem.end_column)
+    return dataclasses.replace(
+        problem, line=line, column=column, end_line=end_line, end_column=end_column
+    )
 
 
 def _entry_point(
@@ -194,4 +246,4 @@ def _error(
     return kind("\n".join(rendered), where=where)
 
 
-__all__ = ["NO_MAIN", "Program", "Programs"]
+__all__ = ["NO_MAIN", "Program", "Programs", "split_lines"]

@@ -1,0 +1,402 @@
+"""The seam around the interpreter: run a program, answer its calls, learn how it ended.
+
+`Sandbox` is a small protocol with one real implementation, `MontySandbox`, the only
+module that drives pydantic-monty. Every interpreter outcome is translated here into
+neutral data (`Call`, `Wait`, `Done`, `SandboxFailure`), so the dispatch loop and the
+classifier never see an interpreter type, and a scripted fake (`codemode.testing`) can
+stand in for fast unit tests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import KW_ONLY, dataclass, fields
+from enum import StrEnum
+from typing import Any, Protocol
+
+import pydantic_monty as pm
+
+from codemode.errors import PROGRAM_FILE
+from codemode.limits import Limits
+from codemode.values import RecordValue
+
+Printer = Callable[[str, str], None]
+"""Receives each piece of printed output: (stream, text)."""
+
+
+# -- what a run reports ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """The program called a capability and waits for its answer."""
+
+    name: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    call_id: int
+    span: tuple[int, int]
+    """UTF-8 byte offsets of the call expression in the fed code."""
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """An `async def main` awaits calls that were deferred."""
+
+    call_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    """The program finished; `value` is what the fed code's last expression produced."""
+
+    value: Any
+
+
+Step = Call | Wait | Done
+
+
+@dataclass(frozen=True, slots=True)
+class Returned:
+    """Answer a call with a value (already projected to what may cross)."""
+
+    value: Any
+    has_records: bool = False
+    """Whether `value` holds `RecordValue`s that must become objects in the program."""
+
+
+@dataclass(frozen=True, slots=True)
+class Injected:
+    """Answer a call by raising a built-in exception with a fixed, model-safe message."""
+
+    exc_type: str
+    message: str
+
+
+Answer = Returned | Injected
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One frame of the interpreter's traceback (1-based positions in the fed code)."""
+
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    function: str | None
+
+
+class FailureKind(StrEnum):
+    """How a run ended without a value."""
+
+    SYNTAX = "syntax"
+    """The interpreter could not parse the program."""
+    RAISED = "raised"
+    """An exception ended the program; its frames say where."""
+    CRASHED = "crashed"
+    """The worker process died (or was killed on purpose)."""
+    TIMED_OUT = "timed_out"
+    """The pool's watchdog killed a worker that overran its turn."""
+    HOST = "host"
+    """Something on the host side of the interpreter failed (a value that cannot cross,
+    a lost connection, a shutdown): never the program's doing."""
+
+
+class SandboxFailure(Exception):
+    """A run that ended without a value, as neutral data the classifier reads."""
+
+    def __init__(
+        self,
+        kind: FailureKind,
+        exc_type: str = "",
+        message: str = "",
+        frames: tuple[Frame, ...] = (),
+    ) -> None:
+        self.kind = kind
+        self.exc_type = exc_type
+        self.message = message
+        """The interpreter's message (for RAISED and SYNTAX); may echo program values."""
+        self.frames = frames
+        super().__init__(kind.value)
+
+
+class Run(Protocol):
+    """One program in one worker, driven step by step."""
+
+    def start(self, code: str) -> Step: ...
+    def answer(self, answer: Answer) -> Step: ...
+    def defer(self) -> Step:
+        """Answer the current call of an async program with a future, settled later."""
+        ...
+
+    def settle(self, answers: Mapping[int, Answer]) -> Step: ...
+    def kill(self) -> None:
+        """Stop the worker at once, from any thread; harmless after the run ended."""
+        ...
+
+
+class Sandbox(Protocol):
+    """Where programs run: a pool of isolated interpreters."""
+
+    def modules(self, names: Iterable[str]) -> object:
+        """The namespaces holding these capability names, prepared once per view."""
+        ...
+
+    def run(
+        self, *, modules: object, roots: Iterable[str], limits: Limits, printer: Printer
+    ) -> contextlib.AbstractContextManager[Run]:
+        """A run in a fresh or reused worker; a worker whose run failed is never reused."""
+        ...
+
+    def close(self) -> None: ...
+
+
+# -- the pydantic-monty implementation -----------------------------------------------
+
+
+FAILURE_KINDS: dict[type[pm.MontyError], FailureKind] = {
+    pm.MontySyntaxError: FailureKind.SYNTAX,
+    pm.MontyTypingError: FailureKind.SYNTAX,
+    pm.MontyRuntimeError: FailureKind.RAISED,
+    pm.MontyCrashedError: FailureKind.CRASHED,
+    pm.MontyConversionError: FailureKind.HOST,
+    pm.MontyDisconnectError: FailureKind.HOST,
+    pm.MontyShutdown: FailureKind.HOST,
+}
+"""Every interpreter error type -> one kind; a test checks that none is missing."""
+
+
+def translate(error: pm.MontyError) -> SandboxFailure:
+    """The neutral form of an interpreter error (the one place that reads one)."""
+    kind = next((k for cls, k in FAILURE_KINDS.items() if isinstance(error, cls)), FailureKind.HOST)
+    if isinstance(error, pm.MontyCrashedError) and error.timed_out:
+        return SandboxFailure(FailureKind.TIMED_OUT)
+    if not isinstance(error, pm.MontySyntaxError | pm.MontyRuntimeError):
+        return SandboxFailure(kind)
+    inner = error.exception()
+    frames = tuple(
+        Frame(f.line, f.column, f.end_line, f.end_column, f.function_name)
+        for f in error.traceback()
+    )
+    return SandboxFailure(kind, type(inner).__name__, str(inner), frames)
+
+
+class MontySandbox:
+    """A pool of pydantic-monty worker processes, started on first use."""
+
+    def __init__(self, limits: Limits, binary: str | os.PathLike[str] | None = None) -> None:
+        self.limits = limits
+        self.binary = binary
+        self._pool: pm.Monty | None = None
+        self._lock = threading.Lock()
+        self._record_types: dict[type[Any], pm.ClassType] = {}
+
+    def _ensure_pool(self) -> pm.Monty:
+        with self._lock:
+            if self._pool is None:
+                pool = pm.Monty(
+                    binary_path=None if self.binary is None else os.fspath(self.binary),
+                    min_processes=1,
+                    max_processes=2 * self.limits.max_concurrent_executions,
+                    request_timeout=self.limits.max_execution_seconds + 5,
+                )
+                pool.__enter__()
+                self._pool = pool
+            return self._pool
+
+    def modules(self, names: Iterable[str]) -> dict[str, pm.ExternalModule]:
+        tree: dict[str, Any] = {}
+        for name in names:
+            *namespaces, leaf = name.split(".")
+            node = tree
+            for part in namespaces:
+                node = node.setdefault(part, {})
+            node[leaf] = _placeholder
+
+        def build(node: dict[str, Any]) -> pm.ExternalModule:
+            return pm.ExternalModule(
+                {k: build(v) if isinstance(v, dict) else v for k, v in node.items()}
+            )
+
+        return {root: build(node) for root, node in tree.items()}
+
+    @contextlib.contextmanager
+    def run(
+        self, *, modules: object, roots: Iterable[str], limits: Limits, printer: Printer
+    ) -> Iterator[MontyRun]:
+        assert isinstance(modules, dict)
+        try:
+            session = self._ensure_pool().checkout(
+                script_name=PROGRAM_FILE,
+                limits={
+                    "max_feed_duration_secs": limits.max_interpreter_seconds,
+                    "max_memory": limits.max_memory_bytes,
+                    "max_recursion_depth": limits.max_recursion_depth,
+                    "max_suspensions": 4 * limits.max_capability_calls + 64,
+                },
+                external_modules={root: modules[root] for root in roots},
+            )
+            with session:
+                run = MontyRun(session, printer, self._record_type)
+                try:
+                    yield run
+                except BaseException:
+                    run.kill()  # a worker that failed in any way is never reused
+                    raise
+                finally:
+                    run.close()
+        except pm.MontyError as error:
+            raise translate(error) from None
+
+    def _record_type(self, cls: type[Any]) -> pm.ClassType:
+        """One class identity per record type, so the program sees the declared name."""
+        found = self._record_types.get(cls)
+        if found is None:
+            found = self._record_types.setdefault(cls, pm.ClassType(cls, id=uuid.uuid4()))
+        return found
+
+    def close(self) -> None:
+        with self._lock:
+            if self._pool is not None:
+                self._pool.__exit__(None, None, None)
+                self._pool = None
+
+
+class MontyRun:
+    """One checked-out session: translates snapshots into steps."""
+
+    def __init__(
+        self,
+        session: pm.MontySession,
+        printer: Printer,
+        record_type: Callable[[type[Any]], pm.ClassType],
+    ) -> None:
+        self.session = session
+        self.printer = printer
+        self.record_type = record_type
+        self.snapshot: Any = None
+        self._lock = threading.Lock()
+        self._pid = session.worker_pid
+
+    def start(self, code: str) -> Step:
+        return self._step(lambda: self.session.feed_start(code, print_callback=self.printer))
+
+    def answer(self, answer: Answer) -> Step:
+        snapshot = self.snapshot
+        return self._step(lambda: snapshot.resume(self._external(answer)))
+
+    def defer(self) -> Step:
+        snapshot = self.snapshot
+        return self._step(lambda: snapshot.resume({"future": ...}))
+
+    def settle(self, answers: Mapping[int, Answer]) -> Step:
+        snapshot = self.snapshot
+        results = {call_id: self._external(answer) for call_id, answer in answers.items()}
+        return self._step(lambda: snapshot.resume(results))
+
+    def kill(self) -> None:
+        with self._lock:
+            if self._pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self._pid, signal.SIGKILL)
+
+    def close(self) -> None:
+        """Forget the worker before it returns to the pool: a late kill cannot reach it."""
+        with self._lock:
+            self._pid = None
+
+    def _step(self, advance: Callable[[], Any]) -> Step:
+        try:
+            snapshot = advance()
+            while True:
+                if isinstance(snapshot, pm.MontyComplete):
+                    return Done(snapshot.output)
+                if isinstance(snapshot, pm.FunctionSnapshot):
+                    name = snapshot.function_name
+                    if name == "import":
+                        snapshot = snapshot.resume_auto()
+                    elif snapshot.is_os_function:
+                        snapshot = snapshot.resume_not_handled()
+                    else:
+                        self.snapshot = snapshot
+                        position = snapshot.position
+                        return Call(
+                            str(name),
+                            snapshot.args,
+                            snapshot.kwargs,
+                            snapshot.call_id,
+                            (position.start, position.end),
+                        )
+                elif isinstance(snapshot, pm.FutureSnapshot):
+                    self.snapshot = snapshot
+                    return Wait(tuple(snapshot.pending_call_ids))
+                else:
+                    snapshot = snapshot.resume()  # an unknown name: NameError in the program
+        except pm.MontyError as error:
+            raise translate(error) from None
+
+    def _external(self, answer: Answer) -> Any:
+        if isinstance(answer, Injected):
+            return {"exc_type": answer.exc_type, "message": answer.message}
+        if not answer.has_records:
+            return {"return_value": answer.value}
+        return {"return_value": self._guest(answer.value)}
+
+    def _guest(self, value: Any) -> Any:
+        """Records become objects the program reads by attribute; the rest is JSON data."""
+        if isinstance(value, RecordValue):
+            return _Record(
+                value,
+                eager_attrs=[f.name for f in fields(value)],  # type: ignore[arg-type]
+                class_type=self.record_type(type(value)),
+                guest=self._guest,
+            )
+        if isinstance(value, list):
+            return [self._guest(item) for item in value]
+        if isinstance(value, tuple):
+            return tuple(self._guest(item) for item in value)
+        if isinstance(value, dict):
+            return {key: self._guest(item) for key, item in value.items()}
+        return value
+
+
+@dataclass
+class _Record(pm.ClassInstance):
+    """A projected record in the program: declared fields only, read by attribute."""
+
+    _: KW_ONLY
+    guest: Callable[[Any], Any] = lambda value: value
+
+    def convert_value(self, /, name: str, value: Any) -> Any:
+        return self.guest(value)
+
+
+def _placeholder(*args: Any, **kwargs: Any) -> Any:
+    """Stands in for a capability in its module; the dispatch loop answers every call."""
+    raise AssertionError("capabilities are dispatched by the execution")
+
+
+__all__ = [
+    "FAILURE_KINDS",
+    "Answer",
+    "Call",
+    "Done",
+    "FailureKind",
+    "Frame",
+    "Injected",
+    "MontySandbox",
+    "Printer",
+    "Returned",
+    "Run",
+    "Sandbox",
+    "SandboxFailure",
+    "Step",
+    "Wait",
+    "translate",
+]

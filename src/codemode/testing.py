@@ -1,0 +1,211 @@
+"""Helpers for testing hosts and codemode itself without starting an interpreter.
+
+`ScriptedSandbox` stands where the pydantic-monty pool stands (as httpx's `MockTransport`
+stands for the network): each execution runs a Python generator that plays the program,
+yielding the capability calls it makes and receiving their answers. Everything else
+(preflight, binding, authorization, handlers, projection, limits, classification, audit)
+runs for real.
+
+    def script(program: ScriptedProgram) -> Generator[Any, Any, Any]:
+        user = yield program.call("users.get", line=2, id="u-1")
+        return user.name
+
+    cm = CodeMode(authorizer=AllowAll(), sandbox=ScriptedSandbox(script))
+    cm.execute("def main():\\n    return users.get(id='u-1').name\\n", subject="alice")
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import itertools
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from codemode.limits import Limits
+from codemode.runtime.sandbox import (
+    Answer,
+    Call,
+    Done,
+    FailureKind,
+    Frame,
+    Injected,
+    Printer,
+    Returned,
+    SandboxFailure,
+    Step,
+    Wait,
+)
+from codemode.values import RecordValue
+
+Script = Callable[["ScriptedProgram"], Generator[Any, Any, Any]]
+"""Plays one program: yields calls (or `gather`s of calls), returns main()'s value."""
+
+
+class ProgramRaised(Exception):
+    """Raised inside a script where the program would see an exception from a call."""
+
+    def __init__(self, exc_type: str, message: str) -> None:
+        self.exc_type = exc_type
+        self.message = message
+        super().__init__(f"{exc_type}: {message}")
+
+
+@dataclass(frozen=True, slots=True)
+class Gather:
+    """Several calls awaited together, as `asyncio.gather` in an `async def main`."""
+
+    calls: tuple[Call, ...]
+
+
+class ScriptedProgram:
+    """What a script uses to act as the program: its calls, prints and failures."""
+
+    def __init__(self, code: str, printer: Printer) -> None:
+        self.code = code
+        self.lines = code.split("\n")
+        self.printer = printer
+        self._ids = itertools.count(1)
+
+    def call(self, name: str, *, line: int, **kwargs: Any) -> Call:
+        """A call to capability `name` made on `line` of the program, with keywords."""
+        return Call(name, (), dict(kwargs), next(self._ids), self.span(line))
+
+    def gather(self, *calls: Call) -> Gather:
+        return Gather(calls)
+
+    def print(self, text: str) -> None:
+        self.printer("stdout", text)
+
+    def span(self, line: int) -> tuple[int, int]:
+        """UTF-8 byte offsets of `line`'s text, indentation left out."""
+        start = sum(len(text.encode("utf-8")) + 1 for text in self.lines[: line - 1])
+        text = self.lines[line - 1]
+        indent = len(text) - len(text.lstrip())
+        return start + indent, start + len(text.encode("utf-8"))
+
+    def raised(self, exc_type: str, message: str, line: int) -> SandboxFailure:
+        """The failure of an exception the program raised on `line`, uncaught."""
+        text = self.lines[line - 1]
+        column = len(text) - len(text.lstrip()) + 1
+        frame = Frame(line, column, line, len(text) + 1, "main")
+        return SandboxFailure(FailureKind.RAISED, exc_type, message, (frame,))
+
+
+class ScriptedRun:
+    """One run of a script, stepping it as the dispatch loop answers its calls."""
+
+    def __init__(self, script: Script, printer: Printer) -> None:
+        self.script = script
+        self.printer = printer
+        self.program: ScriptedProgram | None = None
+        self.generator: Generator[Any, Any, Any] | None = None
+        self.current: Call | Gather | None = None
+        self.deferred: dict[int, Call | Answer] = {}
+        """Calls of the current gather: the call while it runs, then its answer."""
+        self.killed = False
+
+    def start(self, code: str) -> Step:
+        self.program = ScriptedProgram(code, self.printer)
+        self.generator = self.script(self.program)
+        return self._advance(lambda generator: next(generator))
+
+    def answer(self, answer: Answer) -> Step:
+        if isinstance(answer, Injected):
+            error = ProgramRaised(answer.exc_type, answer.message)
+            return self._advance(lambda generator: generator.throw(error))
+        value = answer.value
+        return self._advance(lambda generator: generator.send(value))
+
+    def defer(self) -> Step:
+        assert isinstance(self.current, Gather)
+        pending = [c for c in self.current.calls if c.call_id not in self.deferred]
+        self.deferred[pending[0].call_id] = pending[0]
+        if len(pending) > 1:
+            return pending[1]
+        return Wait(tuple(c.call_id for c in self.current.calls))
+
+    def settle(self, answers: Mapping[int, Answer]) -> Step:
+        assert isinstance(self.current, Gather)
+        gather = self.current
+        for call_id, answer in answers.items():
+            self.deferred[call_id] = answer
+        waiting = [c.call_id for c in gather.calls if isinstance(self.deferred[c.call_id], Call)]
+        if waiting:
+            return Wait(tuple(waiting))
+        results = [self.deferred.pop(c.call_id) for c in gather.calls]
+        failed = next((r for r in results if isinstance(r, Injected)), None)
+        self.deferred.clear()
+        if failed is not None:
+            error = ProgramRaised(failed.exc_type, failed.message)
+            return self._advance(lambda generator: generator.throw(error))
+        values = [r.value for r in results if isinstance(r, Returned)]
+        return self._advance(lambda generator: generator.send(values))
+
+    def kill(self) -> None:
+        self.killed = True
+
+    def _advance(self, step: Callable[[Generator[Any, Any, Any]], Any]) -> Step:
+        if self.killed:
+            raise SandboxFailure(FailureKind.CRASHED)
+        assert self.generator is not None and self.program is not None
+        try:
+            yielded = step(self.generator)
+        except StopIteration as stop:
+            return Done(stop.value)
+        except ProgramRaised as raised:
+            line = self._line_of(self.current)
+            raise self.program.raised(raised.exc_type, raised.message, line) from None
+        self.current = yielded
+        if isinstance(yielded, Gather):
+            return yielded.calls[0]
+        if not isinstance(yielded, Call):
+            raise TypeError("a script yields program.call(...) or program.gather(...)")
+        return yielded
+
+    def _line_of(self, current: Call | Gather | None) -> int:
+        assert self.program is not None
+        call = current.calls[0] if isinstance(current, Gather) else current
+        if call is None:
+            return 1
+        return self.program.code.encode("utf-8")[: call.span[0]].count(b"\n") + 1
+
+
+class ScriptedSandbox:
+    """A `Sandbox` whose programs are scripts (see the module docstring)."""
+
+    def __init__(self, script: Script) -> None:
+        self.script = script
+        self.runs: list[ScriptedRun] = []
+        """Every run started, for tests that look at what was killed."""
+
+    def modules(self, names: Iterable[str]) -> object:
+        return tuple(names)
+
+    @contextlib.contextmanager
+    def run(
+        self, *, modules: object, roots: Iterable[str], limits: Limits, printer: Printer
+    ) -> Iterator[ScriptedRun]:
+        run = ScriptedRun(self.script, printer)
+        self.runs.append(run)
+        yield run
+
+    def close(self) -> None:
+        return None
+
+
+def record_fields(value: RecordValue) -> dict[str, Any]:
+    """The fields a projected record carries into the program."""
+    return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}  # type: ignore[arg-type]
+
+
+__all__ = [
+    "Gather",
+    "ProgramRaised",
+    "Script",
+    "ScriptedProgram",
+    "ScriptedRun",
+    "ScriptedSandbox",
+    "record_fields",
+]

@@ -1,0 +1,458 @@
+"""The boundary holds by construction: declared results only, one classifier, no host text.
+
+Each test plants a canary where host text lives (result attributes, handler exceptions,
+authorizer reasons, event sinks) and checks that it appears in no error, no result and no
+exception the program can catch, through the real sandbox.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import threading
+import time
+from collections.abc import Iterator
+from typing import Annotated, Any, TypedDict
+
+import pydantic
+import pytest
+
+from codemode import (
+    AgentError,
+    CapabilityFailedError,
+    CodeMode,
+    CodeModeError,
+    InternalError,
+    InvalidProgramError,
+    Limits,
+    ResourceLimitError,
+)
+from codemode.authz import AllowAll, AuthorizationRequest
+from codemode.events import Event, JsonLinesSink
+from tests.conftest import CANARY, run_error
+
+P = "def main():\n"
+
+
+@dataclasses.dataclass
+class User:
+    name: str
+
+
+class LazyUser(User):
+    """An ORM-style subclass: reading its extra attribute runs a query that fails."""
+
+    @property
+    def profile(self) -> str:
+        raise RuntimeError(f"lazy load failed: postgres://app:{CANARY}@db/prod")
+
+
+class Row(TypedDict):
+    name: str
+
+
+class Account(pydantic.BaseModel):
+    name: str
+    password_hash: str = pydantic.Field(default=CANARY, exclude=True)
+
+
+class AccountRow(Account):
+    """A subclass with an undeclared field and its own class name."""
+
+    internal_note: str = CANARY
+
+
+class Broken:
+    """A declared field whose read fails."""
+
+    @property
+    def name(self) -> str:
+        raise RuntimeError(CANARY)
+
+
+VALIDATED: list[int] = []
+
+
+def _validate(value: int) -> int:
+    """A host validator that records every run and fails with host text."""
+    VALIDATED.append(value)
+    raise KeyError(CANARY)
+
+
+Checked = Annotated[int, pydantic.AfterValidator(_validate)]
+
+
+def host(limits: Limits | None = None, **options: Any) -> CodeMode:
+    cm = CodeMode(authorizer=AllowAll(), limits=limits, **options)
+
+    @cm.capability("users.lazy", summary="A user with a lazy attribute.")
+    def lazy() -> User:
+        return LazyUser("ann")
+
+    @cm.capability("users.lazy_async", summary="The same, async.")
+    async def lazy_async() -> list[User]:
+        return [LazyUser("ann"), User("bob")]
+
+    @cm.capability("users.row", summary="A database row with more columns than declared.")
+    def row() -> Row:
+        return {"name": "ann", "password_hash": CANARY, "blob": "x" * 3_000_000}  # type: ignore[typeddict-unknown-key]
+
+    @cm.capability("users.account", summary="A model subclass.")
+    def account() -> Account:
+        return AccountRow(name="ann")
+
+    @cm.capability("users.broken", summary="A declared field that fails to read.")
+    def broken() -> User:
+        return Broken()  # type: ignore[return-value]
+
+    @cm.capability("users.anything", summary="Declared Any: crosses whole.")
+    def anything() -> Any:
+        return {"name": "ann", "extra": [1, 2]}
+
+    @cm.capability("host.exit", summary="Runs argparse on a program-supplied string.")
+    def exit_(*, code: int) -> int:
+        raise SystemExit(f"{CANARY} {code}")
+
+    @cm.capability("host.interrupt", summary="Raises KeyboardInterrupt in a handler thread.")
+    async def interrupt() -> int:
+        raise KeyboardInterrupt(CANARY)
+
+    @cm.capability("host.big", summary="Echoes an int.")
+    def big(*, n: int) -> int:
+        return n
+
+    @cm.capability("host.many", summary="Returns n ints.")
+    def many(*, n: int) -> list[int]:
+        return [10**4000] * n
+
+    return cm
+
+
+@pytest.fixture(scope="module")
+def cm() -> Iterator[CodeMode]:
+    with host() as app:
+        yield app
+
+
+def assert_clean(error: CodeModeError) -> None:
+    """No canary in the text, the structured form, the frames or the printed output."""
+    assert CANARY not in str(error)
+    assert CANARY not in json.dumps(error.to_payload())
+    assert CANARY not in repr([w.to_dict() for w in error.traceback]) + error.printed
+
+
+class TestResultsCrossByTheirDeclaredType:
+    def test_a_lazy_attribute_of_a_subclass_is_never_read(self, cm: CodeMode) -> None:
+        source = P + "    u = users.lazy()\n    return [u.name, repr(u), type(u).__name__]"
+        assert cm.execute(source, subject="a").value == ["ann", "User(name='ann')", "User"]
+
+    def test_an_undeclared_attribute_is_not_there(self, cm: CodeMode) -> None:
+        error = run_error(cm, P + "    return users.lazy().profile")
+        assert str(error) == (
+            "invalid program: <codemode>:2:12: AttributeError: "
+            "'User' object has no attribute 'profile'"
+        )
+        assert_clean(error)
+
+    def test_async_handlers_cross_the_same_way(self, cm: CodeMode) -> None:
+        source = "async def main():\n    return [u.name for u in await users.lazy_async()]"
+        assert cm.execute(source, subject="a").value == ["ann", "bob"]
+
+    def test_undeclared_keys_stay_behind_and_are_not_counted(self, cm: CodeMode) -> None:
+        result = cm.execute(P + "    r = users.row()\n    return [r, len(r)]", subject="a")
+        assert result.value == [{"name": "ann"}, 1]
+        assert result.usage.result_bytes == len('{"name":"ann"}')
+
+    def test_a_model_subclass_shows_the_declared_name_and_fields(self, cm: CodeMode) -> None:
+        source = P + "    a = users.account()\n    return [repr(a), a]"
+        result = cm.execute(source, subject="a")
+        assert result.value == ["Account(name='ann')", {"name": "ann"}]
+        assert CANARY not in json.dumps(result.value)
+
+    def test_a_result_that_fails_to_read_is_a_capability_failure(self, cm: CodeMode) -> None:
+        error = run_error(cm, P + "    return users.broken()")
+        assert isinstance(error, CapabilityFailedError)
+        assert str(error) == "capability failed"
+        assert error.where is not None and error.where.line == 2
+        assert_clean(error)
+
+    def test_the_program_can_catch_it_and_sees_only_the_fixed_text(self, cm: CodeMode) -> None:
+        source = (
+            P
+            + "    try:\n        users.broken()\n    except RuntimeError as e:\n        return str(e)"
+        )
+        assert cm.execute(source, subject="a").value == "capability failed"
+
+    def test_any_crosses_whole(self, cm: CodeMode) -> None:
+        value = cm.execute(P + "    return users.anything()", subject="a").value
+        assert value == {"name": "ann", "extra": [1, 2]}
+
+
+class TestHostExitsEndTheCallNotTheServer:
+    @pytest.mark.parametrize("name", ["host.exit(code=2)", "host.interrupt()"])
+    def test_is_a_capability_failure(self, cm: CodeMode, name: str) -> None:
+        error = run_error(cm, P + f"    return {name}")
+        assert str(error) == "capability failed"
+        assert_clean(error)
+        assert cm.execute(P + "    return 1", subject="a").value == 1
+
+    def test_an_authorizer_that_exits_is_a_policy_failure(self) -> None:
+        def exits(request: AuthorizationRequest) -> None:
+            raise SystemExit(CANARY)
+
+        with CodeMode(authorizer=exits) as app:
+
+            @app.capability("a.b", summary="x")
+            def b() -> int:
+                return 1
+
+            error = run_error(app, P + "    return a.b()")
+            assert str(error) == "authorization policy failure"
+            assert_clean(error)
+
+
+class TestEverythingLeavesAsACodeModeError:
+    def test_a_wide_int_return_value_is_an_invalid_program(self, cm: CodeMode) -> None:
+        error = run_error(cm, P + "    return 10**5000")
+        assert str(error) == (
+            "invalid program: main() returned a value that is not JSON: "
+            "result is an integer of more than 4300 digits; use str(n)"
+        )
+
+    def test_an_annotated_parameter_with_dict_metadata_binds(self) -> None:
+        with CodeMode(authorizer=AllowAll()) as app:
+
+            @app.capability("a.b", summary="x")
+            def b(*, n: Annotated[int, {"unit": "ms"}]) -> int:
+                return n
+
+            assert app.execute(P + "    return a.b(n=3)", subject="a").value == 3
+
+    def test_the_preflight_never_runs_host_validators(self) -> None:
+        VALIDATED.clear()
+        with CodeMode(authorizer=AllowAll()) as app:
+
+            @app.capability("a.b", summary="x")
+            def b(*, n: Checked) -> int:
+                return n
+
+            source = P + "    if False:\n        a.b(n=1)\n    return 2"
+            assert app.execute(source, subject="a").value == 2
+            assert VALIDATED == []
+            error = run_error(app, P + "    return a.b(n=1)")
+            assert VALIDATED == [1]
+            assert str(error) == "capability failed"
+            assert_clean(error)
+
+    def test_the_sinks_exception_never_escapes(self) -> None:
+        def sink(event: Event) -> None:
+            raise SystemExit(CANARY)
+
+        with host(on_event=sink) as app, pytest.raises(InternalError) as caught:
+            app.execute(P + "    return 1", subject="a")
+        assert_clean(caught.value)
+
+
+class TestIntsAreCounted:
+    def test_a_wide_int_argument_is_over_the_argument_size(self) -> None:
+        with host(Limits(max_argument_bytes=1000)) as app:
+            error = run_error(app, P + "    return host.big(n=10**5000)")
+        assert str(error) == "resource limit exceeded: argument size"
+
+    def test_a_wide_int_within_the_size_is_refused_as_not_json(self) -> None:
+        error = run_error(cm_default := host(), P + "    return host.big(n=10**5000)")
+        cm_default.close()
+        assert str(error) == (
+            'invalid capability arguments: argument "n" is an integer of more than 4300 '
+            "digits; use str(n)"
+        )
+
+    def test_int_results_count_toward_the_result_size(self) -> None:
+        with host(Limits(max_result_bytes=10_000)) as app:
+            error = run_error(app, P + "    return host.many(n=3)")
+        assert str(error) == "resource limit exceeded: result size"
+
+    def test_an_audit_of_a_wide_int_is_written(self, tmp_path: Any) -> None:
+        sink = JsonLinesSink(tmp_path / "audit.jsonl")
+        with host(on_event=sink) as app:
+            app.execute(P + "    return host.big(n=10**4000) > 0", subject="a")
+        sink.close()
+        lines = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+        attempted = next(e for e in lines if e["event"] == "call_attempted")
+        assert attempted["arguments"]["n"] == str(10**4000)
+
+
+class TestErrorTextIsBounded:
+    def test_a_50_mb_exception_message_is_cut_with_a_marker(self, cm: CodeMode) -> None:
+        error = run_error(cm, P + "    raise ValueError('E' * 50_000_000)")
+        assert error.detail is not None
+        assert len(error.detail.encode()) <= 4096
+        assert error.detail.endswith("EEE... (49995965 more bytes)")
+
+
+class TestPositionsFollowTheInterpretersLines:
+    def test_crlf_line_ends(self, cm: CodeMode) -> None:
+        error = run_error(cm, "x = 1\r\ndef main():\r\n    return y\r\n")
+        assert error.where is not None
+        assert (error.where.line, error.where.column, error.where.source) == (3, 12, "    return y")
+
+    def test_lone_cr_counts_as_the_interpreter_counts_it(self, cm: CodeMode) -> None:
+        """The interpreter numbers lines by \n alone; positions say what it says."""
+        error = run_error(cm, "x = 1\rdef main():\r    return y\n")
+        assert str(error) == "invalid program: <codemode>:1:30: NameError: name 'y' is not defined"
+
+    def test_preflight_positions_agree_after_a_lone_cr(self, cm: CodeMode) -> None:
+        error = run_error(cm, "x = 1\rdef main():\n    return users.lazzy()\n")
+        assert str(error).startswith(
+            'invalid program: <codemode>:2:12: unknown capability "users.lazzy"'
+        )
+
+    @pytest.mark.parametrize("separator", ["\u2028", "\x0c", "\x85"])
+    def test_characters_that_are_not_line_ends(self, cm: CodeMode, separator: str) -> None:
+        source = f"# a{separator}b\ndef main():\n    return y\n"
+        error = run_error(cm, source)
+        assert error.where is not None and error.where.line == 3
+
+
+class TestInjectedErrorsAreRecognisedByTheirCall:
+    def test_a_program_raising_the_same_text_is_its_own_error(self, cm: CodeMode) -> None:
+        error = run_error(cm, P + "    raise RuntimeError('capability failed')")
+        assert isinstance(error, InvalidProgramError)
+        assert str(error) == "invalid program: <codemode>:2:11: RuntimeError: capability failed"
+
+    def test_an_uncaught_failure_keeps_its_code_and_call_site(self, cm: CodeMode) -> None:
+        error = run_error(cm, P + "    x = 1\n    return users.broken()")
+        assert isinstance(error, CapabilityFailedError)
+        assert error.where is not None and error.where.line == 3
+
+
+class TestConstruction:
+    def test_agent_error_takes_only_a_string(self) -> None:
+        with pytest.raises(TypeError, match="AgentError takes a str message, not dict"):
+            AgentError({"secret": CANARY})  # type: ignore[arg-type]
+
+    def test_hide_forbidden_needs_can_see(self) -> None:
+        with pytest.raises(TypeError, match="hide_forbidden needs an authorizer with can_see"):
+            CodeMode(authorizer=AllowAll(), hide_forbidden=True)
+
+
+class TestNoStarvation:
+    def test_a_hung_handler_holds_no_slot(self) -> None:
+        release = threading.Event()
+        limits = Limits(max_concurrent_executions=1, max_execution_seconds=1)
+        with CodeMode(authorizer=AllowAll(), limits=limits) as app:
+
+            @app.capability("h.hang", summary="Hangs until released.")
+            def hang() -> int:
+                release.wait(10)
+                return 1
+
+            error = run_error(app, P + "    return h.hang()")
+            assert str(error) == "resource limit exceeded: execution time"
+            started = time.monotonic()
+            assert app.execute(P + "    return 1", subject="a").value == 1
+            assert time.monotonic() - started < 0.9
+            release.set()
+
+    def test_gathered_calls_never_wait_on_a_pool_they_occupy(self) -> None:
+        with CodeMode(authorizer=AllowAll(), limits=Limits(max_capability_seconds=1)) as app:
+
+            @app.capability("h.wait", summary="Waits 50 ms on this thread.")
+            def wait() -> int:
+                time.sleep(0.05)
+                return 1
+
+            source = (
+                "import asyncio\nasync def main():\n"
+                "    return sum(await asyncio.gather(*[h.wait() for _ in range(40)]))"
+            )
+            assert app.execute(source, subject="a").value == 40
+
+    def test_a_hung_sync_authorizer_is_bounded_by_the_deadline(self) -> None:
+        release = threading.Event()
+
+        def slow(request: AuthorizationRequest) -> None:
+            release.wait(10)
+
+        limits = Limits(max_execution_seconds=0.5)
+        with CodeMode(authorizer=slow, limits=limits) as app:
+
+            @app.capability("a.b", summary="x")
+            def b() -> int:
+                return 1
+
+            started = time.monotonic()
+            error = run_error(app, P + "    return a.b()")
+            assert str(error) == "resource limit exceeded: execution time"
+            assert time.monotonic() - started < 1.0
+            release.set()
+
+    def test_close_does_not_wait_on_host_code(self) -> None:
+        release = threading.Event()
+        app = CodeMode(authorizer=AllowAll(), limits=Limits(max_execution_seconds=5))
+
+        @app.capability("h.hang", summary="Hangs until released.")
+        def hang() -> int:
+            release.wait(10)
+            return 1
+
+        thread = threading.Thread(
+            target=lambda: pytest.raises(
+                CodeModeError, app.execute, P + "    return h.hang()", subject="a"
+            )
+        )
+        thread.start()
+        time.sleep(0.5)
+        started = time.monotonic()
+        app.close()
+        assert time.monotonic() - started < 2
+        thread.join(5)
+        release.set()
+
+    def test_a_stopped_execution_never_kills_a_worker_serving_another(self) -> None:
+        limits = Limits(max_execution_seconds=0.3, max_concurrent_executions=1)
+        release = threading.Event()
+        with CodeMode(authorizer=AllowAll(), limits=limits) as app:
+
+            @app.capability("h.hang", summary="Hangs until released.")
+            def hang() -> int:
+                release.wait(10)
+                return 1
+
+            run_error(app, P + "    return h.hang()")  # abandoned with its worker killed
+            release.set()  # its driver now finishes while others run
+            for _ in range(20):
+                assert app.execute(P + "    return 7", subject="a").value == 7
+
+
+def test_capability_time_past_the_budget_is_reported_at_the_call(cm: CodeMode) -> None:
+    with CodeMode(authorizer=AllowAll()) as app:
+
+        @app.capability("h.slow", summary="Sleeps.", timeout=0.2)
+        def slow() -> int:
+            time.sleep(0.6)
+            return 1
+
+        started = time.monotonic()
+        error = run_error(app, P + "    return h.slow()")
+        assert time.monotonic() - started < 0.5
+        assert isinstance(error, ResourceLimitError)
+        assert str(error) == "resource limit exceeded: capability time"
+
+
+@pytest.mark.anyio
+async def test_an_async_caller_is_answered_on_time_by_a_hung_handler() -> None:
+    release = threading.Event()
+    with CodeMode(authorizer=AllowAll(), limits=Limits(max_execution_seconds=0.5)) as app:
+
+        @app.capability("h.hang", summary="Hangs until released.")
+        def hang() -> int:
+            release.wait(10)
+            return 1
+
+        started = time.monotonic()
+        with pytest.raises(ResourceLimitError):
+            await asyncio.wait_for(app.execute_async(P + "    return h.hang()", subject="a"), 5)
+        assert time.monotonic() - started < 1.2
+        release.set()
