@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+import uvicorn
 from click.testing import CliRunner
+from starlette.applications import Starlette
+from starlette.testclient import TestClient
 
 from codemode.cli import main
 
@@ -80,3 +84,75 @@ def test_serve_refuses_policies_that_do_not_validate(tmp_path: Path) -> None:
     )
     assert result.exit_code == 2
     assert 'policy "typo" (line 1): ' in result.stderr
+
+
+@pytest.fixture
+def served(monkeypatch: pytest.MonkeyPatch) -> list[uvicorn.Config]:
+    """The configurations `codemode serve` would run, instead of running them."""
+    configs: list[uvicorn.Config] = []
+    monkeypatch.setattr(
+        uvicorn.Server, "run", lambda self, sockets=None: configs.append(self.config)
+    )
+    return configs
+
+
+def host_status(config: uvicorn.Config, host: str) -> int:
+    """The status the served app answers a GET of the page with, for a Host header."""
+    assert isinstance(config.app, Starlette)
+    return TestClient(config.app).get("/", headers={"Host": host}).status_code
+
+
+@pytest.mark.parametrize("host", ["127.0.0.2", "::ffff:127.0.0.1", "0:0:0:0:0:0:0:1", "localhost"])
+def test_every_loopback_spelling_serves_without_tokens_and_is_protected(
+    served: list[uvicorn.Config], host: str
+) -> None:
+    """The token rule and the Host check use one definition of loopback."""
+    result = CliRunner().invoke(
+        main, ["serve", "tests.conftest:build_host", "--transport", "http", "--web", "--host", host]
+    )
+    assert result.exit_code == 0, result.stderr
+    (config,) = served
+    assert config.host == host
+    assert host_status(config, "127.0.0.1:8000") == 200
+    assert host_status(config, "evil.example") == 421
+
+
+def test_an_allowed_host_is_served(served: list[uvicorn.Config], tmp_path: Path) -> None:
+    data = str(tmp_path / "demo.db")
+    hosts = ["--allowed-host", "api.example.com", "--allowed-host", "10.1.2.3"]
+    result = CliRunner().invoke(main, ["demo", "--data", data, *hosts])
+    assert result.exit_code == 0, result.stderr
+    (config,) = served
+    assert host_status(config, "api.example.com") == 200
+    assert host_status(config, "10.1.2.3:8000") == 200
+    assert host_status(config, "www.example.com") == 421
+
+
+def test_a_malformed_allowed_host_is_a_usage_error() -> None:
+    result = CliRunner().invoke(
+        main, ["serve", "tests.conftest:build_host", "--allowed-host", "api.example.com:443"]
+    )
+    assert result.exit_code == 2
+    assert (
+        "Invalid value for '--allowed-host': allowed host 'api.example.com:443' must be a bare "
+        "host name or address (no scheme, no port)" in result.stderr
+    )
+
+
+def test_idle_connections_and_header_sizes_are_bounded(served: list[uvicorn.Config]) -> None:
+    result = CliRunner().invoke(main, ["serve", "tests.conftest:build_host", "--transport", "http"])
+    assert result.exit_code == 0, result.stderr
+    (config,) = served
+    assert (config.timeout_keep_alive, config.h11_max_incomplete_event_size) == (5, 16 * 1024)
+
+
+def test_an_empty_token_file_is_refused(tmp_path: Path) -> None:
+    """An empty file must not quietly mean "no tokens needed"."""
+    tokens = tmp_path / "tokens"
+    tokens.write_text("# nobody yet\n")
+    result = CliRunner().invoke(
+        main,
+        ["serve", "tests.conftest:build_host", "--transport", "http", "--token-file", str(tokens)],
+    )
+    assert result.exit_code == 2
+    assert f"{tokens} holds no tokens" in result.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from codemode.demo import create
 from tests.conftest import run_error
 
 CORPUS = sorted((Path(__file__).parent / "corpus").glob("*.py"))
+EXPECTED = json.loads((Path(__file__).parent / "corpus" / "expected.json").read_text())
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +28,8 @@ def test_the_corpus_is_large_enough() -> None:
 
 @pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.stem)
 def test_correct_programs_pass_untouched_and_run(demo: CodeMode, path: Path) -> None:
-    demo.execute(path.read_text(), subject="tester")
+    """Each program returns its expected value (they run in name order on one database)."""
+    assert demo.execute(path.read_text(), subject="tester").value == EXPECTED[path.stem]
 
 
 def test_three_mistakes_are_reported_together_and_nothing_runs() -> None:

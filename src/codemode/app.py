@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -12,13 +13,20 @@ import anyio
 
 from codemode.authz import Authorizer
 from codemode.binding import closest_name
-from codemode.capabilities import Capability, Catalog, build_capability
+from codemode.capabilities import Capability, Catalog, View, build_capability
 from codemode.capabilities.search import SearchIndex, SearchResult
-from codemode.errors import NotFoundError, UnauthenticatedError
-from codemode.events import Event, EventHandler
+from codemode.errors import (
+    CodeModeError,
+    InternalError,
+    InvalidRequestError,
+    NotFoundError,
+    UnauthenticatedError,
+)
+from codemode.events import EventHandler
 from codemode.limits import Limits
 from codemode.runtime import Engine, Execution, ExecutionResult
 from codemode.runtime.dispatch import Bridge
+from codemode.runtime.sandbox import MontySandbox, Sandbox
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -47,6 +55,8 @@ class CodeMode:
     - `worker_binary`: the program that starts a sandbox worker, e.g. a wrapper that
       adds a network namespace and no-new-privileges before it execs the real `monty`
       (see docs/reference/security.md).
+    - `sandbox`: where programs run; the pydantic-monty worker pool unless given (tests
+      pass a `codemode.testing.ScriptedSandbox`).
     """
 
     def __init__(
@@ -60,10 +70,16 @@ class CodeMode:
         hide_forbidden: bool = False,
         trace_arguments: bool = False,
         worker_binary: str | os.PathLike[str] | None = None,
+        sandbox: Sandbox | None = None,
     ) -> None:
         if authorizer is None or not callable(authorizer):
             raise TypeError(
                 "CodeMode needs an authorizer; use codemode.authz.AllowAll() to allow all"
+            )
+        if hide_forbidden and not callable(getattr(authorizer, "can_see", None)):
+            raise TypeError(
+                "hide_forbidden needs an authorizer with can_see(subject, capability_id, "
+                "capability_name)"
             )
         if isinstance(disabled, str):
             raise TypeError("disabled must be a collection of capability ids, not a string")
@@ -76,11 +92,13 @@ class CodeMode:
         self.hide_forbidden = hide_forbidden
         self.trace_arguments = trace_arguments
         self.worker_binary = worker_binary
+        self.sandbox = sandbox
         self.catalog = Catalog(disabled)
         self._engine: Engine | None = None
-        self._indexes: dict[int, tuple[Mapping[str, Capability], SearchIndex]] = {}
-        self._views: dict[str, Mapping[str, Capability]] = {}
-        self._views_of: Mapping[str, Capability] | None = None
+        self._engine_lock = threading.Lock()
+        self._indexes: dict[int, tuple[View, SearchIndex]] = {}
+        self._views: dict[str, View] = {}
+        self._views_of: View | None = None
 
     def __repr__(self) -> str:
         return f"CodeMode(name={self.name!r}, capabilities={len(self.catalog.enabled)})"
@@ -149,18 +167,20 @@ class CodeMode:
             raise NotFoundError(f'did you mean "{hint}"?' if hint else None)
         return capability
 
-    def visible(self, subject: str | None = None) -> Mapping[str, Capability]:
+    def visible(self, subject: str | None = None) -> View:
         """The capabilities `subject` can see: all enabled ones unless `hide_forbidden`."""
         self.catalog.check_disabled()
         enabled = self.catalog.enabled
-        can_see = getattr(self.authorizer, "can_see", None)
-        if not self.hide_forbidden or subject is None or can_see is None:
+        if not self.hide_forbidden or subject is None:
             return enabled
+        can_see = getattr(self.authorizer, "can_see", None)
+        if not callable(can_see):
+            raise TypeError("hide_forbidden needs an authorizer with can_see")
         if self._views_of is not enabled:
             self._views, self._views_of = {}, enabled
         view = self._views.get(subject)
         if view is None:
-            view = {n: c for n, c in enabled.items() if _sees(can_see, subject, c)}
+            view = self.catalog.view(c for c in enabled.values() if _sees(can_see, subject, c))
             self._views[subject] = view
             while len(self._views) > _SUBJECTS_KEPT:
                 self._views.pop(next(iter(self._views)))
@@ -169,16 +189,40 @@ class CodeMode:
     # -- execution -----------------------------------------------------------------------
 
     def execute(self, source: str, *, subject: str) -> ExecutionResult:
-        """Run a program that defines main(); raises a CodeModeError on any failure."""
-        engine = self._prepare(subject)
-        execution = self._execution(source, subject, engine, engine.private_bridge())
-        return engine.execute(execution)
+        """Run a program that defines main(); raises a CodeModeError on any failure.
+
+        Nothing else leaves it: whatever the program, handlers, authorizer or audit sink
+        do, an unexpected failure is logged and raised as `InternalError`.
+        """
+        try:
+            engine = self._engine_for(subject)
+            execution = self._execution(source, subject, engine, engine.private_bridge())
+            return engine.execute(execution)
+        except CodeModeError:
+            raise
+        except (KeyboardInterrupt, SystemExit):
+            if threading.current_thread() is threading.main_thread():
+                raise  # the host's own interrupt, not one from host code elsewhere
+            raise InternalError() from None
+        except BaseException:
+            log.exception("execute failed unexpectedly")
+            raise InternalError() from None
 
     async def execute_async(self, source: str, *, subject: str) -> ExecutionResult:
         """As `execute`; async handlers and authorizers run on the calling event loop."""
-        engine = self._prepare(subject)
-        bridge = Bridge(asyncio.get_running_loop())
-        return await engine.execute_async(self._execution(source, subject, engine, bridge))
+        try:
+            engine = self._engine_for(subject)
+            bridge = Bridge(asyncio.get_running_loop())
+            return await engine.execute_async(self._execution(source, subject, engine, bridge))
+        except (CodeModeError, asyncio.CancelledError):
+            raise
+        except (KeyboardInterrupt, SystemExit):
+            if threading.current_thread() is threading.main_thread():
+                raise
+            raise InternalError() from None
+        except BaseException:
+            log.exception("execute_async failed unexpectedly")
+            raise InternalError() from None
 
     # -- serving -------------------------------------------------------------------------
 
@@ -188,22 +232,34 @@ class CodeMode:
         tokens: Mapping[str, str] | None = None,
         subject: str = "local",
         host: str = "127.0.0.1",
+        allowed_hosts: Iterable[str] = (),
         web: bool = False,
     ) -> Starlette:
         """An ASGI app serving MCP at `/mcp`, to run with uvicorn or mount in Starlette/FastAPI.
 
-        With `tokens` (bearer token -> subject) unauthenticated requests get 401; `host` is
-        the address it will be served on (loopback names are the only Host headers accepted
-        there); with `web` the playground is served at `/`.
+        Every route goes through one security layer (`codemode.http`): with `tokens` (bearer
+        token -> subject) unauthenticated requests get 401; `host` is the address it will
+        be served on, and Host and Origin headers must name it, a loopback name or one of
+        `allowed_hosts` (e.g. a proxy's public name); with `web` the playground is served
+        at `/`.
         """
         from codemode.mcp import http_app
 
         routes = None
+        public_paths: tuple[str, ...] = ()
         if web:
-            from codemode.web import web_routes
+            from codemode.web import PUBLIC_PATHS, web_routes
 
-            routes = web_routes(self, tokens=tokens, subject=subject)
-        return http_app(self, tokens=tokens, subject=subject, host=host, routes=routes)
+            routes, public_paths = web_routes(self), PUBLIC_PATHS
+        return http_app(
+            self,
+            tokens=tokens,
+            subject=subject,
+            host=host,
+            allowed_hosts=allowed_hosts,
+            routes=routes,
+            public_paths=public_paths,
+        )
 
     def run(
         self,
@@ -213,6 +269,7 @@ class CodeMode:
         host: str = "127.0.0.1",
         port: int = 8000,
         tokens: Mapping[str, str] | None = None,
+        allowed_hosts: Iterable[str] = (),
         web: bool = False,
     ) -> None:
         """Serve over MCP until stopped: stdio as `subject`, or streamable HTTP."""
@@ -223,16 +280,22 @@ class CodeMode:
         elif transport == "http":
             import uvicorn
 
-            app = self.http_app(tokens=tokens, subject=subject, host=host, web=web)
-            uvicorn.run(app, host=host, port=port)
+            from codemode.http.server import server_config
+
+            app = self.http_app(
+                tokens=tokens, subject=subject, host=host, allowed_hosts=allowed_hosts, web=web
+            )
+            uvicorn.Server(server_config(app, host=host, port=port)).run()
         else:
             raise ValueError(f"unknown transport {transport!r}")
 
     def close(self) -> None:
-        """Cancel running executions and stop the worker processes."""
-        if self._engine is not None:
-            self._engine.close()
-            self._engine = None
+        """Cancel running executions and stop the worker processes (never waits on host
+        code: a handler still running is left to finish on its own)."""
+        with self._engine_lock:
+            engine, self._engine = self._engine, None
+        if engine is not None:
+            engine.close()
 
     def __enter__(self) -> CodeMode:
         return self
@@ -240,37 +303,27 @@ class CodeMode:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _prepare(self, subject: str) -> Engine:
+    def _engine_for(self, subject: str) -> Engine:
         if not isinstance(subject, str) or not subject.strip():
             raise UnauthenticatedError()
-        if self._engine is None:
-            self._engine = Engine(self.limits, self.worker_binary)
-        return self._engine
+        with self._engine_lock:
+            if self._engine is None:
+                sandbox = self.sandbox or MontySandbox(self.limits, self.worker_binary)
+                self._engine = Engine(self.limits, sandbox)
+            return self._engine
 
     def _execution(self, source: str, subject: str, engine: Engine, bridge: Bridge) -> Execution:
         if not isinstance(source, str):
-            raise TypeError("source must be a string")
+            raise InvalidRequestError("the program must be a string")
         return Execution(
             source=source,
             subject=subject,
-            capabilities=self.visible(subject),
+            setup=engine.setup(self.visible(subject)),
             authorizer=self.authorizer,
-            limits=self.limits,
             bridge=bridge,
-            engine=engine,
-            emit=self._emit,
-            emits=self.on_event is not None,
+            emit=self.on_event,
             trace_arguments=self.trace_arguments,
         )
-
-    def _emit(self, event: Event) -> None:
-        """Deliver an audit event; a failing handler is logged, never fatal."""
-        if self.on_event is None:
-            return
-        try:
-            self.on_event(event)
-        except Exception:
-            log.exception("the on_event handler failed on %s", event.kind)
 
 
 _VIEWS_KEPT = 64
@@ -281,7 +334,7 @@ def _sees(can_see: Callable[[str, str, str], bool], subject: str, capability: Ca
     """Whether a subject may see a capability; a failing hook hides it (fail closed)."""
     try:
         return bool(can_see(subject, capability.id, capability.name))
-    except Exception:
+    except BaseException:
         log.exception("can_see failed for %s", capability.name)
         return False
 

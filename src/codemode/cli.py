@@ -6,7 +6,6 @@ Exit codes: 0 success, 1 the program failed, 2 usage error.
 from __future__ import annotations
 
 import importlib
-import ipaddress
 import json
 import logging
 import os
@@ -70,13 +69,17 @@ def render_error(error: CodeModeError) -> str:
     return "\n".join(lines)
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
+def _check_allowed_hosts(
+    context: click.Context, param: click.Parameter, values: tuple[str, ...]
+) -> tuple[str, ...]:
+    """Refuse a malformed `--allowed-host` while parsing, as a usage error."""
+    from codemode.http import host_names
+
     try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+        host_names(values)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    return values
 
 
 @click.group()
@@ -99,21 +102,26 @@ def _serve(
     port: int,
     tokens: dict[str, str] | None,
     insecure: bool,
+    allowed_hosts: tuple[str, ...],
     banner: str | None = None,
     web: bool = False,
 ) -> None:
     if transport == "stdio":
         cm.run("stdio", subject=subject)
         return
+    import uvicorn
+
+    from codemode.http import is_loopback
+    from codemode.http.server import server_config
+
     if not is_loopback(host) and not tokens and not insecure:
         raise click.UsageError(
             f"refusing to serve {host} without --token-file (use --insecure to allow it)"
         )
-    import uvicorn
-
-    app = cm.http_app(tokens=tokens, subject=subject, host=host, web=web)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning")
-    server = uvicorn.Server(config)
+    app = cm.http_app(
+        tokens=tokens, subject=subject, host=host, allowed_hosts=allowed_hosts, web=web
+    )
+    server = uvicorn.Server(server_config(app, host=host, port=port))
     if banner:
         click.echo(banner)
     server.run()
@@ -121,6 +129,13 @@ def _serve(
 
 TRANSPORT = click.option(
     "--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True
+)
+ALLOWED_HOST = click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    callback=_check_allowed_hosts,
+    help="A further Host name clients use, e.g. a proxy's public name (repeatable).",
 )
 
 
@@ -134,6 +149,7 @@ TRANSPORT = click.option(
     "--token-file", type=click.Path(exists=True, dir_okay=False), help="token -> subject map."
 )
 @click.option("--insecure", is_flag=True, help="Allow a non-loopback address without tokens.")
+@ALLOWED_HOST
 @click.option("--policy-file", type=click.Path(exists=True, dir_okay=False), help="Cedar policies.")
 @click.option(
     "--entities-file", type=click.Path(exists=True, dir_okay=False), help="Cedar entities (JSON)."
@@ -151,6 +167,7 @@ def serve(
     port: int,
     token_file: str | None,
     insecure: bool,
+    allowed_hosts: tuple[str, ...],
     policy_file: str | None,
     entities_file: str | None,
     hide_forbidden: bool,
@@ -158,9 +175,11 @@ def serve(
     web: bool,
 ) -> None:
     """Serve APP (module:attribute naming a CodeMode) over MCP."""
-    from codemode.mcp.auth import load_token_file
+    from codemode.http import load_token_file
 
     tokens = load_token_file(token_file) if token_file else None
+    if token_file and not tokens:
+        raise click.UsageError(f"{token_file} holds no tokens")
     cm = load_app(app)
     if policy_file:
         cm.authorizer = load_cedar(cm, policy_file, entities_file)
@@ -180,6 +199,7 @@ def serve(
         port=port,
         tokens=tokens,
         insecure=insecure,
+        allowed_hosts=allowed_hosts,
         banner=banner,
         web=web,
     )
@@ -230,7 +250,15 @@ def check(app: str, file: Any) -> None:
 @click.option("--port", default=8000, show_default=True, type=int)
 @click.option("--data", type=click.Path(dir_okay=False, path_type=Path), help="SQLite file to use.")
 @click.option("--web/--no-web", default=True, show_default=True, help="Serve the playground at /.")
-def demo(transport: str, host: str, port: int, data: Path | None, web: bool) -> None:
+@ALLOWED_HOST
+def demo(
+    transport: str,
+    host: str,
+    port: int,
+    data: Path | None,
+    web: bool,
+    allowed_hosts: tuple[str, ...],
+) -> None:
     """Serve the demo inventory host (SQLite, created on first run)."""
     from codemode.demo import create, default_path
 
@@ -266,6 +294,7 @@ def demo(transport: str, host: str, port: int, data: Path | None, web: bool) -> 
         port=port,
         tokens=None,
         insecure=False,
+        allowed_hosts=allowed_hosts,
         banner=banner,
         web=web,
     )

@@ -1,4 +1,8 @@
-"""Hostile programs: each is contained, gets the right code, and the next execution works."""
+"""Hostile programs: each is contained, gets the right code, and the next execution works.
+
+The plain limit trips (loops, memory, recursion, floods) are in tests/runtime/test_limits.py;
+these are the adversarial shapes beyond them.
+"""
 
 from __future__ import annotations
 
@@ -44,17 +48,10 @@ def contained(cm: CodeMode, source: str, text: str) -> None:
 @pytest.mark.parametrize(
     ("source", "text"),
     [
-        (P + "    while True:\n        pass", "resource limit exceeded: interpreter time"),
         (
             "import asyncio\nasync def spin():\n    while True:\n        pass\n"
             "async def main():\n    return await asyncio.gather(data.wait(seconds=3), spin())",
             "resource limit exceeded: interpreter time",
-        ),
-        (P + "    return [0] * 10**10", "resource limit exceeded: memory"),
-        (P + "    s = 'ab'\n    while True:\n        s += s", "resource limit exceeded: memory"),
-        (
-            "def f(n):\n    return f(n + 1) + 1\n" + P + "    return f(0)",
-            "resource limit exceeded: recursion depth",
         ),
         (
             P
@@ -66,10 +63,6 @@ def contained(cm: CodeMode, source: str, text: str) -> None:
             + "    a = [0] * 300\n    b = [a] * 300\n    c = [b] * 300\n    return data.take(value=c)",
             "resource limit exceeded: argument size",
         ),
-        (
-            P + "    while True:\n        print('x' * 1000)",
-            "resource limit exceeded: printed output",
-        ),
         (P + "    return 'x' * 50_000_000", "resource limit exceeded: return value size"),
         (
             P + "    for i in range(10000):\n        data.take(value=i)",
@@ -77,14 +70,9 @@ def contained(cm: CodeMode, source: str, text: str) -> None:
         ),
     ],
     ids=[
-        "infinite-loop",
         "loop-while-a-call-is-pending",
-        "huge-list",
-        "string-doubling",
-        "deep-recursion",
         "deep-argument",
         "aliased-argument-bomb",
-        "print-flood",
         "50MB-return",
         "10000-calls",
     ],

@@ -397,17 +397,22 @@ class TestNoStarvation:
             release.wait(10)
             return 1
 
-        thread = threading.Thread(
-            target=lambda: pytest.raises(
-                CodeModeError, app.execute, P + "    return h.hang()", subject="a"
-            )
-        )
+        outcome: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                app.execute(P + "    return h.hang()", subject="a")
+            except CodeModeError as error:
+                outcome.append(error)
+
+        thread = threading.Thread(target=run)
         thread.start()
         time.sleep(0.5)
         started = time.monotonic()
         app.close()
         assert time.monotonic() - started < 2
         thread.join(5)
+        assert [str(e) for e in outcome] == ["execution canceled"]
         release.set()
 
     def test_a_stopped_execution_never_kills_a_worker_serving_another(self) -> None:

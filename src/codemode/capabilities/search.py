@@ -162,7 +162,11 @@ class SearchIndex:
         """Rank capabilities for a query; blank or connector-only queries find nothing."""
         if not isinstance(query, str):
             return SearchResult([], False)
-        query = query.encode("utf-8")[:MAX_QUERY_BYTES].decode("utf-8", errors="ignore").strip()
+        query = (
+            query.encode("utf-8", errors="ignore")[:MAX_QUERY_BYTES]
+            .decode("utf-8", errors="ignore")
+            .strip()
+        )
         limit = max(1, min(limit, MAX_RESULTS))
         exact = self.by_name.get(query)
         tokens = list(dict.fromkeys(t for t in tokenize(query) if t not in CONNECTORS))

@@ -1,4 +1,5 @@
-"""The MCP server over a CodeMode: stdio, streamable HTTP (stateless), bearer auth.
+"""The MCP server over a CodeMode: stdio, and streamable HTTP (stateless) behind the one
+HTTP security layer of `codemode.http`.
 
 Built on the SDK's lowlevel Server so that schemas and error texts reach the wire exactly
 as written. Every tool call ends in a reply built from a result or a CodeModeError; the
@@ -10,14 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import anyio
 from mcp import MCPError
 from mcp.server import Server, ServerRequestContext
-from mcp.server.auth.middleware.auth_context import get_access_token
-from mcp.server.auth.settings import AuthSettings
 from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import (
@@ -28,24 +27,35 @@ from mcp.types import (
     ListToolsResult,
     PaginatedRequestParams,
 )
-from pydantic import AnyHttpUrl, ValidationError
+from pydantic import ValidationError
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, Mount
 
 import codemode
 from codemode.app import CodeMode
 from codemode.errors import CodeModeError, InternalError, UnauthenticatedError
-from codemode.mcp.auth import StaticTokens
+from codemode.http import (
+    MAX_BODY_BYTES,
+    SecurityMiddleware,
+    StaticTokens,
+    host_names,
+    subject_of,
+)
 from codemode.mcp.tools import TOOLS, Handlers, check_arguments, failed
 
 log = logging.getLogger("codemode")
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+# Host and Origin are checked for every route by SecurityMiddleware; the SDK's own check
+# would be a second, narrower list that only /mcp obeys. Its POST Content-Type check stays
+# (ours is the same rule, applied first).
+_SDK_SECURITY = TransportSecuritySettings(enable_dns_rebinding_protection=False)
 
 
 def build_server(cm: CodeMode, *, subject: str | None = None) -> Server[Any]:
     """An MCP server exposing search_api, describe_api and execute over `cm`.
 
-    `subject` is the fixed subject for stdio; over HTTP the bearer token decides it.
+    `subject` is the fixed subject for stdio; over HTTP the security layer decides it.
     """
     handlers = Handlers(cm)
     tools = {tool.name: tool for tool in TOOLS}
@@ -63,7 +73,7 @@ def build_server(cm: CodeMode, *, subject: str | None = None) -> Server[Any]:
             raise MCPError(code=INVALID_PARAMS, message="unknown tool")
         try:
             arguments = check_arguments(tools[params.name], params.arguments or {})
-            who = _subject(subject)
+            who = _subject(ctx, subject)
             if who is None:
                 raise UnauthenticatedError()
             return await handler(arguments, who)
@@ -87,10 +97,10 @@ def build_server(cm: CodeMode, *, subject: str | None = None) -> Server[Any]:
     return server
 
 
-def _subject(fixed: str | None) -> str | None:
-    token = get_access_token()
-    if token is not None:
-        return token.subject
+def _subject(ctx: ServerRequestContext[Any], fixed: str | None) -> str | None:
+    scope = getattr(ctx.request, "scope", None)
+    if scope is not None:
+        return subject_of(scope)
     return fixed
 
 
@@ -118,37 +128,27 @@ def http_app(
     tokens: Mapping[str, str] | None = None,
     subject: str = "local",
     host: str = "127.0.0.1",
+    allowed_hosts: Iterable[str] = (),
     routes: list[BaseRoute] | None = None,
+    public_paths: Iterable[str] = (),
 ) -> Starlette:
     """A Starlette app serving MCP at `/mcp` (stateless streamable HTTP).
 
-    With `tokens` (token -> subject), a request without a valid bearer token gets 401
-    before any tool runs; without them every request runs as `subject`. Extra `routes`
-    (the web page) are served beside `/mcp`.
+    Every route, `/mcp` and the extra `routes` (the web page) alike, sits behind one
+    `SecurityMiddleware`: Host and Origin must name `host`, a loopback name or one of
+    `allowed_hosts`; with `tokens` (token -> subject) a request to a path outside
+    `public_paths` without a valid bearer token gets 401 before anything runs, and
+    without them every request runs as `subject`.
     """
-    server = build_server(cm, subject=None if tokens else subject)
-    security = (
-        TransportSecuritySettings(
-            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
-            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
-        )
-        if host in LOOPBACK
-        else TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    )
-    auth: dict[str, Any] = {}
-    if tokens:
-        auth = {
-            "token_verifier": StaticTokens(tokens),
-            "auth": AuthSettings(
-                issuer_url=AnyHttpUrl("http://localhost"), resource_server_url=None
-            ),
-        }
+    server = build_server(cm)
+    # Room for the JSON escaping of a program at the source limit, so that a long program
+    # gets the model-facing `source size` error rather than an HTTP 413.
+    max_body_bytes = max(MAX_BODY_BYTES, 8 * cm.limits.max_source_bytes)
     mcp_app = server.streamable_http_app(
         streamable_http_path="/mcp",
         stateless_http=True,
-        transport_security=security,
-        host=host,
-        **auth,
+        transport_security=_SDK_SECURITY,
+        max_request_body_size=max_body_bytes,
     )
 
     @contextlib.asynccontextmanager
@@ -159,7 +159,20 @@ def http_app(
             finally:
                 await anyio.to_thread.run_sync(cm.close)
 
-    return Starlette(routes=[*(routes or []), Mount("/", app=mcp_app)], lifespan=lifespan)
+    security = Middleware(
+        SecurityMiddleware,
+        host=host,
+        allowed_hosts=host_names(allowed_hosts),  # refuses a bad entry now, not at a request
+        tokens=StaticTokens(tokens) if tokens else None,
+        subject=subject,
+        public_paths=public_paths,
+        max_body_bytes=max_body_bytes,
+    )
+    return Starlette(
+        routes=[*(routes or []), Mount("/", app=mcp_app)],
+        middleware=[security],
+        lifespan=lifespan,
+    )
 
 
 __all__ = ["build_server", "http_app", "serve_stdio"]

@@ -14,11 +14,9 @@ from typing import Any
 from mcp.types import CallToolResult, TextContent, Tool, ToolAnnotations
 
 from codemode.app import CodeMode
-from codemode.capabilities import Capability
-from codemode.capabilities import types as t
-from codemode.capabilities.search import SearchResult
 from codemode.errors import CodeModeError, InvalidRequestError, NotFoundError
 from codemode.language import surface
+from codemode.payloads import describe_payload, search_payload, text_argument
 from codemode.types import JSONObject, JSONValue
 
 Schema = dict[str, Any]
@@ -204,55 +202,20 @@ def check_arguments(tool: Tool, arguments: Any) -> dict[str, Any]:
             raise InvalidRequestError(f'missing required property "{key}"')
     for key, value in arguments.items():
         schema = properties[key]
-        if schema["type"] == "string" and not isinstance(value, str):
-            raise InvalidRequestError(f'property "{key}" must be a string')
-        if schema["type"] == "array" and not (
-            isinstance(value, list)
-            and all(isinstance(item, str) for item in value)
-            and len(value) <= schema["maxItems"]
-        ):
-            raise InvalidRequestError(
-                f'property "{key}" must be a list of at most {schema["maxItems"]} strings'
-            )
+        if schema["type"] == "string":
+            text_argument(key, value)
+        if schema["type"] == "array":
+            if not (
+                isinstance(value, list)
+                and all(isinstance(item, str) for item in value)
+                and len(value) <= schema["maxItems"]
+            ):
+                raise InvalidRequestError(
+                    f'property "{key}" must be a list of at most {schema["maxItems"]} strings'
+                )
+            for item in value:
+                text_argument(key, item)
     return arguments
-
-
-def search_payload(found: SearchResult) -> JSONObject:
-    """What search_api answers."""
-    return {
-        "results": [
-            {"name": h.name, "signature": h.signature, "summary": h.summary} for h in found.results
-        ],
-        "truncated": found.truncated,
-    }
-
-
-def describe_payload(capability: Capability) -> JSONObject:
-    """What describe_api answers for one capability."""
-    return {
-        "name": capability.name,
-        "signature": capability.signature,
-        "summary": capability.summary,
-        "description": capability.description,
-        "parameters": [
-            {
-                "name": p.name,
-                "type": t.notation(p.annotation),
-                "required": p.required,
-                **({} if p.required else {"default": repr(p.default)}),
-                **({"doc": p.doc} if p.doc else {}),
-            }
-            for p in capability.parameters
-        ],
-        "result": {
-            "type": t.notation(capability.result_annotation),
-            "read_as": t.access(capability.result_annotation) or "value",
-            **({"doc": capability.result_doc} if capability.result_doc else {}),
-        },
-        "shapes": [shape.render() for shape in capability.shapes],
-        "input_schema": capability.input_schema,
-        "output_schema": capability.output_schema,
-    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,12 +259,4 @@ class Handlers:
         }.get(name)
 
 
-__all__ = [
-    "TOOLS",
-    "Handlers",
-    "check_arguments",
-    "describe_payload",
-    "failed",
-    "ok",
-    "search_payload",
-]
+__all__ = ["TOOLS", "Handlers", "check_arguments", "failed", "ok"]

@@ -10,12 +10,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from codemode.authz import Denied
 from codemode.errors import (
+    AgentError,
+    CapabilityFailedError,
     CodeModeError,
     InternalError,
     InvalidProgramError,
+    PermissionDeniedError,
+    PolicyFailureError,
     ResourceLimitError,
     Where,
+    sanitize_agent_message,
 )
 from codemode.limits import LimitKind
 from codemode.preflight import LOAD_MESSAGE
@@ -29,6 +35,33 @@ class Stop(Exception):
     def __init__(self, error: CodeModeError) -> None:
         self.error = error
         super().__init__(error.code.value)
+
+
+class Raise(Exception):
+    """Raises `error` inside the program as `exc_type`, carrying only its fixed text."""
+
+    def __init__(self, error: CodeModeError, exc_type: str) -> None:
+        self.error = error
+        self.exc_type = exc_type
+        super().__init__(error.code.value)
+
+
+def handler_failure(exc: BaseException) -> Raise:
+    """A handler, its result or an argument validator failed, in any way at all.
+
+    The program sees `capability failed`, with an `AgentError`'s sanitized message and
+    nothing else; the exception itself is never read for text.
+    """
+    if isinstance(exc, AgentError):
+        return Raise(CapabilityFailedError(sanitize_agent_message(exc.message)), "RuntimeError")
+    return Raise(CapabilityFailedError(), "RuntimeError")
+
+
+def authorizer_failure(exc: BaseException) -> Raise:
+    """`Denied` is a denial; anything else the authorizer raises is a policy failure."""
+    if isinstance(exc, Denied):
+        return Raise(PermissionDeniedError(), "PermissionError")
+    return Raise(PolicyFailureError(), "RuntimeError")
 
 
 @dataclass(slots=True)
@@ -154,4 +187,4 @@ def _entry_point_error(failure: SandboxFailure) -> CodeModeError:
     return InternalError()
 
 
-__all__ = ["Outcome", "Stop", "classify"]
+__all__ = ["Outcome", "Raise", "Stop", "authorizer_failure", "classify", "handler_failure"]

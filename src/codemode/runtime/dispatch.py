@@ -28,14 +28,10 @@ from codemode.capabilities.results import Projected
 from codemode.context import CallContext
 from codemode.errors import (
     AgentError,
-    CapabilityFailedError,
     CodeModeError,
     InternalError,
-    PermissionDeniedError,
-    PolicyFailureError,
     ResourceLimitError,
     Where,
-    sanitize_agent_message,
 )
 from codemode.events import (
     CallAttempted,
@@ -47,20 +43,11 @@ from codemode.events import (
     Event,
 )
 from codemode.limits import LimitKind, Limits
-from codemode.runtime.classify import Stop
+from codemode.runtime.classify import Raise, Stop, authorizer_failure, handler_failure
 from codemode.tracing import Span, call_span
 
 log = logging.getLogger("codemode")
 T = TypeVar("T")
-
-
-class Raise(Exception):
-    """Raises `error` inside the program as `exc_type`, carrying only its fixed text."""
-
-    def __init__(self, error: CodeModeError, exc_type: str) -> None:
-        self.error = error
-        self.exc_type = exc_type
-        super().__init__(error.code.value)
 
 
 class HostExit(Exception):
@@ -248,8 +235,11 @@ class Dispatcher:
         except BaseException as exc:  # a host validator failed in its own way
             self._log("an argument validator failed on", capability, exc)
             self._event(CallAttempted, **base)
-            self._event(CallFailed, **base, code="capability_failed", duration_seconds=0, error=exc)
-            raise Raise(CapabilityFailedError(), "RuntimeError") from None
+            failure = handler_failure(exc)
+            self._event(
+                CallFailed, **base, code=failure.error.code.value, duration_seconds=0, error=exc
+            )
+            raise failure from None
         base["arguments"] = bound.arguments
         if self.trace_arguments:
             span.arguments(bound.arguments)
@@ -295,16 +285,14 @@ class Dispatcher:
                     self.bridge.run(decision, self.remaining(), _EXECUTION_TIME)
         except Stop:
             raise
-        except Denied as exc:
-            log.info(
-                "execution %s: denied %s (%s)", self.execution_id, capability.name, capability.id
-            )
-            self._event(CallDenied, **base, code="permission_denied", reason=exc)
-            raise Raise(PermissionDeniedError(), "PermissionError") from None
         except BaseException as exc:
-            self._log("authorizer failed on", capability, exc)
-            self._event(CallDenied, **base, code="policy_failure", reason=exc)
-            raise Raise(PolicyFailureError(), "RuntimeError") from None
+            failure = authorizer_failure(exc)
+            if isinstance(exc, Denied):  # an expected event: one line, no traceback
+                log.info("execution %s: denied %s", self.execution_id, capability.name)
+            else:
+                self._log("authorizer failed on", capability, exc)
+            self._event(CallDenied, **base, code=failure.error.code.value, reason=exc)
+            raise failure from None
 
     def _invoke(self, capability: Capability, kwargs: dict[str, Any], locate: Locate) -> Projected:
         """Run the handler and project its result, within its time budget.
@@ -326,15 +314,12 @@ class Dispatcher:
                 return capability.projection.project(value)
         except (Stop, Raise):
             raise
-        except AgentError as exc:
-            log.info(
-                "execution %s: capability %s raised AgentError", self.execution_id, capability.name
-            )
-            detail = sanitize_agent_message(exc.message)
-            raise Raise(CapabilityFailedError(detail), "RuntimeError") from exc
         except BaseException as exc:
-            self._log("handler or its result failed:", capability, exc)
-            raise Raise(CapabilityFailedError(), "RuntimeError") from exc
+            if isinstance(exc, AgentError):
+                log.info("execution %s: %s raised AgentError", self.execution_id, capability.name)
+            else:
+                self._log("handler or its result failed:", capability, exc)
+            raise handler_failure(exc) from exc
 
     def _count(self, size: int) -> None:
         if size > self.limits.max_result_bytes:
@@ -386,4 +371,4 @@ _EXECUTION_TIME = ResourceLimitError(LimitKind.EXECUTION_TIME)
 _CAPABILITY_TIME = ResourceLimitError(LimitKind.CAPABILITY_TIME)
 
 
-__all__ = ["Bridge", "Dispatcher", "HostClock", "HostExit", "Raise"]
+__all__ = ["Bridge", "Dispatcher", "HostClock", "HostExit"]

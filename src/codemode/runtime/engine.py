@@ -96,11 +96,11 @@ class Engine:
                 changed.clear()
                 if future.done():
                     return future.result()
-                left = execution.clock.next_deadline() - time.monotonic()
-                if left <= 0:
+                error = execution.overdue()
+                if error is not None:
                     break
-                changed.wait(left)
-            in_host, error = execution.clock.in_host(), execution.clock.overdue()
+                changed.wait(execution.clock.next_deadline() - time.monotonic())
+            in_host = execution.clock.in_host()
             execution.stop(error)
             if not in_host:
                 with contextlib.suppress(concurrent.futures.TimeoutError):
@@ -129,12 +129,13 @@ class Engine:
                 changed.clear()
                 if future.done():
                     return future.result()
-                left = execution.clock.next_deadline() - time.monotonic()
-                if left <= 0:
+                error = execution.overdue()
+                if error is not None:
                     break
+                left = execution.clock.next_deadline() - time.monotonic()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(changed.wait(), left)
-            in_host, error = execution.clock.in_host(), execution.clock.overdue()
+            in_host = execution.clock.in_host()
             execution.stop(error)
             if not in_host:
                 with contextlib.suppress(TimeoutError):

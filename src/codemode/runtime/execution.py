@@ -34,8 +34,8 @@ from codemode.events import (
     HostCodeAbandoned,
 )
 from codemode.limits import LimitKind, Limits
-from codemode.runtime.classify import Outcome, Stop, classify
-from codemode.runtime.dispatch import Bridge, Dispatcher, HostClock, Raise
+from codemode.runtime.classify import Outcome, Raise, Stop, classify
+from codemode.runtime.dispatch import Bridge, Dispatcher, HostClock
 from codemode.runtime.program import Program, Programs
 from codemode.runtime.sandbox import Answer, Call, Done, Injected, Returned, Run, Sandbox, Step
 from codemode.tracing import execution_span
@@ -217,6 +217,15 @@ class Execution:
             if self.run is not None:
                 self.run.kill()
         self.bridge.cancel_all()
+        self.clock.on_change()  # the waiting caller answers now
+
+    def overdue(self) -> CodeModeError | None:
+        """Why the caller should stop waiting now: a stop, or the earliest deadline passed."""
+        if self.outcome.killed_for is not None:
+            return self.outcome.killed_for
+        if time.monotonic() >= self.clock.next_deadline():
+            return self.clock.overdue()
+        return None
 
     def answer_given(self) -> None:
         """The caller has its answer: its concurrency slot is free from now on."""

@@ -1,15 +1,16 @@
 """Routes of the playground: the page, its static files, and JSON endpoints over CodeMode.
 
 The endpoints call the same CodeMode methods and build the same payloads as the MCP tools
-(no second execution path), so the page shows exactly what the model would see. The page
-is static; the endpoints require the bearer token when the server has tokens.
+(no second execution path), so the page shows exactly what the model would see. They are
+served behind `codemode.http.SecurityMiddleware`, which has checked the Host, Origin,
+content type, body size and bearer token, and named the subject, before a route runs.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,84 +20,63 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from codemode.app import CodeMode
-from codemode.errors import CodeModeError, InternalError, InvalidRequestError
-from codemode.mcp.auth import StaticTokens
-from codemode.mcp.tools import describe_payload, search_payload
+from codemode.errors import CodeModeError, InternalError, InvalidRequestError, UnauthenticatedError
+from codemode.http import subject_of
+from codemode.payloads import describe_payload, error_payload, search_payload, text_argument
 
 log = logging.getLogger("codemode")
 STATIC = Path(__file__).parent / "static"
-MAX_BODY_BYTES = 1024 * 1024
+
+PUBLIC_PATHS = ("/", "/static/*")
+"""The page and its assets are served without a token, so the page can ask for one."""
+
+Handler = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
-def error_payload(error: CodeModeError) -> dict[str, Any]:
-    """The MCP error payload plus the program frames, for the page."""
-    return {**error.to_payload(), "traceback": [w.to_dict() for w in error.traceback]}
+async def _arguments(request: Request) -> tuple[str, dict[str, Any]]:
+    who = subject_of(request.scope)
+    if who is None:
+        raise UnauthenticatedError()
+    try:
+        data = json.loads(await request.body() or b"{}")
+    except ValueError:
+        raise InvalidRequestError("the request is not JSON") from None
+    if not isinstance(data, dict):
+        raise InvalidRequestError("the request must be a JSON object")
+    return who, data
 
 
-def web_routes(
-    cm: CodeMode, *, tokens: Mapping[str, str] | None = None, subject: str = "local"
-) -> list[BaseRoute]:
-    """The page at `/`, its assets at `/static`, and `/api/{search,describe,execute}`."""
-    verifier = StaticTokens(tokens) if tokens else None
-
-    async def arguments(request: Request) -> tuple[str, dict[str, Any]]:
-        if verifier is None:
-            who: str | None = subject
-        else:
-            header = request.headers.get("authorization", "")
-            scheme, _, token = header.partition(" ")
-            who = verifier.subject(token.strip()) if scheme.lower() == "bearer" else None
-        if who is None:
-            raise PermissionError
-        body = await request.body()
-        if len(body) > MAX_BODY_BYTES:
-            raise InvalidRequestError("the request is too large")
+def _endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+    async def run(request: Request) -> Response:
         try:
-            data = json.loads(body or b"{}")
-        except ValueError:
-            raise InvalidRequestError("the request is not JSON") from None
-        if not isinstance(data, dict):
-            raise InvalidRequestError("the request must be a JSON object")
-        return who, data
+            who, data = await _arguments(request)
+            return JSONResponse(await handler(who, data))
+        except CodeModeError as error:
+            return JSONResponse(
+                {"ok": False, "error": error_payload(error), "printed": error.printed}
+            )
+        except Exception:  # last-resort net: a bug below still yields an exact, safe reply
+            log.exception("web endpoint failed")
+            return JSONResponse(
+                {"ok": False, "error": error_payload(InternalError()), "printed": ""}
+            )
 
-    def endpoint(handler: Any) -> Any:
-        async def run(request: Request) -> Response:
-            try:
-                who, data = await arguments(request)
-                return JSONResponse(await handler(who, data))
-            except PermissionError:
-                return JSONResponse(
-                    {"error": "invalid_token"},
-                    status_code=401,
-                    headers={"WWW-Authenticate": "Bearer"},
-                )
-            except CodeModeError as error:
-                return JSONResponse(
-                    {"ok": False, "error": error_payload(error), "printed": error.printed}
-                )
-            except Exception:
-                log.exception("web endpoint failed")
-                return JSONResponse(
-                    {"ok": False, "error": error_payload(InternalError()), "printed": ""}
-                )
+    return run
 
-        return run
 
-    def text(data: dict[str, Any], key: str) -> str:
-        value = data.get(key)
-        if not isinstance(value, str):
-            raise InvalidRequestError(f'property "{key}" must be a string')
-        return value
+def web_routes(cm: CodeMode) -> list[BaseRoute]:
+    """The page at `/`, its assets at `/static`, and `/api/{search,describe,execute}`."""
 
     async def search(who: str, data: dict[str, Any]) -> dict[str, Any]:
-        return {"ok": True, **search_payload(cm.search(text(data, "query"), subject=who))}
+        query = text_argument("query", data.get("query"))
+        return {"ok": True, **search_payload(cm.search(query, subject=who))}
 
     async def describe(who: str, data: dict[str, Any]) -> dict[str, Any]:
-        capability = cm.describe(text(data, "name"), subject=who)
+        capability = cm.describe(text_argument("name", data.get("name")), subject=who)
         return {"ok": True, "capability": describe_payload(capability)}
 
     async def execute(who: str, data: dict[str, Any]) -> dict[str, Any]:
-        result = await cm.execute_async(text(data, "source"), subject=who)
+        result = await cm.execute_async(text_argument("source", data.get("source")), subject=who)
         return {
             "ok": True,
             "result": result.value,
@@ -109,11 +89,11 @@ def web_routes(
 
     return [
         Route("/", page),
-        Route("/api/search", endpoint(search), methods=["POST"]),
-        Route("/api/describe", endpoint(describe), methods=["POST"]),
-        Route("/api/execute", endpoint(execute), methods=["POST"]),
+        Route("/api/search", _endpoint(search), methods=["POST"]),
+        Route("/api/describe", _endpoint(describe), methods=["POST"]),
+        Route("/api/execute", _endpoint(execute), methods=["POST"]),
         Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
     ]
 
 
-__all__ = ["error_payload", "web_routes"]
+__all__ = ["PUBLIC_PATHS", "web_routes"]

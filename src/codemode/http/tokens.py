@@ -7,11 +7,9 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from mcp.server.auth.provider import AccessToken
-
 
 class StaticTokens:
-    """A token verifier over a fixed map of token -> subject id.
+    """A fixed map of bearer token -> subject id.
 
     Every candidate is compared with `hmac.compare_digest`, so timing does not reveal how
     much of a token matched. The repr never shows a token.
@@ -34,18 +32,13 @@ class StaticTokens:
         return f"StaticTokens({len(self._tokens)} tokens)"
 
     def subject(self, token: str) -> str | None:
+        """The subject `token` belongs to, or None; every candidate is compared."""
         given = token.encode()
         found: str | None = None
         for candidate, subject in self._tokens:
             if hmac.compare_digest(candidate, given):
                 found = subject
         return found
-
-    async def verify_token(self, token: str) -> AccessToken | None:
-        subject = self.subject(token)
-        if subject is None:
-            return None
-        return AccessToken(token=token, client_id=subject, subject=subject, scopes=[])
 
 
 def load_token_file(path: str | Path) -> dict[str, str]:

@@ -1,0 +1,23 @@
+"""What every HTTP route shares, whichever adapter serves it: one security layer, bearer
+tokens and the loopback rule. `codemode.http.server` holds the uvicorn settings."""
+
+from codemode.http.security import (
+    MAX_BODY_BYTES,
+    SUBJECT_KEY,
+    SecurityMiddleware,
+    host_names,
+    is_loopback,
+    subject_of,
+)
+from codemode.http.tokens import StaticTokens, load_token_file
+
+__all__ = [
+    "MAX_BODY_BYTES",
+    "SUBJECT_KEY",
+    "SecurityMiddleware",
+    "StaticTokens",
+    "host_names",
+    "is_loopback",
+    "load_token_file",
+    "subject_of",
+]

@@ -1,0 +1,34 @@
+"""Uvicorn settings for serving codemode: idle connections and header sizes bounded."""
+
+from __future__ import annotations
+
+import uvicorn
+from starlette.types import ASGIApp
+
+from codemode.limits import KIB
+
+KEEP_ALIVE_SECONDS = 5
+"""An idle keep-alive connection is closed after this long."""
+
+MAX_HEADER_BYTES = 16 * KIB
+"""How much of an incomplete request line and headers uvicorn's h11 parser buffers before
+it answers 400: a client trickling headers cannot grow the server's memory past this."""
+
+
+def server_config(app: ASGIApp, *, host: str, port: int) -> uvicorn.Config:
+    """The uvicorn configuration both `codemode serve` and `CodeMode.run` serve with.
+
+    Uvicorn has no timer for a request whose headers arrive slowly; expose the server
+    beyond loopback behind a proxy that has one (see docs/reference/security.md).
+    """
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
+        h11_max_incomplete_event_size=MAX_HEADER_BYTES,
+    )
+
+
+__all__ = ["KEEP_ALIVE_SECONDS", "MAX_HEADER_BYTES", "server_config"]

@@ -1,0 +1,71 @@
+"""The wire shapes both adapters share: what search and describe answer, and an error as
+the page shows it, plus the one check of a text argument they both apply."""
+
+from __future__ import annotations
+
+from codemode.capabilities import Capability
+from codemode.capabilities import types as t
+from codemode.capabilities.search import SearchResult
+from codemode.errors import CodeModeError, InvalidRequestError
+from codemode.types import JSONObject, JSONValue
+
+
+def search_payload(found: SearchResult) -> JSONObject:
+    """What search_api answers."""
+    return {
+        "results": [
+            {"name": h.name, "signature": h.signature, "summary": h.summary} for h in found.results
+        ],
+        "truncated": found.truncated,
+    }
+
+
+def describe_payload(capability: Capability) -> JSONObject:
+    """What describe_api answers for one capability."""
+    return {
+        "name": capability.name,
+        "signature": capability.signature,
+        "summary": capability.summary,
+        "description": capability.description,
+        "parameters": [
+            {
+                "name": p.name,
+                "type": t.notation(p.annotation),
+                "required": p.required,
+                **({} if p.required else {"default": repr(p.default)}),
+                **({"doc": p.doc} if p.doc else {}),
+            }
+            for p in capability.parameters
+        ],
+        "result": {
+            "type": t.notation(capability.result_annotation),
+            "read_as": t.access(capability.result_annotation) or "value",
+            **({"doc": capability.result_doc} if capability.result_doc else {}),
+        },
+        "shapes": [shape.render() for shape in capability.shapes],
+        "input_schema": capability.input_schema,
+        "output_schema": capability.output_schema,
+    }
+
+
+def error_payload(error: CodeModeError) -> JSONObject:
+    """The error payload plus the program's frames, for the page's traceback."""
+    return {**error.to_payload(), "traceback": [w.to_dict() for w in error.traceback]}
+
+
+def text_argument(name: str, value: JSONValue) -> str:
+    """`value` as a text argument, or InvalidRequestError.
+
+    JSON can spell a lone surrogate (`"\\ud800"`), which no UTF-8 text holds: it is the
+    caller's malformed input, refused here before any CodeMode method sees it.
+    """
+    if not isinstance(value, str):
+        raise InvalidRequestError(f'property "{name}" must be a string')
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidRequestError(f'property "{name}" must be valid Unicode text') from None
+    return value
+
+
+__all__ = ["describe_payload", "error_payload", "search_payload", "text_argument"]

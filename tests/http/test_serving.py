@@ -1,0 +1,171 @@
+"""The security layer on a real uvicorn server, with the real MCP SDK client of both eras."""
+
+from __future__ import annotations
+
+import select
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import httpx
+import httpx2
+import pytest
+import uvicorn
+from mcp import Client, ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import CallToolResult
+from starlette.types import ASGIApp
+
+from codemode.http import MAX_BODY_BYTES
+from codemode.http.server import server_config
+from tests.http.conftest import ADD, TOKENS, noting_host
+
+
+@contextmanager
+def serving(app: ASGIApp, host: str) -> Iterator[int]:
+    """Serve `app` with the settings `codemode serve` uses, in a thread; yield the port."""
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        port = int(probe.getsockname()[1])
+    server = uvicorn.Server(server_config(app, host=host, port=port))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.02)
+    try:
+        yield port
+    finally:
+        server.should_exit = True
+        thread.join(20)
+
+
+@dataclass
+class Served:
+    base: str
+    port: int
+    effects: list[str]
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[Served]:
+    effects: list[str] = []
+    app = noting_host(effects).http_app(tokens=TOKENS, web=True)
+    with serving(app, "127.0.0.1") as port:
+        yield Served(f"http://127.0.0.1:{port}", port, effects)
+
+
+@pytest.fixture
+def server(served: Served) -> Served:
+    served.effects.clear()
+    return served
+
+
+def raw(port: int, head: str, host: str = "127.0.0.1") -> bytes:
+    """One request without a body over a plain socket, so nothing rewrites its headers."""
+    with socket.create_connection((host, port), timeout=10) as connection:
+        connection.sendall(f"{head}\r\nConnection: close\r\n\r\n".encode())
+        answer = b""
+        while chunk := connection.recv(65536):
+            answer += chunk
+    return answer
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("era", ["2025", "2026"])
+async def test_the_sdk_client_of_both_eras_runs_with_its_token(server: Served, era: str) -> None:
+    headers = {"Authorization": "Bearer tok-alice"}
+    async with httpx2.AsyncClient(headers=headers) as http:
+        transport = streamable_http_client(f"{server.base}/mcp", http_client=http)
+        result: CallToolResult
+        if era == "2025":
+            async with transport as (read, write), ClientSession(read, write) as session:
+                await session.initialize()
+                result = await session.call_tool("execute", {"source": ADD})
+        else:
+            async with Client(transport) as client:
+                result = await client.call_tool("execute", {"source": ADD})
+    assert result.structured_content is not None
+    assert result.structured_content["result"] == 1
+    assert server.effects == ["alice:hi"]
+
+
+def test_one_token_serves_mcp_and_the_api_and_no_token_gets_the_same_401(
+    server: Served,
+) -> None:
+    api = (f"{server.base}/api/execute", {"source": ADD})
+    mcp = (
+        f"{server.base}/mcp",
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "execute", "arguments": {"source": ADD}},
+        },
+    )
+    accept = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
+    refused = [httpx.post(url, json=data, headers=accept) for url, data in (api, mcp)]
+    assert [(r.status_code, r.headers["www-authenticate"], r.json()) for r in refused] == [
+        (401, "Bearer", {"error": "invalid_token"})
+    ] * 2
+    assert server.effects == []
+
+    token = {**accept, "Authorization": "Bearer tok-alice"}
+    assert httpx.post(api[0], json=api[1], headers=token).json()["result"] == 1
+    called = httpx.post(mcp[0], json=mcp[1], headers=token)
+    assert called.status_code == 200
+    assert server.effects == ["alice:hi", "alice:hi"]
+
+
+@pytest.mark.parametrize("path", ["/", "/static/app.js", "/mcp"])
+def test_the_real_server_refuses_a_foreign_host(server: Served, path: str) -> None:
+    answer = raw(server.port, f"GET {path} HTTP/1.1\r\nHost: evil.example")
+    assert answer.startswith(b"HTTP/1.1 421 ")
+    assert answer.endswith(b'\r\n\r\n{"error":"host_not_allowed"}')
+
+
+def test_a_chunked_body_past_the_limit_gets_413_before_it_is_all_sent(server: Served) -> None:
+    """The server answers as soon as the running total passes 1 MiB of a 50 MB upload."""
+    chunk = b" " * (64 * 1024)
+    framed = f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n"
+    sent = 0
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as connection:
+        connection.sendall(
+            b"POST /api/execute HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Authorization: Bearer tok-alice\r\nContent-Type: application/json\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n"
+        )
+        while sent < 50 * 1024 * 1024 and not select.select([connection], [], [], 0)[0]:
+            connection.sendall(framed)
+            sent += len(chunk)
+        answer = b""
+        while not answer.endswith(b"}"):
+            answer += connection.recv(65536)
+    assert answer.startswith(b"HTTP/1.1 413 ")
+    assert answer.endswith(b'{"error":"body_too_large"}')
+    assert MAX_BODY_BYTES < sent < 25 * 1024 * 1024
+    assert server.effects == []
+
+
+def test_a_server_bound_to_another_loopback_address_is_protected() -> None:
+    """127.0.0.2 is loopback too: its own name passes, a rebinding name does not."""
+    with serving(noting_host([]).http_app(host="127.0.0.2"), "127.0.0.2") as port:
+        own = raw(port, f"GET / HTTP/1.1\r\nHost: 127.0.0.2:{port}", "127.0.0.2")
+        foreign = raw(port, "GET / HTTP/1.1\r\nHost: evil.example", "127.0.0.2")
+    assert own.startswith(b"HTTP/1.1 404 ")  # past the checks, and no route at /
+    assert foreign.startswith(b"HTTP/1.1 421 ")
+
+
+def test_headers_still_incomplete_after_16_kib_are_refused(server: Served) -> None:
+    """A client trickling headers cannot make the server buffer more than 16 KiB of them."""
+    padding = "x" * (20 * 1024)
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as connection:
+        connection.sendall(f"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Padding: {padding}".encode())
+        answer = b""
+        while chunk := connection.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 400 ")

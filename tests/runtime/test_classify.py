@@ -1,0 +1,137 @@
+"""The one classifier: every interpreter error type and every limit has exactly one code."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+import pydantic_monty as pm
+import pytest
+
+from codemode.errors import (
+    CapabilityFailedError,
+    ErrorCode,
+    ExecutionCanceledError,
+    ResourceLimitError,
+)
+from codemode.limits import LimitKind
+from codemode.runtime.classify import Outcome, Stop, classify
+from codemode.runtime.program import Programs
+from codemode.runtime.sandbox import FAILURE_KINDS, FailureKind, Frame, SandboxFailure
+from tests.conftest import CANARY
+
+PROGRAM = Programs({}).prepare("def main():\n    x = 1\n    return x\n")
+INSIDE = (Frame(3, 12, 3, 13, "main"),)
+"""A frame inside the program (line 3)."""
+TRAILER = (Frame(4, 1, 4, 7, "<module>"),)
+"""A frame of the trailer that calls main() (past the program's last line)."""
+
+
+def outcome() -> Outcome:
+    return Outcome(program=PROGRAM)
+
+
+def test_every_interpreter_error_type_is_mapped() -> None:
+    """In the manner of httpx: no pydantic-monty exception goes unmapped."""
+    errors = {
+        obj
+        for obj in vars(pm).values()
+        if inspect.isclass(obj) and issubclass(obj, pm.MontyError) and obj is not pm.MontyError
+    }
+    assert errors == set(FAILURE_KINDS)
+
+
+@pytest.mark.parametrize(
+    ("failure", "code"),
+    [
+        (
+            SandboxFailure(FailureKind.SYNTAX, "SyntaxError", "bad", INSIDE),
+            ErrorCode.INVALID_PROGRAM,
+        ),
+        (SandboxFailure(FailureKind.RAISED, "KeyError", "'x'", INSIDE), ErrorCode.INVALID_PROGRAM),
+        (SandboxFailure(FailureKind.CRASHED), ErrorCode.INTERNAL),
+        (SandboxFailure(FailureKind.TIMED_OUT), ErrorCode.RESOURCE_LIMIT),
+        (SandboxFailure(FailureKind.HOST, "TypeError", CANARY), ErrorCode.INTERNAL),
+    ],
+)
+def test_each_kind_has_one_code(failure: SandboxFailure, code: ErrorCode) -> None:
+    assert classify(failure, outcome()).code is code
+    assert set(FailureKind) == {
+        FailureKind.SYNTAX,
+        FailureKind.RAISED,
+        FailureKind.CRASHED,
+        FailureKind.TIMED_OUT,
+        FailureKind.HOST,
+    }
+
+
+def test_every_limit_kind_is_a_resource_limit_and_documented() -> None:
+    errors_md = (Path(__file__).parents[2] / "docs" / "reference" / "errors.md").read_text()
+    for kind in LimitKind:
+        error = ResourceLimitError(kind)
+        assert error.code is ErrorCode.RESOURCE_LIMIT
+        assert str(error) == f"resource limit exceeded: {kind.value}"
+        assert f"`{kind.value}`" in errors_md, kind
+
+
+@pytest.mark.parametrize(
+    ("exc_type", "message", "frames", "kind"),
+    [
+        ("TimeoutError", "", (), LimitKind.INTERPRETER_TIME),
+        ("MemoryError", "memory limit exceeded: 10 bytes > 5 bytes", INSIDE, LimitKind.MEMORY),
+        ("RecursionError", "maximum recursion depth exceeded", INSIDE, LimitKind.RECURSION_DEPTH),
+        ("RuntimeError", "suspension limit exceeded", (), LimitKind.CAPABILITY_CALLS),
+    ],
+)
+def test_limit_trips_are_read_from_the_interpreters_report(
+    exc_type: str, message: str, frames: tuple[Frame, ...], kind: LimitKind
+) -> None:
+    failure = SandboxFailure(FailureKind.RAISED, exc_type, message, frames)
+    assert str(classify(failure, outcome())) == f"resource limit exceeded: {kind.value}"
+
+
+def test_text_outside_the_program_is_never_echoed() -> None:
+    """A failure with no frame in the program is not the program's text to show."""
+    failure = SandboxFailure(FailureKind.RAISED, "RuntimeError", f"lazy load {CANARY}", ())
+    error = classify(failure, outcome())
+    assert str(error) == "internal failure"
+    failure = SandboxFailure(FailureKind.RAISED, "ValueError", CANARY, TRAILER)
+    assert str(classify(failure, outcome())) == "internal failure"
+
+
+def test_anything_else_is_internal_and_a_stop_carries_its_error() -> None:
+    assert str(classify(ValueError(CANARY), outcome())) == "internal failure"
+    assert str(classify(KeyboardInterrupt(), outcome())) == "internal failure"
+    stop = Stop(ResourceLimitError(LimitKind.RESULT_SIZE))
+    assert str(classify(stop, outcome())) == "resource limit exceeded: result size"
+
+
+def test_a_deliberate_stop_wins_over_what_the_worker_reported() -> None:
+    stopped = outcome()
+    stopped.killed_for = ExecutionCanceledError()
+    assert classify(SandboxFailure(FailureKind.CRASHED), stopped) is stopped.killed_for
+
+
+def test_an_injected_error_is_recognised_only_at_its_call_site() -> None:
+    seen = outcome()
+    seen.injected[(3, 12)] = ("RuntimeError", "capability failed", CapabilityFailedError())
+    at_call = SandboxFailure(FailureKind.RAISED, "RuntimeError", "capability failed", INSIDE)
+    assert isinstance(classify(at_call, seen), CapabilityFailedError)
+    elsewhere = (Frame(2, 5, 2, 10, "main"),)
+    own = SandboxFailure(FailureKind.RAISED, "RuntimeError", "capability failed", elsewhere)
+    assert str(classify(own, seen)) == (
+        "invalid program: <codemode>:2:5: RuntimeError: capability failed"
+    )
+
+
+def test_entry_point_errors_are_named() -> None:
+    missing = SandboxFailure(FailureKind.RAISED, "NameError", "name 'main' is not defined", TRAILER)
+    assert str(classify(missing, outcome())) == (
+        "invalid program: the program must define main(): add def main(): at top level"
+    )
+    not_callable = SandboxFailure(
+        FailureKind.RAISED, "TypeError", "'int' object is not callable", TRAILER
+    )
+    assert str(classify(not_callable, outcome())) == (
+        "invalid program: main must be a function defined with def main():"
+    )
