@@ -54,11 +54,9 @@ def bind(
     if not kwargs and not capability.parameters:
         return _NO_ARGUMENTS
     try:
-        if all(type(v) in _SCALARS for v in kwargs.values()) and not any(
-            type(v) is int and v.bit_length() > _NARROW_INT_BITS for v in kwargs.values()
-        ):
+        text = _flat_text(kwargs)
+        if text is not None:
             # Flat scalars: nothing to walk or convert, and only strings can be large.
-            text = sum(len(v) for v in kwargs.values() if type(v) is str)
             if text > limits.max_argument_bytes // 4 and (
                 len(_ENCODE(kwargs).encode("utf-8")) > limits.max_argument_bytes
             ):
@@ -107,6 +105,18 @@ def _plain(kwargs: dict[str, Any], limits: Limits) -> JSONValue:
 
 
 _NO_ARGUMENTS = BoundCall({}, {})
+
+
+def _flat_text(kwargs: dict[str, Any]) -> int | None:
+    """Characters of string arguments when every argument is a narrow scalar, else None."""
+    text = 0
+    for value in kwargs.values():
+        kind = type(value)
+        if kind is str:
+            text += len(value)
+        elif kind not in _SCALARS or (kind is int and value.bit_length() > _NARROW_INT_BITS):
+            return None
+    return text
 
 
 def _render_root_path(path: str) -> str:

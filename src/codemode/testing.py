@@ -102,6 +102,7 @@ class ScriptedRun:
         self.program: ScriptedProgram | None = None
         self.generator: Generator[Any, Any, Any] | None = None
         self.current: Call | Gather | None = None
+        self.busy = False
         self.deferred: dict[int, Call | Answer] = {}
         """Calls of the current gather: the call while it runs, then its answer."""
         self.killed = False

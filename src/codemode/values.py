@@ -149,11 +149,21 @@ def to_json(value: Any, *, max_depth: int, root: str, max_bytes: int | None = No
     return convert(value, root, 0)
 
 
+_ENCODE_STRING = json.encoder.encode_basestring
+
+
 def json_size(value: Any) -> int:
     """Bytes of the compact JSON encoding, the measure every size limit uses.
 
     Ints too wide for a JSON text count by their digits, so measuring never fails.
     """
+    kind = type(value)
+    if kind is str:
+        return len(_ENCODE_STRING(value).encode("utf-8", errors="surrogatepass"))
+    if kind is int:
+        return int_size(value)
+    if value is None or kind is bool:
+        return 5 if value is False else 4  # false, or true and null
     try:
         text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_record)
     except ValueError:

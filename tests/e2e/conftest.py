@@ -18,8 +18,9 @@ ROOT = Path(__file__).parents[2]
 TOKENS = {"tok-alice": "alice", "tok-bob": "bob"}
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def anyio_backend() -> str:
+    """Module-scoped, so a module can start one server and keep its session."""
     return "asyncio"
 
 

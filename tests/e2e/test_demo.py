@@ -32,6 +32,7 @@ def environment(data: Path) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT), "XDG_DATA_HOME": str(data)}
 
 
+@pytest.mark.slow
 async def test_demo_over_stdio_creates_and_serves_its_database(tmp_path: Path) -> None:
     params = StdioServerParameters(
         command=sys.executable,
@@ -79,6 +80,7 @@ async def test_demo_over_stdio_creates_and_serves_its_database(tmp_path: Path) -
         }  # the write was kept
 
 
+@pytest.mark.slow
 async def test_demo_over_http_prints_how_to_connect(tmp_path: Path) -> None:
     port = free_port()
     log = tmp_path / "demo.log"

@@ -74,8 +74,9 @@ async def http_caller(
                 yield Caller(client)
 
 
-@pytest.fixture(params=["stdio-2025", "stdio-2026", "http-2025", "http-2026"])
+@pytest.fixture(scope="module", params=["stdio-2025", "stdio-2026", "http-2025", "http-2026"])
 async def caller(request: pytest.FixtureRequest, http_server: HttpServer) -> AsyncIterator[Caller]:
+    """One connected client per transport and era, shared by the module's tests."""
     transport, era = request.param.split("-")
     context = stdio_caller(era) if transport == "stdio" else http_caller(http_server, era)
     async with context as connected:

@@ -36,6 +36,7 @@ def stdio_params() -> StdioServerParameters:
     )
 
 
+@pytest.mark.slow
 async def test_a_10mb_source_and_10000_requests_on_one_session() -> None:
     async with stdio_client(stdio_params()) as (read, write), ClientSession(read, write) as session:
         await session.initialize()

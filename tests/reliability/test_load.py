@@ -88,6 +88,7 @@ def server(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
         process.wait(10)
 
 
+@pytest.mark.slow
 async def test_eight_clients_for_a_while_fail_nothing_and_leak_nothing(
     server: tuple[str, subprocess.Popen[bytes]],
 ) -> None:
@@ -151,6 +152,7 @@ def executions(audit: Path) -> int:
     return sum(1 for line in audit.read_text().splitlines() if '"execution_finished"' in line)
 
 
+@pytest.mark.slow
 async def test_two_stateless_servers_behind_nginx_share_the_load_and_survive_a_kill(
     tmp_path: Path,
 ) -> None:

@@ -25,6 +25,8 @@ from codemode.capabilities import types as t
 from codemode.values import RecordValue, json_size
 
 Build = Callable[[Any], Any]
+_PLAIN = (str, int, bool, type(None))
+"""Types whose exact instances serialize as themselves (a float may be NaN or inf)."""
 """Rebuilds the records inside a serialized value."""
 
 
@@ -45,8 +47,12 @@ class Projection:
     def __init__(self, annotation: Any) -> None:
         self.adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(t.portable(annotation))
         self.build = builder(annotation, {})
+        self.scalar = annotation if annotation in _PLAIN else None
+        """A plain scalar type, whose exact instances are their own projection."""
 
     def project(self, value: Any) -> Projected:
+        if type(value) is self.scalar:
+            return Projected(value, json_size(value), False)
         data = self.adapter.dump_python(value, mode="json", by_alias=False, warnings="error")
         size = json_size(data)
         if self.build is None:

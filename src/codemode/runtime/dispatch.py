@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import copy
 import inspect
 import itertools
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -55,10 +54,6 @@ class HostExit(Exception):
     carried as an ordinary failure so that it ends the call, never the server."""
 
 
-def _nothing() -> None:
-    return None
-
-
 def _nowhere() -> Where | None:
     return None
 
@@ -72,7 +67,9 @@ class HostClock:
 
     Whoever waits on the execution (the caller, or the loop of an async program) reads
     the earliest deadline and the error it means, so a handler that never returns is
-    answered on time without a thread of its own.
+    answered on time without a thread of its own. Starting a deadline wakes nobody (that
+    would cost every call a thread switch): the waiter sleeps at most the shortest handler
+    budget at a time, so it still sees any deadline before it passes.
     """
 
     def __init__(self, deadline: float) -> None:
@@ -81,25 +78,18 @@ class HostClock:
         self._running: dict[int, tuple[float, CodeModeError, Locate]] = {}
         self._lock = threading.Lock()
         self._tokens = itertools.count()
-        self.on_change: Callable[[], None] = _nothing
-        """Called when a deadline starts, so whoever waits can wait for the new earliest."""
 
-    @contextlib.contextmanager
-    def running(
-        self, deadline: float, error: CodeModeError, locate: Locate = _nowhere
-    ) -> Iterator[None]:
-        """Host code runs until `deadline`; past it the execution fails with `error`,
-        at the call site `locate` finds."""
+    def enter(self, deadline: float, error: CodeModeError, locate: Locate = _nowhere) -> int:
+        """Host code runs until `deadline`; past it the execution fails with `error`, at
+        the call site `locate` finds. Returns the token to `leave` with."""
         token = next(self._tokens)
         with self._lock:
             self._running[token] = (deadline, error, locate)
-        if deadline < self.deadline:
-            self.on_change()
-        try:
-            yield
-        finally:
-            with self._lock:
-                del self._running[token]
+        return token
+
+    def leave(self, token: int) -> None:
+        with self._lock:
+            del self._running[token]
 
     def next_deadline(self) -> float:
         """The earliest deadline now in force (monotonic seconds)."""
@@ -115,10 +105,6 @@ class HostClock:
                     earliest = entry
         _, error, locate = earliest
         return type(error)(error.detail, where=locate())
-
-    def in_host(self) -> bool:
-        """Whether host code is running (a driver there cannot notice it is overdue)."""
-        return bool(self._running)
 
 
 class Bridge:
@@ -220,12 +206,16 @@ class Dispatcher:
         locate: Locate,
     ) -> Projected:
         started = time.monotonic()
-        base: dict[str, Any] = {
-            "execution_id": self.execution_id,
-            "subject": self.subject,
-            "capability": capability.name,
-            "capability_id": capability.id,
-        }
+        base: dict[str, Any] = (
+            {}
+            if self.emit is None
+            else {
+                "execution_id": self.execution_id,
+                "subject": self.subject,
+                "capability": capability.name,
+                "capability_id": capability.id,
+            }
+        )
         try:
             bound = bind(capability, args, kwargs, self.limits)
         except CodeModeError as error:
@@ -243,11 +233,14 @@ class Dispatcher:
         base["arguments"] = bound.arguments
         if self.trace_arguments:
             span.arguments(bound.arguments)
-        self._event(CallAttempted, required=True, **base)
+        if self.emit is not None:
+            self._event(CallAttempted, required=True, **base)
         self._authorize(capability, bound.arguments, base)
-        self._event(CallAuthorized, required=True, **base)
-        handler_kwargs = dict(bound.handler_kwargs)
+        if self.emit is not None:
+            self._event(CallAuthorized, required=True, **base)
+        handler_kwargs = bound.handler_kwargs
         if capability.context_parameter is not None:
+            handler_kwargs = dict(handler_kwargs)
             handler_kwargs[capability.context_parameter] = CallContext(
                 self.subject, capability.name, capability.id, self.execution_id
             )
@@ -263,7 +256,9 @@ class Dispatcher:
                 error=cause if isinstance(cause, BaseException) else None,
             )
             raise
-        self._event(CallCompleted, **base, duration_seconds=self._finished(started))
+        elapsed = self._finished(started)
+        if self.emit is not None:
+            self._event(CallCompleted, **base, duration_seconds=elapsed)
         stopped = self.stopped()
         if stopped is not None:
             raise Stop(stopped)
@@ -278,11 +273,10 @@ class Dispatcher:
             dict(arguments) if capability.flat else copy.deepcopy(arguments),
             self.execution_id,
         )
-        try:
-            with self.clock.running(self.clock.deadline, _EXECUTION_TIME):
-                decision = self.authorizer(request)
-                if inspect.isawaitable(decision):
-                    self.bridge.run(decision, self.remaining(), _EXECUTION_TIME)
+        try:  # bounded by the execution deadline, which the waiting caller watches
+            decision = self.authorizer(request)
+            if inspect.isawaitable(decision):
+                self.bridge.run(decision, self.remaining(), _EXECUTION_TIME)
         except Stop:
             raise
         except BaseException as exc:
@@ -304,14 +298,16 @@ class Dispatcher:
         remaining = self.remaining()
         on_timeout = _CAPABILITY_TIME if budget < remaining else _EXECUTION_TIME
         try:
-            deadline = time.monotonic() + min(budget, remaining)
-            with self.clock.running(deadline, on_timeout, locate):
+            token = self.clock.enter(time.monotonic() + min(budget, remaining), on_timeout, locate)
+            try:
                 if capability.is_async:
                     coroutine = capability.handler(**kwargs)
                     value = self.bridge.run(coroutine, min(budget, remaining), on_timeout)
                 else:
                     value = capability.handler(**kwargs)
                 return capability.projection.project(value)
+            finally:
+                self.clock.leave(token)
         except (Stop, Raise):
             raise
         except BaseException as exc:

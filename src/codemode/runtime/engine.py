@@ -13,7 +13,6 @@ import concurrent.futures
 import contextlib
 import logging
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Mapping
 
@@ -67,6 +66,13 @@ class Engine:
                 limits=self.limits,
                 slots=self.slots,
                 abandoned=self.abandoned,
+                shortest_budget=min(
+                    (
+                        c.timeout or self.limits.max_capability_seconds
+                        for c in capabilities.values()
+                    ),
+                    default=self.limits.max_capability_seconds,
+                ),
             )
             self._setups[key] = (capabilities, setup)
             while len(self._setups) > _VIEWS_KEPT:
@@ -88,24 +94,19 @@ class Engine:
     def execute(self, execution: Execution) -> ExecutionResult:
         """Run on a driver thread and wait for it, returning on time whatever host code does."""
         future = self._submit(execution)
-        changed = threading.Event()
-        execution.clock.on_change = changed.set
-        future.add_done_callback(lambda _: changed.set())
+        answer = execution.answer
         try:
             while True:
-                changed.clear()
-                if future.done():
-                    return future.result()
+                with contextlib.suppress(concurrent.futures.TimeoutError):
+                    return answer.result(timeout=execution.next_wake())
                 error = execution.overdue()
                 if error is not None:
                     break
-                changed.wait(execution.clock.next_deadline() - time.monotonic())
-            in_host = execution.clock.in_host()
-            execution.stop(error)
-            if not in_host:
+            if self._stop(execution, error):
                 with contextlib.suppress(concurrent.futures.TimeoutError):
-                    return future.result(timeout=UNWIND_SECONDS)
-            raise self._abandon(execution, future, error)
+                    return answer.result(timeout=UNWIND_SECONDS)
+            self._give_up(execution, future, error)
+            return answer.result()
         except (KeyboardInterrupt, SystemExit):  # raised in the caller's own thread
             execution.stop(ExecutionCanceledError())
             raise
@@ -115,65 +116,61 @@ class Engine:
     async def execute_async(self, execution: Execution) -> ExecutionResult:
         """As `execute`, awaiting; a cancelled caller cancels the execution."""
         future = self._submit(execution)
-        loop = asyncio.get_running_loop()
-        changed = asyncio.Event()
-
-        def notify() -> None:
-            with contextlib.suppress(RuntimeError):  # the caller's loop is gone
-                loop.call_soon_threadsafe(changed.set)
-
-        execution.clock.on_change = notify
-        future.add_done_callback(lambda _: notify())
+        answer = asyncio.wrap_future(execution.answer)
         try:
             while True:
-                changed.clear()
-                if future.done():
-                    return future.result()
+                with contextlib.suppress(TimeoutError):
+                    return await asyncio.wait_for(asyncio.shield(answer), execution.next_wake())
                 error = execution.overdue()
                 if error is not None:
                     break
-                left = execution.clock.next_deadline() - time.monotonic()
+            if self._stop(execution, error):
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(changed.wait(), left)
-            in_host = execution.clock.in_host()
-            execution.stop(error)
-            if not in_host:
-                with contextlib.suppress(TimeoutError):
-                    return await asyncio.wait_for(asyncio.wrap_future(future), UNWIND_SECONDS)
-            raise self._abandon(execution, future, error)
+                    return await asyncio.wait_for(asyncio.shield(answer), UNWIND_SECONDS)
+            self._give_up(execution, future, error)
+            return await answer
         except asyncio.CancelledError:
             execution.stop(ExecutionCanceledError())
             raise
         finally:
             self._done(execution)
 
-    def _submit(self, execution: Execution) -> concurrent.futures.Future[ExecutionResult]:
+    def _submit(self, execution: Execution) -> concurrent.futures.Future[None]:
         if self.abandoned.full:
             log.error(
                 "refusing execution %s: %d threads are stuck in host code past their deadline",
                 execution.execution_id,
                 self.abandoned.count,
             )
-            execution.answer_given()
+            execution.caller_answered()
             raise InternalError()
         with self._lock:
             self._running.add(execution)
         return self.drivers.submit(execution.drive)
 
     def _done(self, execution: Execution) -> None:
-        execution.answer_given()
+        execution.caller_answered()
         with self._lock:
             self._running.discard(execution)
 
-    def _abandon(
+    @staticmethod
+    def _stop(execution: Execution, error: CodeModeError) -> bool:
+        """Stop an overdue execution; True when its driver will unwind by itself (it was
+        in the interpreter, which the stop ends), False when it may be stuck in host code."""
+        unwinds = execution.in_sandbox()
+        execution.stop(error)
+        return unwinds
+
+    def _give_up(
         self,
         execution: Execution,
-        future: concurrent.futures.Future[ExecutionResult],
+        future: concurrent.futures.Future[None],
         error: CodeModeError,
-    ) -> CodeModeError:
-        """Answer now, leaving a driver stuck in host code to finish on its own."""
-        execution.report_abandoned("the driver", self.abandoned.add(future))
-        return type(error)(error.detail, where=error.where, printed=execution.printer.text)
+    ) -> None:
+        """Answer now with `error`, leaving a driver stuck in host code to finish alone."""
+        execution.settle(error)
+        if not future.done():
+            execution.report_abandoned("the driver", self.abandoned.add(future))
 
     def close(self) -> None:
         """Cancel running executions and stop the workers, without waiting on host code."""

@@ -130,6 +130,9 @@ class Setup:
     slots: threading.BoundedSemaphore
     """One per execution allowed to run at once."""
     abandoned: Abandoned
+    shortest_budget: float
+    """The shortest time any of these capabilities' handlers may run: how long the caller
+    may sleep without missing a handler's deadline."""
 
 
 class _Printer:
@@ -185,9 +188,11 @@ class Execution:
         self.calls_by_name: dict[str, int] = {}
         self.lock = threading.Lock()
         self.finished = False
-        self.answered = False
+        self.caller_done = False
         self.holds_slot = False
         self.run: Run | None = None
+        self.answer: concurrent.futures.Future[ExecutionResult] = concurrent.futures.Future()
+        """What the caller waits for: set once, by the driver or by a stop."""
         self.call_threads: concurrent.futures.ThreadPoolExecutor | None = None
         self.tasks: dict[int, tuple[concurrent.futures.Future[Any], Call]] = {}
         """Calls of an `async def main` not yet answered, by call id."""
@@ -214,10 +219,43 @@ class Execution:
             if self.finished or self.outcome.killed_for is not None:
                 return
             self.outcome.killed_for = error
-            if self.run is not None:
-                self.run.kill()
+            run = self.run
+            if run is not None:
+                run.kill()
         self.bridge.cancel_all()
-        self.clock.on_change()  # the waiting caller answers now
+        if run is None or not run.busy:  # the driver may be in host code: answer now
+            self.settle(error)
+
+    def settle(self, outcome: ExecutionResult | CodeModeError) -> None:
+        """Give the caller its answer, once: the first of the driver and a stop wins.
+
+        An error is answered as a fresh copy carrying what the program printed so far.
+        """
+        with self.lock:
+            if self.answer.done():
+                return
+            if isinstance(outcome, ExecutionResult):
+                self.answer.set_result(outcome)
+                return
+            self.answer.set_exception(
+                type(outcome)(
+                    outcome.detail,
+                    where=outcome.where,
+                    traceback=outcome.traceback,
+                    printed=self.printer.text,
+                )
+            )
+
+    def in_sandbox(self) -> bool:
+        """Whether the driver is in the interpreter, where a stop ends it at once (else it
+        may be in host code, which nothing can end)."""
+        run = self.run
+        return run is not None and run.busy
+
+    def next_wake(self) -> float:
+        """Seconds the caller may sleep before it must look at the deadlines again."""
+        now = time.monotonic()
+        return min(self.clock.next_deadline(), now + self.setup.shortest_budget) - now
 
     def overdue(self) -> CodeModeError | None:
         """Why the caller should stop waiting now: a stop, or the earliest deadline passed."""
@@ -227,10 +265,10 @@ class Execution:
             return self.clock.overdue()
         return None
 
-    def answer_given(self) -> None:
+    def caller_answered(self) -> None:
         """The caller has its answer: its concurrency slot is free from now on."""
         with self.lock:
-            self.answered = True
+            self.caller_done = True
             if self.holds_slot:
                 self.holds_slot = False
                 self.setup.slots.release()
@@ -257,17 +295,18 @@ class Execution:
 
     # -- the driver ----------------------------------------------------------------------
 
-    def drive(self) -> ExecutionResult:
-        """Run the program to its result; raises exactly one CodeModeError on failure."""
+    def drive(self) -> None:
+        """Run the program and settle the answer: its result, or exactly one CodeModeError."""
         with execution_span(self.execution_id, self.subject) as span:
             self.dispatcher.span = span
             try:
                 result = self._drive()
             except CodeModeError as error:
                 span.outcome(error.code.value)
-                raise
+                self.settle(error)
+                return
             span.outcome("ok")
-            return result
+            self.settle(result)
 
     def _drive(self) -> ExecutionResult:
         outcome = "internal"
@@ -283,12 +322,7 @@ class Execution:
             if isinstance(error, InternalError) and error is not self.outcome.killed_for:
                 log.error("execution %s: internal failure", self.execution_id, exc_info=exc)
             outcome = error.code.value
-            raise type(error)(
-                error.detail,
-                where=error.where,
-                traceback=error.traceback,
-                printed=self.printer.text,
-            ) from None
+            raise error from None
         finally:
             self._finish(outcome)
 
@@ -310,7 +344,7 @@ class Execution:
         if not self.setup.slots.acquire(timeout=max(self.remaining(), 0)):
             return False
         with self.lock:
-            if self.answered:  # the caller gave up while this driver waited
+            if self.caller_done:  # the caller gave up while this driver waited
                 self.setup.slots.release()
                 return False
             self.holds_slot = True

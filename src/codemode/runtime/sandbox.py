@@ -129,6 +129,9 @@ class SandboxFailure(Exception):
 class Run(Protocol):
     """One program in one worker, driven step by step."""
 
+    busy: bool
+    """Whether the interpreter is running the program right now (a stop will end it)."""
+
     def start(self, code: str) -> Step: ...
     def answer(self, answer: Answer) -> Step: ...
     def defer(self) -> Step:
@@ -281,6 +284,7 @@ class MontyRun:
         self.printer = printer
         self.record_type = record_type
         self.snapshot: Any = None
+        self.busy = False
         self._lock = threading.Lock()
         self._pid = session.worker_pid
 
@@ -312,11 +316,10 @@ class MontyRun:
             self._pid = None
 
     def _step(self, advance: Callable[[], Any]) -> Step:
+        self.busy = True
         try:
             snapshot = advance()
             while True:
-                if isinstance(snapshot, pm.MontyComplete):
-                    return Done(snapshot.output)
                 if isinstance(snapshot, pm.FunctionSnapshot):
                     name = snapshot.function_name
                     if name == "import":
@@ -333,6 +336,8 @@ class MontyRun:
                             snapshot.call_id,
                             (position.start, position.end),
                         )
+                elif isinstance(snapshot, pm.MontyComplete):
+                    return Done(snapshot.output)
                 elif isinstance(snapshot, pm.FutureSnapshot):
                     self.snapshot = snapshot
                     return Wait(tuple(snapshot.pending_call_ids))
@@ -340,6 +345,8 @@ class MontyRun:
                     snapshot = snapshot.resume()  # an unknown name: NameError in the program
         except pm.MontyError as error:
             raise translate(error) from None
+        finally:
+            self.busy = False
 
     def _external(self, answer: Answer) -> Any:
         if isinstance(answer, Injected):
