@@ -38,3 +38,12 @@ def test_every_code_has_recovery_advice(page: str) -> None:
     advice = text.split("## Authoring and recovery", 1)[1].split("\n## ", 1)[0]
     for code in ErrorCode:
         assert f"`{code.value}`" in advice, code
+
+
+def test_both_pages_show_the_same_error_table() -> None:
+    def table(page: str) -> str:
+        text = (DOCS / page).read_text()
+        start = text.index("| code | sentinel |")
+        return text[start : text.index("\n\n", start)]
+
+    assert table("errors.md") == table("mcp-tools.md")

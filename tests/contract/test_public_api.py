@@ -47,3 +47,19 @@ def test_authz_exports() -> None:
 def test_event_exports() -> None:
     assert "JsonLinesSink" in codemode.events.__all__
     assert all(hasattr(codemode.events, name) for name in codemode.events.__all__)
+
+
+def test_testing_exports() -> None:
+    """The scripted sandbox is public: hosts test their capabilities with it."""
+    import codemode.testing
+
+    assert sorted(codemode.testing.__all__) == [
+        "Gather",
+        "ProgramRaised",
+        "Script",
+        "ScriptedProgram",
+        "ScriptedRun",
+        "ScriptedSandbox",
+        "record_fields",
+    ]
+    assert all(hasattr(codemode.testing, name) for name in codemode.testing.__all__)

@@ -56,6 +56,9 @@ def test_every_interpreter_error_type_is_mapped() -> None:
 )
 def test_each_kind_has_one_code(failure: SandboxFailure, code: ErrorCode) -> None:
     assert classify(failure, outcome()).code is code
+
+
+def test_the_kinds_above_are_all_the_kinds() -> None:
     assert set(FailureKind) == {
         FailureKind.SYNTAX,
         FailureKind.RAISED,

@@ -150,7 +150,7 @@ async def _guarded(awaitable: Awaitable[T]) -> T:
         raise HostExit(type(exc).__name__) from exc
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Dispatcher:
     """Everything one execution needs to run capability calls."""
 
