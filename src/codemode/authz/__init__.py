@@ -1,7 +1,9 @@
 """Authorization: who may call which capability with which arguments.
 
-An authorizer is any callable, sync or async, taking an `AuthorizationRequest`. It returns
-None to allow, raises `Denied` to deny, and anything else it raises is a policy failure.
+An authorizer is any callable, sync or async, taking an `AuthorizationRequest`. It allows
+by returning None or True, and denies by returning False or raising `Denied`, so
+`return request.subject == "admin"` means what it says. Any other return value, and
+anything else it raises, is a policy failure: the call does not run (fail closed).
 There is no default: a `CodeMode` without an authorizer cannot be built (fail closed).
 """
 
@@ -34,8 +36,10 @@ class Denied(Exception):
     """Raised by an authorizer to deny a call. Its message stays in the host log."""
 
 
-Authorizer: TypeAlias = Callable[[AuthorizationRequest], Awaitable[None] | None]
-"""Allows by returning None, denies by raising `Denied`."""
+Authorizer: TypeAlias = Callable[
+    [AuthorizationRequest], Awaitable[bool | None] | bool | None
+]
+"""Allows by returning None or True; denies by returning False or raising `Denied`."""
 
 
 class AllowAll:

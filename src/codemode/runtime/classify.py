@@ -57,6 +57,16 @@ def handler_failure(exc: BaseException) -> Raise:
     return Raise(CapabilityFailedError(), "RuntimeError")
 
 
+def authorizer_decision(decision: object) -> Raise | None:
+    """What an authorizer's return value means: None or True allow, False denies, and
+    anything else (a truthy object, a coroutine nobody awaited) is a policy failure."""
+    if decision is None or decision is True:
+        return None
+    if decision is False:
+        return Raise(PermissionDeniedError(), "PermissionError")
+    return Raise(PolicyFailureError(), "RuntimeError")
+
+
 def authorizer_failure(exc: BaseException) -> Raise:
     """`Denied` is a denial; anything else the authorizer raises is a policy failure."""
     if isinstance(exc, Denied):
@@ -187,4 +197,12 @@ def _entry_point_error(failure: SandboxFailure) -> CodeModeError:
     return InternalError()
 
 
-__all__ = ["Outcome", "Raise", "Stop", "authorizer_failure", "classify", "handler_failure"]
+__all__ = [
+    "Outcome",
+    "Raise",
+    "Stop",
+    "authorizer_decision",
+    "authorizer_failure",
+    "classify",
+    "handler_failure",
+]

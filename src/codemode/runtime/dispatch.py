@@ -42,7 +42,13 @@ from codemode.events import (
     Event,
 )
 from codemode.limits import LimitKind, Limits
-from codemode.runtime.classify import Raise, Stop, authorizer_failure, handler_failure
+from codemode.runtime.classify import (
+    Raise,
+    Stop,
+    authorizer_decision,
+    authorizer_failure,
+    handler_failure,
+)
 from codemode.tracing import Span, call_span
 
 log = logging.getLogger("codemode")
@@ -276,7 +282,7 @@ class Dispatcher:
         try:  # bounded by the execution deadline, which the waiting caller watches
             decision = self.authorizer(request)
             if inspect.isawaitable(decision):
-                self.bridge.run(decision, self.remaining(), _EXECUTION_TIME)
+                decision = self.bridge.run(decision, self.remaining(), _EXECUTION_TIME)
         except Stop:
             raise
         except BaseException as exc:
@@ -287,6 +293,18 @@ class Dispatcher:
                 self._log("authorizer failed on", capability, exc)
             self._event(CallDenied, **base, code=failure.error.code.value, reason=exc)
             raise failure from None
+        refused = authorizer_decision(decision)
+        if refused is not None:
+            if inspect.iscoroutine(decision):
+                decision.close()  # a coroutine returned from a coroutine: never run
+            log.info(
+                "execution %s: the authorizer returned %s for %s",
+                self.execution_id,
+                type(decision).__name__,
+                capability.name,
+            )
+            self._event(CallDenied, **base, code=refused.error.code.value)
+            raise refused
 
     def _invoke(self, capability: Capability, kwargs: dict[str, Any], locate: Locate) -> Projected:
         """Run the handler and project its result, within its time budget.

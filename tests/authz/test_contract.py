@@ -1,0 +1,81 @@
+"""The authorizer contract cannot fail open: only None and True allow."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from codemode import CodeMode
+from codemode.authz import AuthorizationRequest
+from codemode.events import CallDenied, Event
+from tests.conftest import run_error
+
+SOURCE = "def main():\n    return db.drop()"
+
+
+def host(authorizer: Any, events: list[Event] | None = None) -> tuple[CodeMode, list[str]]:
+    ran: list[str] = []
+    cm = CodeMode(authorizer=authorizer, on_event=None if events is None else events.append)
+
+    @cm.capability("db.drop", summary="Drops the database.")
+    def drop() -> str:
+        ran.append("drop")
+        return "dropped"
+
+    return cm, ran
+
+
+def only_admins(request: AuthorizationRequest) -> bool:
+    return request.subject == "admin"
+
+
+async def only_admins_async(request: AuthorizationRequest) -> bool:
+    await asyncio.sleep(0)
+    return request.subject == "admin"
+
+
+@pytest.mark.parametrize("authorizer", [only_admins, only_admins_async])
+def test_returning_false_denies(authorizer: Any) -> None:
+    events: list[Event] = []
+    cm, ran = host(authorizer, events)
+    with cm:
+        error = run_error(cm, SOURCE, subject="mallory")
+        assert str(error) == "permission denied"
+        assert ran == []
+        assert [e.code for e in events if isinstance(e, CallDenied)] == ["permission_denied"]
+        assert cm.execute(SOURCE, subject="admin").value == "dropped"
+        assert ran == ["drop"]
+
+
+@pytest.mark.parametrize(
+    "decision",
+    [1, "yes", "", 0, [], object()],
+    ids=["one", "yes", "empty-string", "zero", "empty-list", "object"],
+)
+def test_any_other_return_value_is_a_policy_failure(decision: object) -> None:
+    cm, ran = host(lambda request: decision)
+    with cm:
+        assert str(run_error(cm, SOURCE)) == "authorization policy failure"
+    assert ran == []
+
+
+def test_a_coroutine_returned_by_a_coroutine_is_a_policy_failure() -> None:
+    async def allow() -> None:
+        return None
+
+    async def nested(request: AuthorizationRequest) -> Any:
+        return allow()
+
+    cm, ran = host(nested)
+    with cm:
+        assert str(run_error(cm, SOURCE)) == "authorization policy failure"
+    assert ran == []
+
+
+def test_a_program_can_catch_a_false_as_permission_error() -> None:
+    cm, _ = host(lambda request: False)
+    source = "def main():\n    try:\n        db.drop()\n    except PermissionError as e:\n        return str(e)"
+    with cm:
+        assert cm.execute(source, subject="a").value == "permission denied"
