@@ -156,3 +156,11 @@ def test_an_empty_token_file_is_refused(tmp_path: Path) -> None:
     )
     assert result.exit_code == 2
     assert f"{tokens} holds no tokens" in result.stderr
+
+
+def test_hide_forbidden_without_a_policy_is_a_usage_error() -> None:
+    result = CliRunner().invoke(main, ["serve", "tests.conftest:build_host", "--hide-forbidden"])
+    assert result.exit_code == 2
+    assert "--hide-forbidden needs an authorizer that can tell what a subject may see" in (
+        result.stderr
+    )

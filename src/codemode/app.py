@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("codemode")
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 
 class CodeMode:
@@ -167,6 +168,24 @@ class CodeMode:
             raise NotFoundError(f'did you mean "{hint}"?' if hint else None)
         return capability
 
+    async def search_async(
+        self, query: str, *, limit: int = 20, subject: str | None = None
+    ) -> SearchResult:
+        """As `search`, for a caller on an event loop: a `can_see` hook never blocks it."""
+        return await self._off_loop(
+            lambda: self.search(query, limit=limit, subject=subject), subject
+        )
+
+    async def describe_async(self, name: str, *, subject: str | None = None) -> Capability:
+        """As `describe`, for a caller on an event loop: a `can_see` hook never blocks it."""
+        return await self._off_loop(lambda: self.describe(name, subject=subject), subject)
+
+    async def _off_loop(self, work: Callable[[], T], subject: str | None) -> T:
+        """Run `work` on a thread when it may call host code (`can_see`), else right here."""
+        if self.hide_forbidden and subject is not None:
+            return await anyio.to_thread.run_sync(work)
+        return work()
+
     def visible(self, subject: str | None = None) -> View:
         """The capabilities `subject` can see: all enabled ones unless `hide_forbidden`."""
         self.catalog.check_disabled()
@@ -196,7 +215,8 @@ class CodeMode:
         """
         try:
             engine = self._engine_for(subject)
-            execution = self._execution(source, subject, engine, engine.private_bridge())
+            bridge = engine.private_bridge()
+            execution = self._execution(source, subject, engine, bridge, self.visible(subject))
             return engine.execute(execution)
         except CodeModeError:
             raise
@@ -213,7 +233,9 @@ class CodeMode:
         try:
             engine = self._engine_for(subject)
             bridge = Bridge(asyncio.get_running_loop())
-            return await engine.execute_async(self._execution(source, subject, engine, bridge))
+            view = await self._off_loop(lambda: self.visible(subject), subject)
+            execution = self._execution(source, subject, engine, bridge, view)
+            return await engine.execute_async(execution)
         except (CodeModeError, asyncio.CancelledError):
             raise
         except (KeyboardInterrupt, SystemExit):
@@ -312,13 +334,15 @@ class CodeMode:
                 self._engine = Engine(self.limits, sandbox)
             return self._engine
 
-    def _execution(self, source: str, subject: str, engine: Engine, bridge: Bridge) -> Execution:
+    def _execution(
+        self, source: str, subject: str, engine: Engine, bridge: Bridge, view: View
+    ) -> Execution:
         if not isinstance(source, str):
             raise InvalidRequestError("the program must be a string")
         return Execution(
             source=source,
             subject=subject,
-            setup=engine.setup(self.visible(subject)),
+            setup=engine.setup(view),
             authorizer=self.authorizer,
             bridge=bridge,
             emit=self.on_event,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal, get_args, get_origin
 
@@ -61,21 +61,45 @@ def bind(
                 len(_ENCODE(kwargs).encode("utf-8")) > limits.max_argument_bytes
             ):
                 raise ResourceLimitError(LimitKind.ARGUMENT_SIZE)
-            validated = capability.arguments_adapter.validate_python(kwargs, strict=True)
+            validated = _host(
+                lambda: capability.arguments_adapter.validate_python(kwargs, strict=True)
+            )
         else:
             encoded = _ENCODE(_plain(kwargs, limits))
             if len(encoded) > limits.max_argument_bytes // 4 and (
                 len(encoded.encode("utf-8")) > limits.max_argument_bytes
             ):
                 raise ResourceLimitError(LimitKind.ARGUMENT_SIZE)
-            validated = capability.arguments_adapter.validate_json(encoded, strict=True)
+            validated = _host(
+                lambda: capability.arguments_adapter.validate_json(encoded, strict=True)
+            )
     except pydantic.ValidationError as exc:
         raise InvalidArgumentsError(_explain(capability, exc.errors())) from None
     handler_kwargs = {p.name: validated.get(p.name, p.default) for p in capability.parameters}
     if capability.flat:
         return BoundCall(dict(handler_kwargs), handler_kwargs)  # already JSON-like
-    arguments: JSONObject = capability.arguments_adapter.dump_python(handler_kwargs, mode="json")
+    arguments: JSONObject = _host(
+        lambda: capability.arguments_adapter.dump_python(handler_kwargs, mode="json")
+    )
     return BoundCall(arguments, handler_kwargs)
+
+
+class ValidatorError(Exception):
+    """A host validator or serializer of an argument's type failed in a way of its own.
+
+    Its exception (the `__cause__`) is host code's: never a binding message, even when it
+    is a `CodeModeError`.
+    """
+
+
+def _host(run: Callable[[], Any]) -> Any:
+    """Run pydantic on argument values, where the declared types' own code may run."""
+    try:
+        return run()
+    except pydantic.ValidationError:
+        raise
+    except BaseException as exc:
+        raise ValidatorError() from exc
 
 
 _SCALARS = frozenset({str, int, bool, type(None)})
@@ -261,4 +285,4 @@ def _walk(capability: Capability, loc: tuple[int | str, ...]) -> tuple[str, Any,
     return path, annotation, declared
 
 
-__all__ = ["BoundCall", "bind", "closest_name", "literal_problem"]
+__all__ = ["BoundCall", "ValidatorError", "bind", "closest_name", "literal_problem"]

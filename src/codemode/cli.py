@@ -186,6 +186,11 @@ def serve(
     elif entities_file:
         raise click.UsageError("--entities-file needs --policy-file")
     cm.hide_forbidden = cm.hide_forbidden or hide_forbidden
+    if cm.hide_forbidden and not callable(getattr(cm.authorizer, "can_see", None)):
+        raise click.UsageError(
+            "--hide-forbidden needs an authorizer that can tell what a subject may see: "
+            "use it with --policy-file"
+        )
     if audit_log:
         from codemode.events import JsonLinesSink
 

@@ -93,7 +93,7 @@ def _safely(render: Callable[[], str]) -> str:
     """Host objects may fail to render; the event is written all the same."""
     try:
         return render()
-    except Exception:
+    except BaseException:  # even an exit raised by a host object's __str__
         return "<unprintable>"
 
 

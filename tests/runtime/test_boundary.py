@@ -24,6 +24,7 @@ from codemode import (
     CodeMode,
     CodeModeError,
     InternalError,
+    InvalidArgumentsError,
     InvalidProgramError,
     Limits,
     ResourceLimitError,
@@ -81,6 +82,14 @@ def _validate(value: int) -> int:
 
 
 Checked = Annotated[int, pydantic.AfterValidator(_validate)]
+
+
+def _known_tenant(name: str) -> str:
+    """A host validator that raises a codemode error type carrying host text."""
+    raise InvalidArgumentsError(f"no tenant {name!r}; DSN postgres://app:{CANARY}@db")
+
+
+Tenant = Annotated[str, pydantic.AfterValidator(_known_tenant)]
 
 
 def host(limits: Limits | None = None, **options: Any) -> CodeMode:
@@ -461,3 +470,194 @@ async def test_an_async_caller_is_answered_on_time_by_a_hung_handler() -> None:
             await asyncio.wait_for(app.execute_async(P + "    return h.hang()", subject="a"), 5)
         assert time.monotonic() - started < 1.2
         release.set()
+
+
+class OpenAccount(pydantic.BaseModel):
+    """A model that keeps whatever it was built with."""
+
+    model_config = pydantic.ConfigDict(extra="allow")
+    name: str
+
+
+class Serialized(pydantic.BaseModel):
+    """A model whose own serializer adds a field it does not declare."""
+
+    name: str
+
+    @pydantic.model_serializer
+    def dump(self) -> dict[str, str]:
+        return {"name": self.name, "api_key": CANARY}
+
+
+class OpenRow(TypedDict):
+    name: str
+
+
+OpenRow.__pydantic_config__ = pydantic.ConfigDict(extra="allow")  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="module")
+def app() -> Iterator[CodeMode]:
+    cm = CodeMode(authorizer=AllowAll())
+
+    @cm.capability("acct.open", summary="s")
+    def open_() -> OpenAccount | None:
+        return OpenAccount(name="ann", password_hash=CANARY)  # type: ignore[call-arg]
+
+    @cm.capability("acct.listed", summary="s")
+    def listed() -> list[OpenAccount | None]:
+        return [OpenAccount(name="ann", password_hash=CANARY), None]  # type: ignore[call-arg]
+
+    @cm.capability("acct.serialized", summary="s")
+    def serialized() -> Serialized | None:
+        return Serialized(name="ann")
+
+    @cm.capability("acct.row", summary="s")
+    def row() -> OpenRow:
+        return {"name": "ann", "password_hash": CANARY}  # type: ignore[typeddict-unknown-key]
+
+    @cm.capability("acct.wrong", summary="s")
+    def wrong() -> list[str]:
+        return [CANARY, 3]  # type: ignore[list-item]
+
+    with cm:
+        yield cm
+
+
+class TestOnlyWhatIsDeclaredCrosses:
+    """Whatever pydantic serializes, only the declared shape crosses, and is counted."""
+
+    @pytest.mark.parametrize(
+        ("call", "value"),
+        [
+            ("acct.open()", "OpenAccount(name='ann')"),
+            ("acct.listed()", "[OpenAccount(name='ann'), None]"),
+            ("acct.serialized()", "Serialized(name='ann')"),
+            ("acct.row()", "{'name': 'ann'}"),
+        ],
+    )
+    def test_undeclared_data_stays_behind(self, app: CodeMode, call: str, value: str) -> None:
+        result = app.execute(P + f"    return repr({call})", subject="a")
+        assert result.value == value
+        assert result.usage.result_bytes < 40  # the hidden field is not counted
+
+    def test_data_of_the_wrong_kind_is_a_capability_failure(self, app: CodeMode) -> None:
+        error = run_error(app, P + "    return acct.wrong()")
+        assert str(error) == "capability failed"
+        assert_clean(error)
+
+
+class TestHostCodeErrorsAreNeverTrustedByType:
+    def test_a_validator_raising_a_codemode_error_is_a_capability_failure(self) -> None:
+        with CodeMode(authorizer=AllowAll()) as app:
+
+            @app.capability("t.get", summary="s")
+            def get(*, name: Tenant) -> str:
+                return name
+
+            source = (
+                P
+                + "    try:\n        return t.get(name='x')\n    except RuntimeError as e:\n        return str(e)"
+            )
+            assert app.execute(source, subject="a").value == "capability failed"
+            error = run_error(app, P + "    return t.get(name='x')")
+            assert str(error) == "capability failed"
+            assert_clean(error)
+
+    def test_an_exception_whose_str_exits_is_still_audited(self, tmp_path: Any) -> None:
+        class Weird(Exception):
+            def __str__(self) -> str:
+                raise SystemExit(CANARY)
+
+        sink = JsonLinesSink(tmp_path / "audit.jsonl")
+        with CodeMode(authorizer=AllowAll(), on_event=sink) as app:
+
+            @app.capability("t.bad", summary="s")
+            def bad() -> int:
+                raise Weird()
+
+            run_error(app, P + "    return t.bad()")
+        sink.close()
+        lines = (tmp_path / "audit.jsonl").read_text().splitlines()
+        events = [json.loads(line)["event"] for line in lines]
+        assert "call_failed" in events
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "async def main():\n    return await users.broken()",
+        "import asyncio\nasync def main():\n    return await asyncio.gather(users.broken())",
+    ],
+)
+def test_an_uncaught_failure_in_async_main_keeps_its_code(cm: CodeMode, source: str) -> None:
+    error = run_error(cm, source)
+    assert isinstance(error, CapabilityFailedError)
+    assert str(error) == "capability failed"
+
+
+def test_stuck_handlers_never_use_up_the_workers() -> None:
+    release = threading.Event()
+    limits = Limits(
+        max_concurrent_executions=1, max_execution_seconds=3, max_capability_seconds=0.3
+    )
+    with CodeMode(authorizer=AllowAll(), limits=limits) as app:
+
+        @app.capability("t.hang", summary="s")
+        def hang() -> int:
+            release.wait(20)
+            return 1
+
+        for _ in range(3):  # more than the concurrency allows, each left stuck
+            assert str(run_error(app, P + "    return t.hang()")) == (
+                "resource limit exceeded: capability time"
+            )
+        started = time.monotonic()
+        assert app.execute(P + "    return 1", subject="a").value == 1
+        assert time.monotonic() - started < 1
+        release.set()
+
+
+@pytest.mark.anyio
+async def test_host_code_never_blocks_the_callers_event_loop() -> None:
+    """A slow sink (reporting an abandoned thread) and a slow can_see run off the loop."""
+    release = threading.Event()
+
+    class SlowSee(AllowAll):
+        def can_see(self, subject: str, capability_id: str, capability_name: str) -> bool:
+            if subject == "slow":
+                release.wait(5)
+            return True
+
+    def sink(event: Event) -> None:
+        if type(event).__name__ == "HostCodeAbandoned":
+            release.wait(5)
+
+    limits = Limits(max_capability_seconds=0.3)
+    with CodeMode(authorizer=SlowSee(), hide_forbidden=True, on_event=sink, limits=limits) as app:
+
+        @app.capability("t.hang", summary="s")
+        def hang() -> int:
+            release.wait(5)
+            return 1
+
+        async def slow_subject() -> None:
+            await app.search_async("hang", subject="slow")
+
+        async def ticks() -> float:
+            """The longest the loop went without running this task."""
+            worst = 0.0
+            for _ in range(20):
+                started = time.monotonic()
+                await asyncio.sleep(0.02)
+                worst = max(worst, time.monotonic() - started)
+            return worst
+
+        pending = asyncio.ensure_future(slow_subject())
+        started = time.monotonic()
+        with pytest.raises(ResourceLimitError):
+            await app.execute_async(P + "    return t.hang()", subject="a")
+        assert time.monotonic() - started < 1
+        assert await ticks() < 0.3
+        release.set()
+        await pending

@@ -117,7 +117,9 @@ def test_a_deliberate_stop_wins_over_what_the_worker_reported() -> None:
 
 def test_an_injected_error_is_recognised_only_at_its_call_site() -> None:
     seen = outcome()
-    seen.injected[(3, 12)] = ("RuntimeError", "capability failed", CapabilityFailedError())
+    call = PROGRAM.where(3, 12, 3, 13, "main")
+    assert call is not None
+    seen.injected.append((call, "RuntimeError", "capability failed", CapabilityFailedError()))
     at_call = SandboxFailure(FailureKind.RAISED, "RuntimeError", "capability failed", INSIDE)
     assert isinstance(classify(at_call, seen), CapabilityFailedError)
     elsewhere = (Frame(2, 5, 2, 10, "main"),)

@@ -36,9 +36,7 @@ class Denied(Exception):
     """Raised by an authorizer to deny a call. Its message stays in the host log."""
 
 
-Authorizer: TypeAlias = Callable[
-    [AuthorizationRequest], Awaitable[bool | None] | bool | None
-]
+Authorizer: TypeAlias = Callable[[AuthorizationRequest], Awaitable[bool | None] | bool | None]
 """Allows by returning None or True; denies by returning False or raising `Denied`."""
 
 

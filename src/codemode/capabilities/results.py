@@ -1,14 +1,18 @@
 """A capability's declared return type -> the one projection its results cross by.
 
-pydantic serializes the handler's value as the declared type: declared TypedDict keys and
-dataclass or model fields only (a subclass's extra fields, `exclude=True` fields and
-undeclared dict keys stay behind), enums as their values. Records are then rebuilt as
+pydantic first serializes the handler's value as the declared type (models, dataclasses
+and enums become JSON data, and it runs the type's own serializers). Then the data is
+walked against the declared type, and only what the type declares is kept: TypedDict
+keys, dataclass and model fields (an `exclude=True` field never), each checked against
+its declared JSON kind. So neither a subclass's extra attributes, nor a model's
+`extra="allow"` fields, nor a custom serializer's additions cross. Records are rebuilt as
 `RecordValue`s named after the declared class, so the program reads `r.field` and sees
-the declared name, never the runtime one. A result declared `Any` or `dict[str, Any]`
-crosses whole, as pydantic serializes it.
+the declared name, never the runtime one. Only a part declared `Any` (or
+`dict[str, Any]`) crosses whole, as pydantic serializes it.
 
 The projection runs in the host, inside the call's own failure handling: anything raised
-while reading or converting a result is `capability failed`, never interpreter text.
+while reading, converting or checking a result is `capability failed`, never
+interpreter text.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import typing
 from collections.abc import Callable
-from typing import Any, get_args, get_origin
+from typing import Any, Literal, get_args, get_origin
 
 import pydantic
 from typing_extensions import is_typeddict
@@ -24,10 +28,15 @@ from typing_extensions import is_typeddict
 from codemode.capabilities import types as t
 from codemode.values import RecordValue, json_size
 
-Build = Callable[[Any], Any]
+Keep = Callable[[Any], Any]
+"""Keeps what a declared type declares of serialized data, or raises Undeclared."""
+
 _PLAIN = (str, int, bool, type(None))
 """Types whose exact instances serialize as themselves (a float may be NaN or inf)."""
-"""Rebuilds the records inside a serialized value."""
+
+
+class Undeclared(ValueError):
+    """Serialized data that does not have the declared shape (a host-side mistake)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -42,11 +51,12 @@ class Projected:
 
 
 class Projection:
-    """Serialize by the declared type, measure, and rebuild records (one per capability)."""
+    """Serialize by the declared type, keep what it declares, measure (one per capability)."""
 
     def __init__(self, annotation: Any) -> None:
         self.adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(t.portable(annotation))
-        self.build = builder(annotation, {})
+        self.keep = keeper(annotation, {})
+        self.has_records = any(t.is_record(inner) for inner in t.walk(annotation))
         self.scalar = annotation if annotation in _PLAIN else None
         """A plain scalar type, whose exact instances are their own projection."""
 
@@ -54,70 +64,99 @@ class Projection:
         if type(value) is self.scalar:
             return Projected(value, json_size(value), False)
         data = self.adapter.dump_python(value, mode="json", by_alias=False, warnings="error")
-        size = json_size(data)
-        if self.build is None:
-            return Projected(data, size, False)
-        return Projected(self.build(data), size, True)
+        kept = self.keep(data)
+        return Projected(kept, json_size(kept), self.has_records)
 
 
 def record_fields(tp: type[Any]) -> tuple[str, ...]:
-    """The names a record crosses with: what pydantic serializes of the declared class."""
+    """The names a record crosses with: its declared, serialized fields."""
     if issubclass(tp, pydantic.BaseModel):
         declared = [name for name, info in tp.model_fields.items() if not info.exclude]
         return (*declared, *tp.model_computed_fields)
     return tuple(f.name for f in dataclasses.fields(tp))
 
 
-def builder(tp: Any, memo: dict[int, Build | None]) -> Build | None:
-    """How to rebuild the records of a value serialized as `tp`; None when it has none."""
+def keeper(tp: Any, memo: dict[int, Keep]) -> Keep:
+    """How to keep, of data serialized as `tp`, exactly what `tp` declares."""
     tp = t.strip_annotated(tp)
     key = id(tp)
     if key in memo:
         return memo[key]
-    if not any(t.is_record(inner) for inner in t.walk(tp)):
-        memo[key] = None
-        return None
-    cell: list[Build] = []
+    cell: list[Keep] = []
     memo[key] = lambda value: cell[0](value)  # a recursive type refers to itself
-    built = _build(tp, memo)
-    cell.append(built)
-    return built
+    kept = _keeper(tp, memo)
+    cell.append(kept)
+    return kept
 
 
-def _build(tp: Any, memo: dict[int, Build | None]) -> Build:
+def _keeper(tp: Any, memo: dict[int, Keep]) -> Keep:
+    if tp is Any:
+        return _whole
     if t.is_union(tp):
-        return _union(tp, memo)
+        return _union([keeper(member, memo) for member in get_args(tp)])
     origin = get_origin(tp)
+    if origin is Literal:
+        return _one_of(get_args(tp))
+    if t.is_enum(tp):
+        return _one_of(tuple(member.value for member in tp))
+    if tp in _KINDS:
+        return _kind(tp)
     if origin is list or (origin is tuple and get_args(tp)[-1:] == (Ellipsis,)):
-        item = builder(get_args(tp)[0], memo) or _same
-        return lambda value: [item(v) for v in value]
+        item = keeper(get_args(tp)[0], memo)
+        return lambda value: [item(v) for v in _expect(value, list)]
     if origin is tuple:
-        items = [builder(arg, memo) or _same for arg in get_args(tp)]
-        return lambda value: [b(v) for b, v in zip(items, value, strict=False)]
+        items = [keeper(arg, memo) for arg in get_args(tp)]
+
+        def fixed(value: Any) -> list[Any]:
+            value = _expect(value, list)
+            if len(value) != len(items):
+                raise Undeclared("wrong tuple length")
+            return [keep(v) for keep, v in zip(items, value, strict=True)]
+
+        return fixed
     if origin is dict:
-        item = builder(get_args(tp)[1], memo) or _same
-        return lambda value: {k: item(v) for k, v in value.items()}
+        item = keeper(get_args(tp)[1], memo)
+        return lambda value: {k: item(v) for k, v in _expect(value, dict).items()}
     if is_typeddict(tp):
-        hints = typing.get_type_hints(tp, include_extras=True)
-        parts = {name: builder(hint, memo) for name, hint in hints.items()}
-        return lambda value: {k: (parts.get(k) or _same)(v) for k, v in value.items()}
-    return _record(tp, memo)
+        return _typed_dict(tp, memo)
+    if t.is_record(tp):
+        return _record(tp, memo)
+    raise TypeError(f"no projection for {tp!r}")  # check_supported admits nothing else
 
 
-def _record(tp: type[Any], memo: dict[int, Build | None]) -> Build:
+def _typed_dict(tp: Any, memo: dict[int, Keep]) -> Keep:
+    hints = typing.get_type_hints(tp, include_extras=True)
+    fields = {name: keeper(hint, memo) for name, hint in hints.items()}
+    required = frozenset(tp.__required_keys__)
+
+    def keep(value: Any) -> dict[str, Any]:
+        value = _expect(value, dict)
+        if not required <= value.keys():
+            raise Undeclared("a required key is missing")
+        return {name: fields[name](value[name]) for name in fields if name in value}
+
+    return keep
+
+
+def _record(tp: type[Any], memo: dict[int, Keep]) -> Keep:
     names = record_fields(tp)
     hints = _field_hints(tp)
-    parts = [(name, builder(hints.get(name, Any), memo) or _same) for name in names]
+    fields = [(name, keeper(hints.get(name, Any), memo)) for name in names]
     carrier = dataclasses.make_dataclass(
         tp.__name__, [(name, Any) for name in names], bases=(RecordValue,), slots=True
     )
     carrier.__qualname__ = tp.__qualname__
 
-    def build(value: dict[str, Any]) -> RecordValue:
-        record: RecordValue = carrier(**{name: part(value[name]) for name, part in parts})
+    def keep(value: Any) -> RecordValue:
+        value = _expect(value, dict)
+        try:
+            record: RecordValue = carrier(**{name: part(value[name]) for name, part in fields})
+        except KeyError:
+            raise Undeclared("a declared field is missing") from None
         return record
 
-    return build
+    keep.names = frozenset(names)  # type: ignore[attr-defined]
+    return keep
 
 
 def _field_hints(tp: type[Any]) -> dict[str, Any]:
@@ -128,37 +167,64 @@ def _field_hints(tp: type[Any]) -> dict[str, Any]:
     return typing.get_type_hints(tp, include_extras=True)
 
 
-def _union(tp: Any, memo: dict[int, Build | None]) -> Build:
-    """Pick the member a serialized value came from: records by their exact field names."""
-    records: list[tuple[frozenset[str], Build]] = []
-    mappings: list[Build] = []
-    sequences: list[Build] = []
-    for member in get_args(tp):
-        member = t.strip_annotated(member)
-        built = builder(member, memo) or _same
-        if t.is_record(member):
-            records.append((frozenset(record_fields(member)), built))
-        elif is_typeddict(member) or get_origin(member) is dict:
-            mappings.append(built)
-        elif get_origin(member) in (list, tuple):
-            sequences.append(built)
+def _union(members: list[Keep]) -> Keep:
+    """The first member whose declared shape the data has (records, then the rest)."""
+    records = [m for m in members if hasattr(m, "names")]
+    others = [m for m in members if not hasattr(m, "names")]
 
-    def build(value: Any) -> Any:
+    def keep(value: Any) -> Any:
+        candidates = others
         if isinstance(value, dict):
-            keys = value.keys()
-            for names, built in records:
-                if keys == names:
-                    return built(value)
-            return mappings[0](value) if mappings else value
-        if isinstance(value, list) and sequences:
-            return sequences[0](value)
+            fitting = [m for m in records if m.names <= value.keys()]
+            fitting.sort(key=lambda m: -len(m.names))
+            candidates = fitting + others
+        for member in candidates:
+            try:
+                return member(value)
+            except Undeclared:
+                continue
+        raise Undeclared("no member of the union fits")
+
+    return keep
+
+
+_KINDS: dict[Any, type | tuple[type, ...]] = {
+    str: str,
+    int: int,
+    float: (int, float),
+    bool: bool,
+    type(None): type(None),
+}
+
+
+def _kind(tp: Any) -> Keep:
+    expected = _KINDS[tp]
+
+    def keep(value: Any) -> Any:
+        if not isinstance(value, expected) or (tp is not bool and isinstance(value, bool)):
+            raise Undeclared("wrong kind")
         return value
 
-    return build
+    return keep
 
 
-def _same(value: Any) -> Any:
+def _one_of(allowed: tuple[Any, ...]) -> Keep:
+    def keep(value: Any) -> Any:
+        if not any(type(value) is type(a) and value == a for a in allowed):
+            raise Undeclared("not one of the declared values")
+        return value
+
+    return keep
+
+
+def _expect(value: Any, kind: type) -> Any:
+    if not isinstance(value, kind):
+        raise Undeclared("wrong kind")
     return value
 
 
-__all__ = ["Projected", "Projection", "builder", "record_fields"]
+def _whole(value: Any) -> Any:
+    return value
+
+
+__all__ = ["Projected", "Projection", "Undeclared", "keeper", "record_fields"]

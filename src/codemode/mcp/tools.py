@@ -225,18 +225,19 @@ class Handlers:
     cm: CodeMode
 
     async def search_api(self, arguments: dict[str, Any], subject: str) -> CallToolResult:
-        return ok(search_payload(self.cm.search(arguments["query"], subject=subject)))
+        return ok(search_payload(await self.cm.search_async(arguments["query"], subject=subject)))
 
     async def describe_api(self, arguments: dict[str, Any], subject: str) -> CallToolResult:
         if ("name" in arguments) == ("names" in arguments):
             raise InvalidRequestError('pass exactly one of "name" and "names"')
         if "name" in arguments:
-            return ok(describe_payload(self.cm.describe(arguments["name"], subject=subject)))
+            capability = await self.cm.describe_async(arguments["name"], subject=subject)
+            return ok(describe_payload(capability))
         found: list[JSONValue] = []
         missing: list[JSONValue] = []
         for name in dict.fromkeys(arguments["names"]):
             try:
-                found.append(describe_payload(self.cm.describe(name, subject=subject)))
+                found.append(describe_payload(await self.cm.describe_async(name, subject=subject)))
             except NotFoundError as error:
                 missing.append({"name": name[:200], "message": str(error)})
         return ok({"capabilities": found, "not_found": missing})

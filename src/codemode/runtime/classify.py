@@ -81,9 +81,9 @@ class Outcome:
     program: Program | None = None
     killed_for: CodeModeError | None = None
     """Set when the execution was stopped on purpose (deadline, cancel, print flood)."""
-    injected: dict[tuple[int, int], tuple[str, str, CodeModeError]] = field(default_factory=dict)
-    """Errors raised inside the program, by the (line, column) of the call that raised them:
-    (exception type, message, error)."""
+    injected: list[tuple[Where, str, str, CodeModeError]] = field(default_factory=list)
+    """Errors raised inside the program: (the call that raised it, exception type, message,
+    error), in the order they were raised."""
 
 
 def classify(failure: BaseException, outcome: Outcome) -> CodeModeError:
@@ -149,16 +149,25 @@ def _injected(
 ) -> CodeModeError | None:
     """The error a capability call raised in the program, if this is it, uncaught.
 
-    Recognised by the call that raised it: the innermost frame is that call expression,
-    and type and message are the ones raised there. A program that raises its own
-    exception with the same text anywhere else gets its own error back.
+    Recognised by the call that raised it: the innermost frame is that call expression
+    (or, in an `async def main`, the `await` around it), and type and message are the
+    ones raised there. A program that raises its own exception with the same text
+    anywhere else gets its own error back.
     """
     if where is None:
         return None
-    found = outcome.injected.get((where.line, where.column))
-    if found is None or found[:2] != (failure.exc_type, failure.message):
-        return None
-    return found[2]
+    for call, exc_type, message, error in reversed(outcome.injected):
+        if (exc_type, message) == (failure.exc_type, failure.message) and _within(call, where):
+            return error
+    return None
+
+
+def _within(inner: Where, outer: Where) -> bool:
+    """Whether the span `inner` lies inside the span `outer`."""
+    return (outer.line, outer.column) <= (inner.line, inner.column) and (
+        inner.end_line,
+        inner.end_column,
+    ) <= (outer.end_line, outer.end_column)
 
 
 def _names_a_namespace(message: str, program: Program) -> bool:

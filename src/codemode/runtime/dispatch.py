@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from codemode.authz import AuthorizationRequest, Authorizer, Denied
-from codemode.binding import bind
+from codemode.binding import ValidatorError, bind
 from codemode.capabilities import Capability
 from codemode.capabilities.results import Projected
 from codemode.context import CallContext
@@ -224,11 +224,8 @@ class Dispatcher:
         )
         try:
             bound = bind(capability, args, kwargs, self.limits)
-        except CodeModeError as error:
-            self._event(CallAttempted, **base)
-            self._event(CallFailed, **base, code=error.code.value, duration_seconds=0)
-            raise Stop(error) from None
-        except BaseException as exc:  # a host validator failed in its own way
+        except ValidatorError as wrapped:  # a host validator failed in its own way
+            exc = wrapped.__cause__ or wrapped
             self._log("an argument validator failed on", capability, exc)
             self._event(CallAttempted, **base)
             failure = handler_failure(exc)
@@ -236,6 +233,10 @@ class Dispatcher:
                 CallFailed, **base, code=failure.error.code.value, duration_seconds=0, error=exc
             )
             raise failure from None
+        except CodeModeError as error:  # binding's own: names only what the program wrote
+            self._event(CallAttempted, **base)
+            self._event(CallFailed, **base, code=error.code.value, duration_seconds=0)
+            raise Stop(error) from None
         base["arguments"] = bound.arguments
         if self.trace_arguments:
             span.arguments(bound.arguments)

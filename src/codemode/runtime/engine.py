@@ -22,14 +22,12 @@ from codemode.limits import Limits
 from codemode.runtime.dispatch import Bridge
 from codemode.runtime.execution import Abandoned, Execution, ExecutionResult, Setup
 from codemode.runtime.program import Programs
-from codemode.runtime.sandbox import Sandbox
+from codemode.runtime.sandbox import MAX_ABANDONED, Sandbox
 
 log = logging.getLogger("codemode")
 
 UNWIND_SECONDS = 0.5
 """How long a caller waits for a stopped driver to unwind, when it is not in host code."""
-MAX_ABANDONED_THREADS = 64
-"""Threads stuck in host code past their deadline before new executions are refused."""
 _VIEWS_KEPT = 64
 """Capability sets (one per visibility view) whose modules and programs stay cached."""
 
@@ -41,9 +39,9 @@ class Engine:
         self.limits = limits
         self.sandbox = sandbox
         self.slots = threading.BoundedSemaphore(limits.max_concurrent_executions)
-        self.abandoned = Abandoned(MAX_ABANDONED_THREADS)
+        self.abandoned = Abandoned(MAX_ABANDONED)
         self.drivers = concurrent.futures.ThreadPoolExecutor(
-            limits.max_concurrent_executions + MAX_ABANDONED_THREADS, "codemode-driver"
+            limits.max_concurrent_executions + MAX_ABANDONED, "codemode-driver"
         )
         self._lock = threading.Lock()
         self._setups: OrderedDict[int, tuple[Mapping[str, Capability], Setup]] = OrderedDict()
@@ -200,4 +198,4 @@ async def _cancel_tasks() -> None:
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
-__all__ = ["MAX_ABANDONED_THREADS", "UNWIND_SECONDS", "Engine"]
+__all__ = ["UNWIND_SECONDS", "Engine"]

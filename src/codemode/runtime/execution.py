@@ -44,8 +44,9 @@ from codemode.values import TooBig, TooDeep, ValueProblem, json_size, to_json
 
 log = logging.getLogger("codemode")
 
-CALL_THREADS = 16
-"""Threads one `async def main` may run capability calls on at once; more calls queue."""
+CALL_THREADS = 64
+"""Threads one `async def main` may run capability calls on at once (started as needed);
+more calls queue."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,15 +281,17 @@ class Execution:
             what,
             count,
         )
-        self._deliver(
-            HostCodeAbandoned(
-                execution_id=self.execution_id,
-                subject=self.subject,
-                time=time.time(),
-                what=what,
-                abandoned=count,
-            )
+        if self.emit is None:
+            return
+        event = HostCodeAbandoned(
+            execution_id=self.execution_id,
+            subject=self.subject,
+            time=time.time(),
+            what=what,
+            abandoned=count,
         )
+        # The sink is host code and the caller may be an event loop: deliver it elsewhere.
+        threading.Thread(target=self._deliver, args=(event,), daemon=True).start()
 
     def _on_flood(self) -> None:
         self.stop(ResourceLimitError(LimitKind.PRINTED_OUTPUT))
@@ -504,11 +507,7 @@ class Execution:
         message = str(failure.error)
         where = program.where_at(*call.span)
         if where is not None:
-            self.outcome.injected[(where.line, where.column)] = (
-                failure.exc_type,
-                message,
-                failure.error,
-            )
+            self.outcome.injected.append((where, failure.exc_type, message, failure.error))
         return Injected(failure.exc_type, message)
 
     def _final(self, value: Any) -> tuple[JSONValue, int]:

@@ -28,6 +28,10 @@ from codemode.values import RecordValue
 Printer = Callable[[str, str], None]
 """Receives each piece of printed output: (stream, text)."""
 
+MAX_ABANDONED = 64
+"""Runs whose driver may be left stuck in host code past its deadline before the engine
+refuses new executions; each may hold a worker checkout until that code returns."""
+
 
 # -- what a run reports ---------------------------------------------------------------
 
@@ -206,7 +210,11 @@ class MontySandbox:
                 pool = pm.Monty(
                     binary_path=None if self.binary is None else os.fspath(self.binary),
                     min_processes=1,
-                    max_processes=2 * self.limits.max_concurrent_executions,
+                    # A run whose driver is stuck in host code keeps its (killed) worker
+                    # checked out until that code returns: room for them all, besides
+                    # the executions allowed to run at once.
+                    max_processes=2 * self.limits.max_concurrent_executions + MAX_ABANDONED,
+                    checkout_timeout=self.limits.max_execution_seconds,
                     request_timeout=self.limits.max_execution_seconds + 5,
                 )
                 pool.__enter__()
@@ -391,6 +399,7 @@ def _placeholder(*args: Any, **kwargs: Any) -> Any:
 
 __all__ = [
     "FAILURE_KINDS",
+    "MAX_ABANDONED",
     "Answer",
     "Call",
     "Done",

@@ -69,10 +69,10 @@ def web_routes(cm: CodeMode) -> list[BaseRoute]:
 
     async def search(who: str, data: dict[str, Any]) -> dict[str, Any]:
         query = text_argument("query", data.get("query"))
-        return {"ok": True, **search_payload(cm.search(query, subject=who))}
+        return {"ok": True, **search_payload(await cm.search_async(query, subject=who))}
 
     async def describe(who: str, data: dict[str, Any]) -> dict[str, Any]:
-        capability = cm.describe(text_argument("name", data.get("name")), subject=who)
+        capability = await cm.describe_async(text_argument("name", data.get("name")), subject=who)
         return {"ok": True, "capability": describe_payload(capability)}
 
     async def execute(who: str, data: dict[str, Any]) -> dict[str, Any]:
