@@ -165,23 +165,22 @@ def literal_problem(annotation: Any, value: JSONValue, path: str) -> str | None:
     other host code runs for a call that has not executed.
     """
     tp = t.strip_annotated(annotation)
+    if t.json_kind(tp) is not None:
+        return None if t.fits_kind(tp, value) else _must_be(tp, path)
     if tp is Any:
         return None
     if t.is_union(tp):
         if any(literal_problem(member, value, path) is None for member in get_args(tp)):
             return None
-        return f"argument {_quote(path)} must be {t.expected(tp)}"
-    wrong = f"argument {_quote(path)} must be {t.expected(tp)}"
+        return _must_be(tp, path)
     origin = get_origin(tp)
     if origin is Literal:
-        return None if any(_same(value, v) for v in get_args(tp)) else wrong
+        return None if any(_same(value, v) for v in get_args(tp)) else _must_be(tp, path)
     if t.is_enum(tp):
-        return None if any(_same(value, m.value) for m in tp) else wrong
-    if tp in _KINDS:
-        return None if isinstance(value, _KINDS[tp]) and not _bool_for_number(tp, value) else wrong
+        return None if any(_same(value, m.value) for m in tp) else _must_be(tp, path)
     if origin in (list, tuple):
         if not isinstance(value, list):
-            return wrong
+            return _must_be(tp, path)
         args = [a for a in get_args(tp) if a is not Ellipsis]
         fixed = origin is tuple and Ellipsis not in get_args(tp)
         if fixed and len(value) != len(args):
@@ -192,7 +191,7 @@ def literal_problem(annotation: Any, value: JSONValue, path: str) -> str | None:
                 return problem
         return None
     if not isinstance(value, dict):
-        return wrong
+        return _must_be(tp, path)
     if origin is dict:
         for key, item in value.items():
             problem = literal_problem(get_args(tp)[1], item, f"{path}[{key!r}]")
@@ -209,18 +208,8 @@ def literal_problem(annotation: Any, value: JSONValue, path: str) -> str | None:
     return None
 
 
-_KINDS: dict[Any, type | tuple[type, ...]] = {
-    str: str,
-    int: int,
-    float: (int, float),
-    bool: bool,
-    type(None): type(None),
-}
-
-
-def _bool_for_number(tp: Any, value: JSONValue) -> bool:
-    """True and False are ints in Python, but not numbers to the validator."""
-    return tp is not bool and isinstance(value, bool)
+def _must_be(tp: Any, path: str) -> str:
+    return f"argument {_quote(path)} must be {t.expected(tp)}"
 
 
 def _same(value: JSONValue, allowed: Any) -> bool:

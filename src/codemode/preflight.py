@@ -14,13 +14,15 @@ from __future__ import annotations
 import ast
 import difflib
 import json
+import math
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal, get_args
 
 from codemode.binding import closest_name, literal_problem
 from codemode.capabilities import Capability, Parameter
+from codemode.capabilities import types as t
 from codemode.language import MISSING_MODULES, MODULES
 
 SANDBOX_MODULES = frozenset(MODULES) | {"os", "sys", "pathlib"}
@@ -134,6 +136,8 @@ class _Checker:
         self.roots = roots
         self.problems: list[Problem] = []
         self._declared: dict[str, dict[str, Parameter]] = {}
+        self._fitting: set[tuple[int, type]] = set()
+        """(parameter, literal type) pairs known to fit by kind."""
 
     def report(
         self, node: ast.AST, message: str, kind: Literal["arguments", "program"] = "program"
@@ -213,7 +217,7 @@ class _Checker:
                 given.add(hint or "")  # the fix for the typo also fixes the missing argument
                 self.report(node, f'unknown argument "{keyword.arg}"{suffix}', "arguments")
                 continue
-            problem = _literal_problem(declared[keyword.arg], keyword.value)
+            problem = self._literal_problem(declared[keyword.arg], keyword.value)
             if problem:
                 self.report(node, problem, "arguments")
         if all(k.arg is not None for k in node.keywords):
@@ -222,9 +226,36 @@ class _Checker:
                     self.report(node, f'missing required argument "{parameter.name}"', "arguments")
 
 
+    def _literal_problem(self, parameter: Parameter, value: ast.expr) -> str | None:
+        """As `_literal_problem`, remembering which scalar kinds a parameter takes."""
+        if not isinstance(value, ast.Constant):
+            return _literal_problem(parameter, value)
+        key = (id(parameter), type(value.value))
+        if key in self._fitting:
+            return None
+        problem = _literal_problem(parameter, value)
+        if problem is None and _kind_only(parameter.annotation):
+            self._fitting.add(key)
+        return problem
+
+
+def _kind_only(annotation: Any) -> bool:
+    """Whether a scalar literal fits this type by its kind alone (no Literal, no enum)."""
+    tp = t.strip_annotated(annotation)
+    if t.is_union(tp):
+        return all(_kind_only(member) for member in get_args(tp))
+    return t.json_kind(tp) is not None
+
+
 def _literal_problem(parameter: Parameter, value: ast.expr) -> str | None:
     """The binding message for a literal argument of the wrong kind, else None."""
-    if not isinstance(value, ast.Constant | ast.List | ast.Tuple | ast.Dict | ast.UnaryOp):
+    if isinstance(value, ast.Constant):
+        if not isinstance(value.value, str | int | float | bool | None):
+            return None  # bytes, Ellipsis: the runtime says what is wrong
+        if isinstance(value.value, float) and not math.isfinite(value.value):
+            return None
+        return literal_problem(parameter.annotation, value.value, parameter.name)
+    if not isinstance(value, ast.List | ast.Tuple | ast.Dict | ast.UnaryOp):
         return None
     try:
         literal = json.loads(json.dumps(ast.literal_eval(value), allow_nan=False))

@@ -236,7 +236,16 @@ class TestEverythingLeavesAsACodeModeError:
             def b(*, n: Annotated[int, {"unit": "ms"}]) -> int:
                 return n
 
+            @app.capability("a.c", summary="x")
+            def c(*, n: list[Annotated[int, {"unit": "ms"}]]) -> list[Annotated[int, {"u": 1}]]:
+                return n
+
             assert app.execute(P + "    return a.b(n=3)", subject="a").value == 3
+            assert app.execute(P + "    return a.c(n=[1, 2])", subject="a").value == [1, 2]
+            error = run_error(app, P + "    return a.c(n=['x'])")
+            assert str(error) == (
+                'invalid capability arguments: <codemode>:2:12: argument "n[0]" must be an integer'
+            )
 
     def test_the_preflight_never_runs_host_validators(self) -> None:
         VALIDATED.clear()

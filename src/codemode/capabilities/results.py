@@ -57,7 +57,7 @@ class Projection:
         self.adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(t.portable(annotation))
         self.keep = keeper(annotation, {})
         self.has_records = any(t.is_record(inner) for inner in t.walk(annotation))
-        self.scalar = annotation if annotation in _PLAIN else None
+        self.scalar = next((p for p in _PLAIN if annotation is p), None)
         """A plain scalar type, whose exact instances are their own projection."""
 
     def project(self, value: Any) -> Projected:
@@ -99,7 +99,7 @@ def _keeper(tp: Any, memo: dict[int, Keep]) -> Keep:
         return _one_of(get_args(tp))
     if t.is_enum(tp):
         return _one_of(tuple(member.value for member in tp))
-    if tp in _KINDS:
+    if t.json_kind(tp) is not None:
         return _kind(tp)
     if origin is list or (origin is tuple and get_args(tp)[-1:] == (Ellipsis,)):
         item = keeper(get_args(tp)[0], memo)
@@ -188,20 +188,9 @@ def _union(members: list[Keep]) -> Keep:
     return keep
 
 
-_KINDS: dict[Any, type | tuple[type, ...]] = {
-    str: str,
-    int: int,
-    float: (int, float),
-    bool: bool,
-    type(None): type(None),
-}
-
-
 def _kind(tp: Any) -> Keep:
-    expected = _KINDS[tp]
-
     def keep(value: Any) -> Any:
-        if not isinstance(value, expected) or (tp is not bool and isinstance(value, bool)):
+        if not t.fits_kind(tp, value):
             raise Undeclared("wrong kind")
         return value
 

@@ -20,13 +20,42 @@ import pydantic
 from typing_extensions import TypedDict, is_typeddict
 
 NoneType = type(None)
-SCALAR_NAMES: dict[Any, str] = {
-    str: "str",
-    int: "int",
-    float: "float",
-    bool: "bool",
-    NoneType: "None",
-}
+_SCALARS: tuple[tuple[type, str, type | tuple[type, ...]], ...] = (
+    (str, "str", str),
+    (int, "int", int),
+    (float, "float", (int, float)),
+    (bool, "bool", bool),
+    (NoneType, "None", NoneType),
+)
+"""Each scalar type, its name, and the Python types of JSON data it takes (an int is a
+float's too). Looked up by identity: a type holding unhashable metadata
+(`list[Annotated[int, {...}]]`) must never be hashed."""
+
+
+def scalar_name(tp: Any) -> str | None:
+    """ "int" for int, and so on; None for any type that is not a scalar."""
+    for scalar, name, _ in _SCALARS:
+        if tp is scalar:
+            return name
+    return None
+
+
+def json_kind(tp: Any) -> type | tuple[type, ...] | None:
+    """The JSON data types a scalar type takes, or None for any other type."""
+    for scalar, _, kinds in _SCALARS:
+        if tp is scalar:
+            return kinds
+    return None
+
+
+def fits_kind(tp: Any, value: object) -> bool:
+    """Whether JSON data `value` is of scalar type `tp` (True and False are not numbers)."""
+    kinds = json_kind(tp)
+    return (
+        kinds is not None
+        and isinstance(value, kinds)
+        and (tp is bool or not isinstance(value, bool))
+    )
 
 
 class UnsupportedTypeError(Exception):
@@ -156,7 +185,12 @@ def check_supported(tp: Any) -> None:
     """Raise UnsupportedTypeError naming the first type that cannot cross the boundary."""
     for current in walk(tp):
         origin = get_origin(current)
-        if current in SCALAR_NAMES or current is Any or is_named(current) or is_union(current):
+        if (
+            scalar_name(current) is not None
+            or current is Any
+            or is_named(current)
+            or is_union(current)
+        ):
             continue
         if origin is Literal:
             if not all(isinstance(v, str | int | bool) or v is None for v in get_args(current)):
@@ -177,8 +211,9 @@ def check_supported(tp: Any) -> None:
 def notation(tp: Any) -> str:
     """How a Python programmer writes the type: `list[str] | None`, `Record`."""
     tp = strip_annotated(tp)
-    if tp in SCALAR_NAMES:
-        return SCALAR_NAMES[tp]
+    name = scalar_name(tp)
+    if name is not None:
+        return name
     if tp is Any:
         return "Any"
     if is_union(tp):
@@ -229,7 +264,7 @@ def is_scalar(tp: Any) -> bool:
     tp = strip_annotated(tp)
     if is_union(tp):
         return all(is_scalar(arg) for arg in get_args(tp))
-    return tp in SCALAR_NAMES or get_origin(tp) is Literal
+    return scalar_name(tp) is not None or get_origin(tp) is Literal
 
 
 def access(tp: Any) -> Literal["attributes", "keys"] | None:
@@ -288,12 +323,15 @@ __all__ = [
     "check_supported",
     "expected",
     "fields_of",
+    "fits_kind",
     "is_enum",
     "is_record",
     "is_scalar",
     "is_union",
+    "json_kind",
     "notation",
     "portable",
+    "scalar_name",
     "shapes",
     "strip_annotated",
     "walk",
