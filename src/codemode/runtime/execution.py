@@ -427,6 +427,7 @@ class Execution:
             if self.remaining() <= 0:
                 raise Stop(ResourceLimitError(LimitKind.EXECUTION_TIME))
             if isinstance(step, Done):
+                self._drain()
                 return step.value
             if isinstance(step, Call):
                 step = self._on_call(run, step, program)
@@ -501,6 +502,21 @@ class Execution:
             else:
                 answers[call_id] = Returned(projected.value, projected.has_records)
         return answers
+
+    def _drain(self) -> None:
+        """Calls that `async def main` started and never awaited still run: the execution
+        ends when they have, within its deadline, so no call outlives it unowned."""
+        waiting = [future for future, _ in self.tasks.values()]
+        while waiting:
+            deadline = self.clock.next_deadline()
+            _, pending = concurrent.futures.wait(
+                waiting, timeout=max(deadline - time.monotonic(), 0)
+            )
+            if self.outcome.killed_for is not None:
+                raise Stop(self.outcome.killed_for)
+            if pending and time.monotonic() >= deadline:
+                raise Stop(self.clock.overdue())
+            waiting = list(pending)
 
     def _inject(self, failure: Raise, call: Call, program: Program) -> Injected:
         """Raise a failure inside the program, remembering which call raised it."""

@@ -1,0 +1,91 @@
+"""Calls are owned by their execution: none runs after it ended, none holds another's."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from codemode import CodeMode, Limits
+from codemode.authz import AllowAll
+from codemode.events import CallCompleted, CallEvent, Event
+from codemode.runtime.execution import CALL_THREADS
+from tests.conftest import run_error
+
+
+def test_a_call_queued_when_the_execution_fails_never_runs_later() -> None:
+    started: list[int] = []
+    lock = threading.Lock()
+    with CodeMode(authorizer=AllowAll(), limits=Limits(max_capability_calls=200)) as cm:
+
+        @cm.capability("db.write", summary="Writes slowly.", timeout=0.2)
+        def write(*, n: int) -> int:
+            with lock:
+                started.append(n)
+            time.sleep(0.5)
+            return n
+
+        calls = CALL_THREADS + 10
+        source = (
+            "import asyncio\nasync def main():\n"
+            f"    return await asyncio.gather(*[db.write(n=i) for i in range({calls})])"
+        )
+        assert str(run_error(cm, source)) == "resource limit exceeded: capability time"
+        time.sleep(1.0)  # long enough for any queued call to have started
+    assert len(started) == CALL_THREADS
+
+
+def test_calls_never_awaited_finish_before_the_execution_ends() -> None:
+    events: list[Event] = []
+    finished: list[int] = []
+    with CodeMode(authorizer=AllowAll(), on_event=events.append) as cm:
+
+        @cm.capability("db.write", summary="Writes.")
+        def write(*, n: int) -> int:
+            time.sleep(0.05)
+            finished.append(n)
+            return n
+
+        source = (
+            "async def main():\n    for i in range(3):\n        db.write(n=i)\n    return 'sent'"
+        )
+        result = cm.execute(source, subject="a")
+        assert result.value == "sent"
+        assert sorted(finished) == [0, 1, 2]  # all ran, within the execution
+        completed = [e for e in events if isinstance(e, CallCompleted)]
+        assert len(completed) == 3
+        finished_event = next(e for e in events if type(e).__name__ == "ExecutionFinished")
+        assert events.index(finished_event) > max(events.index(e) for e in completed)
+
+
+def test_a_detached_call_past_the_deadline_fails_its_own_execution_only() -> None:
+    release = threading.Event()
+    limits = Limits(max_execution_seconds=0.5, max_concurrent_executions=1)
+    with CodeMode(authorizer=AllowAll(), limits=limits) as cm:
+
+        @cm.capability("db.hang", summary="Hangs.")
+        def hang() -> int:
+            release.wait(5)
+            return 1
+
+        source = "async def main():\n    db.hang()\n    return 'sent'"
+        assert str(run_error(cm, source)) == "resource limit exceeded: execution time"
+        assert cm.execute("def main():\n    return 2", subject="b").value == 2
+        release.set()
+
+
+def test_every_call_that_ran_is_audited() -> None:
+    events: list[Event] = []
+    with CodeMode(authorizer=AllowAll(), on_event=events.append) as cm:
+
+        @cm.capability("db.read", summary="Reads.")
+        def read(*, n: int) -> int:
+            return n
+
+        source = (
+            "import asyncio\nasync def main():\n"
+            "    db.read(n=9)\n"
+            "    return await asyncio.gather(db.read(n=1), db.read(n=2))"
+        )
+        assert cm.execute(source, subject="a").value == [1, 2]
+    kinds = [type(e).__name__ for e in events if isinstance(e, CallEvent)]
+    assert kinds.count("CallAttempted") == kinds.count("CallCompleted") == 3
