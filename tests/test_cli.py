@@ -164,3 +164,25 @@ def test_hide_forbidden_without_a_policy_is_a_usage_error() -> None:
     assert "--hide-forbidden needs an authorizer that can tell what a subject may see" in (
         result.stderr
     )
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("alice:tok-1\nbob:tok-1\n", "tokens:2: this token is already given on another line"),
+        ("alice tok-1\n", "tokens:1: expected subject:token"),
+        ('{"tok": 3}', "tokens: expected a JSON object of token -> subject"),
+    ],
+)
+def test_a_malformed_token_file_is_one_line_of_error(
+    tmp_path: Path, content: str, message: str
+) -> None:
+    path = tmp_path / "tokens"
+    path.write_text(content)
+    result = CliRunner().invoke(
+        main,
+        ["serve", "tests.conftest:build_host", "--transport", "http", "--token-file", str(path)],
+    )
+    assert result.exit_code == 2
+    assert f"Error: {path.parent}/{message}" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import anyio
@@ -199,7 +200,7 @@ class CodeMode:
             self._views, self._views_of = {}, enabled
         view = self._views.get(subject)
         if view is None:
-            view = self.catalog.view(c for c in enabled.values() if _sees(can_see, subject, c))
+            view = self.catalog.view(c for c in enabled.values() if self._sees(can_see, subject, c))
             self._views[subject] = view
             while len(self._views) > _SUBJECTS_KEPT:
                 self._views.pop(next(iter(self._views)))
@@ -325,9 +326,28 @@ class CodeMode:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _sees(
+        self, can_see: Callable[[str, str, str], object], subject: str, capability: Capability
+    ) -> bool:
+        """Whether a subject may see a capability: only None or True shows it (as for the
+        authorizer); False, any other value and any failure hide it (fail closed)."""
+        try:
+            decision = can_see(subject, capability.id, capability.name)
+            if inspect.isawaitable(decision):
+                loop = self._running_engine().private_bridge().loop
+                future = asyncio.run_coroutine_threadsafe(_awaited(decision), loop)
+                decision = future.result(timeout=self.limits.max_execution_seconds)
+        except BaseException:
+            log.exception("can_see failed for %s", capability.name)
+            return False
+        return decision is None or decision is True
+
     def _engine_for(self, subject: str) -> Engine:
         if not isinstance(subject, str) or not subject.strip():
             raise UnauthenticatedError()
+        return self._running_engine()
+
+    def _running_engine(self) -> Engine:
         with self._engine_lock:
             if self._engine is None:
                 sandbox = self.sandbox or MontySandbox(self.limits, self.worker_binary)
@@ -354,13 +374,8 @@ _VIEWS_KEPT = 64
 _SUBJECTS_KEPT = 4096
 
 
-def _sees(can_see: Callable[[str, str, str], bool], subject: str, capability: Capability) -> bool:
-    """Whether a subject may see a capability; a failing hook hides it (fail closed)."""
-    try:
-        return bool(can_see(subject, capability.id, capability.name))
-    except BaseException:
-        log.exception("can_see failed for %s", capability.name)
-        return False
+async def _awaited(awaitable: Awaitable[T]) -> T:
+    return await awaitable
 
 
 __all__ = ["CodeMode"]

@@ -54,7 +54,7 @@ def bind(
     if not kwargs and not capability.parameters:
         return _NO_ARGUMENTS
     try:
-        text = _flat_text(kwargs)
+        text = _flat_text(kwargs) if capability.flat else None
         if text is not None:
             # Flat scalars: nothing to walk or convert, and only strings can be large.
             if text > limits.max_argument_bytes // 4 and (

@@ -177,7 +177,10 @@ def serve(
     """Serve APP (module:attribute naming a CodeMode) over MCP."""
     from codemode.http import load_token_file
 
-    tokens = load_token_file(token_file) if token_file else None
+    try:
+        tokens = load_token_file(token_file) if token_file else None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise click.UsageError(str(exc)) from None
     if token_file and not tokens:
         raise click.UsageError(f"{token_file} holds no tokens")
     cm = load_app(app)

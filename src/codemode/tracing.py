@@ -32,8 +32,11 @@ class Span:
             self.context = trace.set_span_in_context(span)
 
     def outcome(self, code: str) -> None:
+        """Record how it ended; anything but "ok" also sets the span's status to ERROR."""
         if self.span is not None:
             self.span.set_attribute("codemode.outcome", code)
+            if code != "ok" and trace is not None:
+                self.span.set_status(trace.Status(trace.StatusCode.ERROR, code))
 
     def arguments(self, arguments: JSONObject) -> None:
         if self.span is not None:

@@ -173,6 +173,9 @@ def test_spans_cover_executions_and_calls_without_argument_values() -> None:
             failed.attributes is not None
             and failed.attributes["codemode.outcome"] == "capability_failed"
         )
+        assert failed.status.status_code is trace.StatusCode.ERROR
+        assert failed.status.description == "capability_failed"
+        assert lookup.status.status_code is trace.StatusCode.UNSET
         assert all(CANARY not in json.dumps(dict(s.attributes or {})) for s in spans.values())
         assert not any(s.events for s in spans.values())
         exporter.clear()

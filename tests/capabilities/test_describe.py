@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import enum
+
+import pydantic
 import pytest
 from mcp import Client
 
@@ -121,3 +124,28 @@ async def test_describe_api_takes_several_names() -> None:
         "read_as": "keys",
         "doc": "The counts by version.",
     }
+
+
+class Owner(pydantic.BaseModel):
+    owner_id: str = pydantic.Field(alias="ownerId")
+    token: str = pydantic.Field(default="t", exclude=True)
+
+
+class Color(enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+def test_a_result_shape_names_what_the_program_reads() -> None:
+    """An aliased result field is read by its name; an excluded one is not there at all."""
+    with CodeMode(authorizer=AllowAll()) as cm:
+
+        @cm.capability("o.get", summary="An owner.")
+        def get(*, color: Color) -> Owner:
+            return Owner(ownerId=color.value)
+
+        assert cm.describe("o.get").shapes[-1].render() == (
+            "Owner: object (owner_id: str), read as r.owner_id"
+        )
+        source = "def main():\n    return o.get(color='red').owner_id"
+        assert cm.execute(source, subject="a").value == "red"

@@ -103,7 +103,7 @@ class Capability:
         named: list[t.Shape] = []
         for p in self.parameters:
             named.extend(s for s in t.shapes(p.annotation) if s not in named)
-        named.extend(s for s in t.shapes(self.result_annotation) if s not in named)
+        named.extend(s for s in t.shapes(self.result_annotation, result=True) if s not in named)
         return named
 
 

@@ -68,14 +68,6 @@ class Projection:
         return Projected(kept, json_size(kept), self.has_records)
 
 
-def record_fields(tp: type[Any]) -> tuple[str, ...]:
-    """The names a record crosses with: its declared, serialized fields."""
-    if issubclass(tp, pydantic.BaseModel):
-        declared = [name for name, info in tp.model_fields.items() if not info.exclude]
-        return (*declared, *tp.model_computed_fields)
-    return tuple(f.name for f in dataclasses.fields(tp))
-
-
 def keeper(tp: Any, memo: dict[int, Keep]) -> Keep:
     """How to keep, of data serialized as `tp`, exactly what `tp` declares."""
     tp = t.strip_annotated(tp)
@@ -139,9 +131,9 @@ def _typed_dict(tp: Any, memo: dict[int, Keep]) -> Keep:
 
 
 def _record(tp: type[Any], memo: dict[int, Keep]) -> Keep:
-    names = record_fields(tp)
-    hints = _field_hints(tp)
-    fields = [(name, keeper(hints.get(name, Any), memo)) for name in names]
+    crossing = t.fields_of(tp, result=True)
+    names = tuple(f.name for f in crossing)
+    fields = [(f.name, keeper(f.annotation, memo)) for f in crossing]
     carrier = dataclasses.make_dataclass(
         tp.__name__, [(name, Any) for name in names], bases=(RecordValue,), slots=True
     )
@@ -157,14 +149,6 @@ def _record(tp: type[Any], memo: dict[int, Keep]) -> Keep:
 
     keep.names = frozenset(names)  # type: ignore[attr-defined]
     return keep
-
-
-def _field_hints(tp: type[Any]) -> dict[str, Any]:
-    if issubclass(tp, pydantic.BaseModel):
-        hints = {name: info.annotation for name, info in tp.model_fields.items()}
-        hints.update({n: c.return_type for n, c in tp.model_computed_fields.items()})
-        return hints
-    return typing.get_type_hints(tp, include_extras=True)
 
 
 def _union(members: list[Keep]) -> Keep:
@@ -216,4 +200,4 @@ def _whole(value: Any) -> Any:
     return value
 
 
-__all__ = ["Projected", "Projection", "Undeclared", "keeper", "record_fields"]
+__all__ = ["Projected", "Projection", "Undeclared", "keeper"]

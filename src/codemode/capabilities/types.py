@@ -127,13 +127,26 @@ class Field:
     required: bool
 
 
-def fields_of(tp: Any) -> list[Field]:
-    """The fields of a TypedDict, dataclass or pydantic model, in declaration order."""
+def fields_of(tp: Any, *, result: bool = False) -> list[Field]:
+    """The fields of a TypedDict, dataclass or pydantic model, in declaration order.
+
+    As an argument, a model's fields go by their alias (what validation takes). As a
+    `result`, a record has what crosses into the program: fields by name, `exclude=True`
+    ones left out, computed fields added, every one always present.
+    """
     if is_typeddict(tp):
         hints = typing.get_type_hints(tp, include_extras=True)
         required = tp.__required_keys__
         return [Field(name, hint, name in required) for name, hint in hints.items()]
     if isinstance(tp, type) and issubclass(tp, pydantic.BaseModel):
+        if result:
+            declared = [
+                Field(name, info.annotation, True)
+                for name, info in tp.model_fields.items()
+                if not info.exclude
+            ]
+            computed = [Field(n, c.return_type, True) for n, c in tp.model_computed_fields.items()]
+            return declared + computed
         return [
             Field(info.alias or name, info.annotation, info.is_required())
             for name, info in tp.model_fields.items()
@@ -144,10 +157,11 @@ def fields_of(tp: Any) -> list[Field]:
             Field(
                 f.name,
                 hints[f.name],
-                f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
+                result
+                or (f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING),
             )
             for f in dataclasses.fields(tp)
-            if f.init
+            if result or f.init
         ]
     raise TypeError(f"{tp!r} has no fields")
 
@@ -300,8 +314,8 @@ class Shape:
         return f"{self.name}: object ({', '.join(parts)}), read as {sample}"
 
 
-def shapes(tp: Any) -> list[Shape]:
-    """Every named type reachable from `tp`, outermost first."""
+def shapes(tp: Any, *, result: bool = False) -> list[Shape]:
+    """Every named type reachable from `tp`, outermost first (as a result: see fields_of)."""
     found: list[Shape] = []
     for current in walk(tp):
         if is_enum(current):
@@ -310,7 +324,10 @@ def shapes(tp: Any) -> list[Shape]:
             )
         elif is_typeddict(current) or is_record(current):
             kind: Literal["dict", "object"] = "object" if is_record(current) else "dict"
-            fields = tuple((f.name, notation(f.annotation), f.required) for f in fields_of(current))
+            fields = tuple(
+                (f.name, notation(f.annotation), f.required)
+                for f in fields_of(current, result=result)
+            )
             found.append(Shape(current.__name__, kind, fields))
     return found
 

@@ -59,6 +59,8 @@ def load_token_file(path: str | Path) -> dict[str, str]:
         subject, sep, token = line.partition(":")
         if not sep or not subject.strip() or not token.strip():
             raise ValueError(f"{path}:{number}: expected subject:token")
+        if token.strip() in tokens:
+            raise ValueError(f"{path}:{number}: this token is already given on another line")
         tokens[token.strip()] = subject.strip()
     return tokens
 

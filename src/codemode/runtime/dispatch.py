@@ -28,6 +28,7 @@ from codemode.context import CallContext
 from codemode.errors import (
     AgentError,
     CodeModeError,
+    ExecutionCanceledError,
     InternalError,
     ResourceLimitError,
     Where,
@@ -133,6 +134,8 @@ class Bridge:
         except concurrent.futures.TimeoutError:
             future.cancel()
             raise Stop(on_timeout) from None
+        except concurrent.futures.CancelledError:  # the execution was stopped meanwhile
+            raise Stop(ExecutionCanceledError()) from None
         finally:
             with self.lock:
                 self.pending.discard(future)
