@@ -186,3 +186,16 @@ def test_a_malformed_token_file_is_one_line_of_error(
     assert result.exit_code == 2
     assert f"Error: {path.parent}/{message}" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_check_reports_a_syntax_error_with_its_position(tmp_path: Path) -> None:
+    path = tmp_path / "p.py"
+    path.write_text("def main(:\n    return 1\n")
+    result = CliRunner().invoke(main, ["check", "tests.conftest:build_host", str(path)])
+    assert result.exit_code == 1
+    assert result.stderr == (
+        '  File "<codemode>", line 1, in <module>\n'
+        "    def main(:\n"
+        "             ^\n"
+        "invalid program: <codemode>:1:10: SyntaxError: invalid syntax [invalid_program]\n"
+    )

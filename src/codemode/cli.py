@@ -5,6 +5,7 @@ Exit codes: 0 success, 1 the program failed, 2 usage error.
 
 from __future__ import annotations
 
+import ast
 import importlib
 import json
 import logging
@@ -16,7 +17,7 @@ from typing import Any
 import click
 
 from codemode.app import CodeMode
-from codemode.errors import CodeModeError, Where
+from codemode.errors import PROGRAM_FILE, CodeModeError, InvalidProgramError, Where
 
 
 def load_app(spec: str) -> CodeMode:
@@ -242,12 +243,30 @@ def check(app: str, file: Any) -> None:
     from codemode.runtime.program import Programs
 
     cm = load_app(app)
+    source = file.read()
     try:
-        Programs(cm.catalog.enabled).prepare(file.read())
+        Programs(cm.catalog.enabled).prepare(source)
+        _parses(source)
     except CodeModeError as error:
         click.echo(render_error(error), err=True)
         sys.exit(1)
     click.echo("ok: no problems found")
+
+
+def _parses(source: str) -> None:
+    """Raise the syntax error Python's parser finds (the run would refuse the program too)."""
+    from codemode.runtime.program import split_lines
+
+    try:
+        ast.parse(source, filename=PROGRAM_FILE)
+    except SyntaxError as error:
+        lines = split_lines(source)
+        line = min(max(error.lineno or 1, 1), max(len(lines), 1))
+        text = lines[line - 1] if lines else ""
+        column = min(max(error.offset or 1, 1), len(text) + 1)
+        where = Where(PROGRAM_FILE, line, column, line, column + 1, None, text)
+        detail = f"{where.render()}: SyntaxError: {error.msg}"
+        raise InvalidProgramError(detail, where=where) from None
 
 
 @main.command()

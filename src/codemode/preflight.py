@@ -225,7 +225,6 @@ class _Checker:
                 if parameter.required and parameter.name not in given:
                     self.report(node, f'missing required argument "{parameter.name}"', "arguments")
 
-
     def _literal_problem(self, parameter: Parameter, value: ast.expr) -> str | None:
         """As `_literal_problem`, remembering which scalar kinds a parameter takes."""
         if not isinstance(value, ast.Constant):
