@@ -173,6 +173,6 @@ def test_describe_shows_signature_and_how_results_are_read() -> None:
     ]
     assert cm.describe("owners.list").signature == "owners.list() -> list[Owner]"
     assert [s.render() for s in cm.describe("owners.list").shapes] == [
-        "Owner: object (id: int, email?: str | None), read as r.id"
+        "Owner: object (id: int, email: str | None), read as r.id"
     ]
     assert cm.describe("instance.get").is_async
