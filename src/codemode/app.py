@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import os
 import threading
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import anyio
@@ -172,20 +173,23 @@ class CodeMode:
     async def search_async(
         self, query: str, *, limit: int = 20, subject: str | None = None
     ) -> SearchResult:
-        """As `search`, for a caller on an event loop: a `can_see` hook never blocks it."""
+        """As `search`, for a caller on an event loop (the MCP server, the page): a
+        `can_see` hook never blocks it, and nothing but a CodeModeError leaves it."""
         return await self._off_loop(
             lambda: self.search(query, limit=limit, subject=subject), subject
         )
 
     async def describe_async(self, name: str, *, subject: str | None = None) -> Capability:
-        """As `describe`, for a caller on an event loop: a `can_see` hook never blocks it."""
+        """As `describe`, for a caller on an event loop (see `search_async`)."""
         return await self._off_loop(lambda: self.describe(name, subject=subject), subject)
 
     async def _off_loop(self, work: Callable[[], T], subject: str | None) -> T:
-        """Run `work` on a thread when it may call host code (`can_see`), else right here."""
-        if self.hide_forbidden and subject is not None:
-            return await anyio.to_thread.run_sync(work)
-        return work()
+        """Run `work` on a thread when it may call host code (`can_see`), else right here;
+        anything it raises but a CodeModeError is logged and becomes `InternalError`."""
+        with _last_resort("search or describe"):
+            if self.hide_forbidden and subject is not None:
+                return await anyio.to_thread.run_sync(work)
+            return work()
 
     def visible(self, subject: str | None = None) -> View:
         """The capabilities `subject` can see: all enabled ones unless `hide_forbidden`."""
@@ -214,38 +218,20 @@ class CodeMode:
         Nothing else leaves it: whatever the program, handlers, authorizer or audit sink
         do, an unexpected failure is logged and raised as `InternalError`.
         """
-        try:
+        with _last_resort("execute"):
             engine = self._engine_for(subject)
             bridge = engine.private_bridge()
             execution = self._execution(source, subject, engine, bridge, self.visible(subject))
             return engine.execute(execution)
-        except CodeModeError:
-            raise
-        except (KeyboardInterrupt, SystemExit):
-            if threading.current_thread() is threading.main_thread():
-                raise  # the host's own interrupt, not one from host code elsewhere
-            raise InternalError() from None
-        except BaseException:
-            log.exception("execute failed unexpectedly")
-            raise InternalError() from None
 
     async def execute_async(self, source: str, *, subject: str) -> ExecutionResult:
         """As `execute`; async handlers and authorizers run on the calling event loop."""
-        try:
+        with _last_resort("execute_async"):
             engine = self._engine_for(subject)
             bridge = Bridge(asyncio.get_running_loop())
             view = await self._off_loop(lambda: self.visible(subject), subject)
             execution = self._execution(source, subject, engine, bridge, view)
             return await engine.execute_async(execution)
-        except (CodeModeError, asyncio.CancelledError):
-            raise
-        except (KeyboardInterrupt, SystemExit):
-            if threading.current_thread() is threading.main_thread():
-                raise
-            raise InternalError() from None
-        except BaseException:
-            log.exception("execute_async failed unexpectedly")
-            raise InternalError() from None
 
     # -- serving -------------------------------------------------------------------------
 
@@ -372,6 +358,25 @@ class CodeMode:
 
 _VIEWS_KEPT = 64
 _SUBJECTS_KEPT = 4096
+
+
+@contextlib.contextmanager
+def _last_resort(what: str) -> Iterator[None]:
+    """The one net at the public edge: nothing but a CodeModeError (or the caller's own
+    cancellation) leaves; a KeyboardInterrupt or SystemExit passes only when it was raised
+    in the host's main thread, never one from host code elsewhere."""
+    try:
+        yield
+    except (CodeModeError, asyncio.CancelledError):
+        raise
+    except (KeyboardInterrupt, SystemExit):
+        if threading.current_thread() is threading.main_thread():
+            raise
+        raise InternalError() from None
+    except BaseException:
+        with contextlib.suppress(BaseException):  # a logging hook is host code too
+            log.exception("%s failed unexpectedly", what)
+        raise InternalError() from None
 
 
 async def _awaited(awaitable: Awaitable[T]) -> T:

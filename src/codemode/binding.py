@@ -74,7 +74,7 @@ def bind(
                 lambda: capability.arguments_adapter.validate_json(encoded, strict=True)
             )
     except pydantic.ValidationError as exc:
-        raise InvalidArgumentsError(_explain(capability, exc.errors())) from None
+        raise InvalidArgumentsError(_explain(capability, exc.errors(), kwargs)) from None
     handler_kwargs = {p.name: validated.get(p.name, p.default) for p in capability.parameters}
     if capability.flat:
         return BoundCall(dict(handler_kwargs), handler_kwargs)  # already JSON-like
@@ -216,10 +216,20 @@ def _same(value: JSONValue, allowed: Any) -> bool:
     return type(value) is type(allowed) and value == allowed
 
 
-def _explain(capability: Capability, errors: list[ErrorDetails]) -> str:
-    """The most useful single message for the first binding problem."""
+def _explain(capability: Capability, errors: list[ErrorDetails], given: dict[str, Any]) -> str:
+    """The most useful single message for the first binding problem.
+
+    The path is shown only when every step of it is the program's own (a key it passed, a
+    name the capability declares, an index into its list): a host validator can raise a
+    ValidationError of its own, whose location is host text.
+    """
     error = sorted(errors, key=lambda e: _PRIORITY.get(e["type"], 2))[0]
-    path, annotation, owner = _walk(capability, error["loc"])
+    path, annotation, owner, own = _walk(capability, error["loc"], given)
+    if not own:
+        top = error["loc"][0] if error["loc"] else None
+        if isinstance(top, str) and top in given:
+            return f"argument {_quote(top)} is not valid"
+        return "the arguments are not valid"
     if error["type"] == "extra_forbidden":
         message = f"unknown argument {_quote(path)}"
         hint = closest_name(path.rsplit(".", 1)[-1], owner)
@@ -231,21 +241,28 @@ def _explain(capability: Capability, errors: list[ErrorDetails]) -> str:
     return f"argument {_quote(path)} must be {t.expected(annotation)}"
 
 
-def _walk(capability: Capability, loc: tuple[int | str, ...]) -> tuple[str, Any, list[str]]:
-    """Follow a pydantic error location through the declared types.
+def _walk(
+    capability: Capability, loc: tuple[int | str, ...], given: dict[str, Any]
+) -> tuple[str, Any, list[str], bool]:
+    """Follow a pydantic error location through the declared types and the given values.
 
     Returns the program-facing path (`filter.owner`, `tags[1]`, `labels['env']`), the
-    declared type at the end of it, and the names declared where the path ends.
-    Dict keys are written as Python would print them: `labels['env']`.
+    declared type at the end of it, the names declared where the path ends, and whether
+    every step of the path is the program's own. Dict keys are written as Python would
+    print them: `labels['env']`.
     """
     params = {p.name: p.annotation for p in capability.parameters}
     path = ""
     annotation: Any = None
     declared: list[str] = list(params)
+    value: Any = given
     for index, item in enumerate(loc):
         if index == 0:
+            if item not in params and item not in given:
+                return "", None, declared, False
             path = str(item)
             annotation = params.get(str(item))
+            value = given.get(str(item), _ABSENT)
             continue
         annotation = t.strip_annotated(annotation)
         if t.is_union(annotation):
@@ -259,19 +276,33 @@ def _walk(capability: Capability, loc: tuple[int | str, ...]) -> tuple[str, Any,
                 annotation = members[0]
         origin = get_origin(annotation)
         if isinstance(item, int) and origin in (list, tuple):
+            if not isinstance(value, list | tuple) or not 0 <= item < len(value):
+                return path, None, declared, False
             args = [a for a in get_args(annotation) if a is not Ellipsis]
             annotation = args[min(item, len(args) - 1)] if origin is tuple else args[0]
             path += f"[{item}]"
+            value = value[item]
         elif origin is dict:
+            if not isinstance(value, dict) or item not in value:
+                return path, None, declared, False
             annotation = get_args(annotation)[1]
             path += f"[{str(item)!r}]"
+            value = value[item]
         elif is_typeddict(annotation) or t.is_record(annotation):
             fields = {f.name: f.annotation for f in t.fields_of(annotation)}
+            passed = isinstance(value, dict) and item in value
+            if str(item) not in fields and not passed:
+                return path, None, declared, False
             declared = list(fields)
             annotation = fields.get(str(item))
             path += f".{item}"
+            value = value[item] if passed else _ABSENT
         # anything else is a pydantic-internal step (a validator tag): not part of the path
-    return path, annotation, declared
+    return path, annotation, declared, True
+
+
+_ABSENT = object()
+"""Where the program passed nothing (a required argument it left out)."""
 
 
 __all__ = ["BoundCall", "ValidatorError", "bind", "closest_name", "literal_problem"]

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import json
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -29,8 +31,8 @@ from codemode import (
     Limits,
     ResourceLimitError,
 )
-from codemode.authz import AllowAll, AuthorizationRequest
-from codemode.events import Event, JsonLinesSink
+from codemode.authz import AllowAll, AuthorizationRequest, Denied
+from codemode.events import Event, HostCodeAbandoned, JsonLinesSink
 from tests.conftest import CANARY, run_error
 
 P = "def main():\n"
@@ -670,3 +672,168 @@ async def test_host_code_never_blocks_the_callers_event_loop() -> None:
         assert await ticks() < 0.3
         release.set()
         await pending
+
+
+class Public(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="allow")
+    name: str
+
+
+class Admin(pydantic.BaseModel):
+    name: str
+    api_key: str
+
+
+class Leaky(pydantic.BaseModel):
+    replica_dsn_hunter2: int
+
+
+def _leaky_check(value: dict[str, int]) -> dict[str, int]:
+    """A host validator that validates a host model of its own and lets it fail."""
+    Leaky.model_validate({"replica_dsn_hunter2": "x"})
+    return value
+
+
+class TestSecondReview:
+    """Breaks found by a second attack on the boundary, each pinned."""
+
+    def test_a_union_of_records_is_resolved_by_the_value_not_its_data(self) -> None:
+        with CodeMode(authorizer=AllowAll()) as app:
+
+            @app.capability("u.get", summary="A user.")
+            def get() -> Public | Admin:
+                return Public(name="ann", api_key=CANARY)  # type: ignore[call-arg]
+
+            @app.capability("u.all", summary="Users.")
+            def all_() -> list[Public | Admin | None]:
+                return [Public(name="ann", api_key=CANARY), None]  # type: ignore[call-arg]
+
+            value = app.execute(P + "    return [repr(u.get()), repr(u.all())]", subject="a").value
+            assert value == ["Public(name='ann')", "[Public(name='ann'), None]"]
+
+    def test_a_validators_own_validation_error_never_names_its_fields(self) -> None:
+        with CodeMode(authorizer=AllowAll()) as app:
+
+            @app.capability("t.put", summary="x")
+            def put(
+                *, labels: Annotated[dict[str, int], pydantic.AfterValidator(_leaky_check)]
+            ) -> int:
+                return 1
+
+            error = run_error(app, P + "    return t.put(labels={'a': 1})")
+            assert str(error) == 'invalid capability arguments: argument "labels" is not valid'
+
+    def test_an_endless_iterable_result_is_refused_before_it_is_read(self) -> None:
+        with CodeMode(authorizer=AllowAll()) as app:
+
+            @app.capability("db.rows", summary="Rows as a lazy stream.")
+            def rows() -> Any:
+                return (i for i in itertools.count())
+
+            @app.capability("db.many", summary="Too many rows.")
+            def many() -> list[int]:
+                return list(range(2_000_000))
+
+            assert str(run_error(app, P + "    return db.rows()")) == "capability failed"
+            assert str(run_error(app, P + "    return db.many()")) == "capability failed"
+
+    @pytest.mark.parametrize(
+        "body",
+        [
+            "    c = x.get()\n    return await c",
+            "    c = x.get()\n    return await asyncio.gather(c)",
+        ],
+    )
+    def test_a_failure_awaited_apart_from_its_call_keeps_its_code(self, body: str) -> None:
+        def deny(request: AuthorizationRequest) -> None:
+            raise Denied(CANARY)
+
+        with CodeMode(authorizer=deny) as app:
+
+            @app.capability("x.get", summary="x")
+            def get() -> int:
+                return 1
+
+            error = run_error(app, "import asyncio\nasync def main():\n" + body)
+            assert str(error) == "permission denied"
+
+    @pytest.mark.anyio
+    async def test_search_and_describe_async_raise_only_codemode_errors(self) -> None:
+        with CodeMode(authorizer=AllowAll(), disabled=["ops.drop_all"]) as app:
+
+            @app.capability("a.b", summary="find")
+            def b() -> int:
+                return 1
+
+            with pytest.raises(InternalError):
+                await app.search_async("find", subject="a")
+            with pytest.raises(InternalError):
+                await app.describe_async("a.b", subject="a")
+
+    def test_host_code_raising_a_codemode_error_is_an_internal_failure(self) -> None:
+        """A logging filter (or a tracing hook) is host code the driver runs; an error of
+        codemode's own type raised there is not trusted for its text."""
+
+        class Hook(logging.Filter):
+            def filter(self, record: logging.LogRecord) -> bool:
+                raise InvalidArgumentsError(f"exporter auth failed {CANARY}")
+
+        hook = Hook()
+        logging.getLogger("codemode").addFilter(hook)
+        try:
+            with CodeMode(authorizer=AllowAll()) as app:
+
+                @app.capability("x.fail", summary="x")
+                def fail() -> int:
+                    raise RuntimeError("logged with the filter")
+
+                error = run_error(app, P + "    return x.fail()")
+            assert str(error) == "internal failure"
+            assert_clean(error)
+        finally:
+            logging.getLogger("codemode").removeFilter(hook)
+
+
+def test_one_program_cannot_use_up_the_engine_for_others() -> None:
+    release = threading.Event()
+    with CodeMode(authorizer=AllowAll(), limits=Limits(max_capability_seconds=0.3)) as app:
+
+        @app.capability("net.fetch", summary="Fetches.")
+        def fetch(*, url: str) -> str:
+            release.wait(20)
+            return ""
+
+        source = (
+            "import asyncio\nasync def main():\n"
+            "    return await asyncio.gather(*[net.fetch(url=str(i)) for i in range(64)])"
+        )
+        assert str(run_error(app, source)) == "resource limit exceeded: capability time"
+        time.sleep(0.3)
+        assert app.execute(P + "    return 1", subject="victim").value == 1
+        release.set()
+
+
+@pytest.mark.anyio
+async def test_a_cancelled_caller_leaves_a_stuck_driver_counted() -> None:
+    release = threading.Event()
+    events: list[Event] = []
+    with CodeMode(authorizer=AllowAll(), on_event=events.append) as app:
+
+        @app.capability("net.fetch", summary="Hangs.")
+        def fetch() -> int:
+            release.wait(20)
+            return 1
+
+        task = asyncio.ensure_future(app.execute_async(P + "    return net.fetch()", subject="a"))
+        await asyncio.sleep(0.3)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        engine = app._engine
+        assert engine is not None and engine.abandoned.count == 1
+        for _ in range(50):
+            if any(type(e).__name__ == "HostCodeAbandoned" for e in events):
+                break
+            await asyncio.sleep(0.02)
+        assert [e.what for e in events if isinstance(e, HostCodeAbandoned)] == ["the driver"]
+        release.set()

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Literal, get_args, get_origin
 
 import pydantic
@@ -28,8 +28,15 @@ from typing_extensions import is_typeddict
 from codemode.capabilities import types as t
 from codemode.values import RecordValue, json_size
 
-Keep = Callable[[Any], Any]
-"""Keeps what a declared type declares of serialized data, or raises Undeclared."""
+Keep = Callable[[Any, Any], Any]
+"""Keeps what a declared type declares of serialized data, or raises Undeclared.
+
+Called as `keep(data, value)`: the serialized data and the host value it came from
+(`UNKNOWN` where the two cannot be lined up), so a union is resolved by what the value
+is, never by what its data looks like."""
+
+UNKNOWN: Any = object()
+"""The host value behind some data, when it cannot be lined up with it."""
 
 _PLAIN = (str, int, bool, type(None))
 """Types whose exact instances serialize as themselves (a float may be NaN or inf)."""
@@ -60,12 +67,48 @@ class Projection:
         self.scalar = next((p for p in _PLAIN if annotation is p), None)
         """A plain scalar type, whose exact instances are their own projection."""
 
-    def project(self, value: Any) -> Projected:
+    def project(self, value: Any, max_items: int) -> Projected:
+        """What of `value` crosses. `max_items` bounds the items serialization may read,
+        so a lazy or endless iterable is refused before it is consumed."""
         if type(value) is self.scalar:
             return Projected(value, json_size(value), False)
+        _check_bounded(value, max_items)
         data = self.adapter.dump_python(value, mode="json", by_alias=False, warnings="error")
-        kept = self.keep(data)
+        kept = self.keep(data, value)
         return Projected(kept, json_size(kept), self.has_records)
+
+
+def _check_bounded(value: Any, max_items: int) -> None:
+    """Refuse an iterator, or more containers' items than `max_items`, anywhere in `value`.
+
+    Only containers are walked (and records by their declared fields): a result is read as
+    far as serialization would read it, never further.
+    """
+    budget = max_items
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str | bytes | int | float | bool) or item is None:
+            continue
+        if isinstance(item, dict):
+            members: Iterable[Any] = item.values()
+            size = len(item)
+        elif isinstance(item, list | tuple | set | frozenset):
+            members, size = item, len(item)
+        elif isinstance(item, Iterator):
+            raise Undeclared("a result holds an iterator, which may never end")
+        elif isinstance(item, pydantic.BaseModel):
+            members = [getattr(item, name) for name in type(item).model_fields]
+            size = len(members)
+        elif dataclasses.is_dataclass(item) and not isinstance(item, type):
+            members = [getattr(item, f.name) for f in dataclasses.fields(item)]
+            size = len(members)
+        else:
+            continue
+        budget -= size
+        if budget < 0:
+            raise Undeclared("a result holds more items than the result size allows")
+        stack.extend(members)
 
 
 def keeper(tp: Any, memo: dict[int, Keep]) -> Keep:
@@ -75,7 +118,7 @@ def keeper(tp: Any, memo: dict[int, Keep]) -> Keep:
     if key in memo:
         return memo[key]
     cell: list[Keep] = []
-    memo[key] = lambda value: cell[0](value)  # a recursive type refers to itself
+    memo[key] = lambda data, value: cell[0](data, value)  # a recursive type refers to itself
     kept = _keeper(tp, memo)
     cell.append(kept)
     return kept
@@ -85,7 +128,7 @@ def _keeper(tp: Any, memo: dict[int, Keep]) -> Keep:
     if tp is Any:
         return _whole
     if t.is_union(tp):
-        return _union([keeper(member, memo) for member in get_args(tp)])
+        return _union(get_args(tp), memo)
     origin = get_origin(tp)
     if origin is Literal:
         return _one_of(get_args(tp))
@@ -95,20 +138,24 @@ def _keeper(tp: Any, memo: dict[int, Keep]) -> Keep:
         return _kind(tp)
     if origin is list or (origin is tuple and get_args(tp)[-1:] == (Ellipsis,)):
         item = keeper(get_args(tp)[0], memo)
-        return lambda value: [item(v) for v in _expect(value, list)]
+        return lambda data, value: [
+            item(d, v) for d, v in zip(_expect(data, list), _items(value, data), strict=True)
+        ]
     if origin is tuple:
         items = [keeper(arg, memo) for arg in get_args(tp)]
 
-        def fixed(value: Any) -> list[Any]:
-            value = _expect(value, list)
-            if len(value) != len(items):
+        def fixed(data: Any, value: Any) -> list[Any]:
+            data = _expect(data, list)
+            if len(data) != len(items):
                 raise Undeclared("wrong tuple length")
-            return [keep(v) for keep, v in zip(items, value, strict=True)]
+            return [keep(d, v) for keep, d, v in zip(items, data, _items(value, data), strict=True)]
 
         return fixed
     if origin is dict:
         item = keeper(get_args(tp)[1], memo)
-        return lambda value: {k: item(v) for k, v in _expect(value, dict).items()}
+        return lambda data, value: {
+            k: item(d, _entry(value, k)) for k, d in _expect(data, dict).items()
+        }
     if is_typeddict(tp):
         return _typed_dict(tp, memo)
     if t.is_record(tp):
@@ -116,88 +163,130 @@ def _keeper(tp: Any, memo: dict[int, Keep]) -> Keep:
     raise TypeError(f"no projection for {tp!r}")  # check_supported admits nothing else
 
 
+def _items(value: Any, data: list[Any]) -> Sequence[Any]:
+    """The host items behind serialized items, when they line up one to one."""
+    if isinstance(value, list | tuple) and len(value) == len(data):
+        return value
+    return [UNKNOWN] * len(data)
+
+
+def _entry(value: Any, key: str) -> Any:
+    return value.get(key, UNKNOWN) if isinstance(value, dict) else UNKNOWN
+
+
 def _typed_dict(tp: Any, memo: dict[int, Keep]) -> Keep:
     hints = typing.get_type_hints(tp, include_extras=True)
     fields = {name: keeper(hint, memo) for name, hint in hints.items()}
     required = frozenset(tp.__required_keys__)
 
-    def keep(value: Any) -> dict[str, Any]:
-        value = _expect(value, dict)
-        if not required <= value.keys():
+    def keep(data: Any, value: Any) -> dict[str, Any]:
+        data = _expect(data, dict)
+        if not required <= data.keys():
             raise Undeclared("a required key is missing")
-        return {name: fields[name](value[name]) for name in fields if name in value}
+        return {
+            name: fields[name](data[name], _entry(value, name)) for name in fields if name in data
+        }
 
     return keep
+
+
+class _RecordKeep:
+    """Keeps a record's declared fields as a `RecordValue` of the declared class's name."""
+
+    def __init__(self, tp: type[Any], memo: dict[int, Keep]) -> None:
+        self.tp = tp
+        crossing = t.fields_of(tp, result=True)
+        self.names = frozenset(f.name for f in crossing)
+        computed = set(tp.model_computed_fields) if issubclass(tp, pydantic.BaseModel) else set()
+        self.fields = [(f.name, f.name in computed) for f in crossing]
+        self.parts = {f.name: keeper(f.annotation, memo) for f in crossing}
+        self.carrier = dataclasses.make_dataclass(
+            tp.__name__, [(f.name, Any) for f in crossing], bases=(RecordValue,), slots=True
+        )
+        self.carrier.__qualname__ = tp.__qualname__
+
+    def __call__(self, data: Any, value: Any) -> RecordValue:
+        data = _expect(data, dict)
+        kept = {}
+        for name, computed in self.fields:
+            if name not in data:
+                raise Undeclared("a declared field is missing")
+            # A computed field is host code: it is never run again to line values up.
+            behind = UNKNOWN if computed or value is UNKNOWN else getattr(value, name, UNKNOWN)
+            kept[name] = self.parts[name](data[name], behind)
+        record: RecordValue = self.carrier(**kept)
+        return record
 
 
 def _record(tp: type[Any], memo: dict[int, Keep]) -> Keep:
-    crossing = t.fields_of(tp, result=True)
-    names = tuple(f.name for f in crossing)
-    fields = [(f.name, keeper(f.annotation, memo)) for f in crossing]
-    carrier = dataclasses.make_dataclass(
-        tp.__name__, [(name, Any) for name in names], bases=(RecordValue,), slots=True
-    )
-    carrier.__qualname__ = tp.__qualname__
+    return _RecordKeep(tp, memo)
 
-    def keep(value: Any) -> RecordValue:
-        value = _expect(value, dict)
+
+def _union(members: tuple[Any, ...], memo: dict[int, Keep]) -> Keep:
+    """The member the host value is: records by their class, the rest by their data.
+
+    Where the value cannot be seen (it was not lined up with its data), a record member is
+    taken only when it is the one record the data could be; else the result is refused.
+    """
+    records = [
+        (t.strip_annotated(m), keeper(m, memo))
+        for m in members
+        if t.is_record(t.strip_annotated(m))
+    ]
+    others = [keeper(m, memo) for m in members if not t.is_record(t.strip_annotated(m))]
+
+    def keep(data: Any, value: Any) -> Any:
+        if value is not UNKNOWN:
+            for cls, member in records:
+                if isinstance(value, cls):
+                    return member(data, value)
+            return _first(others, data, value)
+        if isinstance(data, dict):
+            fitting = [m for _, m in records if m.names <= data.keys()]  # type: ignore[attr-defined]
+            if len(fitting) > 1:
+                raise Undeclared("the data could be more than one record")
+            if fitting:
+                return fitting[0](data, value)
+        return _first(others, data, value)
+
+    return keep
+
+
+def _first(members: list[Keep], data: Any, value: Any) -> Any:
+    for member in members:
         try:
-            record: RecordValue = carrier(**{name: part(value[name]) for name, part in fields})
-        except KeyError:
-            raise Undeclared("a declared field is missing") from None
-        return record
-
-    keep.names = frozenset(names)  # type: ignore[attr-defined]
-    return keep
-
-
-def _union(members: list[Keep]) -> Keep:
-    """The first member whose declared shape the data has (records, then the rest)."""
-    records = [m for m in members if hasattr(m, "names")]
-    others = [m for m in members if not hasattr(m, "names")]
-
-    def keep(value: Any) -> Any:
-        candidates = others
-        if isinstance(value, dict):
-            fitting = [m for m in records if m.names <= value.keys()]
-            fitting.sort(key=lambda m: -len(m.names))
-            candidates = fitting + others
-        for member in candidates:
-            try:
-                return member(value)
-            except Undeclared:
-                continue
-        raise Undeclared("no member of the union fits")
-
-    return keep
+            return member(data, value)
+        except Undeclared:
+            continue
+    raise Undeclared("no member of the union fits")
 
 
 def _kind(tp: Any) -> Keep:
-    def keep(value: Any) -> Any:
-        if not t.fits_kind(tp, value):
+    def keep(data: Any, value: Any) -> Any:
+        if not t.fits_kind(tp, data):
             raise Undeclared("wrong kind")
-        return value
+        return data
 
     return keep
 
 
 def _one_of(allowed: tuple[Any, ...]) -> Keep:
-    def keep(value: Any) -> Any:
-        if not any(type(value) is type(a) and value == a for a in allowed):
+    def keep(data: Any, value: Any) -> Any:
+        if not any(type(data) is type(a) and data == a for a in allowed):
             raise Undeclared("not one of the declared values")
-        return value
+        return data
 
     return keep
 
 
-def _expect(value: Any, kind: type) -> Any:
-    if not isinstance(value, kind):
+def _expect(data: Any, kind: type) -> Any:
+    if not isinstance(data, kind):
         raise Undeclared("wrong kind")
-    return value
+    return data
 
 
-def _whole(value: Any) -> Any:
-    return value
+def _whole(data: Any, value: Any) -> Any:
+    return data
 
 
-__all__ = ["Projected", "Projection", "Undeclared", "keeper"]
+__all__ = ["UNKNOWN", "Projected", "Projection", "Undeclared", "keeper"]

@@ -90,10 +90,12 @@ def classify(failure: BaseException, outcome: Outcome) -> CodeModeError:
     """The one CodeModeError for any failure of an execution."""
     if outcome.killed_for is not None:
         return outcome.killed_for
-    if isinstance(failure, CodeModeError):
-        return failure
     if isinstance(failure, Stop):
         return failure.error
+    if isinstance(failure, CodeModeError):
+        # Never trusted by its type: codemode's own verdicts arrive wrapped in Stop, so a
+        # bare one was raised by host code (a handler's library, a tracing hook, ...).
+        return InternalError()
     if not isinstance(failure, SandboxFailure):
         return InternalError()
     if failure.kind is FailureKind.TIMED_OUT:
@@ -149,15 +151,18 @@ def _injected(
 ) -> CodeModeError | None:
     """The error a capability call raised in the program, if this is it, uncaught.
 
-    Recognised by the call that raised it: the innermost frame is that call expression
-    (or, in an `async def main`, the `await` around it), and type and message are the
-    ones raised there. A program that raises its own exception with the same text
-    anywhere else gets its own error back.
+    Recognised by the call that raised it: the innermost frame is that call expression, or
+    (in an `async def main`, where a call may be awaited apart from where it was made) an
+    `await`; and type and message are the ones raised there. A program that raises its own
+    exception with the same text anywhere else gets its own error back.
     """
     if where is None:
         return None
+    awaited = where.source[where.column - 1 :].startswith("await")
     for call, exc_type, message, error in reversed(outcome.injected):
-        if (exc_type, message) == (failure.exc_type, failure.message) and _within(call, where):
+        if (exc_type, message) == (failure.exc_type, failure.message) and (
+            awaited or _within(call, where)
+        ):
             return error
     return None
 

@@ -327,7 +327,7 @@ class Dispatcher:
                     value = self.bridge.run(coroutine, min(budget, remaining), on_timeout)
                 else:
                     value = capability.handler(**kwargs)
-                return capability.projection.project(value)
+                return capability.projection.project(value, self.limits.max_result_bytes)
             finally:
                 self.clock.leave(token)
         except (Stop, Raise):

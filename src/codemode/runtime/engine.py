@@ -20,7 +20,7 @@ from codemode.capabilities import Capability
 from codemode.errors import CodeModeError, ExecutionCanceledError, InternalError
 from codemode.limits import Limits
 from codemode.runtime.dispatch import Bridge
-from codemode.runtime.execution import Abandoned, Execution, ExecutionResult, Setup
+from codemode.runtime.execution import CALL_THREADS, Abandoned, Execution, ExecutionResult, Setup
 from codemode.runtime.program import Programs
 from codemode.runtime.sandbox import MAX_ABANDONED, Sandbox
 
@@ -28,6 +28,9 @@ log = logging.getLogger("codemode")
 
 UNWIND_SECONDS = 0.5
 """How long a caller waits for a stopped driver to unwind, when it is not in host code."""
+MAX_ABANDONED_CALLS = 16 * CALL_THREADS
+"""Call threads of `async def main` programs stuck in host code before new executions
+are refused: more than one program can leave behind."""
 _VIEWS_KEPT = 64
 """Capability sets (one per visibility view) whose modules and programs stay cached."""
 
@@ -40,6 +43,7 @@ class Engine:
         self.sandbox = sandbox
         self.slots = threading.BoundedSemaphore(limits.max_concurrent_executions)
         self.abandoned = Abandoned(MAX_ABANDONED)
+        self.abandoned_calls = Abandoned(MAX_ABANDONED_CALLS)
         self.drivers = concurrent.futures.ThreadPoolExecutor(
             limits.max_concurrent_executions + MAX_ABANDONED, "codemode-driver"
         )
@@ -64,6 +68,7 @@ class Engine:
                 limits=self.limits,
                 slots=self.slots,
                 abandoned=self.abandoned,
+                abandoned_calls=self.abandoned_calls,
                 shortest_budget=min(
                     (
                         c.timeout or self.limits.max_capability_seconds
@@ -103,13 +108,13 @@ class Engine:
             if self._stop(execution, error):
                 with contextlib.suppress(concurrent.futures.TimeoutError):
                     return answer.result(timeout=UNWIND_SECONDS)
-            self._give_up(execution, future, error)
+            execution.settle(error)
             return answer.result()
         except (KeyboardInterrupt, SystemExit):  # raised in the caller's own thread
             execution.stop(ExecutionCanceledError())
             raise
         finally:
-            self._done(execution)
+            self._done(execution, future)
 
     async def execute_async(self, execution: Execution) -> ExecutionResult:
         """As `execute`, awaiting; a cancelled caller cancels the execution."""
@@ -125,20 +130,22 @@ class Engine:
             if self._stop(execution, error):
                 with contextlib.suppress(TimeoutError):
                     return await asyncio.wait_for(asyncio.shield(answer), UNWIND_SECONDS)
-            self._give_up(execution, future, error)
+            execution.settle(error)
             return await answer
         except asyncio.CancelledError:
             execution.stop(ExecutionCanceledError())
             raise
         finally:
-            self._done(execution)
+            self._done(execution, future)
 
     def _submit(self, execution: Execution) -> concurrent.futures.Future[None]:
-        if self.abandoned.full:
+        if self.abandoned.full or self.abandoned_calls.full:
             log.error(
-                "refusing execution %s: %d threads are stuck in host code past their deadline",
+                "refusing execution %s: %d drivers and %d call threads are stuck in host "
+                "code past their deadline",
                 execution.execution_id,
                 self.abandoned.count,
+                self.abandoned_calls.count,
             )
             execution.caller_answered()
             raise InternalError()
@@ -146,10 +153,17 @@ class Engine:
             self._running.add(execution)
         return self.drivers.submit(execution.drive)
 
-    def _done(self, execution: Execution) -> None:
+    def _done(self, execution: Execution, future: concurrent.futures.Future[None]) -> None:
+        """The caller leaves (answered, timed out or cancelled): a driver still in host
+        code is left to finish alone, counted and reported, never waited for."""
         execution.caller_answered()
         with self._lock:
             self._running.discard(execution)
+        if future.done() or execution.in_sandbox():
+            return  # finished, or the stop that answered it ends its run at once
+        count = self.abandoned.add(future)
+        if not execution.finished:  # past the answer it only delivers its last event
+            execution.report_abandoned("the driver", count)
 
     @staticmethod
     def _stop(execution: Execution, error: CodeModeError) -> bool:
@@ -158,17 +172,6 @@ class Engine:
         unwinds = execution.in_sandbox()
         execution.stop(error)
         return unwinds
-
-    def _give_up(
-        self,
-        execution: Execution,
-        future: concurrent.futures.Future[None],
-        error: CodeModeError,
-    ) -> None:
-        """Answer now with `error`, leaving a driver stuck in host code to finish alone."""
-        execution.settle(error)
-        if not future.done():
-            execution.report_abandoned("the driver", self.abandoned.add(future))
 
     def close(self) -> None:
         """Cancel running executions and stop the workers, without waiting on host code."""

@@ -8,6 +8,7 @@ and every failure, whatever raised it, leaves `drive()` as exactly one CodeModeE
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import hashlib
 import logging
 import threading
@@ -131,6 +132,9 @@ class Setup:
     slots: threading.BoundedSemaphore
     """One per execution allowed to run at once."""
     abandoned: Abandoned
+    """Drivers left stuck in host code (each holds a worker checkout)."""
+    abandoned_calls: Abandoned
+    """Capability-call threads of `async def main` programs left stuck in host code."""
     shortest_budget: float
     """The shortest time any of these capabilities' handlers may run: how long the caller
     may sleep without missing a handler's deadline."""
@@ -275,7 +279,8 @@ class Execution:
                 self.setup.slots.release()
 
     def report_abandoned(self, what: str, count: int) -> None:
-        log.warning(
+        _log(
+            logging.WARNING,
             "execution %s: %s left running in host code past its deadline (%d abandoned now)",
             self.execution_id,
             what,
@@ -299,35 +304,47 @@ class Execution:
     # -- the driver ----------------------------------------------------------------------
 
     def drive(self) -> None:
-        """Run the program and settle the answer: its result, or exactly one CodeModeError."""
-        with execution_span(self.execution_id, self.subject) as span:
-            self.dispatcher.span = span
-            try:
-                result = self._drive()
-            except CodeModeError as error:
-                span.outcome(error.code.value)
-                self.settle(error)
-                return
-            span.outcome("ok")
-            self.settle(result)
+        """Run the program and settle the answer: its result, or exactly one CodeModeError.
 
-    def _drive(self) -> ExecutionResult:
-        outcome = "internal"
+        The one last-resort net: whatever raises here (the program, handlers, an audit
+        sink, a tracing hook) ends as one CodeModeError, and the caller is answered before
+        the execution's last event is delivered.
+        """
+        outcome: ExecutionResult | CodeModeError = InternalError()
+        try:
+            with execution_span(self.execution_id, self.subject) as span:
+                self.dispatcher.span = span
+                outcome = self._outcome()
+                span.outcome("ok" if isinstance(outcome, ExecutionResult) else outcome.code.value)
+        except BaseException as exc:  # a tracing hook is host code too
+            _log(logging.ERROR, "execution %s: internal failure", self.execution_id, exc=exc)
+            if isinstance(outcome, ExecutionResult):
+                outcome = InternalError()
+        self._close()
+        self.settle(outcome)
+        self._deliver(
+            ExecutionFinished(
+                execution_id=self.execution_id,
+                subject=self.subject,
+                time=time.time(),
+                outcome="ok" if isinstance(outcome, ExecutionResult) else outcome.code.value,
+                duration_seconds=time.monotonic() - self.started,
+                capability_calls=tuple(self.calls),
+                result_bytes=self.dispatcher.result_bytes,
+            )
+        )
+
+    def _outcome(self) -> ExecutionResult | CodeModeError:
         try:
             self._started()
             if not self._take_slot():
                 raise Stop(ResourceLimitError(LimitKind.EXECUTION_TIME))
-            result = self._run()
-            outcome = "ok"
-            return result
-        except BaseException as exc:  # the last-resort net: one CodeModeError, always
+            return self._run()
+        except BaseException as exc:
             error = classify(exc, self.outcome)
             if isinstance(error, InternalError) and error is not self.outcome.killed_for:
-                log.error("execution %s: internal failure", self.execution_id, exc_info=exc)
-            outcome = error.code.value
-            raise error from None
-        finally:
-            self._finish(outcome)
+                _log(logging.ERROR, "execution %s: internal failure", self.execution_id, exc=exc)
+            return error
 
     def _started(self) -> None:
         if self.emit is None:
@@ -353,7 +370,7 @@ class Execution:
             self.holds_slot = True
         return True
 
-    def _finish(self, outcome: str) -> None:
+    def _close(self) -> None:
         with self.lock:
             self.finished = True
         self.bridge.cancel_all()  # no async handler outlives its execution
@@ -362,18 +379,8 @@ class Execution:
             self.call_threads.shutdown(wait=False, cancel_futures=True)
             for future, _ in self.tasks.values():
                 if not future.done():
-                    self.report_abandoned("a capability call", self.setup.abandoned.add(future))
-        self._deliver(
-            ExecutionFinished(
-                execution_id=self.execution_id,
-                subject=self.subject,
-                time=time.time(),
-                outcome=outcome,
-                duration_seconds=time.monotonic() - self.started,
-                capability_calls=tuple(self.calls),
-                result_bytes=self.dispatcher.result_bytes,
-            )
-        )
+                    count = self.setup.abandoned_calls.add(future)
+                    self.report_abandoned("a capability call", count)
 
     def _deliver(self, event: Event) -> bool:
         """Hand an event to the sink; a failing sink is logged, and reported as False."""
@@ -382,11 +389,12 @@ class Execution:
         try:
             self.emit(event)
         except BaseException as exc:
-            log.error(
+            _log(
+                logging.ERROR,
                 "execution %s: the audit sink failed on %s",
                 self.execution_id,
                 type(event).__name__,
-                exc_info=exc,
+                exc=exc,
             )
             return False
         return True
@@ -394,8 +402,11 @@ class Execution:
     def _run(self) -> ExecutionResult:
         limits = self.setup.limits
         if len(self.source.encode("utf-8", errors="surrogatepass")) > limits.max_source_bytes:
-            raise ResourceLimitError(LimitKind.SOURCE_SIZE)
-        program = self.setup.programs.prepare(self.source)
+            raise Stop(ResourceLimitError(LimitKind.SOURCE_SIZE))
+        try:
+            program = self.setup.programs.prepare(self.source)
+        except CodeModeError as error:  # the preflight's own verdict (it runs no host code)
+            raise Stop(error) from None
         self.outcome.program = program
         with self.setup.sandbox.run(
             modules=self.setup.modules, roots=program.roots, limits=limits, printer=self.printer
@@ -536,17 +547,26 @@ class Execution:
                 max_bytes=limits.max_return_bytes,
             )
         except TooDeep:
-            raise ResourceLimitError(LimitKind.VALUE_DEPTH) from None
+            raise Stop(ResourceLimitError(LimitKind.VALUE_DEPTH)) from None
         except TooBig:
-            raise ResourceLimitError(LimitKind.RETURN_VALUE_SIZE) from None
+            raise Stop(ResourceLimitError(LimitKind.RETURN_VALUE_SIZE)) from None
         except ValueProblem as problem:
-            raise InvalidProgramError(
-                f"main() returned a value that is not JSON: {problem.path} {problem.reason}"
+            raise Stop(
+                InvalidProgramError(
+                    f"main() returned a value that is not JSON: {problem.path} {problem.reason}"
+                )
             ) from None
         size = json_size(result)
         if size > limits.max_return_bytes:
-            raise ResourceLimitError(LimitKind.RETURN_VALUE_SIZE)
+            raise Stop(ResourceLimitError(LimitKind.RETURN_VALUE_SIZE))
         return result, size
+
+
+def _log(level: int, message: str, *args: object, exc: BaseException | None = None) -> None:
+    """Log from the last-resort paths: a logging handler or filter is host code, and one
+    that fails must not stop the caller from being answered."""
+    with contextlib.suppress(BaseException):
+        log.log(level, message, *args, exc_info=exc)
 
 
 def _undefined(name: str) -> Injected:
