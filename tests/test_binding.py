@@ -88,7 +88,8 @@ def test_valid_calls_bind_defaults_ints_as_floats_and_tuples_as_lists(cm: CodeMo
     ]
 
 
-def test_authorizer_sees_canonical_arguments_with_defaults() -> None:
+def test_authorizer_sees_the_canonical_arguments_the_program_passed() -> None:
+    """Absent optional arguments are not there; values are as validated (2 -> 2.0)."""
     seen: list[AuthorizationRequest] = []
     cm = CodeMode(authorizer=seen.append)
 
@@ -105,7 +106,7 @@ def test_authorizer_sees_canonical_arguments_with_defaults() -> None:
         "rec.lookup",
         "records.lookup",
     )
-    assert request.arguments == {"key": "a", "limit": None, "scale": 2.0}
+    assert request.arguments == {"key": "a", "scale": 2.0}
 
 
 def test_call_context_is_injected_and_invisible(cm: CodeMode) -> None:

@@ -8,6 +8,7 @@ import inspect
 import logging
 import os
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -51,8 +52,9 @@ class CodeMode:
     - `on_event`: receives every audit event (`codemode.events`), e.g. a `JsonLinesSink`.
     - `hide_forbidden`: search and describe show a subject only the capabilities its
       authorizer could allow (the authorizer's optional `can_see(subject, capability_id,
-      capability_name)`); a hidden capability looks exactly like one that does not exist,
-      to discovery and to programs alike.
+      capability_name)`, answering like an authorizer: None or True shows); a hidden
+      capability looks exactly like one that does not exist, to discovery and to programs
+      alike. What a subject sees is remembered for `VISIBILITY_SECONDS` (30).
     - `trace_arguments`: record argument values on OpenTelemetry call spans (off by
       default: arguments may be sensitive).
     - `worker_binary`: the program that starts a sandbox worker, e.g. a wrapper that
@@ -100,8 +102,9 @@ class CodeMode:
         self._engine: Engine | None = None
         self._engine_lock = threading.Lock()
         self._indexes: dict[int, tuple[View, SearchIndex]] = {}
-        self._views: dict[str, View] = {}
-        self._views_of: View | None = None
+        self._views: dict[str, tuple[View, float]] = {}
+        """Each subject's view and when it expires."""
+        self._views_of: tuple[View, object] | None = None
 
     def __repr__(self) -> str:
         return f"CodeMode(name={self.name!r}, capabilities={len(self.catalog.enabled)})"
@@ -200,15 +203,16 @@ class CodeMode:
         can_see = getattr(self.authorizer, "can_see", None)
         if not callable(can_see):
             raise TypeError("hide_forbidden needs an authorizer with can_see")
-        if self._views_of is not enabled:
-            self._views, self._views_of = {}, enabled
-        view = self._views.get(subject)
-        if view is None:
+        if self._views_of != (enabled, self.authorizer):
+            self._views, self._views_of = {}, (enabled, self.authorizer)
+        now = time.monotonic()
+        found = self._views.get(subject)
+        if found is None or found[1] <= now:
             view = self.catalog.view(c for c in enabled.values() if self._sees(can_see, subject, c))
-            self._views[subject] = view
+            found = self._views[subject] = (view, now + VISIBILITY_SECONDS)
             while len(self._views) > _SUBJECTS_KEPT:
                 self._views.pop(next(iter(self._views)))
-        return view
+        return found[0]
 
     # -- execution -----------------------------------------------------------------------
 
@@ -356,6 +360,10 @@ class CodeMode:
         )
 
 
+VISIBILITY_SECONDS = 30.0
+"""How long what a subject may see is remembered before `can_see` is asked again, so a
+change of policies or entities shows within this time (at once when the authorizer or
+the capabilities themselves change)."""
 _VIEWS_KEPT = 64
 _SUBJECTS_KEPT = 4096
 

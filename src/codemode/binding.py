@@ -6,7 +6,9 @@ types, so it is safe to show the model.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
+import enum
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -29,7 +31,7 @@ class BoundCall:
     """A call whose arguments bound: what the authorizer sees and what the handler gets."""
 
     arguments: JSONObject
-    """Canonical JSON-like arguments, defaults included."""
+    """The canonical document of the arguments the program passed (see `canonical`)."""
     handler_kwargs: dict[str, Any]
     """Typed values, as the handler's hints declare them."""
 
@@ -77,11 +79,33 @@ def bind(
         raise InvalidArgumentsError(_explain(capability, exc.errors(), kwargs)) from None
     handler_kwargs = {p.name: validated.get(p.name, p.default) for p in capability.parameters}
     if capability.flat:
-        return BoundCall(dict(handler_kwargs), handler_kwargs)  # already JSON-like
-    arguments: JSONObject = _host(
-        lambda: capability.arguments_adapter.dump_python(handler_kwargs, mode="json")
-    )
+        return BoundCall(dict(validated), handler_kwargs)  # scalars: already JSON
+    arguments: JSONObject = _host(lambda: {k: canonical(v) for k, v in validated.items()})
     return BoundCall(arguments, handler_kwargs)
+
+
+def canonical(value: Any) -> JSONValue:
+    """A validated argument value as the one JSON document every reader sees.
+
+    The authorizer, Cedar's context, audit events and traced arguments all read it: model
+    fields under the names `describe` shows (their aliases), `exclude=True` fields
+    included, enums as their values. Absent optional arguments are simply not there.
+    """
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, enum.Enum):
+        return canonical(value.value)
+    if isinstance(value, pydantic.BaseModel):
+        model = type(value).model_fields
+        return {info.alias or name: canonical(getattr(value, name)) for name, info in model.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        declared = [f for f in dataclasses.fields(value) if f.init]  # as describe shows them
+        return {f.name: canonical(getattr(value, f.name)) for f in declared}
+    if isinstance(value, dict):
+        return {str(key): canonical(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [canonical(item) for item in value]
+    raise TypeError(f"{type(value).__name__} is not an argument value")  # validated: never
 
 
 class ValidatorError(Exception):
@@ -305,4 +329,4 @@ _ABSENT = object()
 """Where the program passed nothing (a required argument it left out)."""
 
 
-__all__ = ["BoundCall", "ValidatorError", "bind", "closest_name", "literal_problem"]
+__all__ = ["BoundCall", "ValidatorError", "bind", "canonical", "closest_name", "literal_problem"]

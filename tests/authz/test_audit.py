@@ -65,10 +65,7 @@ def test_event_sequence_of_a_denied_a_failing_and_a_successful_call() -> None:
     assert isinstance(failed, CallFailed) and failed.code == "capability_failed"
     assert CANARY in str(failed.error)
     completed = events[8]
-    assert isinstance(completed, CallCompleted) and completed.arguments == {
-        "key": "k",
-        "limit": None,
-    }
+    assert isinstance(completed, CallCompleted) and completed.arguments == {"key": "k"}
     started, finished = events[0], events[-1]
     assert isinstance(started, ExecutionStarted) and started.source_bytes == len(PROGRAM)
     assert isinstance(finished, ExecutionFinished) and finished.outcome == "ok"
@@ -183,10 +180,7 @@ def test_spans_cover_executions_and_calls_without_argument_values() -> None:
         cm.execute(PROGRAM, subject="alice")
         traced = {s.name: s for s in exporter.get_finished_spans()}["codemode.call records.lookup"]
         assert traced.attributes is not None
-        assert json.loads(str(traced.attributes["codemode.arguments"])) == {
-            "key": "k",
-            "limit": None,
-        }
+        assert json.loads(str(traced.attributes["codemode.arguments"])) == {"key": "k"}
 
 
 @pytest.mark.parametrize("kind", [ExecutionStarted, CallFailed])

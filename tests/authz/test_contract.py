@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -114,3 +115,18 @@ def test_can_see_shows_only_on_none_or_true(is_async: bool) -> None:
         cm.capability(name, summary="A capability.")(one)
     with cm:
         assert sorted(cm.visible("alice")) == ["a.none", "a.true"]
+
+
+def test_what_a_subject_sees_is_asked_again_after_a_while(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("codemode.app.VISIBILITY_SECONDS", 0.3)
+    answers: dict[str, object] = {"a.one": True}
+    cm = CodeMode(authorizer=Seer(answers), hide_forbidden=True)
+    cm.capability("a.one", summary="A capability.")(one)
+    with cm:
+        assert list(cm.visible("alice")) == ["a.one"]
+        answers["a.one"] = False  # the policy changed
+        assert list(cm.visible("alice")) == ["a.one"]  # remembered for a while
+        time.sleep(0.4)
+        assert list(cm.visible("alice")) == []

@@ -72,6 +72,9 @@ class CedarAuthorizer:
         self._known: set[tuple[str, str]] = {
             (e["uid"]["type"], e["uid"]["id"]) for e in self.entities if "uid" in e
         }
+        self._schema: Any = None
+        """The validated schema, given to Cedar with every decision (set by `validate`), so
+        a request whose context does not match it is an error, never a silent allow."""
 
     def __repr__(self) -> str:
         return f"CedarAuthorizer({len(self.entities)} entities)"
@@ -104,6 +107,7 @@ class CedarAuthorizer:
         schema = self.schema or cedar_schema(capabilities)
         result = cedarpy.validate_policies(self.text, schema)
         if result.validation_passed:
+            self._schema = cedarpy.Schema.from_json_str(json.dumps(schema))
             return
         starts = policy_lines(self.text)
         names = result.id_annotations_by_policy_id
@@ -128,7 +132,11 @@ class CedarAuthorizer:
         try:
             result = await asyncio.wait_for(
                 asyncio.to_thread(
-                    cedarpy.is_authorized, cedar_request, self.policies, self.entities
+                    cedarpy.is_authorized,
+                    cedar_request,
+                    self.policies,
+                    self.entities,
+                    self._schema,
                 ),
                 self.timeout,
             )
@@ -149,14 +157,45 @@ class CedarAuthorizer:
             raise Denied(f"cedar denied by {diagnostics.reasons or 'no matching permit'}")
 
     def can_see(self, subject: str, capability_id: str, capability_name: str) -> bool:
-        """False only when no arguments could make Cedar allow the call."""
+        """True only when some arguments could make Cedar allow the call.
+
+        The subject is evaluated as it is, an entity with no roles when it has none (an
+        unknown entity would leave every role check undecided), and anything but an allow
+        or a permit that still depends on the arguments hides the capability.
+        """
         probe = {  # partial evaluation takes entity references as Cedar text only
-            "principal": f"User::{json.dumps(subject)}",
-            "action": f"Action::{json.dumps(capability_id)}",
-            "resource": f"Capability::{json.dumps(capability_id)}",
+            "principal": f"User::{_cedar_string(subject)}",
+            "action": f"Action::{_cedar_string(capability_id)}",
+            "resource": f"Capability::{_cedar_string(capability_id)}",
         }
-        result = cedarpy.is_authorized_partial(probe, self.policies, self.entities)
-        return bool(result.decision != cedarpy.Decision.Deny)
+        entities = self.entities
+        if ("User", subject) not in self._known:
+            entities = [
+                *entities,
+                {"uid": {"type": "User", "id": subject}, "attrs": {}, "parents": []},
+            ]
+        result = cedarpy.is_authorized_partial(probe, self.policies, entities)
+        if result.decision == cedarpy.Decision.Allow:
+            return True
+        if result.decision == cedarpy.Decision.Deny or result.diagnostics.errors:
+            return False
+        return any(
+            policy.get("effect") == "permit" and not _never(policy)
+            for policy in (result.residuals or {}).values()
+        )
+
+
+def _cedar_string(text: str) -> str:
+    """A Cedar string literal with the text's own characters (Cedar reads no \\uXXXX)."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _never(policy: Mapping[str, Any]) -> bool:
+    """Whether a residual policy's conditions were already decided false."""
+    return any(
+        condition.get("kind") == "when" and condition.get("body") == {"Value": False}
+        for condition in policy.get("conditions", ())
+    )
 
 
 def to_context(arguments: Mapping[str, JSONValue]) -> dict[str, Any]:
@@ -212,7 +251,9 @@ def _cedar_type(annotation: Any) -> dict[str, Any] | None:
         members = [m for m in get_args(annotation) if m is not NoneType]
         return _cedar_type(members[0]) if len(members) == 1 else None
     origin = get_origin(annotation)
-    if annotation is str or annotation is float or t.is_enum(annotation):
+    if t.is_enum(annotation):
+        return _scalars_type(tuple(member.value for member in annotation))
+    if annotation is str or annotation is float:
         return {"type": "String"}
     if annotation is bool:
         return {"type": "Boolean"}
@@ -232,11 +273,18 @@ def _cedar_type(annotation: Any) -> dict[str, Any] | None:
                 }
         return {"type": "Record", "attributes": attributes}
     if origin is Literal:
-        values = get_args(annotation)
-        if all(isinstance(v, str) for v in values):
-            return {"type": "String"}
-        if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-            return {"type": "Long"}
+        return _scalars_type(get_args(annotation))
+    return None
+
+
+def _scalars_type(values: tuple[Any, ...]) -> dict[str, Any] | None:
+    """The Cedar type of a set of enum or Literal values, as they arrive (not as named)."""
+    if all(isinstance(v, str) for v in values):
+        return {"type": "String"}
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return {"type": "Long"}
+    if all(isinstance(v, bool) for v in values):
+        return {"type": "Boolean"}
     return None
 
 

@@ -1,0 +1,137 @@
+"""Cedar sees exactly what runs: one canonical argument document, a schema it is held to,
+and visibility that fails closed."""
+
+from __future__ import annotations
+
+import enum
+import json
+from typing import Any
+
+import pydantic
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from codemode import CodeMode
+from codemode.authz import AuthorizationRequest
+from codemode.authz.cedar import CedarAuthorizer, to_context
+from codemode.events import CallAttempted, Event
+from tests.conftest import run_error
+
+
+class Level(enum.IntEnum):
+    LOW = 1
+    HIGH = 2
+
+
+class Target(pydantic.BaseModel):
+    owner_id: str = pydantic.Field(alias="ownerId")
+    token: str = pydantic.Field(exclude=True)
+    level: Level
+
+
+def host(authorizer: Any, ran: list[str], **options: Any) -> CodeMode:
+    cm = CodeMode(authorizer=authorizer, **options)
+
+    @cm.capability("t.act", summary="Acts on a target.")
+    def act(*, target: Target, note: str | None = None) -> str:
+        ran.append(target.owner_id)
+        return "done"
+
+    return cm
+
+
+CALL = 'def main():\n    return t.act(target={"ownerId": "root", "token": "admin", "level": 2})'
+
+
+@pytest.mark.parametrize(
+    "condition",
+    [
+        'context.target.ownerId == "root"',
+        'context.target.token == "admin"',
+        "context.target.level == 2",
+    ],
+)
+def test_a_forbid_on_any_argument_field_fires(condition: str) -> None:
+    policies = f"permit (principal, action, resource);\nforbid (principal, action, resource) when {{ {condition} }};"
+    ran: list[str] = []
+    authorizer = CedarAuthorizer(policies)
+    cm = host(authorizer, ran)
+    authorizer.validate(cm.catalog.enabled.values())
+    with cm:
+        assert str(run_error(cm, CALL)) == "permission denied"
+    assert ran == []
+
+
+def test_the_four_views_of_the_arguments_agree() -> None:
+    """The authorizer, Cedar's context, the audit and the trace read one document."""
+    seen: list[AuthorizationRequest] = []
+    events: list[Event] = []
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    ran: list[str] = []
+    cm = host(seen.append, ran, on_event=events.append, trace_arguments=True)
+    expected = {"target": {"ownerId": "root", "token": "admin", "level": 2}}
+    with cm:
+        cm.execute(CALL, subject="a")
+    assert seen[0].arguments == expected
+    assert to_context(seen[0].arguments) == expected
+    audited = next(e for e in events if isinstance(e, CallAttempted))
+    assert audited.arguments == expected
+    spans = [s for s in exporter.get_finished_spans() if s.name == "codemode.call t.act"]
+    if spans:  # a tracer provider set earlier in the run keeps its own exporter
+        assert spans[0].attributes is not None
+        assert json.loads(str(spans[0].attributes["codemode.arguments"])) == expected
+
+
+ENTITIES = (
+    {
+        "uid": {"type": "User", "id": "ada"},
+        "attrs": {},
+        "parents": [{"type": "Role", "id": "admin"}],
+    },
+    {"uid": {"type": "Role", "id": "admin"}, "attrs": {}, "parents": []},
+)
+
+
+class TestVisibility:
+    POLICIES = (
+        'permit (principal in Role::"admin", action, resource);\n'
+        'permit (principal == User::"josé", action == Action::"billing.réfund", resource);\n'
+        'permit (principal, action == Action::"t.read", resource) when { context.n < 10 };'
+    )
+
+    def app(self) -> CodeMode:
+        authorizer = CedarAuthorizer(self.POLICIES, ENTITIES)
+        cm = CodeMode(authorizer=authorizer, hide_forbidden=True)
+
+        @cm.capability("db.drop", summary="Drops.")
+        def drop() -> int:
+            return 1
+
+        @cm.capability("billing.refund", id="billing.réfund", summary="Refunds.")
+        def refund() -> int:
+            return 1
+
+        @cm.capability("t.read", summary="Reads.")
+        def read(*, n: int) -> int:
+            return n
+
+        authorizer.validate(cm.catalog.enabled.values())
+        return cm
+
+    @pytest.mark.parametrize(
+        ("subject", "visible"),
+        [
+            ("ada", ["billing.refund", "db.drop", "t.read"]),
+            ("local", ["t.read"]),  # no entity: no role, only what depends on arguments
+            ("josé", ["billing.refund", "t.read"]),
+        ],
+    )
+    def test_only_what_could_be_allowed_is_visible(self, subject: str, visible: list[str]) -> None:
+        with self.app() as cm:
+            assert sorted(cm.visible(subject)) == visible
