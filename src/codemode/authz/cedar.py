@@ -64,6 +64,11 @@ class CedarAuthorizer:
             self.policies = cedarpy.PolicySet.from_str(policies)
         except ValueError as exc:
             raise CedarPolicyError(f"the policies do not parse: {exc}") from None
+        self.names = {
+            policy_id: str(policy.annotations.get("id", policy_id))
+            for policy_id, policy in self.policies.to_pst().static_policies.items()
+        }
+        """Each policy's `@id` annotation (or Cedar's own id), as logs and reasons name it."""
         self.entities: list[dict[str, Any]] = list(
             json.loads(entities) if isinstance(entities, str) else map(dict, entities)
         )
@@ -143,18 +148,21 @@ class CedarAuthorizer:
         except TimeoutError:
             raise CedarEvaluationError("the Cedar decision timed out") from None
         diagnostics = result.diagnostics
+        policies = ", ".join(self.names.get(r, r) for r in diagnostics.reasons) or "none"
         log.info(
             "cedar %s: subject=%s capability=%s policies=%s errors=%s",
             result.decision.name,
             request.subject,
             request.capability_id,
-            diagnostics.reasons,
+            policies,
             diagnostics.errors,
         )
         if diagnostics.errors or result.decision == cedarpy.Decision.NoDecision:
             raise CedarEvaluationError("; ".join(diagnostics.errors) or "no decision")
         if not result.allowed:
-            raise Denied(f"cedar denied by {diagnostics.reasons or 'no matching permit'}")
+            if diagnostics.reasons:
+                raise Denied(f"cedar Deny by {policies}")
+            raise Denied("cedar Deny: no matching permit")
 
     def can_see(self, subject: str, capability_id: str, capability_name: str) -> bool:
         """True only when some arguments could make Cedar allow the call.
