@@ -135,3 +135,22 @@ class TestVisibility:
     def test_only_what_could_be_allowed_is_visible(self, subject: str, visible: list[str]) -> None:
         with self.app() as cm:
             assert sorted(cm.visible(subject)) == visible
+
+
+def test_arguments_cedar_cannot_type_are_left_out_of_its_context() -> None:
+    """A dict of any keys or an `Any` argument cannot be named by a policy: not sent."""
+    authorizer = CedarAuthorizer(
+        "permit (principal, action, resource) when "
+        '{ context has f && context.f == "2.5" && context has n && context.n < 3 };'
+    )
+    cm = CodeMode(authorizer=authorizer)
+
+    @cm.capability("t.tag", summary="Tags.")
+    def tag(*, labels: dict[str, str], extra: Any = None, f: float = 1.0, n: int = 0) -> int:
+        return len(labels)
+
+    authorizer.validate(cm.catalog.enabled.values())
+    source = "def main():\n    return t.tag(labels={'a': 'b'}, extra=[1, {'x': 2}], f=2.5, n=2)"
+    with cm:
+        assert cm.execute(source, subject="a").value == 1
+        assert str(run_error(cm, source.replace("n=2", "n=5"))) == "permission denied"

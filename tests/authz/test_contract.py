@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from typing import Any
 
+import pydantic
 import pytest
 
-from codemode import CodeMode
-from codemode.authz import AuthorizationRequest
+from codemode import CodeMode, Limits
+from codemode.authz import AllowAll, AuthorizationRequest
 from codemode.events import CallDenied, Event
-from tests.conftest import run_error
+from tests.conftest import CANARY, run_error
 
 SOURCE = "def main():\n    return db.drop()"
 
@@ -130,3 +132,44 @@ def test_what_a_subject_sees_is_asked_again_after_a_while(
         assert list(cm.visible("alice")) == ["a.one"]  # remembered for a while
         time.sleep(0.4)
         assert list(cm.visible("alice")) == []
+
+
+class Account(pydantic.BaseModel):
+    name: str
+    password_hash: str = pydantic.Field(exclude=True)
+    blob: str = pydantic.Field(exclude=True)
+
+
+def test_excluded_result_fields_neither_cross_nor_count() -> None:
+    limits = Limits(max_result_bytes=1000, max_total_result_bytes=1000)
+    with CodeMode(authorizer=AllowAll(), limits=limits) as cm:
+
+        @cm.capability("acct.get", summary="An account.")
+        def get() -> Account:
+            return Account(name="ann", password_hash=CANARY, blob="x" * 4_000_000)
+
+        result = cm.execute(
+            "def main():\n    a = acct.get()\n    return [repr(a), hasattr(a, 'blob')]",
+            subject="a",
+        )
+        assert result.value == ["Account(name='ann')", False]
+        assert result.usage.result_bytes == len('{"name":"ann"}')
+
+
+def test_a_cancelled_async_authorizer_ends_quietly(caplog: pytest.LogCaptureFixture) -> None:
+    started = threading.Event()
+
+    async def slow(request: AuthorizationRequest) -> None:
+        started.set()
+        await asyncio.sleep(10)
+
+    cm, ran = host(slow)
+
+    def close_soon() -> None:
+        started.wait(5)
+        cm.close()
+
+    threading.Thread(target=close_soon).start()
+    assert str(run_error(cm, SOURCE)) == "execution canceled"
+    assert ran == []
+    assert "authorizer failed" not in caplog.text

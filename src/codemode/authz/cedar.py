@@ -77,6 +77,8 @@ class CedarAuthorizer:
         self._known: set[tuple[str, str]] = {
             (e["uid"]["type"], e["uid"]["id"]) for e in self.entities if "uid" in e
         }
+        self._contexts: dict[str, dict[str, Any]] = {}
+        """Each action's context attributes in the validated schema."""
         self._schema: Any = None
         """The validated schema, given to Cedar with every decision (set by `validate`), so
         a request whose context does not match it is an error, never a silent allow."""
@@ -113,6 +115,12 @@ class CedarAuthorizer:
         result = cedarpy.validate_policies(self.text, schema)
         if result.validation_passed:
             self._schema = cedarpy.Schema.from_json_str(json.dumps(schema))
+            self._contexts = {
+                action: spec["appliesTo"]["context"]["attributes"]
+                for namespace in schema.values()
+                for action, spec in namespace.get("actions", {}).items()
+                if "context" in spec.get("appliesTo", {})
+            }
             return
         starts = policy_lines(self.text)
         names = result.id_annotations_by_policy_id
@@ -132,7 +140,11 @@ class CedarAuthorizer:
             "principal": {"type": "User", "id": request.subject},
             "action": {"type": "Action", "id": request.capability_id},
             "resource": {"type": "Capability", "id": request.capability_id},
-            "context": to_context(request.arguments),
+            "context": (
+                to_context(request.arguments)
+                if self._schema is None
+                else _fitted(request.arguments, self._contexts.get(request.capability_id, {}))
+            ),
         }
         try:
             result = await asyncio.wait_for(
@@ -219,6 +231,21 @@ def to_context(arguments: Mapping[str, JSONValue]) -> dict[str, Any]:
         return value
 
     return {k: convert(v) for k, v in arguments.items() if v is not None}
+
+
+def _fitted(arguments: Mapping[str, JSONValue], attributes: Mapping[str, Any]) -> dict[str, Any]:
+    """The context the schema describes: arguments Cedar has no type for (a dict of any
+    keys, `Any`) are left out, as policies cannot name them; the rest as `to_context`."""
+
+    def fit(value: JSONValue, spec: Mapping[str, Any]) -> Any:
+        if spec.get("type") == "Record" and isinstance(value, dict):
+            inner = spec.get("attributes", {})
+            return {k: fit(v, inner[k]) for k, v in value.items() if k in inner and v is not None}
+        if spec.get("type") == "Set" and isinstance(value, list):
+            return [fit(v, spec["element"]) for v in value if v is not None]
+        return to_context({"v": value}).get("v")
+
+    return fit(dict(arguments), {"type": "Record", "attributes": attributes})  # type: ignore[no-any-return]
 
 
 def cedar_schema(capabilities: Iterable[Capability]) -> dict[str, Any]:
