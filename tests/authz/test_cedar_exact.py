@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from codemode import CodeMode
+from codemode import CodeMode, Limits
 from codemode.authz import AuthorizationRequest
 from codemode.authz.cedar import CedarAuthorizer, to_context
 from codemode.events import CallAttempted, Event
@@ -65,7 +65,22 @@ def test_a_forbid_on_any_argument_field_fires(condition: str) -> None:
     assert ran == []
 
 
-def test_the_four_views_of_the_arguments_agree() -> None:
+@pytest.mark.parametrize(
+    ("call", "expected"),
+    [
+        (CALL, {"target": {"ownerId": "root", "token": "admin", "level": 2}}),
+        (
+            'def main():\n    return t.act(target={"ownerId": "u", "token": "", "level": 1}, note="n")',
+            {"target": {"ownerId": "u", "token": "", "level": 1}, "note": "n"},
+        ),
+        (
+            'def main():\n    return t.act(note=None, target={"ownerId": "é", "token": "t", "level": 2})',
+            {"note": None, "target": {"ownerId": "é", "token": "t", "level": 2}},
+        ),
+    ],
+    ids=["excluded-and-enum", "optional-given", "optional-none"],
+)
+def test_the_four_views_of_the_arguments_agree(call: str, expected: dict[str, Any]) -> None:
     """The authorizer, Cedar's context, the audit and the trace read one document."""
     seen: list[AuthorizationRequest] = []
     events: list[Event] = []
@@ -75,11 +90,10 @@ def test_the_four_views_of_the_arguments_agree() -> None:
     trace.set_tracer_provider(provider)
     ran: list[str] = []
     cm = host(seen.append, ran, on_event=events.append, trace_arguments=True)
-    expected = {"target": {"ownerId": "root", "token": "admin", "level": 2}}
     with cm:
-        cm.execute(CALL, subject="a")
+        cm.execute(call, subject="a")
     assert seen[0].arguments == expected
-    assert to_context(seen[0].arguments) == expected
+    assert to_context(seen[0].arguments) == {k: v for k, v in expected.items() if v is not None}
     audited = next(e for e in events if isinstance(e, CallAttempted))
     assert audited.arguments == expected
     spans = [s for s in exporter.get_finished_spans() if s.name == "codemode.call t.act"]
@@ -154,3 +168,26 @@ def test_arguments_cedar_cannot_type_are_left_out_of_its_context() -> None:
     with cm:
         assert cm.execute(source, subject="a").value == 1
         assert str(run_error(cm, source.replace("n=2", "n=5"))) == "permission denied"
+
+
+def test_an_argument_over_the_size_limit_never_reaches_cedar() -> None:
+    decided: list[str] = []
+
+    class Recording(CedarAuthorizer):
+        async def __call__(self, request: AuthorizationRequest) -> None:
+            decided.append(request.capability_name)
+            await super().__call__(request)
+
+    authorizer = Recording("permit (principal, action, resource);")
+    cm = CodeMode(authorizer=authorizer, limits=Limits(max_argument_bytes=1000))
+
+    @cm.capability("t.put", summary="Stores text.")
+    def put(*, text: str) -> int:
+        return len(text)
+
+    authorizer.validate(cm.catalog.enabled.values())
+    with cm:
+        error = run_error(cm, "def main():\n    return t.put(text='x' * 2000)")
+        assert str(error) == "resource limit exceeded: argument size"
+        assert cm.execute("def main():\n    return t.put(text='x' * 10)", subject="a").value == 10
+    assert decided == ["t.put"]
