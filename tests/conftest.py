@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,7 +17,7 @@ import pytest
 
 import codemode
 from codemode import AgentError, CallContext, CodeMode, Limits
-from codemode.authz import AuthorizationRequest, Denied
+from codemode.authz import AllowAll, AuthorizationRequest, Denied
 
 CANARY = "CANARY-db-password-hunter2"
 """Host text that must never reach a program, an error or any model-facing field."""
@@ -142,6 +144,51 @@ def run_error(cm: CodeMode, source: str, subject: str = "alice") -> codemode.Cod
     with pytest.raises(codemode.CodeModeError) as info:
         cm.execute(source, subject=subject)
     return info.value
+
+
+@contextlib.contextmanager
+def hanging(name: str = "h.hang", limits: Limits | None = None) -> Iterator[HangingHost]:
+    """A host whose one capability blocks its handler thread until `release` is set;
+    leaving the block releases it, so no handler thread outlives the test."""
+    release = threading.Event()
+    cm = CodeMode(authorizer=AllowAll(), limits=limits)
+
+    def hang() -> int:
+        release.wait(20)
+        return 1
+
+    cm.capability(name, summary="Blocks until released.")(hang)
+    try:
+        with cm:
+            yield HangingHost(cm, release)
+    finally:
+        release.set()
+
+
+@dataclass(frozen=True)
+class HangingHost:
+    cm: CodeMode
+    release: threading.Event
+
+
+def close_while_running(cm: CodeMode, source: str) -> tuple[float, list[str]]:
+    """Run `source` on a thread, close `cm` while it runs; how long closing and the
+    caller's return took, and what the caller got."""
+    outcome: list[str] = []
+
+    def run() -> None:
+        try:
+            cm.execute(source, subject="a")
+        except BaseException as exc:
+            outcome.append(str(exc))
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    time.sleep(0.5)
+    started = time.monotonic()
+    cm.close()
+    thread.join(5)
+    return time.monotonic() - started, outcome
 
 
 def assert_no_canary(*texts: object) -> None:

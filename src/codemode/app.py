@@ -9,7 +9,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import anyio
@@ -324,9 +324,9 @@ class CodeMode:
         try:
             decision = can_see(subject, capability.id, capability.name)
             if inspect.isawaitable(decision):
-                loop = self._running_engine().private_bridge().loop
-                future = asyncio.run_coroutine_threadsafe(_awaited(decision), loop)
-                decision = future.result(timeout=self.limits.max_execution_seconds)
+                bridge = self._running_engine().private_bridge()
+                seconds = self.limits.max_execution_seconds
+                decision = bridge.run(decision, seconds, InternalError())
         except BaseException:
             log.exception("can_see failed for %s", capability.name)
             return False
@@ -385,10 +385,6 @@ def _last_resort(what: str) -> Iterator[None]:
         with contextlib.suppress(BaseException):  # a logging hook is host code too
             log.exception("%s failed unexpectedly", what)
         raise InternalError() from None
-
-
-async def _awaited(awaitable: Awaitable[T]) -> T:
-    return await awaitable
 
 
 __all__ = ["CodeMode"]

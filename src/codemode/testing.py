@@ -17,7 +17,6 @@ runs for real.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import itertools
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -37,7 +36,7 @@ from codemode.runtime.sandbox import (
     Step,
     Wait,
 )
-from codemode.values import RecordValue
+from codemode.values import record_fields
 
 Script = Callable[["ScriptedProgram"], Generator[Any, Any, Any]]
 """Plays one program: yields calls (or `gather`s of calls), returns main()'s value."""
@@ -194,11 +193,6 @@ class ScriptedSandbox:
 
     def close(self) -> None:
         return None
-
-
-def record_fields(value: RecordValue) -> dict[str, Any]:
-    """The fields a projected record carries into the program."""
-    return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}  # type: ignore[arg-type]
 
 
 __all__ = [

@@ -171,9 +171,14 @@ def json_size(value: Any) -> int:
     return len(text.encode("utf-8"))
 
 
+def record_fields(value: RecordValue) -> dict[str, Any]:
+    """The fields a projected record carries into the program."""
+    return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}  # type: ignore[arg-type]
+
+
 def _record(value: Any) -> Any:
     if isinstance(value, RecordValue):
-        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}  # type: ignore[arg-type]
+        return record_fields(value)
     raise TypeError(f"{type(value).__name__} is not JSON data")
 
 
@@ -199,5 +204,6 @@ __all__ = [
     "int_size",
     "is_wide_int",
     "json_size",
+    "record_fields",
     "to_json",
 ]

@@ -33,7 +33,7 @@ from codemode import (
 )
 from codemode.authz import AllowAll, AuthorizationRequest, Denied
 from codemode.events import Event, HostCodeAbandoned, JsonLinesSink
-from tests.conftest import CANARY, run_error
+from tests.conftest import CANARY, close_while_running, hanging, run_error
 
 P = "def main():\n"
 
@@ -359,21 +359,13 @@ class TestConstruction:
 
 class TestNoStarvation:
     def test_a_hung_handler_holds_no_slot(self) -> None:
-        release = threading.Event()
         limits = Limits(max_concurrent_executions=1, max_execution_seconds=1)
-        with CodeMode(authorizer=AllowAll(), limits=limits) as app:
-
-            @app.capability("h.hang", summary="Hangs until released.")
-            def hang() -> int:
-                release.wait(10)
-                return 1
-
-            error = run_error(app, P + "    return h.hang()")
+        with hanging(limits=limits) as host:
+            error = run_error(host.cm, P + "    return h.hang()")
             assert str(error) == "resource limit exceeded: execution time"
             started = time.monotonic()
-            assert app.execute(P + "    return 1", subject="a").value == 1
+            assert host.cm.execute(P + "    return 1", subject="a").value == 1
             assert time.monotonic() - started < 0.9
-            release.set()
 
     def test_gathered_calls_never_wait_on_a_pool_they_occupy(self) -> None:
         with CodeMode(authorizer=AllowAll(), limits=Limits(max_capability_seconds=1)) as app:
@@ -409,46 +401,18 @@ class TestNoStarvation:
             release.set()
 
     def test_close_does_not_wait_on_host_code(self) -> None:
-        release = threading.Event()
-        app = CodeMode(authorizer=AllowAll(), limits=Limits(max_execution_seconds=5))
-
-        @app.capability("h.hang", summary="Hangs until released.")
-        def hang() -> int:
-            release.wait(10)
-            return 1
-
-        outcome: list[BaseException] = []
-
-        def run() -> None:
-            try:
-                app.execute(P + "    return h.hang()", subject="a")
-            except CodeModeError as error:
-                outcome.append(error)
-
-        thread = threading.Thread(target=run)
-        thread.start()
-        time.sleep(0.5)
-        started = time.monotonic()
-        app.close()
-        assert time.monotonic() - started < 2
-        thread.join(5)
-        assert [str(e) for e in outcome] == ["execution canceled"]
-        release.set()
+        with hanging(limits=Limits(max_execution_seconds=5)) as host:
+            seconds, outcome = close_while_running(host.cm, P + "    return h.hang()")
+        assert seconds < 2
+        assert outcome == ["execution canceled"]
 
     def test_a_stopped_execution_never_kills_a_worker_serving_another(self) -> None:
         limits = Limits(max_execution_seconds=0.3, max_concurrent_executions=1)
-        release = threading.Event()
-        with CodeMode(authorizer=AllowAll(), limits=limits) as app:
-
-            @app.capability("h.hang", summary="Hangs until released.")
-            def hang() -> int:
-                release.wait(10)
-                return 1
-
-            run_error(app, P + "    return h.hang()")  # abandoned with its worker killed
-            release.set()  # its driver now finishes while others run
+        with hanging(limits=limits) as host:
+            run_error(host.cm, P + "    return h.hang()")  # abandoned with its worker killed
+            host.release.set()  # its driver now finishes while others run
             for _ in range(20):
-                assert app.execute(P + "    return 7", subject="a").value == 7
+                assert host.cm.execute(P + "    return 7", subject="a").value == 7
 
 
 def test_capability_time_past_the_budget_is_reported_at_the_call(cm: CodeMode) -> None:
@@ -468,19 +432,12 @@ def test_capability_time_past_the_budget_is_reported_at_the_call(cm: CodeMode) -
 
 @pytest.mark.anyio
 async def test_an_async_caller_is_answered_on_time_by_a_hung_handler() -> None:
-    release = threading.Event()
-    with CodeMode(authorizer=AllowAll(), limits=Limits(max_execution_seconds=0.5)) as app:
-
-        @app.capability("h.hang", summary="Hangs until released.")
-        def hang() -> int:
-            release.wait(10)
-            return 1
-
+    with hanging(limits=Limits(max_execution_seconds=0.5)) as host:
         started = time.monotonic()
         with pytest.raises(ResourceLimitError):
-            await asyncio.wait_for(app.execute_async(P + "    return h.hang()", subject="a"), 5)
+            source = P + "    return h.hang()"
+            await asyncio.wait_for(host.cm.execute_async(source, subject="a"), 5)
         assert time.monotonic() - started < 1.2
-        release.set()
 
 
 class OpenAccount(pydantic.BaseModel):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 
 import pytest
@@ -11,7 +10,7 @@ import pytest
 from codemode import CodeMode, ErrorCode, Limits
 from codemode.authz import AllowAll
 from codemode.events import ExecutionFinished
-from tests.conftest import build_host, run_error
+from tests.conftest import build_host, close_while_running, run_error
 
 P = "def main():\n"
 
@@ -168,20 +167,7 @@ def test_close_cancels_running_executions() -> None:
         limits=limits,
         on_event=lambda e: finished.append(e.outcome) if isinstance(e, ExecutionFinished) else None,
     )
-    outcome: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            cm.execute(P + "    while True:\n        x = 1", subject="a")
-        except BaseException as exc:
-            outcome.append(exc)
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    time.sleep(0.5)
-    started = time.monotonic()
-    cm.close()
-    thread.join(5)
-    assert time.monotonic() - started < 2
-    assert [str(e) for e in outcome] == ["execution canceled"]
+    seconds, outcome = close_while_running(cm, P + "    while True:\n        x = 1")
+    assert seconds < 2
+    assert outcome == ["execution canceled"]
     assert finished == ["canceled"]

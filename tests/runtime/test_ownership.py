@@ -9,7 +9,7 @@ from codemode import CodeMode, Limits
 from codemode.authz import AllowAll
 from codemode.events import CallCompleted, CallEvent, Event
 from codemode.runtime.execution import CALL_THREADS
-from tests.conftest import run_error
+from tests.conftest import hanging, run_error
 
 
 def test_a_call_queued_when_the_execution_fails_never_runs_later() -> None:
@@ -58,19 +58,11 @@ def test_calls_never_awaited_finish_before_the_execution_ends() -> None:
 
 
 def test_a_detached_call_past_the_deadline_fails_its_own_execution_only() -> None:
-    release = threading.Event()
     limits = Limits(max_execution_seconds=0.5, max_concurrent_executions=1)
-    with CodeMode(authorizer=AllowAll(), limits=limits) as cm:
-
-        @cm.capability("db.hang", summary="Hangs.")
-        def hang() -> int:
-            release.wait(5)
-            return 1
-
+    with hanging("db.hang", limits=limits) as host:
         source = "async def main():\n    db.hang()\n    return 'sent'"
-        assert str(run_error(cm, source)) == "resource limit exceeded: execution time"
-        assert cm.execute("def main():\n    return 2", subject="b").value == 2
-        release.set()
+        assert str(run_error(host.cm, source)) == "resource limit exceeded: execution time"
+        assert host.cm.execute("def main():\n    return 2", subject="b").value == 2
 
 
 def test_every_call_that_ran_is_audited() -> None:

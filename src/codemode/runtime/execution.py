@@ -485,20 +485,7 @@ class Execution:
 
     def _settle(self, pending: tuple[int, ...], program: Program) -> dict[int, Answer]:
         tasks = self.tasks
-        waiting = [tasks[call_id][0] for call_id in pending if call_id in tasks]
-        while True:
-            deadline = self.clock.next_deadline()
-            done, _ = concurrent.futures.wait(
-                waiting,
-                timeout=max(deadline - time.monotonic(), 0),
-                return_when="FIRST_COMPLETED",
-            )
-            if done:
-                break
-            if self.outcome.killed_for is not None:
-                raise Stop(self.outcome.killed_for)
-            if time.monotonic() >= deadline:
-                raise Stop(self.clock.overdue())
+        self._wait([tasks[call_id][0] for call_id in pending if call_id in tasks], every=False)
         answers: dict[int, Answer] = {}
         for call_id in pending:
             task = tasks.get(call_id)
@@ -517,15 +504,24 @@ class Execution:
     def _drain(self) -> None:
         """Calls that `async def main` started and never awaited still run: the execution
         ends when they have, within its deadline, so no call outlives it unowned."""
-        waiting = [future for future, _ in self.tasks.values()]
+        self._wait([future for future, _ in self.tasks.values()], every=True)
+
+    def _wait(self, futures: list[concurrent.futures.Future[Any]], *, every: bool) -> None:
+        """Wait for the first of these calls (or `every` one) to finish, within the earliest
+        deadline in force: past it, or once the execution is stopped, it ends."""
+        waiting = futures
         while waiting:
             deadline = self.clock.next_deadline()
-            _, pending = concurrent.futures.wait(
-                waiting, timeout=max(deadline - time.monotonic(), 0)
+            done, pending = concurrent.futures.wait(
+                waiting,
+                timeout=max(deadline - time.monotonic(), 0),
+                return_when="ALL_COMPLETED" if every else "FIRST_COMPLETED",
             )
             if self.outcome.killed_for is not None:
                 raise Stop(self.outcome.killed_for)
-            if pending and time.monotonic() >= deadline:
+            if (done and not every) or not pending:
+                return
+            if time.monotonic() >= deadline:
                 raise Stop(self.clock.overdue())
             waiting = list(pending)
 
