@@ -6,10 +6,13 @@ the runtime binder decides (tests/test_preflight.py covers the literal forms).
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from codemode import CodeMode, ErrorCode
 from codemode.authz import AuthorizationRequest
+from codemode.binding import _explain
 from tests.conftest import run_error
 
 LOOKUP = "records.lookup"
@@ -114,3 +117,14 @@ def test_call_context_is_injected_and_invisible(cm: CodeMode) -> None:
     assert result.value == ["carol", "records.whoami", "records.whoami"]
     error = run_error(cm, "def main():\n    kw = {'ctx': 1}\n    return records.whoami(**kw)")
     assert str(error) == 'invalid capability arguments: unknown argument "ctx"'
+
+
+def test_a_location_that_is_not_the_programs_is_never_shown(cm: CodeMode) -> None:
+    """A host validator's own ValidationError may carry any location: none of it shows."""
+    capability = cm.describe("records.lookup")
+    error: Any = {"type": "int_type", "loc": ("dsn_of_the_admin", "x"), "msg": "", "input": 1}
+    assert _explain(capability, [error], {"key": "a"}) == "the arguments are not valid"
+    search = cm.describe("records.search")
+    error["loc"] = ("filter", "dsn_of_the_admin")
+    given = {"filter": {"owner": "ann"}}
+    assert _explain(search, [error], given) == 'argument "filter" is not valid'
