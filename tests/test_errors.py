@@ -40,7 +40,8 @@ def test_index_error_reports_exact_text_and_position(cm: CodeMode) -> None:
         ),
         (
             P + '    g = instance.get(sandbox="d", name="gui")\n    return g.addresses',
-            "<codemode>:3:12: AttributeError: 'Instance' object has no attribute 'addresses'",
+            "<codemode>:3:12: AttributeError: 'Instance' object has no attribute 'addresses'; "
+            "Instance has: name, nics",
             3,
             12,
         ),
@@ -72,8 +73,8 @@ def test_entry_point_problems_have_specific_messages(cm: CodeMode) -> None:
 def test_capability_call_while_loading_is_rejected_at_its_position(cm: CodeMode) -> None:
     error = run_error(cm, 'x = records.lookup(key="a")\ndef main():\n    return x')
     assert str(error) == (
-        "invalid program: <codemode>:1:5: capabilities can only be called while main() runs, "
-        "not when the module loads"
+        "invalid program: <codemode>:1:5: records.lookup can only be called while main() runs, "
+        "not when the module loads: move the call into main()"
     )
     called_by_program = P + '    return records.lookup(key="a")\nmain()'
     assert "only be called while main() runs" in str(run_error(cm, called_by_program))

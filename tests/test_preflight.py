@@ -91,7 +91,8 @@ def test_three_mistakes_are_reported_together_and_nothing_runs() -> None:
         (
             'x = records.lookup(key="a")\ndef main():\n    return x',
             "invalid_program",
-            "<codemode>:1:5: capabilities can only be called while main() runs, not when the module loads",
+            "<codemode>:1:5: records.lookup can only be called while main() runs, not when the "
+            "module loads: move the call into main()",
         ),
         (
             "def gen():\n    yield 1\ndef main():\n    return 1",
@@ -101,7 +102,8 @@ def test_three_mistakes_are_reported_together_and_nothing_runs() -> None:
         (
             "class E(Exception):\n    pass\ndef main():\n    return 1",
             "invalid_program",
-            "<codemode>:1:1: class inheritance is not supported: use a plain class, a dict, or raise a built-in exception",
+            "<codemode>:1:1: class inheritance is not supported (class E(Exception)): use a plain "
+            "class, a dict, or raise a built-in exception",
         ),
         (
             "def main():\n    d = {'a': 1}\n    del d['a']\n    return d",

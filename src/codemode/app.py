@@ -62,6 +62,9 @@ class CodeMode:
       (see docs/reference/security.md).
     - `sandbox`: where programs run; the pydantic-monty worker pool unless given (tests
       pass a `codemode.testing.ScriptedSandbox`).
+    - `disclose_limits`: a limit error names the bound and the amount reached
+      (`capability calls (limit 100)`), as a limit is the program's own budget; False
+      names only the kind of limit.
     """
 
     def __init__(
@@ -76,6 +79,7 @@ class CodeMode:
         trace_arguments: bool = False,
         worker_binary: str | os.PathLike[str] | None = None,
         sandbox: Sandbox | None = None,
+        disclose_limits: bool = True,
     ) -> None:
         if authorizer is None or not callable(authorizer):
             raise TypeError(
@@ -98,6 +102,7 @@ class CodeMode:
         self.trace_arguments = trace_arguments
         self.worker_binary = worker_binary
         self.sandbox = sandbox
+        self.disclose_limits = disclose_limits
         self.catalog = Catalog(disabled)
         self._engine: Engine | None = None
         self._engine_lock = threading.Lock()
@@ -357,6 +362,7 @@ class CodeMode:
             bridge=bridge,
             emit=self.on_event,
             trace_arguments=self.trace_arguments,
+            disclose_limits=self.disclose_limits,
         )
 
 

@@ -20,8 +20,8 @@ from typing_extensions import is_typeddict
 
 from codemode.capabilities import Capability
 from codemode.capabilities import types as t
-from codemode.errors import InvalidArgumentsError, ResourceLimitError
-from codemode.limits import LimitKind, Limits
+from codemode.errors import InvalidArgumentsError
+from codemode.limits import LimitKind, Limits, exceeded
 from codemode.types import JSONObject, JSONValue
 from codemode.values import TooBig, TooDeep, ValueProblem, to_json
 
@@ -62,7 +62,7 @@ def bind(
             if text > limits.max_argument_bytes // 4 and (
                 len(_ENCODE(kwargs).encode("utf-8")) > limits.max_argument_bytes
             ):
-                raise ResourceLimitError(LimitKind.ARGUMENT_SIZE)
+                raise exceeded(LimitKind.ARGUMENT_SIZE, limits)
             validated = _host(
                 lambda: capability.arguments_adapter.validate_python(kwargs, strict=True)
             )
@@ -71,7 +71,7 @@ def bind(
             if len(encoded) > limits.max_argument_bytes // 4 and (
                 len(encoded.encode("utf-8")) > limits.max_argument_bytes
             ):
-                raise ResourceLimitError(LimitKind.ARGUMENT_SIZE)
+                raise exceeded(LimitKind.ARGUMENT_SIZE, limits)
             validated = _host(
                 lambda: capability.arguments_adapter.validate_json(encoded, strict=True)
             )
@@ -143,9 +143,9 @@ def _plain(kwargs: dict[str, Any], limits: Limits) -> JSONValue:
             max_bytes=limits.max_argument_bytes,
         )
     except TooDeep:
-        raise ResourceLimitError(LimitKind.VALUE_DEPTH) from None
+        raise exceeded(LimitKind.VALUE_DEPTH, limits) from None
     except TooBig:
-        raise ResourceLimitError(LimitKind.ARGUMENT_SIZE) from None
+        raise exceeded(LimitKind.ARGUMENT_SIZE, limits) from None
     except ValueProblem as problem:
         raise InvalidArgumentsError(
             f"argument {_quote(_render_root_path(problem.path))} {problem.reason}"

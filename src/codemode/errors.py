@@ -6,7 +6,7 @@
     ├── PermissionDeniedError      the authorizer raised Denied
     ├── PolicyFailureError         the authorizer failed
     ├── CapabilityFailedError      the handler raised
-    ├── ResourceLimitError         a limit was hit (the kind is named, never the value)
+    ├── ResourceLimitError         a limit was hit (its kind, bound and where it tripped)
     ├── InternalError              a host-side bug or a worker crash
     ├── NotFoundError              describe of an unknown or hidden name
     ├── UnauthenticatedError       no subject
@@ -14,7 +14,8 @@
     └── InvalidRequestError        a tool call's own arguments are malformed
 
 Only `detail` built from what the program owns ever reaches the model; host text stays in
-the host log. `AgentError` is the one way a handler can say something to the model, and
+the host log. `report()` is the whole text a model is shown: the message, the failing line
+with a caret, the program's traceback, the calls that completed and what it printed. `AgentError` is the one way a handler can say something to the model, and
 `RegistrationError` is a host-side mistake at decoration time.
 """
 
@@ -37,6 +38,9 @@ MAX_MESSAGE_BYTES = 4096
 
 MAX_TRACEBACK_FRAMES = 32
 """Innermost program frames an error keeps."""
+
+MAX_REPORTED_PRINT_BYTES = 4096
+"""Longest printed output an error's text carries (the structured form keeps it all)."""
 
 
 def bounded(text: str, limit: int = MAX_MESSAGE_BYTES) -> str:
@@ -106,6 +110,55 @@ class Where:
         """The position prefix of a detail, `<codemode>:LINE:COL`."""
         return f"{self.file}:{self.line}:{self.column}"
 
+    def excerpt(self) -> str:
+        """The source line and a caret under the span, as Python's tracebacks show it."""
+        text = self.source.rstrip()
+        stripped = text.lstrip()
+        indent = len(text) - len(stripped)
+        start = max(self.column - 1 - indent, 0)
+        end = self.end_column - 1 - indent if self.end_line == self.line else len(stripped)
+        width = max(min(end, len(stripped)) - start, 1)
+        return f"    {stripped}\n    {' ' * start}{'^' * width}"
+
+
+@dataclass(frozen=True, slots=True)
+class CallRecord:
+    """One capability call a program made: what it called, where, and how it ended.
+
+    Every field is the program's own: the name it wrote, a line of its source, and the
+    error code of the outcome (or "ok").
+    """
+
+    capability: str
+    line: int | None
+    outcome: str
+
+    def to_dict(self) -> JSONObject:
+        return {"capability": self.capability, "line": self.line, "outcome": self.outcome}
+
+
+def progress(calls: tuple[CallRecord, ...]) -> str | None:
+    """`after 2 completed capability calls: instances.tag x2 (lines 3, 5); their effects
+    stand`, or None when no call completed."""
+    done = [call for call in calls if call.outcome == "ok"]
+    if not done:
+        return None
+    by_name: dict[str, list[int]] = {}
+    for call in done:
+        lines = by_name.setdefault(call.capability, [])
+        if call.line is not None and call.line not in lines:
+            lines.append(call.line)
+    parts = []
+    for name, lines in by_name.items():
+        count = sum(1 for call in done if call.capability == name)
+        text = name if count == 1 else f"{name} x{count}"
+        if lines:
+            label = "line" if len(lines) == 1 else "lines"
+            text += f" ({label} {', '.join(map(str, sorted(lines)))})"
+        parts.append(text)
+    noun = "call" if len(done) == 1 else "calls"
+    return f"after {len(done)} completed capability {noun}: {', '.join(parts)}; their effects stand"
+
 
 class CodeModeError(Exception):
     """Base of every failure; `str(error)` is the exact model-facing text."""
@@ -120,6 +173,7 @@ class CodeModeError(Exception):
         where: Where | None = None,
         printed: str = "",
         traceback: tuple[Where, ...] = (),
+        calls: tuple[CallRecord, ...] = (),
     ) -> None:
         self.detail = None if detail is None else bounded(detail)
         self.where = where
@@ -129,7 +183,19 @@ class CodeModeError(Exception):
             -MAX_TRACEBACK_FRAMES:
         ]
         """Frames of the submitted program only, innermost last (never a host frame)."""
+        self.calls = calls
+        """The capability calls the program made before it failed, in the order they ended."""
         super().__init__(str(self))
+
+    def replace(self, **changes: object) -> CodeModeError:
+        """A copy with some attributes changed (`where`, `traceback`, `printed`, `calls`)."""
+        copy = type(self).__new__(type(self))
+        copy.__dict__.update(self.__dict__)
+        copy.__dict__.update(changes)
+        if "where" in changes and "traceback" not in changes:
+            copy.traceback = (copy.where,) if copy.where is not None else ()
+        copy.args = (str(copy),)
+        return copy
 
     def __str__(self) -> str:
         return self.sentinel if self.detail is None else f"{self.sentinel}: {self.detail}"
@@ -140,7 +206,33 @@ class CodeModeError(Exception):
     def to_payload(self) -> JSONObject:
         """The one structured form that MCP, the CLI and the web page all render."""
         where = None if self.where is None else self.where.to_dict()
-        return {"code": self.code.value, "message": str(self), "where": where}
+        payload: JSONObject = {"code": self.code.value, "message": str(self), "where": where}
+        if self.calls:
+            payload["calls"] = [call.to_dict() for call in self.calls]
+        return payload
+
+    def report(self) -> str:
+        """The whole text a model is shown, complete for clients that show only text.
+
+        The message; the failing line with a caret under the span; the program's own
+        traceback when it has more than one frame; the calls that completed before the
+        failure; and what the program printed (the last 4 KiB).
+        """
+        parts = [str(self)]
+        if self.where is not None:
+            parts.append(self.where.excerpt())
+        if len(self.traceback) > 1:
+            frames = [
+                f"  {w.render()} in {w.func or '<module>'}: {w.source.strip()}"
+                for w in self.traceback
+            ]
+            parts.append("Traceback (innermost last):\n" + "\n".join(frames))
+        line = progress(self.calls)
+        if line is not None:
+            parts.append(line[0].upper() + line[1:] + ".")
+        if self.printed:
+            parts.append("Printed before the failure:\n" + _tail(self.printed))
+        return "\n".join(parts)
 
 
 class InvalidProgramError(CodeModeError):
@@ -179,10 +271,46 @@ class CapabilityFailedError(CodeModeError):
 
 
 class ResourceLimitError(CodeModeError):
-    """A limit was exceeded; the detail names the kind of limit, never its value."""
+    """A limit was exceeded: `capability calls (limit 100) at <codemode>:5:9`.
+
+    A limit is the program's own budget, so its bound (and the amount reached, where it
+    is known) is named; `opaque()` is the form for hosts that keep bounds to themselves.
+    """
 
     code = ErrorCode.RESOURCE_LIMIT
     sentinel = "resource limit exceeded"
+
+    def __init__(
+        self,
+        kind: str,
+        *,
+        bound: str | None = None,
+        amount: str | None = None,
+        where: Where | None = None,
+        printed: str = "",
+        traceback: tuple[Where, ...] = (),
+        calls: tuple[CallRecord, ...] = (),
+    ) -> None:
+        self.kind = kind
+        """The kind of limit, e.g. `capability calls` or `calls to records.lookup`."""
+        self.bound = bound
+        self.amount = amount
+        super().__init__(kind, where=where, printed=printed, traceback=traceback, calls=calls)
+
+    def __str__(self) -> str:
+        text = f"{self.sentinel}: {self.kind}"
+        if self.bound is not None:
+            reached = "" if self.amount is None else f", reached {self.amount}"
+            text += f" (limit {self.bound}{reached})"
+        if self.where is not None:
+            text += f" at {self.where.render()}"
+        return text
+
+    def opaque(self) -> ResourceLimitError:
+        """The same error without the bound and the amount."""
+        copy = self.replace(bound=None, amount=None)
+        assert isinstance(copy, ResourceLimitError)
+        return copy
 
 
 class InternalError(CodeModeError):
@@ -265,6 +393,17 @@ def sanitize_agent_message(message: str) -> str | None:
     return cut + "..."
 
 
+def _tail(text: str) -> str:
+    """The last `MAX_REPORTED_PRINT_BYTES` of printed output, marked when cut."""
+    encoded = text.encode("utf-8", errors="surrogatepass")
+    if len(encoded) <= MAX_REPORTED_PRINT_BYTES:
+        return text.rstrip("\n")
+    kept = encoded[-MAX_REPORTED_PRINT_BYTES:].decode("utf-8", errors="ignore")
+    return f"({len(encoded) - len(kept.encode('utf-8'))} earlier bytes not shown)\n" + kept.rstrip(
+        "\n"
+    )
+
+
 class RegistrationError(ValueError):
     """A capability could not be registered; raised at decoration time, never model-facing."""
 
@@ -276,6 +415,7 @@ __all__ = [
     "MAX_TRACEBACK_FRAMES",
     "PROGRAM_FILE",
     "AgentError",
+    "CallRecord",
     "CapabilityFailedError",
     "CodeModeError",
     "ErrorCode",
@@ -292,5 +432,6 @@ __all__ = [
     "UnauthenticatedError",
     "Where",
     "bounded",
+    "progress",
     "sanitize_agent_message",
 ]

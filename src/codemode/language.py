@@ -55,6 +55,8 @@ SUPPORTED: tuple[str, ...] = (
     "if/for/while, try/except/finally, raise, assert, with, match",
     "classes without base classes, @dataclass",
     "async def main() with await and asyncio.gather",
+    "vars(obj) turns a result object into a dict (nested objects too), ready for json.dumps",
+    "time.sleep and asyncio.sleep, within the execution time",
 )
 """What works, in the words a model needs."""
 
@@ -67,9 +69,45 @@ UNSUPPORTED: tuple[tuple[str, str], ...] = (
     ("del", "use dict.pop(key) or rebuild the list"),
     ("async with, async for, except*", "use await, for and except"),
     ("from module import *", "import the names you need"),
+    ("dataclasses.asdict and dataclasses.fields", "use vars(obj)"),
     ("open(), os.environ, network, subprocesses", "use the capabilities"),
 )
 """What fails, each with the supported alternative."""
+
+
+INSTEAD: dict[str, str] = {
+    "str.format_map": "use str.format(**mapping)",
+    "str.translate": "use str.replace",
+    "str.maketrans": "use str.replace",
+    "int.bit_length": "use len(bin(abs(n))) - 2",
+    "float.is_integer": "use x == int(x)",
+    "dataclasses.asdict": "use vars(obj)",
+    "dataclasses.astuple": "use tuple(vars(obj).values())",
+    "dataclasses.fields": "use list(vars(obj))",
+    "dataclasses.replace": "build a new object, or a dict: {**vars(obj), 'field': value}",
+    "collections.OrderedDict": "use dict, which keeps insertion order",
+    "collections.ChainMap": "merge dicts with {**a, **b}",
+    "functools.cmp_to_key": "use sorted(items, key=...)",
+    "functools.wraps": "leave it out",
+    "functools.total_ordering": "sort with key=",
+    "functools.cached_property": "use a plain method",
+    "re.subn": "use re.sub, and len(re.findall(...)) to count",
+    "json.JSONEncoder": "use json.dumps",
+    "json.JSONDecoder": "use json.loads",
+    "typing.NamedTuple": "use @dataclass or a dict",
+    "datetime.UTC": "use datetime.timezone.utc",
+    "asyncio.create_task": "use asyncio.gather",
+    "asyncio.wait_for": "await the call; the execution time limit bounds it",
+    "asyncio.as_completed": "use asyncio.gather",
+    "dir": "describe_api lists a capability's fields; vars(obj) gives an object's",
+    "vars": "call it on an object: vars(obj)",
+    "callable": "check with isinstance",
+    "issubclass": "use isinstance",
+    "input": "a program has no input: pass values in its source",
+    "exit": "return from main()",
+    "globals": "use a dict of your own",
+}
+"""What to use instead of a function or method the sandbox lacks, where one exists."""
 
 
 def surface() -> str:
@@ -87,4 +125,4 @@ def surface() -> str:
     return "\n".join(lines)
 
 
-__all__ = ["MISSING_MODULES", "MODULES", "SUPPORTED", "UNSUPPORTED", "surface"]
+__all__ = ["INSTEAD", "MISSING_MODULES", "MODULES", "SUPPORTED", "UNSUPPORTED", "surface"]

@@ -5,12 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from enum import StrEnum
 
+from codemode.errors import ResourceLimitError, Where
+
 KIB = 1024
 MIB = 1024 * KIB
 
 
 class LimitKind(StrEnum):
-    """The kind of limit named in `resource limit exceeded: <kind>`; values stay private."""
+    """The kind of limit named in `resource limit exceeded: <kind> (limit <bound>)`."""
 
     SOURCE_SIZE = "source size"
     EXECUTION_TIME = "execution time"
@@ -82,4 +84,52 @@ class Limits:
                 raise ValueError(f"Limits.{field.name} must be positive, not {value!r}")
 
 
-__all__ = ["KIB", "MIB", "LimitKind", "Limits"]
+_FIELDS: dict[LimitKind, str] = {
+    LimitKind.SOURCE_SIZE: "max_source_bytes",
+    LimitKind.EXECUTION_TIME: "max_execution_seconds",
+    LimitKind.CAPABILITY_TIME: "max_capability_seconds",
+    LimitKind.INTERPRETER_TIME: "max_interpreter_seconds",
+    LimitKind.MEMORY: "max_memory_bytes",
+    LimitKind.RECURSION_DEPTH: "max_recursion_depth",
+    LimitKind.CAPABILITY_CALLS: "max_capability_calls",
+    LimitKind.ARGUMENT_SIZE: "max_argument_bytes",
+    LimitKind.RESULT_SIZE: "max_result_bytes",
+    LimitKind.TOTAL_RESULT_SIZE: "max_total_result_bytes",
+    LimitKind.RETURN_VALUE_SIZE: "max_return_bytes",
+    LimitKind.VALUE_DEPTH: "max_value_depth",
+    LimitKind.PRINTED_OUTPUT: "max_printed_bytes",
+}
+"""The `Limits` field behind each kind; a test checks every kind has one."""
+
+
+def bound(kind: LimitKind, limits: Limits) -> str:
+    """The bound of a kind of limit as the model reads it: `100`, `1 MiB`, `10 s`."""
+    name = _FIELDS[kind]
+    value = getattr(limits, name)
+    if name.endswith("_bytes"):
+        return size(value)
+    if name.endswith("_seconds"):
+        return seconds(value)
+    return str(value)
+
+
+def exceeded(
+    kind: LimitKind, limits: Limits, *, amount: str | None = None, where: Where | None = None
+) -> ResourceLimitError:
+    """The error for a limit of `limits` that a program passed."""
+    return ResourceLimitError(kind, bound=bound(kind, limits), amount=amount, where=where)
+
+
+def size(n: int) -> str:
+    """Bytes as a person reads them: `512 bytes`, `64 KiB`, `1.5 MiB`."""
+    for unit, scale in (("GiB", 1024 * MIB), ("MiB", MIB), ("KiB", KIB)):
+        if n >= scale:
+            return f"{round(n / scale, 2):g} {unit}"
+    return f"{n} bytes"
+
+
+def seconds(value: float) -> str:
+    return f"{round(value, 3):g} s"
+
+
+__all__ = ["KIB", "MIB", "LimitKind", "Limits", "bound", "exceeded", "seconds", "size"]

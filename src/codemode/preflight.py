@@ -3,7 +3,8 @@
 Python's own parser reads the program; the checks look for what would certainly fail:
 calls to names under a capability namespace that are not capabilities, keyword arguments
 that do not match a signature, literal arguments of the wrong type, capability calls while
-the module loads, and constructs the sandbox does not support. Where a check cannot be
+the module loads, constructs the sandbox does not support, and what Python's own compiler
+refuses (`await` outside `async def`, `return` outside a function, ...). Where a check cannot be
 sure (a namespace name the program rebinds, `**kwargs`, values only known at run time) it
 stays silent and the runtime decides: the preflight never rejects a program that would have
 run correctly.
@@ -26,7 +27,17 @@ from codemode.capabilities import types as t
 from codemode.language import MISSING_MODULES, MODULES
 
 SANDBOX_MODULES = frozenset(MODULES) | {"os", "sys", "pathlib"}
-LOAD_MESSAGE = "capabilities can only be called while main() runs, not when the module loads"
+
+
+def load_message(name: str) -> str:
+    """The error for a capability called while the module loads (`name` as written)."""
+    return f"{name} can only be called while main() runs, not when the module loads: move the call into main()"
+
+
+AWAIT_OUTSIDE_ASYNC = (
+    "'await' outside async function: define async def main(): (and async def for any "
+    "helper that awaits), or call without await"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +61,8 @@ _UNSUPPORTED: dict[type[ast.AST], str] = {
     ast.TryStar: "except* is not supported: use except",
 }
 _INHERITANCE = (
-    "class inheritance is not supported: use a plain class, a dict, or raise a built-in exception"
+    "class inheritance is not supported (class {name}): use a plain class, a dict, or raise "
+    "a built-in exception"
 )
 _STAR_IMPORT = "from module import * is not supported: import the names you need"
 
@@ -64,6 +76,8 @@ class Scan:
     calls: list[ast.Call] = field(default_factory=list)
     bound: set[str] = field(default_factory=set)
     """Every name the program binds anywhere (assignments, parameters, imports, defs)."""
+    keys: set[str] = field(default_factory=set)
+    """String keys the program writes: `x["key"]` and `{"key": ...}`."""
     unsupported: list[tuple[ast.AST, str]] = field(default_factory=list)
 
 
@@ -87,7 +101,20 @@ def scan(tree: ast.Module) -> Scan:
         elif isinstance(node, ast.ClassDef):
             bound.add(node.name)
             if node.bases or node.keywords:
-                found.unsupported.append((node, _INHERITANCE))
+                written = ", ".join(
+                    [ast.unparse(b) for b in node.bases] + [ast.unparse(k) for k in node.keywords]
+                )
+                message = _INHERITANCE.format(name=f"{node.name}({written[:200]})")
+                found.unsupported.append((node, message))
+        elif isinstance(node, ast.Subscript):
+            if isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+                found.keys.add(node.slice.value)
+        elif isinstance(node, ast.Dict):
+            found.keys.update(
+                k.value
+                for k in node.keys
+                if isinstance(k, ast.Constant) and isinstance(k.value, str)
+            )
         elif isinstance(node, ast.Global | ast.Nonlocal):
             bound.update(node.names)
         elif isinstance(node, ast.ExceptHandler | ast.MatchAs | ast.MatchStar):
@@ -118,6 +145,7 @@ def check(
         checker.report(node, message)
     for call in found.calls:
         checker.check_call(call)
+    checker.compiles(tree)
     unique = list(dict.fromkeys(checker.problems))
     return sorted(unique, key=lambda p: (p.line, p.column))
 
@@ -155,13 +183,32 @@ class _Checker:
             return byte_offset + 1
         return len(text.encode("utf-8")[:byte_offset].decode("utf-8", errors="ignore")) + 1
 
+    def compiles(self, tree: ast.Module) -> None:
+        """What Python's compiler refuses in a tree that parsed: the first such mistake."""
+        try:
+            compile(
+                tree, "<codemode>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True
+            )
+        except SyntaxError as error:
+            line = error.lineno or 1
+            end_line = error.end_lineno or line
+            message = error.msg
+            if message == "'await' outside async function":
+                message = AWAIT_OUTSIDE_ASYNC
+            column = self._column(line, (error.offset or 1) - 1)
+            end_column = self._column(end_line, (error.end_offset or error.offset or 1) - 1)
+            self.problems.append(Problem(line, column, end_line, end_column, message))
+        except (ValueError, RecursionError, MemoryError):
+            pass  # the interpreter decides
+
     # -- statements that always run while the module loads -----------------------------
 
     def top_level(self, statement: ast.stmt) -> None:
         if isinstance(statement, ast.Expr | ast.Assign | ast.AugAssign | ast.AnnAssign):
             for node in _walk_outside_functions(statement):
-                if isinstance(node, ast.Call) and self._capability_name(node.func):
-                    self.report(node, LOAD_MESSAGE)
+                name = isinstance(node, ast.Call) and self._capability_name(node.func)
+                if name:
+                    self.report(node, load_message(name))
         if isinstance(statement, ast.Import):
             for alias in statement.names:
                 self._check_module(statement, alias.name)
@@ -288,4 +335,4 @@ def _walk_outside_functions(node: ast.AST) -> Iterator[ast.AST]:
                 stack.append(child)
 
 
-__all__ = ["LOAD_MESSAGE", "Problem", "Scan", "check", "scan"]
+__all__ = ["AWAIT_OUTSIDE_ASYNC", "Problem", "Scan", "check", "load_message", "scan"]

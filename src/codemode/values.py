@@ -80,7 +80,7 @@ def _kind(value: object) -> str:
     return f"a {type(value).__name__} value"
 
 
-def _fields(value: object) -> dict[str, Any] | None:
+def object_fields(value: object) -> dict[str, Any] | None:
     """The fields of a projected record or of a dataclass the program built."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
@@ -126,7 +126,7 @@ def to_json(value: Any, *, max_depth: int, root: str, max_bytes: int | None = No
             raise TooDeep(path)
         if id(item) in active:
             raise ValueProblem(path, "contains itself")
-        fields = _fields(item)
+        fields = object_fields(item)
         if fields is not None:
             item = fields
         active.add(id(item))
@@ -204,6 +204,7 @@ __all__ = [
     "int_size",
     "is_wide_int",
     "json_size",
+    "object_fields",
     "record_fields",
     "to_json",
 ]

@@ -42,7 +42,9 @@ def cm() -> Iterator[CodeMode]:
 def test_a_capability_called_too_often_names_itself(cm: CodeMode) -> None:
     source = "def main():\n    for k in 'abc':\n        records.update(key=k)"
     error = run_error(cm, source)
-    assert str(error) == "resource limit exceeded: calls to records.update"
+    assert (
+        str(error) == "resource limit exceeded: calls to records.update (limit 2) at <codemode>:3:9"
+    )
     assert error.where is not None and error.where.line == 3
 
 
@@ -54,14 +56,16 @@ def test_the_limits_default_applies_to_other_capabilities(cm: CodeMode) -> None:
         == ["a"] * 4
     )
     error = run_error(cm, "def main():\n    return [records.read(key='a') for _ in range(5)]")
-    assert str(error) == "resource limit exceeded: calls to records.read"
+    assert (
+        str(error) == "resource limit exceeded: calls to records.read (limit 4) at <codemode>:2:13"
+    )
 
 
 @pytest.mark.parametrize("name", ["records.slow", "records.stuck"])
 def test_a_handler_past_its_timeout_fails_at_the_call_site(cm: CodeMode, name: str) -> None:
     started = time.monotonic()
     error = run_error(cm, f"def main():\n    x = 1\n    return {name}()")
-    assert str(error) == "resource limit exceeded: capability time"
+    assert str(error) == "resource limit exceeded: capability time (limit 0.2 s) at <codemode>:3:12"
     assert error.where is not None and error.where.line == 3
     assert time.monotonic() - started < 2
 

@@ -188,6 +188,9 @@ def test_an_argument_over_the_size_limit_never_reaches_cedar() -> None:
     authorizer.validate(cm.catalog.enabled.values())
     with cm:
         error = run_error(cm, "def main():\n    return t.put(text='x' * 2000)")
-        assert str(error) == "resource limit exceeded: argument size"
+        assert (
+            str(error)
+            == "resource limit exceeded: argument size (limit 1000 bytes) at <codemode>:2:12"
+        )
         assert cm.execute("def main():\n    return t.put(text='x' * 10)", subject="a").value == 10
     assert decided == ["t.put"]

@@ -181,7 +181,7 @@ ERROR_CASES: list[tuple[str, str, str, tuple[int, int] | None]] = [
     (
         P + "    return 'x' * 2000000",
         "resource_limit",
-        "resource limit exceeded: return value size",
+        "resource limit exceeded: return value size (limit 1 MiB) at <codemode>:2:12",
         None,
     ),
     (P + "    host.crash()\n    return 1", "internal", "internal failure", None),

@@ -152,7 +152,7 @@ def test_a_failure_points_at_the_failing_line(page: Page) -> None:
 def test_an_error_without_a_location_shows_the_message_alone(page: Page) -> None:
     run(page, "def main():\n    return 'x' * 2000000\n")
     expect(page.locator("#error-message")).to_have_text(
-        "resource limit exceeded: return value size"
+        "resource limit exceeded: return value size (limit 1 MiB) at <codemode>:2:12"
     )
     expect(page.locator("#error-location")).to_be_hidden()
     expect(page.locator("#error-code")).to_have_text("resource_limit")

@@ -45,7 +45,7 @@ async def test_a_10mb_source_and_10000_requests_on_one_session() -> None:
         assert huge.structured_content == {
             "error": {
                 "code": "resource_limit",
-                "message": "resource limit exceeded: source size",
+                "message": "resource limit exceeded: source size (limit 64 KiB, reached 10 MiB)",
                 "where": None,
             }
         }

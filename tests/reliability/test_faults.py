@@ -38,7 +38,8 @@ def test_a_hanging_authorizer_returns_on_time(authorizer: Any) -> None:
         cm.capability("a.b", summary="x")(one)
         started = time.monotonic()
         assert (
-            str(run_error(cm, P + "    return a.b()")) == "resource limit exceeded: execution time"
+            str(run_error(cm, P + "    return a.b()"))
+            == "resource limit exceeded: execution time (limit 1 s)"
         )
         assert time.monotonic() - started < 2.5
         assert cm.execute(P + "    return 2", subject="a").value == 2
@@ -90,7 +91,11 @@ def test_callers_waiting_past_their_deadline_get_a_clean_error() -> None:
     done = [o for o in outcomes if isinstance(o, ExecutionResult)]
     failed = [o for o in outcomes if isinstance(o, CodeModeError)]
     assert len(outcomes) == 5 and done and failed
-    assert {str(e) for e in failed} == {"resource limit exceeded: execution time"}
+    # Waiting for a slot has no line; running out of time in the call names its line.
+    assert {str(e) for e in failed} <= {
+        "resource limit exceeded: execution time (limit 1 s)",
+        "resource limit exceeded: execution time (limit 1 s) at <codemode>:2:12",
+    }
 
 
 def test_a_hardened_worker_launch_runs_without_network_and_new_privileges(tmp_path: Path) -> None:

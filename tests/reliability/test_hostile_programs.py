@@ -51,22 +51,25 @@ def contained(cm: CodeMode, source: str, text: str) -> None:
         (
             "import asyncio\nasync def spin():\n    while True:\n        pass\n"
             "async def main():\n    return await asyncio.gather(data.wait(seconds=3), spin())",
-            "resource limit exceeded: interpreter time",
+            "resource limit exceeded: interpreter time (limit 1 s)",
         ),
         (
             P
             + "    v = 0\n    for _ in range(100000):\n        v = [v]\n    return data.take(value=v)",
-            "resource limit exceeded: value depth",
+            "resource limit exceeded: value depth (limit 64) at <codemode>:5:12",
         ),
         (
             P
             + "    a = [0] * 300\n    b = [a] * 300\n    c = [b] * 300\n    return data.take(value=c)",
-            "resource limit exceeded: argument size",
+            "resource limit exceeded: argument size (limit 1 MiB) at <codemode>:5:12",
         ),
-        (P + "    return 'x' * 50_000_000", "resource limit exceeded: return value size"),
+        (
+            P + "    return 'x' * 50_000_000",
+            "resource limit exceeded: return value size (limit 1 MiB) at <codemode>:2:12",
+        ),
         (
             P + "    for i in range(10000):\n        data.take(value=i)",
-            "resource limit exceeded: capability calls",
+            "resource limit exceeded: capability calls (limit 100) at <codemode>:3:9",
         ),
     ],
     ids=[
@@ -83,7 +86,7 @@ def test_hostile_program_is_contained(cm: CodeMode, source: str, text: str) -> N
 
 def test_deeply_nested_source_is_refused_by_size_or_by_the_parser(cm: CodeMode) -> None:
     nested = P + "    return " + "[" * 100_000 + "]" * 100_000
-    contained(cm, nested, "resource limit exceeded: source size")
+    contained(cm, nested, "resource limit exceeded: source size (limit 64 KiB, reached 195.33 KiB)")
     big = CodeMode(authorizer=AllowAll(), limits=Limits(max_source_bytes=1_000_000))
     with big:
         error = run_error(big, nested)

@@ -162,7 +162,7 @@ class TestResultsCrossByTheirDeclaredType:
         error = run_error(cm, P + "    return users.lazy().profile")
         assert str(error) == (
             "invalid program: <codemode>:2:12: AttributeError: "
-            "'User' object has no attribute 'profile'"
+            "'User' object has no attribute 'profile'; User has: name"
         )
         assert_clean(error)
 
@@ -227,7 +227,7 @@ class TestEverythingLeavesAsACodeModeError:
     def test_a_wide_int_return_value_is_an_invalid_program(self, cm: CodeMode) -> None:
         error = run_error(cm, P + "    return 10**5000")
         assert str(error) == (
-            "invalid program: main() returned a value that is not JSON: "
+            "invalid program: <codemode>:2:12: main() returned a value that is not JSON: "
             "result is an integer of more than 4300 digits; use str(n)"
         )
 
@@ -278,7 +278,10 @@ class TestIntsAreCounted:
     def test_a_wide_int_argument_is_over_the_argument_size(self) -> None:
         with host(Limits(max_argument_bytes=1000)) as app:
             error = run_error(app, P + "    return host.big(n=10**5000)")
-        assert str(error) == "resource limit exceeded: argument size"
+        assert (
+            str(error)
+            == "resource limit exceeded: argument size (limit 1000 bytes) at <codemode>:2:12"
+        )
 
     def test_a_wide_int_within_the_size_is_refused_as_not_json(self) -> None:
         error = run_error(cm_default := host(), P + "    return host.big(n=10**5000)")
@@ -291,7 +294,10 @@ class TestIntsAreCounted:
     def test_int_results_count_toward_the_result_size(self) -> None:
         with host(Limits(max_result_bytes=10_000)) as app:
             error = run_error(app, P + "    return host.many(n=3)")
-        assert str(error) == "resource limit exceeded: result size"
+        assert (
+            str(error)
+            == "resource limit exceeded: result size (limit 9.77 KiB, reached 11.73 KiB) at <codemode>:2:12"
+        )
 
     def test_an_audit_of_a_wide_int_is_written(self, tmp_path: Any) -> None:
         sink = JsonLinesSink(tmp_path / "audit.jsonl")
@@ -362,7 +368,10 @@ class TestNoStarvation:
         limits = Limits(max_concurrent_executions=1, max_execution_seconds=1)
         with hanging(limits=limits) as host:
             error = run_error(host.cm, P + "    return h.hang()")
-            assert str(error) == "resource limit exceeded: execution time"
+            assert (
+                str(error)
+                == "resource limit exceeded: execution time (limit 1 s) at <codemode>:2:12"
+            )
             started = time.monotonic()
             assert host.cm.execute(P + "    return 1", subject="a").value == 1
             assert time.monotonic() - started < 0.9
@@ -396,7 +405,7 @@ class TestNoStarvation:
 
             started = time.monotonic()
             error = run_error(app, P + "    return a.b()")
-            assert str(error) == "resource limit exceeded: execution time"
+            assert str(error) == "resource limit exceeded: execution time (limit 0.5 s)"
             assert time.monotonic() - started < 1.0
             release.set()
 
@@ -427,7 +436,9 @@ def test_capability_time_past_the_budget_is_reported_at_the_call(cm: CodeMode) -
         error = run_error(app, P + "    return h.slow()")
         assert time.monotonic() - started < 0.5
         assert isinstance(error, ResourceLimitError)
-        assert str(error) == "resource limit exceeded: capability time"
+        assert str(error) == (
+            "resource limit exceeded: capability time (limit 0.2 s) at <codemode>:2:12"
+        )
 
 
 @pytest.mark.anyio
@@ -578,7 +589,7 @@ def test_stuck_handlers_never_use_up_the_workers() -> None:
 
         for _ in range(3):  # more than the concurrency allows, each left stuck
             assert str(run_error(app, P + "    return t.hang()")) == (
-                "resource limit exceeded: capability time"
+                "resource limit exceeded: capability time (limit 0.3 s) at <codemode>:2:12"
             )
         started = time.monotonic()
         assert app.execute(P + "    return 1", subject="a").value == 1
@@ -764,7 +775,9 @@ def test_one_program_cannot_use_up_the_engine_for_others() -> None:
             "import asyncio\nasync def main():\n"
             "    return await asyncio.gather(*[net.fetch(url=str(i)) for i in range(64)])"
         )
-        assert str(run_error(app, source)) == "resource limit exceeded: capability time"
+        assert str(run_error(app, source)) == (
+            "resource limit exceeded: capability time (limit 0.3 s) at <codemode>:3:35"
+        )
         time.sleep(0.3)
         assert app.execute(P + "    return 1", subject="victim").value == 1
         release.set()

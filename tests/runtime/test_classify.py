@@ -14,13 +14,14 @@ from codemode.errors import (
     ExecutionCanceledError,
     ResourceLimitError,
 )
-from codemode.limits import LimitKind
+from codemode.limits import LimitKind, Limits, exceeded
 from codemode.runtime.classify import Outcome, Stop, classify
 from codemode.runtime.program import Programs
 from codemode.runtime.sandbox import FAILURE_KINDS, FailureKind, Frame, SandboxFailure
 from tests.conftest import CANARY
 
-PROGRAM = Programs({}).prepare("def main():\n    x = 1\n    return x\n")
+PROGRAMS = Programs({})
+PROGRAM = PROGRAMS.prepare("def main():\n    x = 1\n    return x\n")
 INSIDE = (Frame(3, 12, 3, 13, "main"),)
 """A frame inside the program (line 3)."""
 TRAILER = (Frame(4, 1, 4, 7, "<module>"),)
@@ -28,7 +29,7 @@ TRAILER = (Frame(4, 1, 4, 7, "<module>"),)
 
 
 def outcome() -> Outcome:
-    return Outcome(program=PROGRAM)
+    return Outcome(Limits(), PROGRAMS, PROGRAM)
 
 
 def test_every_interpreter_error_type_is_mapped() -> None:
@@ -68,29 +69,40 @@ def test_the_kinds_above_are_all_the_kinds() -> None:
     }
 
 
-def test_every_limit_kind_is_a_resource_limit_and_documented() -> None:
+def test_every_limit_kind_is_a_resource_limit_with_a_bound_and_documented() -> None:
     errors_md = (Path(__file__).parents[2] / "docs" / "reference" / "errors.md").read_text()
     for kind in LimitKind:
-        error = ResourceLimitError(kind)
+        error = exceeded(kind, Limits())
         assert error.code is ErrorCode.RESOURCE_LIMIT
-        assert str(error) == f"resource limit exceeded: {kind.value}"
+        assert str(error) == f"resource limit exceeded: {kind.value} (limit {error.bound})"
+        assert str(error.opaque()) == f"resource limit exceeded: {kind.value}"
         assert f"`{kind.value}`" in errors_md, kind
 
 
 @pytest.mark.parametrize(
-    ("exc_type", "message", "frames", "kind"),
+    ("exc_type", "message", "frames", "detail"),
     [
-        ("TimeoutError", "", (), LimitKind.INTERPRETER_TIME),
-        ("MemoryError", "memory limit exceeded: 10 bytes > 5 bytes", INSIDE, LimitKind.MEMORY),
-        ("RecursionError", "maximum recursion depth exceeded", INSIDE, LimitKind.RECURSION_DEPTH),
-        ("RuntimeError", "suspension limit exceeded", (), LimitKind.CAPABILITY_CALLS),
+        ("TimeoutError", "", (), "interpreter time (limit 5 s)"),
+        (
+            "MemoryError",
+            "memory limit exceeded: 300000000 bytes > 5 bytes",
+            INSIDE,
+            "memory (limit 256 MiB, reached 286.1 MiB) at <codemode>:3:12",
+        ),
+        (
+            "RecursionError",
+            "maximum recursion depth exceeded",
+            INSIDE,
+            "recursion depth (limit 200) at <codemode>:3:12",
+        ),
+        ("RuntimeError", "suspension limit exceeded", (), "capability calls (limit 100)"),
     ],
 )
 def test_limit_trips_are_read_from_the_interpreters_report(
-    exc_type: str, message: str, frames: tuple[Frame, ...], kind: LimitKind
+    exc_type: str, message: str, frames: tuple[Frame, ...], detail: str
 ) -> None:
     failure = SandboxFailure(FailureKind.RAISED, exc_type, message, frames)
-    assert str(classify(failure, outcome())) == f"resource limit exceeded: {kind.value}"
+    assert str(classify(failure, outcome())) == f"resource limit exceeded: {detail}"
 
 
 def test_text_outside_the_program_is_never_echoed() -> None:

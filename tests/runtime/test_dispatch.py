@@ -137,7 +137,10 @@ def test_a_result_over_the_limit_stops_and_is_audited_as_run() -> None:
 
     with host(script, limits=Limits(max_result_bytes=10), on_event=events.append) as cm:
         error = run_error(cm, SOURCE)
-    assert str(error) == "resource limit exceeded: result size"
+    assert (
+        str(error)
+        == "resource limit exceeded: result size (limit 10 bytes, reached 48 bytes) at <codemode>:2:5"
+    )
     assert error.where is not None and error.where.line == 2
     assert any(isinstance(e, CallCompleted) for e in events)
 
@@ -158,7 +161,10 @@ def test_arguments_that_do_not_bind_stop_before_anything_runs() -> None:
     ("failure", "text"),
     [
         (SandboxFailure(FailureKind.CRASHED), "internal failure"),
-        (SandboxFailure(FailureKind.TIMED_OUT), "resource limit exceeded: interpreter time"),
+        (
+            SandboxFailure(FailureKind.TIMED_OUT),
+            "resource limit exceeded: interpreter time (limit 5 s)",
+        ),
         (SandboxFailure(FailureKind.HOST, "TypeError", CANARY), "internal failure"),
     ],
 )

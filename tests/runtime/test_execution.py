@@ -59,7 +59,10 @@ def test_unsupported_final_values_are_invalid_programs(
 ) -> None:
     error = run_error(cm, P + f"    return {expression}")
     assert error.code is ErrorCode.INVALID_PROGRAM
-    assert str(error) == f"invalid program: main() returned a value that is not JSON: {detail}"
+    assert (
+        str(error)
+        == f"invalid program: <codemode>:2:12: main() returned a value that is not JSON: {detail}"
+    )
 
 
 def test_async_main_runs_capability_calls_concurrently(cm: CodeMode) -> None:

@@ -1,4 +1,4 @@
-"""Every limit stops cleanly, names its kind (never its value), and the next run works."""
+"""Every limit stops cleanly, names its kind, bound and line, and the next run works."""
 
 from __future__ import annotations
 
@@ -56,38 +56,73 @@ def small() -> Iterator[CodeMode]:
         yield cm
 
 
-def assert_limit(cm: CodeMode, source: str, kind: str) -> None:
+def assert_limit(cm: CodeMode, source: str, detail: str) -> None:
     error = run_error(cm, source)
-    assert str(error) == f"resource limit exceeded: {kind}"
+    assert str(error) == f"resource limit exceeded: {detail}"
     assert error.code is ErrorCode.RESOURCE_LIMIT
     assert cm.execute(P + "    return 'still works'", subject="a").value == "still works"
 
 
 @pytest.mark.parametrize(
-    ("source", "kind"),
+    ("source", "detail"),
     [
-        (P + "    while True:\n        pass", "interpreter time"),
-        (P + "    return [0] * 10**10", "memory"),
-        (P + "    s = 'x'\n    while True:\n        s = s + s", "memory"),
-        ("def f(n):\n    return f(n + 1)\n" + P + "    return f(0)", "recursion depth"),
-        (P + "    for i in range(10):\n        data.echo()", "capability calls"),
-        (P + "    return data.echo(value='x' * 5000)", "argument size"),
-        (P + "    return data.blob(n=5000)", "result size"),
-        (P + "    for i in range(4):\n        data.blob(n=1900)", "total result size"),
-        (P + "    return 'x' * 5000", "return value size"),
-        (P + "    v = 1\n    for i in range(20):\n        v = [v]\n    return v", "value depth"),
+        (P + "    while True:\n        pass", "interpreter time (limit 0.5 s)"),
+        (
+            P + "    return [0] * 10**10",
+            "memory (limit 32 MiB, reached 149.01 GiB) at <codemode>:2:12",
+        ),
+        (
+            P + "    s = 'x'\n    while True:\n        s = s + s",
+            "memory (limit 32 MiB, reached 48.04 MiB) at <codemode>:4:13",
+        ),
+        (
+            "def f(n):\n    return f(n + 1)\n" + P + "    return f(0)",
+            "recursion depth (limit 100) at <codemode>:2:12",
+        ),
+        (
+            P + "    for i in range(10):\n        data.echo()",
+            "capability calls (limit 5) at <codemode>:3:9",
+        ),
+        (
+            P + "    return data.echo(value='x' * 5000)",
+            "argument size (limit 1000 bytes) at <codemode>:2:12",
+        ),
+        (
+            P + "    return data.blob(n=5000)",
+            "result size (limit 1.95 KiB, reached 4.88 KiB) at <codemode>:2:12",
+        ),
+        (
+            P + "    for i in range(4):\n        data.blob(n=1900)",
+            "total result size (limit 4.88 KiB, reached 5.57 KiB) at <codemode>:3:9",
+        ),
+        (
+            P + "    return 'x' * 5000",
+            "return value size (limit 1000 bytes) at <codemode>:2:12",
+        ),
+        (
+            P + "    v = 1\n    for i in range(20):\n        v = [v]\n    return v",
+            "value depth (limit 10) at <codemode>:5:12",
+        ),
         (
             P
             + "    v = 1\n    for i in range(20):\n        v = [v]\n    return data.echo(value=v)",
-            "value depth",
+            "value depth (limit 10) at <codemode>:5:12",
         ),
-        (P + "    while True:\n        print('flood')", "printed output"),
-        (P + "    return 1\n" + "#" * 3000, "source size"),
-        (P + "    return data.nap(seconds=5)", "execution time"),
+        (P + "    while True:\n        print('flood')", "printed output (limit 100 bytes)"),
+        (
+            P + "    return 1\n" + "#" * 3000,
+            "source size (limit 1.95 KiB, reached 2.95 KiB)",
+        ),
+        (
+            P + "    return data.nap(seconds=5)",
+            "execution time (limit 2 s) at <codemode>:2:12",
+        ),
     ],
 )
-def test_limit_stops_with_its_kind(small: CodeMode, source: str, kind: str) -> None:
-    assert_limit(small, source, kind)
+def test_limit_stops_with_its_kind_bound_and_line(
+    small: CodeMode, source: str, detail: str
+) -> None:
+    assert_limit(small, source, detail)
 
 
 def test_printed_output_is_kept_up_to_the_limit(small: CodeMode) -> None:
@@ -97,7 +132,11 @@ def test_printed_output_is_kept_up_to_the_limit(small: CodeMode) -> None:
 
 def test_hanging_handler_returns_on_time(small: CodeMode) -> None:
     started = time.monotonic()
-    assert_limit(small, P + "    return data.hang(seconds=4)", "execution time")
+    assert_limit(
+        small,
+        P + "    return data.hang(seconds=4)",
+        "execution time (limit 2 s) at <codemode>:2:12",
+    )
     assert time.monotonic() - started < 3.5
 
 

@@ -29,7 +29,10 @@ def test_a_call_queued_when_the_execution_fails_never_runs_later() -> None:
             "import asyncio\nasync def main():\n"
             f"    return await asyncio.gather(*[db.write(n=i) for i in range({calls})])"
         )
-        assert str(run_error(cm, source)) == "resource limit exceeded: capability time"
+        assert (
+            str(run_error(cm, source))
+            == "resource limit exceeded: capability time (limit 0.2 s) at <codemode>:3:35"
+        )
         time.sleep(1.0)  # long enough for any queued call to have started
     assert len(started) == CALL_THREADS
 
@@ -61,7 +64,10 @@ def test_a_detached_call_past_the_deadline_fails_its_own_execution_only() -> Non
     limits = Limits(max_execution_seconds=0.5, max_concurrent_executions=1)
     with hanging("db.hang", limits=limits) as host:
         source = "async def main():\n    db.hang()\n    return 'sent'"
-        assert str(run_error(host.cm, source)) == "resource limit exceeded: execution time"
+        assert (
+            str(run_error(host.cm, source))
+            == "resource limit exceeded: execution time (limit 0.5 s) at <codemode>:2:5"
+        )
         assert host.cm.execute("def main():\n    return 2", subject="b").value == 2
 
 

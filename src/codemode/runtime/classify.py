@@ -23,9 +23,10 @@ from codemode.errors import (
     Where,
     sanitize_agent_message,
 )
-from codemode.limits import LimitKind
-from codemode.preflight import LOAD_MESSAGE
-from codemode.runtime.program import NO_MAIN, Program
+from codemode.limits import LimitKind, Limits, exceeded, size
+from codemode.preflight import load_message
+from codemode.runtime.hints import explain
+from codemode.runtime.program import NO_MAIN, Program, Programs
 from codemode.runtime.sandbox import FailureKind, Frame, SandboxFailure
 
 
@@ -78,6 +79,9 @@ def authorizer_failure(exc: BaseException) -> Raise:
 class Outcome:
     """What the execution knows when it fails: the program, and what it did to it."""
 
+    limits: Limits
+    programs: Programs | None = None
+    """The prepared programs of the capabilities this execution sees (for hints)."""
     program: Program | None = None
     killed_for: CodeModeError | None = None
     """Set when the execution was stopped on purpose (deadline, cancel, print flood)."""
@@ -99,7 +103,7 @@ def classify(failure: BaseException, outcome: Outcome) -> CodeModeError:
     if not isinstance(failure, SandboxFailure):
         return InternalError()
     if failure.kind is FailureKind.TIMED_OUT:
-        return ResourceLimitError(LimitKind.INTERPRETER_TIME)
+        return exceeded(LimitKind.INTERPRETER_TIME, outcome.limits)
     program = outcome.program
     if program is None or failure.kind not in (FailureKind.SYNTAX, FailureKind.RAISED):
         return InternalError()
@@ -107,24 +111,28 @@ def classify(failure: BaseException, outcome: Outcome) -> CodeModeError:
     where = stack[-1] if stack else None
     if failure.kind is FailureKind.SYNTAX:
         return _program_error(_text(failure), where)
-    limit = _limit(failure)
+    limit = _limit(failure, outcome.limits, where)
     if limit is not None:
-        return ResourceLimitError(limit)
+        return limit
     injected = _injected(failure, where, outcome)
     if injected is not None:
-        return type(injected)(injected.detail, where=where, traceback=stack)
-    if (
-        failure.exc_type == "NameError"
-        and _names_a_namespace(failure.message, program)
-        and any(f.function == "<module>" and f.line <= len(program.lines) for f in failure.frames)
+        return injected.replace(where=where, traceback=stack)
+    if failure.exc_type == "NameError" and any(
+        f.function == "<module>" and f.line <= len(program.lines) for f in failure.frames
     ):
-        return _program_error(LOAD_MESSAGE, where, stack)
+        root = _namespace(failure.message, program)
+        if root is not None:
+            return _program_error(load_message(f"{root}.*"), where, stack)
     if where is None:
         return _entry_point_error(failure)
-    return _program_error(_text(failure), where, stack)
+    text = _text(failure)
+    if outcome.programs is not None:
+        known = outcome.programs.known(program)
+        text = explain(failure.exc_type, failure.message, known, where)
+    return _program_error(text, where, stack)
 
 
-def _limit(failure: SandboxFailure) -> LimitKind | None:
+def _limit(failure: SandboxFailure, limits: Limits, where: Where | None) -> CodeModeError | None:
     """The limit an interpreter error reports, if it is one.
 
     The interpreter reports a trip as an exception: a frameless TimeoutError, a
@@ -133,17 +141,17 @@ def _limit(failure: SandboxFailure) -> LimitKind | None:
     """
     kind, message = failure.exc_type, failure.message
     if kind == "TimeoutError" and not failure.frames:
-        return LimitKind.INTERPRETER_TIME
-    if kind == "MemoryError" and _MEMORY_TRIP.match(message):
-        return LimitKind.MEMORY
+        return exceeded(LimitKind.INTERPRETER_TIME, limits)
+    if kind == "MemoryError" and (trip := _MEMORY_TRIP.match(message)):
+        return exceeded(LimitKind.MEMORY, limits, amount=size(int(trip[1])), where=where)
     if kind == "RecursionError":
-        return LimitKind.RECURSION_DEPTH
+        return exceeded(LimitKind.RECURSION_DEPTH, limits, where=where)
     if kind == "RuntimeError" and message.startswith("suspension limit"):
-        return LimitKind.CAPABILITY_CALLS
+        return exceeded(LimitKind.CAPABILITY_CALLS, limits, where=where)
     return None
 
 
-_MEMORY_TRIP = re.compile(r"^memory limit exceeded: \d+ bytes > \d+ bytes$")
+_MEMORY_TRIP = re.compile(r"^memory limit exceeded: (\d+) bytes > \d+ bytes$")
 
 
 def _injected(
@@ -175,8 +183,9 @@ def _within(inner: Where, outer: Where) -> bool:
     ) <= (outer.end_line, outer.end_column)
 
 
-def _names_a_namespace(message: str, program: Program) -> bool:
-    return any(message == f"name '{root}' is not defined" for root in program.roots)
+def _namespace(message: str, program: Program) -> str | None:
+    """The capability namespace a NameError names, if it names one."""
+    return next((r for r in program.roots if message == f"name '{r}' is not defined"), None)
 
 
 def _text(failure: SandboxFailure) -> str:

@@ -42,7 +42,7 @@ from codemode.events import (
     CallFailed,
     Event,
 )
-from codemode.limits import LimitKind, Limits
+from codemode.limits import LimitKind, Limits, exceeded, seconds, size
 from codemode.runtime.classify import (
     Raise,
     Stop,
@@ -79,9 +79,11 @@ class HostClock:
     budget at a time, so it still sees any deadline before it passes.
     """
 
-    def __init__(self, deadline: float) -> None:
+    def __init__(self, deadline: float, error: CodeModeError) -> None:
         self.deadline = deadline
         """The execution's own deadline (monotonic seconds)."""
+        self.error = error
+        """What passing the execution's own deadline means."""
         self._running: dict[int, tuple[float, CodeModeError, Locate]] = {}
         self._lock = threading.Lock()
         self._tokens = itertools.count()
@@ -105,13 +107,13 @@ class HostClock:
 
     def overdue(self) -> CodeModeError:
         """The error of the earliest deadline, placed at its call site."""
-        earliest: tuple[float, CodeModeError, Locate] = (self.deadline, _EXECUTION_TIME, _nowhere)
+        earliest: tuple[float, CodeModeError, Locate] = (self.deadline, self.error, _nowhere)
         with self._lock:
             for entry in self._running.values():
-                if entry[0] < earliest[0]:
+                if entry[0] <= earliest[0]:  # a call's own site, where it has one
                     earliest = entry
         _, error, locate = earliest
-        return type(error)(error.detail, where=locate())
+        return error.replace(where=locate())
 
 
 class Bridge:
@@ -286,7 +288,7 @@ class Dispatcher:
         try:  # bounded by the execution deadline, which the waiting caller watches
             decision = self.authorizer(request)
             if inspect.isawaitable(decision):
-                decision = self.bridge.run(decision, self.remaining(), _EXECUTION_TIME)
+                decision = self.bridge.run(decision, self.remaining(), self.clock.error)
         except Stop:
             raise
         except BaseException as exc:
@@ -318,9 +320,14 @@ class Dispatcher:
         """
         budget = capability.timeout or self.limits.max_capability_seconds
         remaining = self.remaining()
-        on_timeout = _CAPABILITY_TIME if budget < remaining else _EXECUTION_TIME
+        on_timeout = (
+            ResourceLimitError(LimitKind.CAPABILITY_TIME, bound=seconds(budget))
+            if budget < remaining
+            else self.clock.error
+        )
         try:
-            token = self.clock.enter(time.monotonic() + min(budget, remaining), on_timeout, locate)
+            deadline = min(time.monotonic() + budget, self.clock.deadline)
+            token = self.clock.enter(deadline, on_timeout, locate)
             try:
                 if capability.is_async:
                     coroutine = capability.handler(**kwargs)
@@ -339,13 +346,14 @@ class Dispatcher:
                 self._log("handler or its result failed:", capability, exc)
             raise handler_failure(exc) from exc
 
-    def _count(self, size: int) -> None:
-        if size > self.limits.max_result_bytes:
-            raise Stop(ResourceLimitError(LimitKind.RESULT_SIZE))
+    def _count(self, result: int) -> None:
+        if result > self.limits.max_result_bytes:
+            raise Stop(exceeded(LimitKind.RESULT_SIZE, self.limits, amount=size(result)))
         with self.lock:
-            self.result_bytes += size
-            if self.result_bytes > self.limits.max_total_result_bytes:
-                raise Stop(ResourceLimitError(LimitKind.TOTAL_RESULT_SIZE))
+            self.result_bytes += result
+            total = self.result_bytes
+        if total > self.limits.max_total_result_bytes:
+            raise Stop(exceeded(LimitKind.TOTAL_RESULT_SIZE, self.limits, amount=size(total)))
 
     def _event(self, kind: type[CallEvent], *, required: bool = False, **fields: Any) -> None:
         """Build and deliver an event, only when someone listens.
@@ -383,10 +391,6 @@ class Dispatcher:
             capability.id,
             exc_info=exc,
         )
-
-
-_EXECUTION_TIME = ResourceLimitError(LimitKind.EXECUTION_TIME)
-_CAPABILITY_TIME = ResourceLimitError(LimitKind.CAPABILITY_TIME)
 
 
 __all__ = ["Bridge", "Dispatcher", "HostClock", "HostExit"]

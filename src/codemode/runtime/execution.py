@@ -11,6 +11,7 @@ import concurrent.futures
 import contextlib
 import hashlib
 import logging
+import math
 import threading
 import time
 import uuid
@@ -22,7 +23,9 @@ from typing import Any
 from codemode.authz import Authorizer
 from codemode.capabilities import Capability
 from codemode.errors import (
+    CallRecord,
     CodeModeError,
+    ExecutionCanceledError,
     InternalError,
     InvalidProgramError,
     ResourceLimitError,
@@ -34,14 +37,24 @@ from codemode.events import (
     ExecutionStarted,
     HostCodeAbandoned,
 )
-from codemode.limits import LimitKind, Limits
+from codemode.limits import LimitKind, Limits, exceeded, size
 from codemode.runtime.classify import Outcome, Raise, Stop, classify
 from codemode.runtime.dispatch import Bridge, Dispatcher, HostClock
 from codemode.runtime.program import Program, Programs
-from codemode.runtime.sandbox import Answer, Call, Done, Injected, Returned, Run, Sandbox, Step
+from codemode.runtime.sandbox import (
+    Answer,
+    Call,
+    Done,
+    Injected,
+    Returned,
+    Run,
+    Sandbox,
+    Sleep,
+    Step,
+)
 from codemode.tracing import execution_span
 from codemode.types import JSONObject, JSONValue
-from codemode.values import TooBig, TooDeep, ValueProblem, json_size, to_json
+from codemode.values import TooBig, TooDeep, ValueProblem, json_size, object_fields, to_json
 
 log = logging.getLogger("codemode")
 
@@ -181,17 +194,26 @@ class Execution:
     emit: EventHandler | None = None
     """Where audit events go; None when nobody listens."""
     trace_arguments: bool = False
+    disclose_limits: bool = True
+    """Whether a limit error names the bound and the amount (else only the kind)."""
     execution_id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     def __post_init__(self) -> None:
         limits = self.setup.limits
         self.started = time.monotonic()
-        self.clock = HostClock(self.started + limits.max_execution_seconds)
-        self.outcome = Outcome()
+        self.clock = HostClock(
+            self.started + limits.max_execution_seconds,
+            exceeded(LimitKind.EXECUTION_TIME, limits),
+        )
+        self.outcome = Outcome(limits, self.setup.programs)
         self.printer = _Printer(limits.max_printed_bytes, self._on_flood)
         self.calls: list[str] = []
         self.calls_by_name: dict[str, int] = {}
+        self.ended: list[tuple[str, tuple[int, int], str]] = []
+        """(capability, call span, outcome) of every call that ended, in that order."""
         self.lock = threading.Lock()
+        self.woken = threading.Event()
+        """Set when the execution is stopped: ends a program's sleep at once."""
         self.finished = False
         self.caller_done = False
         self.holds_slot = False
@@ -228,13 +250,15 @@ class Execution:
             if run is not None:
                 run.kill()
         self.bridge.cancel_all()
+        self.woken.set()
         if run is None or not run.busy:  # the driver may be in host code: answer now
             self.settle(error)
 
     def settle(self, outcome: ExecutionResult | CodeModeError) -> None:
         """Give the caller its answer, once: the first of the driver and a stop wins.
 
-        An error is answered as a fresh copy carrying what the program printed so far.
+        An error is answered as a fresh copy carrying what the program printed so far and
+        the calls it made.
         """
         with self.lock:
             if self.answer.done():
@@ -242,14 +266,20 @@ class Execution:
             if isinstance(outcome, ExecutionResult):
                 self.answer.set_result(outcome)
                 return
+            if isinstance(outcome, ResourceLimitError) and not self.disclose_limits:
+                outcome = outcome.opaque()
             self.answer.set_exception(
-                type(outcome)(
-                    outcome.detail,
-                    where=outcome.where,
-                    traceback=outcome.traceback,
-                    printed=self.printer.text,
-                )
+                outcome.replace(printed=self.printer.text, calls=self._call_records())
             )
+
+    def _call_records(self) -> tuple[CallRecord, ...]:
+        """The calls that ended, with their lines (built only for an error)."""
+        program = self.outcome.program
+        records = []
+        for name, span, result in list(self.ended):
+            where = None if program is None else program.where_at(*span)
+            records.append(CallRecord(name, None if where is None else where.line, result))
+        return tuple(records)
 
     def in_sandbox(self) -> bool:
         """Whether the driver is in the interpreter, where a stop ends it at once (else it
@@ -299,7 +329,7 @@ class Execution:
         threading.Thread(target=self._deliver, args=(event,), daemon=True).start()
 
     def _on_flood(self) -> None:
-        self.stop(ResourceLimitError(LimitKind.PRINTED_OUTPUT))
+        self.stop(exceeded(LimitKind.PRINTED_OUTPUT, self.setup.limits))
 
     # -- the driver ----------------------------------------------------------------------
 
@@ -338,7 +368,7 @@ class Execution:
         try:
             self._started()
             if not self._take_slot():
-                raise Stop(ResourceLimitError(LimitKind.EXECUTION_TIME))
+                raise Stop(self.clock.overdue())
             return self._run()
         except BaseException as exc:
             error = classify(exc, self.outcome)
@@ -401,8 +431,9 @@ class Execution:
 
     def _run(self) -> ExecutionResult:
         limits = self.setup.limits
-        if len(self.source.encode("utf-8", errors="surrogatepass")) > limits.max_source_bytes:
-            raise Stop(ResourceLimitError(LimitKind.SOURCE_SIZE))
+        source_bytes = len(self.source.encode("utf-8", errors="surrogatepass"))
+        if source_bytes > limits.max_source_bytes:
+            raise Stop(exceeded(LimitKind.SOURCE_SIZE, limits, amount=size(source_bytes)))
         try:
             program = self.setup.programs.prepare(self.source)
         except CodeModeError as error:  # the preflight's own verdict (it runs no host code)
@@ -420,13 +451,13 @@ class Execution:
             finally:
                 with self.lock:
                     self.run = None
-        final, size = self._final(value)
+        final, returned = self._final(value, program)
         usage = Usage(
             duration_seconds=time.monotonic() - self.started,
             capability_calls=tuple(self.calls),
             host_seconds=self.dispatcher.host_seconds,
             result_bytes=self.dispatcher.result_bytes,
-            return_bytes=size,
+            return_bytes=returned,
         )
         return ExecutionResult(final, self.printer.text, usage, self.execution_id)
 
@@ -436,27 +467,34 @@ class Execution:
             if self.outcome.killed_for is not None:
                 raise Stop(self.outcome.killed_for)
             if self.remaining() <= 0:
-                raise Stop(ResourceLimitError(LimitKind.EXECUTION_TIME))
+                raise Stop(self.clock.overdue())
             if isinstance(step, Done):
                 self._drain()
                 return step.value
             if isinstance(step, Call):
                 step = self._on_call(run, step, program)
+            elif isinstance(step, Sleep):
+                step = run.answer(self._sleep(step, program))
             else:
                 step = run.settle(self._settle(step.call_ids, program))
 
     def _on_call(self, run: Run, call: Call, program: Program) -> Step:
         capability = self.setup.capabilities.get(call.name)
         if capability is None:
+            if call.name == "vars":
+                return run.answer(self._vars(call))
             return run.answer(_undefined(call.name))
         limits = self.setup.limits
         if len(self.calls) >= limits.max_capability_calls:
-            raise Stop(ResourceLimitError(LimitKind.CAPABILITY_CALLS))
+            where = program.where_at(*call.span)
+            raise Stop(exceeded(LimitKind.CAPABILITY_CALLS, limits, where=where))
         count = self.calls_by_name.get(capability.name, 0) + 1
         allowed = capability.max_calls_per_execution or limits.max_calls_per_capability
         if count > allowed:
             where = program.where_at(*call.span)
-            raise Stop(ResourceLimitError(f"calls to {capability.name}", where=where))
+            raise Stop(
+                ResourceLimitError(f"calls to {capability.name}", bound=str(allowed), where=where)
+            )
         self.calls_by_name[capability.name] = count
         self.calls.append(capability.name)
         if program.is_async:
@@ -475,13 +513,53 @@ class Execution:
 
     def _call(self, capability: Capability, call: Call, program: Program) -> Any:
         try:
-            return self.dispatcher.call(
+            projected = self.dispatcher.call(
                 capability, call.args, call.kwargs, lambda: program.where_at(*call.span)
             )
+        except Raise as failure:
+            self.ended.append((capability.name, call.span, failure.error.code.value))
+            raise
         except Stop as stop:
             error = stop.error
-            where = error.where or program.where_at(*call.span)  # positions only on failure
-            raise Stop(type(error)(error.detail, where=where)) from None
+            self.ended.append((capability.name, call.span, error.code.value))
+            if error.where is not None:
+                raise
+            where = program.where_at(*call.span)  # positions only on failure
+            raise Stop(error.replace(where=where)) from None
+        self.ended.append((capability.name, call.span, "ok"))
+        return projected
+
+    def _vars(self, call: Call) -> Answer:
+        """`vars(obj)`: a result object (or a dataclass the program built) as the dict that
+        returning it gives, nested objects included."""
+        if len(call.args) != 1 or call.kwargs or object_fields(call.args[0]) is None:
+            return Injected("TypeError", "vars() takes one object: a result object or a dataclass")
+        limits = self.setup.limits
+        try:
+            value = to_json(
+                call.args[0],
+                max_depth=limits.max_value_depth,
+                root="vars()",
+                max_bytes=limits.max_result_bytes,
+            )
+        except (TooDeep, TooBig):
+            return Injected("ValueError", "vars() of an object this large is not supported")
+        except ValueProblem as problem:
+            return Injected("TypeError", f"{problem.path} {problem.reason}")
+        return Returned(value)
+
+    def _sleep(self, sleep: Sleep, program: Program) -> Answer:
+        """`time.sleep` and `asyncio.sleep`: wait, within the execution time. A sleep that
+        would end past the deadline fails at once rather than waste the wait."""
+        seconds = sleep.seconds
+        if not (isinstance(seconds, int | float) and math.isfinite(seconds) and seconds >= 0):
+            return Injected("ValueError", "sleep length must be a non-negative number")
+        if seconds >= self.remaining():
+            where = program.where_at(*sleep.span)
+            raise Stop(exceeded(LimitKind.EXECUTION_TIME, self.setup.limits, where=where))
+        if self.woken.wait(seconds):
+            raise Stop(self.outcome.killed_for or ExecutionCanceledError())
+        return Returned(None)
 
     def _settle(self, pending: tuple[int, ...], program: Program) -> dict[int, Answer]:
         tasks = self.tasks
@@ -533,8 +611,9 @@ class Execution:
             self.outcome.injected.append((where, failure.exc_type, message, failure.error))
         return Injected(failure.exc_type, message)
 
-    def _final(self, value: Any) -> tuple[JSONValue, int]:
+    def _final(self, value: Any, program: Program) -> tuple[JSONValue, int]:
         limits = self.setup.limits
+        where = program.returned
         try:
             result = to_json(
                 value,
@@ -543,19 +622,20 @@ class Execution:
                 max_bytes=limits.max_return_bytes,
             )
         except TooDeep:
-            raise Stop(ResourceLimitError(LimitKind.VALUE_DEPTH)) from None
+            raise Stop(exceeded(LimitKind.VALUE_DEPTH, limits, where=where)) from None
         except TooBig:
-            raise Stop(ResourceLimitError(LimitKind.RETURN_VALUE_SIZE)) from None
+            raise Stop(exceeded(LimitKind.RETURN_VALUE_SIZE, limits, where=where)) from None
         except ValueProblem as problem:
+            text = f"main() returned a value that is not JSON: {problem.path} {problem.reason}"
+            if where is not None:
+                text = f"{where.render()}: {text}"
+            raise Stop(InvalidProgramError(text, where=where)) from None
+        returned = json_size(result)
+        if returned > limits.max_return_bytes:
             raise Stop(
-                InvalidProgramError(
-                    f"main() returned a value that is not JSON: {problem.path} {problem.reason}"
-                )
-            ) from None
-        size = json_size(result)
-        if size > limits.max_return_bytes:
-            raise Stop(ResourceLimitError(LimitKind.RETURN_VALUE_SIZE))
-        return result, size
+                exceeded(LimitKind.RETURN_VALUE_SIZE, limits, amount=size(returned), where=where)
+            )
+        return result, returned
 
 
 def _log(level: int, message: str, *args: object, exc: BaseException | None = None) -> None:

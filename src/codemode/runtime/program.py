@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import re
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 
 from codemode import preflight
 from codemode.capabilities import Capability
+from codemode.runtime.hints import Known, Vocabulary
 from codemode.errors import (
     PROGRAM_FILE,
     CodeModeError,
@@ -47,6 +49,13 @@ class Program:
     """What is fed: the program, then the trailer."""
     functions: tuple[tuple[int, int, str], ...] = ()
     """(first line, last line, name) of every function the program defines."""
+    names: frozenset[str] = frozenset()
+    """Every name the program binds (for did-you-mean)."""
+    keys: frozenset[str] = frozenset()
+    """String keys the program writes in subscripts and dict displays."""
+    returned: Where | None = None
+    """The value of main()'s only `return`, when it has exactly one: where a value main()
+    returned comes from."""
 
     def function_at(self, line: int) -> str:
         """The innermost function of the program around `line` ("<module>" outside any)."""
@@ -118,6 +127,22 @@ class Programs:
         self.size = size
         self._cache: OrderedDict[str, Program | CodeModeError] = OrderedDict()
 
+    @functools.cached_property
+    def vocabulary(self) -> Vocabulary:
+        """What these capabilities name, for hints (built on the first failure that needs it)."""
+        return Vocabulary.of(self.capabilities.values())
+
+    def known(self, program: Program) -> Known:
+        """What `program` may be naming, for did-you-mean."""
+        return Known(
+            self.vocabulary,
+            program.names,
+            program.keys,
+            self.roots,
+            self.capabilities,
+            program.source,
+        )
+
     def prepare(self, source: str) -> Program:
         """The program ready to feed, or the InvalidProgram/InvalidArguments error."""
         found = self._cache.get(source)
@@ -129,7 +154,7 @@ class Programs:
         else:
             self._cache.move_to_end(source)
         if isinstance(found, CodeModeError):
-            raise type(found)(found.detail, where=found.where)
+            raise found.replace()
         return found
 
     def _prepare(self, source: str) -> Program | CodeModeError:
@@ -141,6 +166,9 @@ class Programs:
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             tree = None  # newer syntax or a syntax error: the interpreter decides
         functions: tuple[tuple[int, int, str], ...] = ()
+        names: frozenset[str] = frozenset()
+        keys: frozenset[str] = frozenset()
+        returned: Where | None = None
         if tree is None:
             is_async = bool(_ASYNC_MAIN.search(source))
         else:
@@ -159,11 +187,15 @@ class Programs:
                 ordered = sorted(dict.fromkeys(problems), key=lambda p: (p.line, p.column))
                 return _error(ordered, lines, functions, no_main=main is None)
             is_async = isinstance(main, ast.AsyncFunctionDef)
+            names, keys = frozenset(found.bound), frozenset(found.keys)
+            returned = _returned(main, parsed, lines, convert)
         used = self.roots.intersection(_IDENTIFIER.findall(source))
         trailer = ["import " + ", ".join(sorted(used))] if used else []
         trailer.append("await main()" if is_async else "main()")
         code = source + ("\n" if source and not source.endswith("\n") else "") + "\n".join(trailer)
-        return Program(source, lines, is_async, frozenset(used), code, functions)
+        return Program(
+            source, lines, is_async, frozenset(used), code, functions, names, keys, returned
+        )
 
 
 def split_parsed(source: str) -> tuple[str, ...]:
@@ -208,6 +240,44 @@ def _entry_point(
         )
         return main, [problem]
     return main, []
+
+
+def _returned(
+    main: ast.FunctionDef | ast.AsyncFunctionDef,
+    parsed: tuple[str, ...],
+    lines: tuple[str, ...],
+    convert: Callable[[int, int], tuple[int, int]] | None,
+) -> Where | None:
+    """The value of main()'s only `return <value>` (not counting nested functions)."""
+    found: list[ast.expr] = []
+    stack: list[ast.AST] = list(main.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
+            continue
+        if isinstance(node, ast.Return) and node.value is not None:
+            found.append(node.value)
+        stack.extend(ast.iter_child_nodes(node))
+    if len(found) != 1:
+        return None
+    value = found[0]
+    positions = [
+        (value.lineno, _characters(parsed, value.lineno, value.col_offset)),
+        (
+            value.end_lineno or value.lineno,
+            _characters(parsed, value.end_lineno or value.lineno, value.end_col_offset or 0),
+        ),
+    ]
+    if convert is not None:
+        positions = [convert(line, column) for line, column in positions]
+    (line, column), (end_line, end_column) = positions
+    return _where(lines, line, column, end_line, end_column, main.name)
+
+
+def _characters(lines: tuple[str, ...], line: int, byte_offset: int) -> int:
+    """The 1-based character column of an ast byte offset."""
+    text = lines[line - 1] if 0 < line <= len(lines) else ""
+    return len(text.encode("utf-8")[:byte_offset].decode("utf-8", errors="ignore")) + 1
 
 
 def _binds_main(node: ast.stmt) -> bool:

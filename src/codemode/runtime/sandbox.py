@@ -49,6 +49,15 @@ class Call:
 
 
 @dataclass(frozen=True, slots=True)
+class Sleep:
+    """The program called `time.sleep` or `asyncio.sleep`; answer when it may go on."""
+
+    seconds: object
+    """What the program passed (not yet checked)."""
+    span: tuple[int, int]
+
+
+@dataclass(frozen=True, slots=True)
 class Wait:
     """An `async def main` awaits calls that were deferred."""
 
@@ -62,7 +71,7 @@ class Done:
     value: Any
 
 
-Step = Call | Wait | Done
+Step = Call | Sleep | Wait | Done
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,6 +341,11 @@ class MontyRun:
                     name = snapshot.function_name
                     if name == "import":
                         snapshot = snapshot.resume_auto()
+                    elif snapshot.is_os_function and name in _SLEEPS:
+                        self.snapshot = snapshot
+                        position = snapshot.position
+                        seconds = snapshot.args[0] if snapshot.args else None
+                        return Sleep(seconds, (position.start, position.end))
                     elif snapshot.is_os_function:
                         snapshot = snapshot.resume_not_handled()
                     else:
@@ -392,6 +406,9 @@ class _Record(pm.ClassInstance):
         return self.guest(value)
 
 
+_SLEEPS = frozenset({"system.sleep", "system.async_sleep", "time.sleep", "asyncio.sleep"})
+
+
 def _placeholder(*args: Any, **kwargs: Any) -> Any:
     """Stands in for a capability in its module; the dispatch loop answers every call."""
     raise AssertionError("capabilities are dispatched by the execution")
@@ -412,6 +429,7 @@ __all__ = [
     "Run",
     "Sandbox",
     "SandboxFailure",
+    "Sleep",
     "Step",
     "Wait",
     "translate",

@@ -1,0 +1,313 @@
+"""What to change, added to the interpreter's messages about the program's own code.
+
+Did-you-mean for names, attributes and keys, and what-instead for a feature the sandbox
+lacks. Every hint is built from the capabilities the program may see (the names, fields
+and keys `describe` shows), the program's own names, and the language surface: never from
+a value a host produced.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import difflib
+import importlib
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, get_args, get_origin
+
+from typing_extensions import is_typeddict
+
+from codemode.capabilities import Capability
+from codemode.capabilities import types as t
+from codemode.errors import Where
+from codemode.language import INSTEAD, MODULES
+
+
+@dataclass(frozen=True, slots=True)
+class Vocabulary:
+    """What the capabilities of one view name: their names, and the fields of the objects
+    and the keys of the dicts their results hold."""
+
+    capabilities: frozenset[str]
+    objects: Mapping[str, tuple[str, ...]]
+    """Declared fields of each result object type, by class name."""
+    keys: frozenset[str]
+    """Every key of every dict type (TypedDict) in a result."""
+
+    @classmethod
+    def of(cls, capabilities: Iterable[Capability]) -> Vocabulary:
+        names: set[str] = set()
+        objects: dict[str, list[str]] = {}
+        keys: set[str] = set()
+        for capability in capabilities:
+            names.add(capability.name)
+            for tp in t.walk(capability.result_annotation):
+                if t.is_record(tp):
+                    fields = objects.setdefault(tp.__name__, [])
+                    for field in t.fields_of(tp, result=True):
+                        if field.name not in fields:
+                            fields.append(field.name)
+                elif is_typeddict(tp):
+                    keys.update(field.name for field in t.fields_of(tp, result=True))
+        return cls(frozenset(names), {k: tuple(v) for k, v in objects.items()}, frozenset(keys))
+
+
+@dataclass(frozen=True, slots=True)
+class Known:
+    """What one program may be naming: the catalog's words and the program's own."""
+
+    vocabulary: Vocabulary
+    names: frozenset[str]
+    """Every name the program binds (variables, functions, parameters, imports)."""
+    keys: frozenset[str]
+    """String keys the program writes in subscripts and dict displays."""
+    roots: frozenset[str]
+    """The capability namespaces the program may use."""
+    capabilities: Mapping[str, Capability]
+    source: str
+
+
+_NAME = re.compile(r"^name '([A-Za-z_][A-Za-z0-9_]*)' is not defined$")
+_ATTRIBUTE = re.compile(
+    r"^'([A-Za-z_][A-Za-z0-9_]*)' object has no attribute '([A-Za-z_][A-Za-z0-9_]*)'$"
+)
+_MODULE_ATTRIBUTE = re.compile(
+    r"^module '([A-Za-z_][A-Za-z0-9_.]*)' has no attribute '([A-Za-z_][A-Za-z0-9_]*)'$"
+)
+_KEY = re.compile(r"^'([^'\\]{1,200})'$")
+_NOT_SUBSCRIPTABLE = re.compile(r"^'([A-Za-z_][A-Za-z0-9_]*)' object is not subscriptable$")
+_NOT_JSON = re.compile(r"^Object of type ([A-Za-z_][A-Za-z0-9_]*) is not JSON serializable$")
+_OS_CALL = re.compile(r"^'([a-z_.A-Z]+)' is not supported in this environment$")
+_BUILTIN_TYPES = {
+    "str": str,
+    "list": list,
+    "dict": dict,
+    "int": int,
+    "float": float,
+    "tuple": tuple,
+    "set": set,
+    "frozenset": frozenset,
+    "bytes": bytes,
+}
+_OS_CALLS = {
+    "Path": "files are not available: use the capabilities",
+    "open": "files are not available: use the capabilities",
+    "os": "the environment is not available: use the capabilities",
+}
+
+
+def explain(exc_type: str, message: str, known: Known, where: Where | None) -> str:
+    """The interpreter's `exc_type: message`, with what to change when it is known."""
+    text = f"{exc_type}: {message}" if message else exc_type
+    hint = _hint(exc_type, message, known, where)
+    return text if hint is None else f"{text}; {hint}"
+
+
+def _hint(exc_type: str, message: str, known: Known, where: Where | None) -> str | None:
+    if exc_type == "NameError" and (found := _NAME.match(message)):
+        return _name(found[1], known)
+    if exc_type == "AttributeError" and (found := _MODULE_ATTRIBUTE.match(message)):
+        return _module_attribute(found[1], found[2], known)
+    if exc_type == "AttributeError" and (found := _ATTRIBUTE.match(message)):
+        return _attribute(found[1], found[2], known)
+    if exc_type == "KeyError" and (found := _KEY.match(message)):
+        declared = _subscripted(known, where)
+        if is_typeddict(declared):
+            keys = [f.name for f in t.fields_of(declared, result=True)]
+            close = _did_you_mean(found[1], keys)
+            return close or f"{declared.__name__} has: {', '.join(keys)}"
+        return _did_you_mean(found[1], known.vocabulary.keys | known.keys)
+    if exc_type == "TypeError" and (found := _NOT_SUBSCRIPTABLE.match(message)):
+        fields = known.vocabulary.objects.get(found[1])
+        if fields:
+            return f"{found[1]} is an object: read its fields as attributes, e.g. x.{fields[0]}"
+        return None
+    if exc_type == "TypeError" and (found := _NOT_JSON.match(message)):
+        if found[1] in known.vocabulary.objects:
+            return "turn a result object into a dict with vars(x) first"
+        return None
+    if exc_type == "RuntimeError" and (found := _OS_CALL.match(message)):
+        root = found[1].split(".", 1)[0]
+        return "the sandbox does not support it: " + _OS_CALLS.get(root, "use the capabilities")
+    return None
+
+
+def _name(name: str, known: Known) -> str | None:
+    if name in MODULES:
+        return f'add "import {name}" at the top of the program'
+    if hasattr(builtins, name) and not name.startswith("_"):
+        return _unsupported(name if name[0].isupper() else f"{name}()", name)
+    candidates = known.names | known.roots | _builtin_names() | frozenset(MODULES)
+    return _did_you_mean(name, candidates)
+
+
+def _module_attribute(module: str, attribute: str, known: Known) -> str | None:
+    if module in known.roots or module.split(".", 1)[0] in known.roots:
+        inside = {
+            name[len(module) + 1 :].split(".", 1)[0]
+            for name in known.vocabulary.capabilities
+            if name.startswith(module + ".")
+        }
+        return _did_you_mean(attribute, inside)
+    real = _module_names(module)
+    if not real:
+        return None
+    if attribute in real:
+        return _unsupported(f"{module}.{attribute}", f"{module}.{attribute}")
+    return _did_you_mean(attribute, real)
+
+
+def _attribute(owner: str, attribute: str, known: Known) -> str | None:
+    fields = known.vocabulary.objects.get(owner)
+    if fields is not None:
+        close = _did_you_mean(attribute, fields)
+        return close or f"{owner} has: {', '.join(fields)}"
+    kind = _BUILTIN_TYPES.get(owner)
+    if kind is None:
+        return None
+    if hasattr(kind, attribute) and not attribute.startswith("_"):
+        return _unsupported(f"{owner}.{attribute}()", f"{owner}.{attribute}")
+    if kind is dict and attribute.isidentifier():
+        return f'this is a dict: read its keys as x["{attribute}"]'
+    return _did_you_mean(attribute, [a for a in dir(kind) if not a.startswith("_")])
+
+
+def _unsupported(what: str, key: str) -> str:
+    instead = INSTEAD.get(key)
+    text = f"{what} is not supported in the sandbox"
+    return f"{text}: {instead}" if instead else text
+
+
+def _did_you_mean(name: str, candidates: Iterable[str]) -> str | None:
+    found = difflib.get_close_matches(name, sorted(set(candidates) - {name}), n=1, cutoff=0.7)
+    return f'did you mean "{found[0]}"?' if found else None
+
+
+def _subscripted(known: Known, where: Where | None) -> Any:
+    """The declared type of `x` in the failing `x["key"]`, when the program's own code
+    says it (a capability's result, a key or item of one, a loop over one)."""
+    if where is None:
+        return None
+    try:
+        tree = ast.parse(known.source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    scope: ast.AST = tree
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == where.func:
+            scope = node
+    for node in ast.walk(scope):
+        if isinstance(node, ast.Subscript) and _at(node, where):
+            return _type_of(node.value, scope, known.capabilities, 0)
+    return None
+
+
+def _at(node: ast.expr, where: Where) -> bool:
+    """Whether a node starts where the interpreter says the failing expression does."""
+    if node.lineno != where.line:
+        return False
+    prefix = where.source.encode("utf-8")[: node.col_offset].decode("utf-8", errors="ignore")
+    return len(prefix) + 1 == where.column
+
+
+def _type_of(
+    expr: ast.expr, scope: ast.AST, capabilities: Mapping[str, Capability], depth: int
+) -> Any:
+    """The declared type of an expression, as far as capability signatures say."""
+    if depth > 16:
+        return None
+    if isinstance(expr, ast.Await):
+        return _type_of(expr.value, scope, capabilities, depth + 1)
+    if isinstance(expr, ast.Call):
+        found = capabilities.get(_dotted(expr.func))
+        return None if found is None else found.result_annotation
+    if isinstance(expr, ast.Name):
+        sources = _bindings(expr.id, scope)
+        types = [_type_of(v, scope, capabilities, depth + 1) for v in sources]
+        return types[0] if len(sources) == 1 else None
+    base = (
+        _optional(_type_of(getattr(expr, "value", None), scope, capabilities, depth + 1))
+        if isinstance(expr, ast.Subscript | ast.Attribute)
+        else None
+    )
+    if base is None:
+        return None
+    if isinstance(expr, ast.Attribute) and t.is_record(base):
+        return next(
+            (f.annotation for f in t.fields_of(base, result=True) if f.name == expr.attr), None
+        )
+    if isinstance(expr, ast.Subscript):
+        key = expr.slice
+        if is_typeddict(base) and isinstance(key, ast.Constant):
+            return next(
+                (f.annotation for f in t.fields_of(base, result=True) if f.name == key.value), None
+            )
+        if get_origin(base) in (list, tuple) and get_args(base):
+            return get_args(base)[0]
+        if get_origin(base) is dict:
+            return get_args(base)[1]
+    return None
+
+
+def _bindings(name: str, scope: ast.AST) -> list[ast.expr]:
+    """What the program assigns to `name` in a scope: `name = value`, and for a loop
+    `for name in items`, an item of `items` (as a subscript of it)."""
+    found: list[ast.expr] = []
+    for node in ast.walk(scope):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(x, ast.Name) and x.id == name for x in node.targets
+        ):
+            found.append(node.value)
+        elif (
+            isinstance(node, ast.AnnAssign | ast.NamedExpr)
+            and isinstance(node.target, ast.Name)
+            and node.target.id == name
+            and node.value is not None
+        ):
+            found.append(node.value)
+        elif (
+            isinstance(node, ast.For | ast.comprehension)
+            and isinstance(node.target, ast.Name)
+            and node.target.id == name
+        ):
+            found.append(ast.Subscript(value=node.iter, slice=ast.Constant(0), ctx=ast.Load()))
+    return found
+
+
+def _optional(tp: Any) -> Any:
+    """`X` for `X | None`; other types as they are."""
+    tp = t.strip_annotated(tp)
+    if t.is_union(tp):
+        members = [m for m in get_args(tp) if m is not type(None)]
+        return t.strip_annotated(members[0]) if len(members) == 1 else None
+    return tp
+
+
+def _dotted(node: ast.expr) -> str:
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return ""
+    return ".".join([node.id, *reversed(parts)])
+
+
+@cache
+def _builtin_names() -> frozenset[str]:
+    return frozenset(n for n in dir(builtins) if not n.startswith("_"))
+
+
+@cache
+def _module_names(module: str) -> frozenset[str]:
+    """Public names of the real standard module of that name (the one the sandbox mimics)."""
+    if module not in MODULES:
+        return frozenset()
+    real = importlib.import_module(module)
+    return frozenset(n for n in dir(real) if not n.startswith("_"))
+
+
+__all__ = ["Known", "Vocabulary", "explain"]
