@@ -15,7 +15,8 @@
 
 Only `detail` built from what the program owns ever reaches the model; host text stays in
 the host log. `report()` is the whole text a model is shown: the message, the failing line
-with a caret, the program's traceback, the calls that completed and what it printed. `AgentError` is the one way a handler can say something to the model, and
+with a caret, the program's traceback, the calls that completed and what it printed.
+`AgentError` is the one way a handler can say something to the model, and
 `RegistrationError` is a host-side mistake at decoration time.
 """
 

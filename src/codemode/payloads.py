@@ -1,12 +1,16 @@
-"""The wire shapes both adapters share: what search and describe answer, and an error as
-the page shows it, plus the one check of a text argument they both apply."""
+"""The wire shapes both adapters share: what search, describe and execute answer, the text
+a model is shown, and an error as the page shows it, plus the one check of a text argument
+they both apply."""
 
 from __future__ import annotations
+
+import json
 
 from codemode.capabilities import Capability
 from codemode.capabilities import types as t
 from codemode.capabilities.search import SearchResult
 from codemode.errors import CodeModeError, InvalidRequestError
+from codemode.runtime import ExecutionResult
 from codemode.types import JSONObject, JSONValue
 
 
@@ -48,9 +52,28 @@ def describe_payload(capability: Capability) -> JSONObject:
     }
 
 
+def execute_payload(result: ExecutionResult) -> JSONObject:
+    """What execute answers: the value, what was printed (when anything was), and usage."""
+    structured: JSONObject = {"result": result.value}
+    if result.printed:
+        structured["printed"] = result.printed
+    structured["usage"] = result.usage.to_dict()
+    return structured
+
+
+def model_text(structured: JSONObject) -> str:
+    """The text item of a successful reply: the structured content as JSON."""
+    return json.dumps(structured, ensure_ascii=False)
+
+
 def error_payload(error: CodeModeError) -> JSONObject:
-    """The error payload plus the program's frames, for the page's traceback."""
-    return {**error.to_payload(), "traceback": [w.to_dict() for w in error.traceback]}
+    """The error payload plus the program's frames, for the page's traceback, and the text
+    the model is shown, for its "what the model sees" view."""
+    return {
+        **error.to_payload(),
+        "traceback": [w.to_dict() for w in error.traceback],
+        "model_text": error.report(),
+    }
 
 
 def text_argument(name: str, value: JSONValue) -> str:
@@ -68,4 +91,11 @@ def text_argument(name: str, value: JSONValue) -> str:
     return value
 
 
-__all__ = ["describe_payload", "error_payload", "search_payload", "text_argument"]
+__all__ = [
+    "describe_payload",
+    "error_payload",
+    "execute_payload",
+    "model_text",
+    "search_payload",
+    "text_argument",
+]

@@ -31,7 +31,10 @@ SANDBOX_MODULES = frozenset(MODULES) | {"os", "sys", "pathlib"}
 
 def load_message(name: str) -> str:
     """The error for a capability called while the module loads (`name` as written)."""
-    return f"{name} can only be called while main() runs, not when the module loads: move the call into main()"
+    return (
+        f"{name} can only be called while main() runs, not when the module loads: "
+        "move the call into main()"
+    )
 
 
 AWAIT_OUTSIDE_ASYNC = (

@@ -91,7 +91,7 @@ def error_of(result: CallToolResult) -> dict[str, Any]:
     assert isinstance(item, TextContent)
     assert result.structured_content is not None
     error: dict[str, Any] = result.structured_content["error"]
-    assert item.text == error["message"]
+    assert item.text.startswith(error["message"])
     return error
 
 
@@ -182,7 +182,7 @@ ERROR_CASES: list[tuple[str, str, str, tuple[int, int] | None]] = [
         P + "    return 'x' * 2000000",
         "resource_limit",
         "resource limit exceeded: return value size (limit 1 MiB) at <codemode>:2:12",
-        None,
+        (2, 12),
     ),
     (P + "    host.crash()\n    return 1", "internal", "internal failure", None),
 ]
@@ -207,6 +207,43 @@ async def test_execute_errors_are_exact_and_structured(
     assert CANARY not in texts(result)
 
 
+async def test_the_error_text_is_complete_for_clients_that_show_only_text(
+    caller: Caller,
+) -> None:
+    """The one text item carries the message, the line and caret, the program's frames,
+    the calls that completed and what it printed; the structured form keeps the data."""
+    source = (
+        "def total(key):\n"
+        '    return records.lookup(key=key)["total"]\n'
+        "def main():\n"
+        '    record = records.lookup(key="x", limit=2)\n'
+        '    print("looked up", record["key"])\n'
+        '    return total("y")\n'
+    )
+    result = await caller.execute(source)
+    error = error_of(result)
+    item = result.content[0]
+    assert isinstance(item, TextContent)
+    assert item.text == (
+        "invalid program: <codemode>:2:12: KeyError: 'total'; Record has: key, count\n"
+        '    return records.lookup(key=key)["total"]\n'
+        "           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+        "Traceback (innermost last):\n"
+        '  <codemode>:6:12 in main: return total("y")\n'
+        '  <codemode>:2:12 in total: return records.lookup(key=key)["total"]\n'
+        "After 2 completed capability calls: records.lookup x2 (lines 2, 4); their effects "
+        "stand.\n"
+        "Printed before the failure:\n"
+        "looked up x"
+    )
+    assert error["calls"] == [
+        {"capability": "records.lookup", "line": 4, "outcome": "ok"},
+        {"capability": "records.lookup", "line": 2, "outcome": "ok"},
+    ]
+    assert result.structured_content is not None
+    assert result.structured_content["printed"] == "looked up x\n"
+
+
 async def test_describe_of_unknown_or_disabled_is_not_found(caller: Caller) -> None:
     for name, message in (
         ("billing.charge", "capability not found"),
@@ -224,7 +261,31 @@ async def test_describe_of_unknown_or_disabled_is_not_found(caller: Caller) -> N
     [
         ("execute", {}, 'invalid request: missing required property "source"'),
         ("execute", {"source": 5}, 'invalid request: property "source" must be a string'),
-        ("search_api", {"query": "x", "extra": 1}, 'invalid request: unknown property "extra"'),
+        (
+            "search_api",
+            {"query": "x", "extra": 1},
+            'invalid request: unknown property "extra"; this tool takes "query"',
+        ),
+        (
+            "execute",
+            {"code": "def main():\n    return 1"},
+            'invalid request: unknown property "code"; the program goes in "source"',
+        ),
+        (
+            "execute",
+            {"program": "def main():\n    return 1"},
+            'invalid request: unknown property "program"; the program goes in "source"',
+        ),
+        (
+            "execute",
+            {"script": "def main():\n    return 1"},
+            'invalid request: unknown property "script"; the program goes in "source"',
+        ),
+        (
+            "search_api",
+            {"querry": "x"},
+            'invalid request: unknown property "querry"; did you mean "query"?',
+        ),
         ("describe_api", {"name": None}, 'invalid request: property "name" must be a string'),
     ],
 )

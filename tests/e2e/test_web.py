@@ -149,10 +149,34 @@ def test_a_failure_points_at_the_failing_line(page: Page) -> None:
     )
 
 
+def test_the_model_view_shows_exactly_the_text_an_mcp_client_gets(page: Page) -> None:
+    run(
+        page,
+        "def main():\n"
+        '    page = instances.list(sandbox="dev", limit=2)\n'
+        '    print("total", page["total"])\n'
+        '    return page["count"]\n',
+    )
+    expect(page.locator("#model-view")).to_be_visible()
+    page.click("#model-view summary")
+    expect(page.locator("#model-text")).to_have_text(
+        "invalid program: <codemode>:4:12: KeyError: 'count'; InstancePage has: items, total, "
+        "next_offset\n"
+        '    return page["count"]\n'
+        "           ^^^^^^^^^^^^^\n"
+        "After 1 completed capability call: instances.list (line 2); their effects stand.\n"
+        "Printed before the failure:\n"
+        "total 5"
+    )
+    page.screenshot(path=SHOTS / "5-model-view.png")
+    run(page, "def main():\n    return {'a': 1}\n")
+    expect(page.locator("#model-text")).to_contain_text('{"result": {"a": 1}, "usage": {')
+
+
 def test_an_error_without_a_location_shows_the_message_alone(page: Page) -> None:
-    run(page, "def main():\n    return 'x' * 2000000\n")
+    run(page, "def main():\n    while True:\n        print('flood')\n")
     expect(page.locator("#error-message")).to_have_text(
-        "resource limit exceeded: return value size (limit 1 MiB) at <codemode>:2:12"
+        "resource limit exceeded: printed output (limit 64 KiB)"
     )
     expect(page.locator("#error-location")).to_be_hidden()
     expect(page.locator("#error-code")).to_have_text("resource_limit")

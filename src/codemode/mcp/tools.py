@@ -6,7 +6,6 @@ from `CodeModeError.to_payload()`, so the MCP answer says exactly what the error
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -14,9 +13,16 @@ from typing import Any
 from mcp.types import CallToolResult, TextContent, Tool, ToolAnnotations
 
 from codemode.app import CodeMode
+from codemode.binding import closest_name
 from codemode.errors import CodeModeError, InvalidRequestError, NotFoundError
 from codemode.language import surface
-from codemode.payloads import describe_payload, search_payload, text_argument
+from codemode.payloads import (
+    describe_payload,
+    execute_payload,
+    model_text,
+    search_payload,
+    text_argument,
+)
 from codemode.types import JSONObject, JSONValue
 
 Schema = dict[str, Any]
@@ -39,16 +45,37 @@ EXECUTE_DESCRIPTION = (
     "line and column to fix."
 )
 
-_WHERE_SCHEMA: Schema = {
-    "type": ["object", "null"],
-    "properties": {
-        "file": {"type": "string"},
-        "line": {"type": "integer"},
-        "column": {"type": "integer"},
-        "end_line": {"type": "integer"},
-        "end_column": {"type": "integer"},
-        "func": {"type": ["string", "null"]},
-        "source": {"type": "string"},
+
+def _nullable(schema: Schema) -> Schema:
+    """`schema` or null, one type per branch (the portable spelling)."""
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+_WHERE_SCHEMA: Schema = _nullable(
+    {
+        "type": "object",
+        "properties": {
+            "file": {"type": "string"},
+            "line": {"type": "integer"},
+            "column": {"type": "integer"},
+            "end_line": {"type": "integer"},
+            "end_column": {"type": "integer"},
+            "func": _nullable({"type": "string"}),
+            "source": {"type": "string"},
+        },
+    }
+)
+_CALLS_SCHEMA: Schema = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "required": ["capability", "line", "outcome"],
+        "additionalProperties": False,
+        "properties": {
+            "capability": {"type": "string"},
+            "line": _nullable({"type": "integer"}),
+            "outcome": {"type": "string"},
+        },
     },
 }
 ERROR_SCHEMA: Schema = {
@@ -59,7 +86,14 @@ ERROR_SCHEMA: Schema = {
         "code": {"type": "string"},
         "message": {"type": "string"},
         "where": _WHERE_SCHEMA,
+        "calls": _CALLS_SCHEMA,
     },
+}
+_ANY_JSON: Schema = {
+    "description": "Any JSON value",
+    "anyOf": [
+        {"type": kind} for kind in ("object", "array", "string", "number", "boolean", "null")
+    ],
 }
 
 
@@ -157,7 +191,7 @@ TOOLS = [
         description=EXECUTE_DESCRIPTION,
         input_schema=_input("source", "The program: Python that defines def main():"),
         output_schema=_output(
-            {"result": {}, "printed": _STRING, "usage": {"type": "object"}}, ["result"]
+            {"result": _ANY_JSON, "printed": _STRING, "usage": {"type": "object"}}, ["result"]
         ),
         annotations=ToolAnnotations(
             read_only_hint=False,
@@ -171,19 +205,20 @@ TOOLS = [
 
 def ok(structured: JSONObject) -> CallToolResult:
     """A success: the structured content, and the same JSON as the one text item."""
-    text = json.dumps(structured, ensure_ascii=False)
     return CallToolResult(
-        content=[TextContent(type="text", text=text)], structured_content=structured
+        content=[TextContent(type="text", text=model_text(structured))],
+        structured_content=structured,
     )
 
 
 def failed(error: CodeModeError) -> CallToolResult:
-    """An error: exactly one text item with the model-facing text, and the payload."""
+    """An error: exactly one text item with the whole report (complete for a client that
+    shows the model only text), and the payload."""
     structured: JSONObject = {"error": error.to_payload()}
     if error.printed:
         structured["printed"] = error.printed
     return CallToolResult(
-        content=[TextContent(type="text", text=str(error))],
+        content=[TextContent(type="text", text=error.report())],
         structured_content=structured,
         is_error=True,
     )
@@ -196,7 +231,7 @@ def check_arguments(tool: Tool, arguments: Any) -> dict[str, Any]:
     properties = tool.input_schema["properties"]
     for key in sorted(arguments):
         if key not in properties:
-            raise InvalidRequestError(f'unknown property "{key[:64]}"')
+            raise InvalidRequestError(_unknown(key, properties))
     for key in tool.input_schema.get("required", []):
         if key not in arguments:
             raise InvalidRequestError(f'missing required property "{key}"')
@@ -216,6 +251,21 @@ def check_arguments(tool: Tool, arguments: Any) -> dict[str, Any]:
             for item in value:
                 text_argument(key, item)
     return arguments
+
+
+PROGRAM_PROPERTIES = frozenset({"code", "program", "script", "python", "src", "main"})
+"""Names a model gives the program that `execute` takes as `source`."""
+
+
+def _unknown(key: str, properties: Schema) -> str:
+    """`unknown property "code"; the program goes in "source"` (the fix, when known)."""
+    text = f'unknown property "{key[:64]}"'
+    if "source" in properties and key.lower() in PROGRAM_PROPERTIES:
+        return f'{text}; the program goes in "source"'
+    hint = closest_name(key, properties)
+    if hint is not None:
+        return f'{text}; did you mean "{hint}"?'
+    return f"{text}; this tool takes " + ", ".join(f'"{p}"' for p in properties)
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,11 +294,7 @@ class Handlers:
 
     async def execute(self, arguments: dict[str, Any], subject: str) -> CallToolResult:
         result = await self.cm.execute_async(arguments["source"], subject=subject)
-        structured: JSONObject = {"result": result.value}
-        if result.printed:
-            structured["printed"] = result.printed
-        structured["usage"] = result.usage.to_dict()
-        return ok(structured)
+        return ok(execute_payload(result))
 
     def lookup(
         self, name: str

@@ -19,7 +19,6 @@ from codemode.errors import (
     InvalidProgramError,
     PermissionDeniedError,
     PolicyFailureError,
-    ResourceLimitError,
     Where,
     sanitize_agent_message,
 )

@@ -226,30 +226,25 @@ def _type_of(
         return None if found is None else found.result_annotation
     if isinstance(expr, ast.Name):
         sources = _bindings(expr.id, scope)
-        types = [_type_of(v, scope, capabilities, depth + 1) for v in sources]
-        return types[0] if len(sources) == 1 else None
-    base = (
-        _optional(_type_of(getattr(expr, "value", None), scope, capabilities, depth + 1))
-        if isinstance(expr, ast.Subscript | ast.Attribute)
-        else None
-    )
-    if base is None:
+        return _type_of(sources[0], scope, capabilities, depth + 1) if len(sources) == 1 else None
+    if not isinstance(expr, ast.Subscript | ast.Attribute):
         return None
-    if isinstance(expr, ast.Attribute) and t.is_record(base):
-        return next(
-            (f.annotation for f in t.fields_of(base, result=True) if f.name == expr.attr), None
-        )
-    if isinstance(expr, ast.Subscript):
-        key = expr.slice
-        if is_typeddict(base) and isinstance(key, ast.Constant):
-            return next(
-                (f.annotation for f in t.fields_of(base, result=True) if f.name == key.value), None
-            )
-        if get_origin(base) in (list, tuple) and get_args(base):
-            return get_args(base)[0]
-        if get_origin(base) is dict:
-            return get_args(base)[1]
+    base = _optional(_type_of(expr.value, scope, capabilities, depth + 1))
+    if isinstance(expr, ast.Attribute):
+        return _field(base, expr.attr) if t.is_record(base) else None
+    key = expr.slice
+    if is_typeddict(base) and isinstance(key, ast.Constant):
+        return _field(base, key.value)
+    if get_origin(base) in (list, tuple) and get_args(base):
+        return get_args(base)[0]
+    if get_origin(base) is dict:
+        return get_args(base)[1]
     return None
+
+
+def _field(tp: Any, name: object) -> Any:
+    """The declared type of field `name` of a record or dict type, if it has one."""
+    return next((f.annotation for f in t.fields_of(tp, result=True) if f.name == name), None)
 
 
 def _bindings(name: str, scope: ast.AST) -> list[ast.expr]:
@@ -257,11 +252,9 @@ def _bindings(name: str, scope: ast.AST) -> list[ast.expr]:
     `for name in items`, an item of `items` (as a subscript of it)."""
     found: list[ast.expr] = []
     for node in ast.walk(scope):
-        if isinstance(node, ast.Assign) and any(
+        if (isinstance(node, ast.Assign) and any(
             isinstance(x, ast.Name) and x.id == name for x in node.targets
-        ):
-            found.append(node.value)
-        elif (
+        )) or (
             isinstance(node, ast.AnnAssign | ast.NamedExpr)
             and isinstance(node.target, ast.Name)
             and node.target.id == name

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 
 from codemode import preflight
 from codemode.capabilities import Capability
-from codemode.runtime.hints import Known, Vocabulary
 from codemode.errors import (
     PROGRAM_FILE,
     CodeModeError,
@@ -27,6 +26,7 @@ from codemode.errors import (
     InvalidProgramError,
     Where,
 )
+from codemode.runtime.hints import Known, Vocabulary
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PARSER_LINE_END = re.compile(r"\r\n|\r|\n")

@@ -22,7 +22,14 @@ from starlette.staticfiles import StaticFiles
 from codemode.app import CodeMode
 from codemode.errors import CodeModeError, InternalError, InvalidRequestError, UnauthenticatedError
 from codemode.http import subject_of
-from codemode.payloads import describe_payload, error_payload, search_payload, text_argument
+from codemode.payloads import (
+    describe_payload,
+    error_payload,
+    execute_payload,
+    model_text,
+    search_payload,
+    text_argument,
+)
 
 log = logging.getLogger("codemode")
 STATIC = Path(__file__).parent / "static"
@@ -82,6 +89,7 @@ def web_routes(cm: CodeMode) -> list[BaseRoute]:
             "result": result.value,
             "printed": result.printed,
             "usage": {**result.usage.to_dict(), "call_order": list(result.usage.capability_calls)},
+            "model_text": model_text(execute_payload(result)),
         }
 
     async def page(request: Request) -> Response:

@@ -261,6 +261,9 @@ async function run() {
   const answer = await api("execute", { source });
   lastError = answer.ok ? null : answer.error;
   if (answer.ok) showResult(answer); else showError(answer.error, answer.printed);
+  // The exact text an MCP client hands the model for this run.
+  $("model-view").hidden = false;
+  $("model-text").textContent = answer.ok ? answer.model_text : answer.error.model_text;
   $("status").textContent = answer.ok ? "Finished." : "Failed.";
   changed();
   remember(source, answer.ok ? "ok" : answer.error.code);
