@@ -153,8 +153,11 @@ class CodeMode:
 
     # -- discovery -----------------------------------------------------------------------
 
-    def search(self, query: str, *, limit: int = 20, subject: str | None = None) -> SearchResult:
-        """Capabilities ranked for a query (a blank query finds nothing)."""
+    def search(
+        self, query: str, *, limit: int = 20, offset: int = 0, subject: str | None = None
+    ) -> SearchResult:
+        """Capabilities ranked for a query, `limit` at a time from `offset`; an empty query
+        (or `*`) lists them all in name order."""
         visible = self.visible(subject)
         found = self._indexes.get(id(visible))
         if found is None or found[0] is not visible:
@@ -162,7 +165,7 @@ class CodeMode:
             self._indexes[id(visible)] = found
             while len(self._indexes) > _VIEWS_KEPT:
                 self._indexes.pop(next(iter(self._indexes)))
-        return found[1].search(query, limit=limit)
+        return found[1].search(query, limit=limit, offset=offset)
 
     def describe(self, name: str, *, subject: str | None = None) -> Capability:
         """The capability with exactly this name, else NotFoundError.
@@ -179,12 +182,12 @@ class CodeMode:
         return capability
 
     async def search_async(
-        self, query: str, *, limit: int = 20, subject: str | None = None
+        self, query: str, *, limit: int = 20, offset: int = 0, subject: str | None = None
     ) -> SearchResult:
         """As `search`, for a caller on an event loop (the MCP server, the page): a
         `can_see` hook never blocks it, and nothing but a CodeModeError leaves it."""
         return await self._off_loop(
-            lambda: self.search(query, limit=limit, subject=subject), subject
+            lambda: self.search(query, limit=limit, offset=offset, subject=subject), subject
         )
 
     async def describe_async(self, name: str, *, subject: str | None = None) -> Capability:

@@ -15,13 +15,26 @@ from codemode.types import JSONObject, JSONValue
 
 
 def search_payload(found: SearchResult) -> JSONObject:
-    """What search_api answers."""
-    return {
+    """What search_api answers: `next_offset` when another page follows, `hint` when
+    nothing matched."""
+    payload: JSONObject = {
         "results": [
             {"name": h.name, "signature": h.signature, "summary": h.summary} for h in found.results
         ],
         "truncated": found.truncated,
     }
+    if found.next_offset is not None:
+        payload["next_offset"] = found.next_offset
+    if found.hint is not None:
+        payload["hint"] = found.hint
+    return payload
+
+
+def offset_argument(value: JSONValue) -> int:
+    """`offset` as a non-negative integer, or InvalidRequestError."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidRequestError('property "offset" must be a non-negative integer')
+    return value
 
 
 def describe_payload(capability: Capability) -> JSONObject:
@@ -96,6 +109,7 @@ __all__ = [
     "error_payload",
     "execute_payload",
     "model_text",
+    "offset_argument",
     "search_payload",
     "text_argument",
 ]

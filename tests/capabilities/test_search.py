@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 
 import pytest
 
 from codemode import CodeMode
 from codemode.authz import AllowAll
 from codemode.capabilities.search import MAX_QUERY_BYTES, tokenize
+from codemode.demo.host import create
 
 
 def catalog(
@@ -66,9 +68,33 @@ def test_prefix_matches_a_camel_case_part() -> None:
     assert "reviews.createReview" in names(GITHUB, "crea")
 
 
-def test_most_of_a_multi_word_query_must_match() -> None:
-    assert names(GITHUB, "create github issue") == ["issues.create", "issues.list"]
-    assert "pulls.merge" not in names(GITHUB, "create github issue")
+def test_matching_more_of_the_query_ranks_first() -> None:
+    found = names(GITHUB, "create github issue")
+    assert found[:2] == ["issues.create", "issues.list"]
+    assert found.index("pulls.merge") > 1  # one word of three: found, but after
+
+
+def test_words_of_the_same_meaning_find_a_capability() -> None:
+    cm = catalog(
+        [
+            ("hosts.power", "Start or stop an instance.", []),
+            ("hosts.labels", "Add tags to an instance.", []),
+            ("people.get", "Get one owner.", []),
+            ("hosts.drop", "Delete an instance.", []),
+        ]
+    )
+    assert names(cm, "boot vm")[0] == "hosts.power"
+    assert names(cm, "label server")[0] == "hosts.labels"
+    assert names(cm, "show user")[0] == "people.get"
+    assert names(cm, "remove machine")[0] == "hosts.drop"
+
+
+def test_the_demo_vocabulary_finds_what_a_model_asks_for(tmp_path: Path) -> None:
+    with create(tmp_path / "demo.sqlite3") as demo:
+        assert names(demo, "start vm")[0] == "instances.set_state"
+        assert names(demo, "add label")[0] == "instances.tag"
+        assert names(demo, "delete instance") != []
+        assert names(demo, "person email")[0] == "owners.get"
 
 
 def test_an_exact_dotted_name_comes_first() -> None:
@@ -113,10 +139,25 @@ def test_plurals_fold() -> None:
     assert names(cm, "instances") == ["instance.get"]
 
 
-def test_blank_and_connector_only_queries_find_nothing() -> None:
-    for query in ("", "   ", "the and of", "...", "-"):
+def test_an_empty_query_lists_the_catalog_in_name_order_a_page_at_a_time() -> None:
+    everything = sorted(c for c in GITHUB.catalog.enabled)
+    for query in ("", "   ", "*"):
+        first = GITHUB.search(query, limit=3)
+        assert [h.name for h in first.results] == everything[:3]
+        assert first.truncated and first.next_offset == 3
+    rest = GITHUB.search("", limit=50, offset=3)
+    assert [h.name for h in rest.results] == everything[3:]
+    assert not rest.truncated and rest.next_offset is None
+
+
+def test_a_query_that_matches_nothing_says_what_to_try() -> None:
+    for query in ("the and of", "...", "-", "zzzqqq"):
         result = GITHUB.search(query)
         assert result.results == [] and result.truncated is False
+        assert result.hint == (
+            "Nothing matched. Namespaces: db, files, issues, pulls, records, reviews. Try "
+            "fewer or other words, or an empty query to list every capability."
+        )
 
 
 def test_disabled_capabilities_are_invisible_even_through_their_terms() -> None:
@@ -125,8 +166,10 @@ def test_disabled_capabilities_are_invisible_even_through_their_terms() -> None:
         disabled={"vault.read"},
     )
     assert names(cm, "password") == []
-    assert names(cm, "vault.read") == []
+    assert "vault.read" not in names(cm, "vault.read")
     assert names(cm, "secret") == ["vault.list"]
+    assert names(cm, "") == ["vault.list"]
+    assert cm.search("zzz").hint is not None and "read" not in (cm.search("zzz").hint or "")
 
 
 def test_the_response_is_bounded_and_says_so() -> None:

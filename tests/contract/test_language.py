@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import time
 from pathlib import Path
 
 import pytest
@@ -35,6 +37,14 @@ SUPPORTED_PROBES = {
         "import asyncio\nasync def two():\n    return 2\n"
         "async def main():\n    return sum(await asyncio.gather(two(), two()))"
     ),
+    "vars(obj) turns a result object into a dict (nested objects too), ready for json.dumps": (
+        "import json\nfrom dataclasses import dataclass\n@dataclass\nclass P:\n    x: int\n"
+        "def main():\n    assert vars(P(1)) == {'x': 1}\n    return json.dumps(vars(P(2)))"
+    ),
+    "time.sleep and asyncio.sleep, within the execution time": (
+        "import asyncio\nimport time\nasync def main():\n    time.sleep(0.01)\n"
+        "    await asyncio.sleep(0.01)\n    return 1"
+    ),
 }
 
 UNSUPPORTED_PROBES = {
@@ -44,6 +54,9 @@ UNSUPPORTED_PROBES = {
     "async with, async for, except*": "async def main():\n    async with x:\n        pass",
     "from module import *": "from json import *\ndef main():\n    return 1",
     "open(), os.environ, network, subprocesses": "def main():\n    return open('/etc/hostname').read()",
+    "dataclasses.asdict and dataclasses.fields": (
+        "import dataclasses\ndef main():\n    return dataclasses.asdict(1)"
+    ),
 }
 
 
@@ -78,4 +91,101 @@ def test_missing_modules_do_not_import(cm: CodeMode, module: str) -> None:
     assert (
         str(error)
         == f"invalid program: <codemode>:2:5: ModuleNotFoundError: No module named '{module}'"
+    )
+
+
+def _missing(cm: CodeMode, setup: str, expressions: list[str]) -> list[str]:
+    """Those of `expressions` the sandbox cannot evaluate (AttributeError or NameError)."""
+    probes = "".join(
+        f"    try:\n        {e}\n    except (AttributeError, NameError):\n"
+        f"        out.append({e!r})\n    except Exception:\n        pass\n"
+        for e in expressions
+    )
+    source = f"{setup}\ndef main():\n    out = []\n{probes}    return out"
+    value = cm.execute(source, subject="a").value
+    assert isinstance(value, list)
+    return [str(e) for e in value]
+
+
+def _gaps(cm: CodeMode) -> list[tuple[str, str]]:
+    """(setup, expression) of every function and method of the listed surface that the
+    real standard library has and the sandbox lacks."""
+    gaps = []
+    for module in language.MODULES:
+        real = importlib.import_module(module)
+        names = [f"{module}.{n}" for n in dir(real) if not n.startswith("_")]
+        gaps += [(f"import {module}", e) for e in _missing(cm, f"import {module}", names)]
+    for kind, literal in TYPES.items():
+        names = [f"({literal}).{m}()" for m in dir(kind) if not m.startswith("_")]
+        gaps += [("", e) for e in _missing(cm, "", names)]
+    return gaps
+
+
+TYPES: dict[type, str] = {
+    str: "''",
+    list: "[]",
+    dict: "{}",
+    int: "0",
+    float: "0.0",
+    tuple: "()",
+    set: "set()",
+    bytes: "b''",
+}
+
+
+def test_every_gap_of_the_listed_surface_says_it_is_not_supported(cm: CodeMode) -> None:
+    """Walks every public function of every listed module and every method of the
+    built-in types against the interpreter: what it lacks fails with a message that says
+    so (and what to use instead, where the surface has an alternative)."""
+    gaps = _gaps(cm)
+    assert ("", "('').format_map()") in gaps
+    for setup, expression in gaps:
+        error = run_error(cm, f"{setup}\ndef main():\n    return {expression}")
+        assert "is not supported in the sandbox" in str(error), (expression, str(error))
+
+
+@pytest.mark.parametrize(
+    ("source", "text"),
+    [
+        (
+            "def main():\n    return '{a}'.format_map({'a': 1})",
+            "invalid program: <codemode>:2:12: AttributeError: 'str' object has no attribute "
+            "'format_map'; str.format_map() is not supported in the sandbox: use "
+            "str.format(**mapping)",
+        ),
+        (
+            "import dataclasses\ndef main():\n    return dataclasses.asdict(1)",
+            "invalid program: <codemode>:3:12: AttributeError: module 'dataclasses' has no "
+            "attribute 'asdict'; dataclasses.asdict is not supported in the sandbox: use vars(obj)",
+        ),
+        (
+            "def main():\n    return dir()",
+            "invalid program: <codemode>:2:12: NameError: name 'dir' is not defined; dir() is "
+            "not supported in the sandbox: describe_api lists a capability's fields; vars(obj) "
+            "gives an object's",
+        ),
+        (
+            "import os\ndef main():\n    return os.getenv('HOME')",
+            "invalid program: <codemode>:3:12: RuntimeError: 'os.getenv' is not supported in "
+            "this environment; the sandbox does not support it: the environment is not "
+            "available: use the capabilities",
+        ),
+    ],
+)
+def test_unsupported_features_say_so_and_what_to_use(cm: CodeMode, source: str, text: str) -> None:
+    assert str(run_error(cm, source)) == text
+
+
+def test_sleep_waits_within_the_deadline_and_never_past_it(cm: CodeMode) -> None:
+    started = time.monotonic()
+    assert (
+        cm.execute("import time\ndef main():\n    time.sleep(0.2)\n    return 1", subject="a").value
+        == 1
+    )
+    assert time.monotonic() - started >= 0.2
+    error = run_error(cm, "import time\ndef main():\n    time.sleep(60)\n    return 1")
+    assert str(error) == "resource limit exceeded: execution time (limit 10 s) at <codemode>:3:5"
+    error = run_error(cm, "import time\ndef main():\n    time.sleep(-1)\n    return 1")
+    assert str(error) == (
+        "invalid program: <codemode>:3:5: ValueError: sleep length must be non-negative"
     )

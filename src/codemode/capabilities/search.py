@@ -4,9 +4,12 @@ Identifiers are split the way people type them (`createReview` -> create, review
 `XMLFile` -> xml, file; `GitHub` stays one token; dots, underscores and dashes separate),
 connector words are dropped, and each query token is
 scored against each field: an exact token beats a plural or prefix match, which beats a
-one-letter typo in a word of five or more letters; the name weighs most, then search terms,
-summary and description; rare tokens weigh more than common ones. Most of a multi-word
-query must match, an exact dotted name always comes first, and ties go by name.
+word of the same meaning (`vm` for `instance`, from a small table of API vocabulary), which
+beats a one-letter typo in a word of five or more letters; the name weighs most, then
+search terms, summary and description; rare tokens weigh more than common ones. Nothing is
+required to match every word: capabilities matching more of the query, and its rarer
+words, come first; an exact dotted name always comes first, and ties go by name. An empty
+query (or `*`) lists every capability in name order, a page at a time.
 
 The index is built once per set of enabled capabilities, so a query costs a pass over the
 vocabulary, not over every capability's text.
@@ -33,6 +36,30 @@ CONNECTORS = frozenset(
     | {"it", "its", "me", "my", "of", "on", "or", "please", "some", "that", "the", "them"}
     | {"this", "to", "with", "you"}
 )
+SYNONYMS: tuple[frozenset[str], ...] = tuple(
+    frozenset(group.split())
+    for group in (
+        "create add new make insert",
+        "delete remove destroy drop",
+        "list all browse enumerate",
+        "get read show fetch view describe",
+        "update set change edit modify",
+        "start run boot launch",
+        "stop halt shutdown",
+        "tag label",
+        "instance vm server machine host node",
+        "user person owner account member",
+        "search find lookup query",
+        "environment sandbox project",
+    )
+)
+"""Words an API is often asked for by another name; each word stands for its whole group."""
+_SAME_MEANING: dict[str, frozenset[str]] = {
+    word: group - {word} for group in SYNONYMS for word in group
+}
+LIST_ALL = frozenset({"", "*"})
+"""Queries that list the catalog instead of searching it."""
+
 _PARTS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 _FIELDS = (("name", 4.0), ("terms", 3.0), ("summary", 2.0), ("description", 1.0))
 
@@ -69,6 +96,10 @@ class SearchHit:
 class SearchResult:
     results: list[SearchHit]
     truncated: bool
+    next_offset: int | None = None
+    """Where the next page of a listing starts (an empty query), when there is one."""
+    hint: str | None = None
+    """What to try when nothing matched."""
 
 
 def singular(token: str) -> str:
@@ -103,6 +134,8 @@ def match(query: str, word: str) -> float:
         return 0.9
     if len(query) >= 3 and word.startswith(query):
         return 0.7
+    if singular(word) in _SAME_MEANING.get(singular(query), ()):
+        return 0.65
     if len(query) >= 5 and len(word) >= 5 and one_edit(query, word):
         return 0.6
     return 0.0
@@ -143,6 +176,8 @@ class SearchIndex:
     def candidates(self, token: str) -> set[str]:
         """Indexed words that may match `token`: found by lookups, never by a full scan."""
         found = set(self.by_singular.get(singular(token), ()))
+        for other in _SAME_MEANING.get(singular(token), ()):
+            found.update(self.by_singular.get(other, ()))
         if token in self.postings:
             found.add(token)
         if len(token) >= 3:
@@ -158,8 +193,8 @@ class SearchIndex:
                     found.add(variant)
         return found
 
-    def search(self, query: str, *, limit: int = 20) -> SearchResult:
-        """Rank capabilities for a query; blank or connector-only queries find nothing."""
+    def search(self, query: str, *, limit: int = 20, offset: int = 0) -> SearchResult:
+        """Rank capabilities for a query; an empty query or `*` lists them all by name."""
         if not isinstance(query, str):
             return SearchResult([], False)
         query = (
@@ -168,13 +203,14 @@ class SearchIndex:
             .strip()
         )
         limit = max(1, min(limit, MAX_RESULTS))
+        if query in LIST_ALL:
+            return self._page(sorted(self.capabilities, key=lambda c: c.name), limit, offset)
         exact = self.by_name.get(query)
         tokens = list(dict.fromkeys(t for t in tokenize(query) if t not in CONNECTORS))
         tokens = tokens[:MAX_QUERY_TOKENS]
         total = len(self.capabilities)
 
         scores: dict[int, float] = defaultdict(float)
-        matched: dict[int, int] = defaultdict(int)
         for token in tokens:
             best: dict[int, float] = {}
             for word in self.candidates(token):
@@ -185,28 +221,44 @@ class SearchIndex:
             rarity = math.log(1 + total / (1 + len(best)))
             for index, value in best.items():
                 scores[index] += value * rarity
-                matched[index] += 1
 
-        needed = math.ceil(len(tokens) * 0.6)
         ranked = sorted(
             (
                 (-score, self.capabilities[index].name, self.capabilities[index])
                 for index, score in scores.items()
-                if matched[index] >= needed and self.capabilities[index] is not exact
+                if self.capabilities[index] is not exact
             ),
             key=lambda item: (item[0], item[1]),
         )
         ordered = ([exact] if exact is not None else []) + [c for _, _, c in ranked]
+        if not ordered:
+            return SearchResult([], False, hint=self._hint())
+        return self._page(ordered, limit, offset)
 
+    def _page(self, ordered: list[Capability], limit: int, offset: int) -> SearchResult:
+        """Up to `limit` hits from `offset` on, within the response budget."""
+        offset = max(offset, 0)
         hits: list[SearchHit] = []
         size = 0
-        for capability in ordered[:limit]:
+        for capability in ordered[offset : offset + limit]:
             hit = SearchHit(capability.name, capability.signature, capability.summary)
             size += len(hit.name) + len(hit.signature) + len(hit.summary) + 64
             if size > MAX_RESPONSE_BYTES:
                 break
             hits.append(hit)
-        return SearchResult(hits, len(hits) < len(ordered))
+        following = offset + len(hits)
+        more = following < len(ordered)
+        return SearchResult(hits, more, following if more else None)
+
+    def _hint(self) -> str:
+        """What to try when nothing matched (names the model can see anyway)."""
+        roots = sorted({c.name.split(".", 1)[0] for c in self.capabilities})
+        if not roots:
+            return "No capabilities are available."
+        return (
+            f"Nothing matched. Namespaces: {', '.join(roots[:50])}. Try fewer or other words, "
+            "or an empty query to list every capability."
+        )
 
 
-__all__ = ["SearchHit", "SearchIndex", "SearchResult", "tokenize"]
+__all__ = ["LIST_ALL", "SYNONYMS", "SearchHit", "SearchIndex", "SearchResult", "tokenize"]

@@ -20,6 +20,7 @@ from codemode.payloads import (
     describe_payload,
     execute_payload,
     model_text,
+    offset_argument,
     search_payload,
     text_argument,
 )
@@ -29,7 +30,8 @@ Schema = dict[str, Any]
 
 SEARCH_DESCRIPTION = (
     "Search the host's capabilities by task, resource or exact name. Results are ranked; "
-    "pass a returned name to describe_api, then call it from execute."
+    "pass a returned name to describe_api, then call it from execute. An empty query lists "
+    "every capability, a page at a time."
 )
 DESCRIBE_DESCRIPTION = (
     "Describe a capability by the exact name search_api returned (or up to 20 at once with "
@@ -142,11 +144,20 @@ def _output(properties: Schema, required: list[str]) -> Schema:
 _STRING: Schema = {"type": "string"}
 _READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
+SEARCH_INPUT: Schema = _input(
+    "query", "Words for the task or resource, or an exact capability name; empty lists all"
+)
+SEARCH_INPUT["properties"]["offset"] = {
+    "type": "integer",
+    "minimum": 0,
+    "description": "Where the page starts: the next_offset of the previous answer",
+}
+
 TOOLS = [
     Tool(
         name="search_api",
         description=SEARCH_DESCRIPTION,
-        input_schema=_input("query", "Words for the task or resource, or an exact capability name"),
+        input_schema=SEARCH_INPUT,
         output_schema=_output(
             {
                 "results": {
@@ -159,6 +170,8 @@ TOOLS = [
                     },
                 },
                 "truncated": {"type": "boolean"},
+                "next_offset": {"type": "integer"},
+                "hint": _STRING,
             },
             ["results", "truncated"],
         ),
@@ -239,6 +252,8 @@ def check_arguments(tool: Tool, arguments: Any) -> dict[str, Any]:
         schema = properties[key]
         if schema["type"] == "string":
             text_argument(key, value)
+        if schema["type"] == "integer":
+            offset_argument(value)
         if schema["type"] == "array":
             if not (
                 isinstance(value, list)
@@ -275,7 +290,10 @@ class Handlers:
     cm: CodeMode
 
     async def search_api(self, arguments: dict[str, Any], subject: str) -> CallToolResult:
-        return ok(search_payload(await self.cm.search_async(arguments["query"], subject=subject)))
+        found = await self.cm.search_async(
+            arguments["query"], offset=arguments.get("offset", 0), subject=subject
+        )
+        return ok(search_payload(found))
 
     async def describe_api(self, arguments: dict[str, Any], subject: str) -> CallToolResult:
         if ("name" in arguments) == ("names" in arguments):

@@ -252,21 +252,17 @@ def _bindings(name: str, scope: ast.AST) -> list[ast.expr]:
     `for name in items`, an item of `items` (as a subscript of it)."""
     found: list[ast.expr] = []
     for node in ast.walk(scope):
-        if (isinstance(node, ast.Assign) and any(
-            isinstance(x, ast.Name) and x.id == name for x in node.targets
-        )) or (
-            isinstance(node, ast.AnnAssign | ast.NamedExpr)
-            and isinstance(node.target, ast.Name)
-            and node.target.id == name
-            and node.value is not None
-        ):
-            found.append(node.value)
-        elif (
-            isinstance(node, ast.For | ast.comprehension)
-            and isinstance(node.target, ast.Name)
-            and node.target.id == name
-        ):
-            found.append(ast.Subscript(value=node.iter, slice=ast.Constant(0), ctx=ast.Load()))
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign | ast.NamedExpr) and node.value is not None:
+            targets, value = [node.target], node.value
+        elif isinstance(node, ast.For | ast.comprehension):
+            targets = [node.target]
+            value = ast.Subscript(value=node.iter, slice=ast.Constant(0), ctx=ast.Load())
+        else:
+            continue
+        if any(isinstance(target, ast.Name) and target.id == name for target in targets):
+            found.append(value)
     return found
 
 

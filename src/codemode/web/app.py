@@ -27,6 +27,7 @@ from codemode.payloads import (
     error_payload,
     execute_payload,
     model_text,
+    offset_argument,
     search_payload,
     text_argument,
 )
@@ -76,7 +77,9 @@ def web_routes(cm: CodeMode) -> list[BaseRoute]:
 
     async def search(who: str, data: dict[str, Any]) -> dict[str, Any]:
         query = text_argument("query", data.get("query"))
-        return {"ok": True, **search_payload(await cm.search_async(query, subject=who))}
+        offset = offset_argument(data.get("offset", 0))
+        found = await cm.search_async(query, offset=offset, subject=who)
+        return {"ok": True, **search_payload(found)}
 
     async def describe(who: str, data: dict[str, Any]) -> dict[str, Any]:
         capability = await cm.describe_async(text_argument("name", data.get("name")), subject=who)
