@@ -126,12 +126,15 @@ class CodeMode:
         search_terms: Iterable[str] = (),
         max_calls_per_execution: int | None = None,
         timeout: float | None = None,
+        example: str | None = None,
     ) -> Callable[[F], F]:
         """Register a sync or async function; the program calls it by keyword as `name(...)`.
 
         `max_calls_per_execution` and `timeout` (seconds) override the `Limits` defaults
-        for this capability. Raises `RegistrationError` at decoration time for a bad name,
-        a duplicate, or type hints that cannot cross the sandbox boundary.
+        for this capability. `example` is a call `describe` shows, such as
+        `'instances.get(sandbox="dev", name="api")'`; it is checked against the signature.
+        Raises `RegistrationError` at decoration time for a bad name, a duplicate, an
+        example that does not fit, or type hints that cannot cross the sandbox boundary.
         """
 
         def register(handler: F) -> F:
@@ -145,6 +148,7 @@ class CodeMode:
                     search_terms=search_terms,
                     max_calls_per_execution=max_calls_per_execution,
                     timeout=timeout,
+                    example=example,
                 )
             )
             return handler

@@ -183,12 +183,16 @@ _PRIORITY = {"extra_forbidden": 0, "missing": 1}
 
 
 def literal_problem(annotation: Any, value: JSONValue, path: str) -> str | None:
-    """The binding message for a literal argument of the wrong JSON kind, or None.
+    """The binding message for a literal argument of the wrong JSON kind or outside its
+    declared bounds, or None.
 
-    Only kinds are compared (the static preflight's check): no validator, constraint or
-    other host code runs for a call that has not executed.
+    Kinds and the declared numbers of `Field` bounds are compared (the static preflight's
+    check): no validator or other host code runs for a call that has not executed.
     """
     tp = t.strip_annotated(annotation)
+    bounds = t.declared(annotation) if tp is not annotation else None
+    if bounds is not None and not bounds.allows(value) and _fits(tp, value):
+        return f"argument {_quote(path)} must be {bounds.phrase(tp)}"
     if t.json_kind(tp) is not None:
         return None if t.fits_kind(tp, value) else _must_be(tp, path)
     if tp is Any:
@@ -232,6 +236,13 @@ def literal_problem(annotation: Any, value: JSONValue, path: str) -> str | None:
     return None
 
 
+def _fits(tp: Any, value: JSONValue) -> bool:
+    """Whether a value is of the kind bounds apply to (a number, a string, a list)."""
+    if t.json_kind(tp) is not None:
+        return t.fits_kind(tp, value)
+    return isinstance(value, list) and get_origin(tp) in (list, tuple)
+
+
 def _must_be(tp: Any, path: str) -> str:
     return f"argument {_quote(path)} must be {t.expected(tp)}"
 
@@ -262,7 +273,29 @@ def _explain(capability: Capability, errors: list[ErrorDetails], given: dict[str
         return f"missing required argument {_quote(path)}"
     if error["type"] in ("too_short", "too_long") and get_origin(annotation) is tuple:
         return f"argument {_quote(path)} must have {len(get_args(annotation))} items"
+    if error["type"] in _BOUND_ERRORS:
+        phrase = t.declared(annotation).phrase(t.strip_annotated(annotation))
+        if phrase is None:  # a bound the declared type does not show: a validator's own
+            return f"argument {_quote(path)} is not valid"
+        return f"argument {_quote(path)} must be {phrase}"
     return f"argument {_quote(path)} must be {t.expected(annotation)}"
+
+
+_BOUND_ERRORS = frozenset(
+    {
+        "greater_than",
+        "greater_than_equal",
+        "less_than",
+        "less_than_equal",
+        "multiple_of",
+        "string_too_short",
+        "string_too_long",
+        "string_pattern_mismatch",
+        "too_short",
+        "too_long",
+    }
+)
+"""Errors of a declared bound: named by the bound `describe` shows, never by pydantic's text."""
 
 
 def _walk(

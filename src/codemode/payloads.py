@@ -51,6 +51,8 @@ def describe_payload(capability: Capability) -> JSONObject:
                 "required": p.required,
                 **({} if p.required else {"default": repr(p.default)}),
                 **({"doc": p.doc} if p.doc else {}),
+                **({"constraints": p.constraints} if p.constraints else {}),
+                **({"examples": list(p.examples)} if p.examples else {}),
             }
             for p in capability.parameters
         ],
@@ -60,6 +62,7 @@ def describe_payload(capability: Capability) -> JSONObject:
             **({"doc": capability.result_doc} if capability.result_doc else {}),
         },
         "shapes": [shape.render() for shape in capability.shapes],
+        **({"example": capability.example} if capability.example else {}),
         "input_schema": capability.input_schema,
         "output_schema": capability.output_schema,
     }

@@ -264,7 +264,7 @@ async def test_describe_of_unknown_or_disabled_is_not_found(caller: Caller) -> N
         (
             "search_api",
             {"query": "x", "extra": 1},
-            'invalid request: unknown property "extra"; this tool takes "query"',
+            'invalid request: unknown property "extra"; this tool takes "query", "offset"',
         ),
         (
             "execute",

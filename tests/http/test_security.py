@@ -318,6 +318,7 @@ class TestBadInput:
                 "message": 'invalid request: property "query" must be valid Unicode text',
                 "where": None,
                 "traceback": [],
+                "model_text": 'invalid request: property "query" must be valid Unicode text',
             },
             "printed": "",
         }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import functools
 import inspect
 import threading
@@ -34,7 +35,17 @@ class Parameter:
     annotation: Any
     default: Any
     doc: str | None = None
-    """What the handler's docstring says of it (Google, NumPy, reST or Epydoc style)."""
+    """What the handler's docstring says of it (Google, NumPy, reST or Epydoc style), or
+    the description of its `Field`."""
+
+    @property
+    def constraints(self) -> str | None:
+        """Its declared bounds in words (`from 1 to 100`), enforced when a call binds."""
+        return t.declared(self.annotation).phrase(self.annotation)
+
+    @property
+    def examples(self) -> tuple[Any, ...]:
+        return t.declared(self.annotation).examples
 
     @property
     def required(self) -> bool:
@@ -68,6 +79,8 @@ class Capability:
     """Seconds one call may run (else `Limits.max_capability_seconds`)."""
     flat: bool = False
     """Whether every parameter is a scalar, so bound arguments are already JSON data."""
+    example: str | None = None
+    """A call of this capability as a program writes it, shown by `describe`."""
 
     @functools.cached_property
     def arguments_adapter(self) -> pydantic.TypeAdapter[Any]:
@@ -117,6 +130,7 @@ def build_capability(
     search_terms: Iterable[str],
     max_calls_per_execution: int | None = None,
     timeout: float | None = None,
+    example: str | None = None,
 ) -> Capability:
     """Validate a handler and its metadata; every problem raises RegistrationError."""
     name = check_name(name)
@@ -171,9 +185,8 @@ def build_capability(
             t.check_supported(annotation)
         except t.UnsupportedTypeError as exc:
             raise fail(f'parameter "{param.name}": {exc}') from None
-        parameters.append(
-            Parameter(param.name, annotation, param.default, param_docs.get(param.name))
-        )
+        doc = param_docs.get(param.name) or t.declared(annotation).description
+        parameters.append(Parameter(param.name, annotation, param.default, doc))
     if "return" not in hints:
         raise fail("the return type hint is missing")
     result_annotation = hints["return"]
@@ -181,6 +194,10 @@ def build_capability(
         t.check_supported(result_annotation)
     except t.UnsupportedTypeError as exc:
         raise fail(f"return type: {exc}") from None
+    if example is not None:
+        problem = _example_problem(example, name, parameters)
+        if problem is not None:
+            raise fail(f"example: {problem}")
 
     return Capability(
         id=capability_id,
@@ -197,7 +214,29 @@ def build_capability(
         max_calls_per_execution=max_calls_per_execution,
         timeout=timeout,
         flat=all(t.is_scalar(p.annotation) for p in parameters),
+        example=example,
     )
+
+
+def _example_problem(example: object, name: str, parameters: list[Parameter]) -> str | None:
+    """Why an example is not a call of this capability a program could write, or None."""
+    if not isinstance(example, str):
+        return "must be a string"
+    try:
+        call = ast.parse(example.strip(), mode="eval").body
+    except SyntaxError:
+        return "is not a Python expression"
+    if not isinstance(call, ast.Call) or ast.unparse(call.func) != name:
+        return f"must be a call of {name}(...)"
+    declared = {p.name for p in parameters}
+    given = {k.arg for k in call.keywords}
+    if call.args or None in given:
+        return "must pass every argument by keyword"
+    unknown = sorted(str(k) for k in given - declared)
+    if unknown:
+        return f'unknown argument "{unknown[0]}"'
+    missing = [p.name for p in parameters if p.required and p.name not in given]
+    return f'missing required argument "{missing[0]}"' if missing else None
 
 
 def _arguments_adapter(name: str, parameters: list[Parameter]) -> pydantic.TypeAdapter[Any]:

@@ -273,6 +273,93 @@ def expected(tp: Any) -> str:
     }.get(tp, "a JSON value")
 
 
+@dataclass(frozen=True, slots=True)
+class Declared:
+    """What an `Annotated[..., Field(...)]` hint declares beside its type."""
+
+    description: str | None = None
+    examples: tuple[Any, ...] = ()
+    ge: Any = None
+    gt: Any = None
+    le: Any = None
+    lt: Any = None
+    multiple_of: Any = None
+    min_length: int | None = None
+    max_length: int | None = None
+    pattern: str | None = None
+
+    def phrase(self, tp: Any) -> str | None:
+        """The constraints in words: `from 1 to 100`, `1 to 40 characters`."""
+        parts: list[str] = []
+        low = self.ge if self.ge is not None else self.gt
+        high = self.le if self.le is not None else self.lt
+        if self.ge is not None and self.le is not None:
+            parts.append(f"from {self.ge} to {self.le}")
+        else:
+            if low is not None:
+                parts.append(f"at least {low}" if self.ge is not None else f"greater than {low}")
+            if high is not None:
+                parts.append(f"at most {high}" if self.le is not None else f"less than {high}")
+        if self.multiple_of is not None:
+            parts.append(f"a multiple of {self.multiple_of}")
+        base = strip_annotated(tp)
+        if is_union(base):
+            base = next((strip_annotated(m) for m in get_args(base) if m is not NoneType), base)
+        unit = "character" if base is str else "item"
+        if self.min_length is not None and self.max_length is not None:
+            parts.append(f"{self.min_length} to {self.max_length} {unit}s")
+        elif self.min_length is not None:
+            plural = "" if self.min_length == 1 else "s"
+            parts.append(f"at least {self.min_length} {unit}{plural}")
+        elif self.max_length is not None:
+            plural = "" if self.max_length == 1 else "s"
+            parts.append(f"at most {self.max_length} {unit}{plural}")
+        if self.pattern is not None:
+            parts.append(f"matching the pattern {self.pattern}")
+        return ", ".join(parts) or None
+
+    def allows(self, value: object) -> bool:
+        """Whether a JSON value meets the declared bounds (patterns are not checked here)."""
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return not (
+                (self.ge is not None and value < self.ge)
+                or (self.gt is not None and value <= self.gt)
+                or (self.le is not None and value > self.le)
+                or (self.lt is not None and value >= self.lt)
+            )
+        if isinstance(value, str | list):
+            return not (
+                (self.min_length is not None and len(value) < self.min_length)
+                or (self.max_length is not None and len(value) > self.max_length)
+            )
+        return True
+
+
+_BOUNDS = ("ge", "gt", "le", "lt", "multiple_of", "min_length", "max_length", "pattern")
+
+
+def declared(tp: Any) -> Declared:
+    """What `tp`'s `Annotated` metadata declares (pydantic `Field`, `annotated_types`);
+    for `Annotated[...] | None`, what its annotated member declares."""
+    if is_union(tp):
+        members = (declared(member) for member in get_args(tp) if member is not NoneType)
+        return next((d for d in members if d != Declared()), Declared())
+    if get_origin(tp) is not typing.Annotated:
+        return Declared()
+    info = pydantic.fields.FieldInfo.from_annotation(tp)
+    found: dict[str, Any] = {}
+    for item in info.metadata:
+        for name in _BOUNDS:
+            value = getattr(item, name, None)
+            if value is not None:
+                found[name] = value
+    return Declared(
+        description=info.description,
+        examples=tuple(info.examples or ()),
+        **found,
+    )
+
+
 def is_scalar(tp: Any) -> bool:
     """str, int, float, bool, None, a Literal of those, or a union of them."""
     tp = strip_annotated(tp)
@@ -333,11 +420,13 @@ def shapes(tp: Any, *, result: bool = False) -> list[Shape]:
 
 
 __all__ = [
+    "Declared",
     "Field",
     "Shape",
     "UnsupportedTypeError",
     "access",
     "check_supported",
+    "declared",
     "expected",
     "fields_of",
     "fits_kind",

@@ -10,15 +10,33 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, TypedDict
+from typing import Annotated, Literal, TypedDict
 
 import pydantic
+from pydantic import Field
 
 from codemode import AgentError, CodeMode, Limits
 from codemode.authz import AllowAll, Authorizer
 from codemode.demo.store import Store, default_path
 
 State = Literal["running", "stopped"]
+SandboxName = Annotated[
+    str, Field(description="Sandbox name, as sandboxes.list gives it", examples=["dev"])
+]
+InstanceName = Annotated[
+    str, Field(description="Instance name within its sandbox", examples=["api"])
+]
+OwnerId = Annotated[
+    str, Field(description="Owner id (not a name), like u-edsger", examples=["u-edsger"])
+]
+PageSize = Annotated[int, Field(ge=1, le=100, description="Items per page")]
+Tag = Annotated[str, Field(min_length=1, max_length=40)]
+
+
+def _like(text: str) -> str:
+    """A SQL LIKE pattern matching `text` anywhere, its own % and _ taken literally."""
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
 
 
 class InstanceSummary(TypedDict):
@@ -105,8 +123,14 @@ def create(
         "sandboxes.list",
         summary="List sandboxes with their region, owner and instance count.",
         search_terms=["environments", "projects"],
+        example='sandboxes.list(owner="u-ada")',
     )
-    def list_sandboxes(*, owner: str | None = None) -> list[SandboxSummary]:
+    def list_sandboxes(*, owner: OwnerId | None = None) -> list[SandboxSummary]:
+        """List sandboxes.
+
+        Args:
+            owner: Only the sandboxes of this owner id, like u-ada.
+        """
         with store.connect() as db:
             rows = db.execute(
                 "SELECT s.name, s.region, s.owner_id, COUNT(i.name) AS n FROM sandboxes s "
@@ -126,18 +150,27 @@ def create(
             "Pages hold at most `limit` items; pass `next_offset` as `offset` for the next page."
         ),
         search_terms=["servers", "machines", "vms"],
+        example='instances.list(sandbox="dev", state="running", limit=50)',
     )
     def list_instances(
         *,
-        sandbox: str | None = None,
+        sandbox: SandboxName | None = None,
         state: State | None = None,
         tag: str | None = None,
-        owner: str | None = None,
-        limit: int = 20,
-        offset: int = 0,
+        owner: OwnerId | None = None,
+        limit: PageSize = 20,
+        offset: Annotated[int, Field(ge=0)] = 0,
     ) -> InstancePage:
-        if not 1 <= limit <= 100 or offset < 0:
-            raise AgentError("limit must be 1 to 100 and offset at least 0")
+        """List instances.
+
+        Args:
+            sandbox: Only instances of this sandbox.
+            state: Only instances in this state.
+            tag: Only instances with this tag.
+            owner: Only instances of this owner id, like u-edsger.
+            limit: Items per page.
+            offset: Where the page starts: the next_offset of the previous page.
+        """
         where = (
             "(? IS NULL OR i.sandbox = ?) AND (? IS NULL OR i.state = ?) "
             "AND (? IS NULL OR i.owner_id = ?) AND (? IS NULL OR EXISTS (SELECT 1 FROM tags t "
@@ -173,24 +206,30 @@ def create(
         "instances.get",
         summary="Get one instance with its nics (name, address, network) and tags.",
         search_terms=["server details", "ip address"],
+        example='instances.get(sandbox="dev", name="api")',
     )
-    def get_instance(*, sandbox: str, name: str) -> Instance:
+    def get_instance(*, sandbox: SandboxName, name: InstanceName) -> Instance:
         return instance(sandbox, name)
 
     @cm.capability(
         "instances.search",
         summary="Find instances whose name, tag or nic address contains the text.",
+        example='instances.search(text="10.0.1")',
     )
-    def search_instances(*, text: str, limit: int = 20) -> list[InstanceSummary]:
-        pattern = f"%{text}%"
+    def search_instances(
+        *,
+        text: Annotated[str, Field(min_length=1, description="Text to look for, as written")],
+        limit: PageSize = 20,
+    ) -> list[InstanceSummary]:
+        pattern = _like(text)
         with store.connect() as db:
             rows = db.execute(
                 "SELECT DISTINCT i.* FROM instances i "
                 "LEFT JOIN tags t ON t.sandbox = i.sandbox AND t.instance = i.name "
                 "LEFT JOIN nics n ON n.sandbox = i.sandbox AND n.instance = i.name "
-                "WHERE i.name LIKE ? OR t.tag LIKE ? OR n.address LIKE ? "
-                "ORDER BY i.sandbox, i.name LIMIT ?",
-                (pattern, pattern, pattern, max(1, min(limit, 100))),
+                "WHERE i.name LIKE ? ESCAPE '\\' OR t.tag LIKE ? ESCAPE '\\' "
+                "OR n.address LIKE ? ESCAPE '\\' ORDER BY i.sandbox, i.name LIMIT ?",
+                (pattern, pattern, pattern, limit),
             ).fetchall()
         return [
             {
@@ -206,8 +245,9 @@ def create(
         "instances.set_state",
         summary="Start or stop an instance; returns the updated instance.",
         search_terms=["start", "stop", "restart", "power off a server"],
+        example='instances.set_state(sandbox="dev", name="api", state="stopped")',
     )
-    def set_state(*, sandbox: str, name: str, state: State) -> Instance:
+    def set_state(*, sandbox: SandboxName, name: InstanceName, state: State) -> Instance:
         instance(sandbox, name)
         with store.connect() as db:
             db.execute(
@@ -220,10 +260,14 @@ def create(
         "instances.tag",
         summary="Add tags to an instance; returns all its tags.",
         search_terms=["label"],
+        example='instances.tag(sandbox="dev", name="api", tags=["web", "team-a"])',
     )
-    def tag_instance(*, sandbox: str, name: str, tags: list[str]) -> list[str]:
-        if not all(tag and len(tag) <= 40 for tag in tags):
-            raise AgentError("tags must be 1 to 40 characters")
+    def tag_instance(
+        *,
+        sandbox: SandboxName,
+        name: InstanceName,
+        tags: Annotated[list[Tag], Field(min_length=1, description="Tags to add")],
+    ) -> list[str]:
         instance(sandbox, name)
         with store.connect() as db:
             db.executemany(
@@ -235,8 +279,9 @@ def create(
         "owners.get",
         summary="Get one owner (a person) by id, with email and team.",
         search_terms=["user", "person", "contact"],
+        example='owners.get(id="u-edsger")',
     )
-    async def get_owner(*, id: str) -> Owner:
+    async def get_owner(*, id: OwnerId) -> Owner:
         def read() -> Owner:
             with store.connect() as db:
                 row = db.execute("SELECT * FROM owners WHERE id = ?", (id,)).fetchone()
@@ -246,8 +291,19 @@ def create(
 
         return await asyncio.to_thread(read)
 
-    @cm.capability("owners.list", summary="List owners, optionally of one team.")
-    def list_owners(*, team: str | None = None) -> list[Owner]:
+    @cm.capability(
+        "owners.list",
+        summary="List owners, optionally of one team.",
+        example='owners.list(team="platform")',
+    )
+    def list_owners(
+        *, team: Annotated[str, Field(examples=["platform", "research"])] | None = None
+    ) -> list[Owner]:
+        """List owners.
+
+        Args:
+            team: Only the owners of this team.
+        """
         with store.connect() as db:
             rows = db.execute(
                 "SELECT * FROM owners WHERE ? IS NULL OR team = ? ORDER BY id", (team, team)

@@ -190,6 +190,7 @@ TOOLS = [
                 "parameters": {"type": "array", "items": {"type": "object"}},
                 "result": {"type": "object"},
                 "shapes": {"type": "array", "items": _STRING},
+                "example": _STRING,
                 "input_schema": {"type": "object"},
                 "output_schema": {"type": "object"},
                 "capabilities": {"type": "array", "items": {"type": "object"}},

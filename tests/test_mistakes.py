@@ -1,0 +1,250 @@
+"""A corpus of ordinary mistakes, made as a model makes them against the demo host.
+
+Each error must lead to the fix in one step: it names the line to change, and its text
+(what an MCP client hands the model) names the replacement. The test then makes exactly
+that replacement and runs the program again: it must succeed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from codemode import CodeMode, CodeModeError
+from codemode.demo.host import create
+
+
+@dataclass(frozen=True)
+class Mistake:
+    name: str
+    source: str
+    line: int
+    """The line the error must name."""
+    wrong: str
+    right: str
+    """The fix: `wrong` becomes `right` on `fix_line` (the named line unless given)."""
+    says: str | None = None
+    """What the error text must contain (the replacement itself unless given)."""
+    fix_line: int | None = None
+
+
+M = "def main():\n"
+GET = 'instances.get(sandbox="dev", name="api")'
+MISTAKES = [
+    Mistake(
+        "namespace", M + "    return len(instance.list()['items'])\n", 2, "instance", "instances"
+    ),
+    Mistake(
+        "local name",
+        M + "    servers = instances.list()['items']\n    return len(server)\n",
+        3,
+        "server)",
+        "servers)",
+        says='did you mean "servers"?',
+    ),
+    Mistake("attribute", M + f"    i = {GET}\n    return i.memory\n", 3, "memory", "memory_mb"),
+    Mistake(
+        "result key",
+        M + "    page = instances.list()\n    return page['count']\n",
+        3,
+        "count",
+        "total",
+        says="InstancePage has: items, total, next_offset",
+    ),
+    Mistake(
+        "keyword",
+        M + '    return instances.get(sandbox="dev", nam="api").name\n',
+        2,
+        "nam=",
+        "name=",
+        says='unknown argument "nam"; did you mean "name"?',
+    ),
+    Mistake(
+        "capability",
+        M + "    return instances.lst()['total']\n",
+        2,
+        "instances.lst",
+        "instances.list",
+    ),
+    Mistake(
+        "argument type",
+        M + '    return instances.list(limit="5")["total"]\n',
+        2,
+        '"5"',
+        "5",
+        says='argument "limit" must be an integer',
+    ),
+    Mistake(
+        "argument bound",
+        M + "    return instances.list(limit=500)['total']\n",
+        2,
+        "500",
+        "100",
+        says='argument "limit" must be from 1 to 100',
+    ),
+    Mistake(
+        "literal value",
+        M + '    return instances.list(state="started")["total"]\n',
+        2,
+        '"started"',
+        '"running"',
+        says="one of 'running', 'stopped'",
+    ),
+    Mistake(
+        "dict read as object",
+        M + "    page = instances.list()\n    return page.total\n",
+        3,
+        "page.total",
+        'page["total"]',
+        says='read its keys as x["total"]',
+    ),
+    Mistake(
+        "object read as dict",
+        M + f"    i = {GET}\n    return i['name']\n",
+        3,
+        "i['name']",
+        "i.name",
+        says="read its fields as attributes",
+    ),
+    Mistake(
+        "json of a result object",
+        "import json\n" + M + f"    i = {GET}\n    return json.dumps(i)\n",
+        4,
+        "json.dumps(i)",
+        "json.dumps(vars(i))",
+        says="vars(x)",
+    ),
+    Mistake(
+        "dataclasses.asdict",
+        "import dataclasses\n" + M + f"    return dataclasses.asdict({GET})\n",
+        3,
+        "dataclasses.asdict(",
+        "vars(",
+        says="use vars(obj)",
+    ),
+    Mistake(
+        "str.format_map",
+        M + "    return '{a}'.format_map({'a': 1})\n",
+        2,
+        ".format_map({'a': 1})",
+        ".format(**{'a': 1})",
+        says="use str.format(**mapping)",
+    ),
+    Mistake("method typo", M + "    return 'abc'.uper()\n", 2, "uper", "upper"),
+    Mistake(
+        "module function typo", "import math\n" + M + "    return math.sqr(4)\n", 3, "sqr", "sqrt"
+    ),
+    Mistake(
+        "missing import",
+        M + "    return json.dumps([1])\n",
+        2,
+        "def main():",
+        "import json\ndef main():",
+        says="import 'json'",
+        fix_line=1,
+    ),
+    Mistake(
+        "own dict key",
+        M + "    d = {'alpha': 1}\n    return d['alpah']\n",
+        3,
+        "alpah",
+        "alpha",
+    ),
+    Mistake(
+        "await outside async",
+        M + "    page = await instances.list()\n    return page['total']\n",
+        2,
+        "def main",
+        "async def main",
+        says="define async def main():",
+        fix_line=1,
+    ),
+    Mistake(
+        "call while loading",
+        "total = instances.list()['total']\n" + M + "    return 1\n",
+        1,
+        "total = instances.list()['total']",
+        "",
+        says="move the call into main()",
+    ),
+    Mistake(
+        "not JSON",
+        M + "    names = {i['name'] for i in instances.list()['items']}\n    return set(names)\n",
+        3,
+        "set(names)",
+        "sorted(names)",
+        says="result is a set",
+    ),
+    Mistake(
+        "too many calls",
+        M + f"    return [{GET}.cpus for _ in range(150)]\n",
+        2,
+        "range(150)",
+        "range(50)",
+        says="capability calls (limit 100)",
+    ),
+    Mistake(
+        "class inheritance",
+        "class Row(dict):\n    pass\n" + M + "    return 1\n",
+        1,
+        "class Row(dict):",
+        "class Row:",
+        says="(class Row(dict))",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CodeMode]:
+    with create(tmp_path_factory.mktemp("mistakes") / "demo.sqlite3") as cm:
+        yield cm
+
+
+def fix(mistake: Mistake) -> str:
+    lines = mistake.source.split("\n")
+    index = (mistake.fix_line or mistake.line) - 1
+    assert mistake.wrong in lines[index], mistake.name
+    lines[index] = lines[index].replace(mistake.wrong, mistake.right, 1)
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("mistake", MISTAKES, ids=lambda m: m.name)
+def test_each_error_leads_to_the_fix_in_one_step(demo: CodeMode, mistake: Mistake) -> None:
+    with pytest.raises(CodeModeError) as caught:
+        demo.execute(mistake.source, subject="model")
+    error = caught.value
+    assert error.where is not None and error.where.line == mistake.line, str(error)
+    text = error.report()
+    assert (mistake.says or f'"{mistake.right}"') in text, text
+    demo.execute(fix(mistake), subject="model")
+
+
+def test_two_mistakes_at_once_are_both_named(demo: CodeMode) -> None:
+    source = M + '    a = instances.get(sandbox="dev", nam="api")\n    return instances.lst()\n'
+    with pytest.raises(CodeModeError) as caught:
+        demo.execute(source, subject="model")
+    assert str(caught.value) == (
+        'invalid program: <codemode>:2:9: unknown argument "nam"; did you mean "name"?\n'
+        '<codemode>:3:12: unknown capability "instances.lst"; did you mean "instances.list"?'
+    )
+
+
+def test_a_write_before_a_mistake_is_reported_as_done(demo: CodeMode, tmp_path: Path) -> None:
+    source = (
+        M + '    tags = instances.tag(sandbox="dev", name="db", tags=["seen"])\n'
+        "    page = instances.list()\n"
+        "    return page['count']\n"
+    )
+    with pytest.raises(CodeModeError) as caught:
+        demo.execute(source, subject="model")
+    assert caught.value.report() == (
+        "invalid program: <codemode>:4:12: KeyError: 'count'; InstancePage has: items, total, "
+        "next_offset\n"
+        "    return page['count']\n"
+        "           ^^^^^^^^^^^^^\n"
+        "After 2 completed capability calls: instances.tag (line 2), instances.list (line 3); "
+        "their effects stand."
+    )
