@@ -194,3 +194,22 @@ def close_while_running(cm: CodeMode, source: str) -> tuple[float, list[str]]:
 def assert_no_canary(*texts: object) -> None:
     for text in texts:
         assert CANARY not in repr(text)
+
+
+NPM_TOOLS = Path(os.environ.get("CODEMODE_NPM_TOOLS", Path.home() / ".cache" / "codemode" / "npm"))
+"""Where `.ci/run` installs the npm packages tests drive (outside the repository)."""
+
+
+def system_tool(path: str | Path, install: str) -> Path:
+    """A program a test drives for real, or a skip that says how to install it.
+
+    Where `CODEMODE_REQUIRE_SYSTEM_TOOLS=1` (set by `.ci/run`, which installs them all),
+    a missing one fails the test instead: CI never skips a suite.
+    """
+    found = Path(path)
+    if found.exists():
+        return found
+    reason = f"{found} is missing: {install}"
+    if os.environ.get("CODEMODE_REQUIRE_SYSTEM_TOOLS") == "1":
+        pytest.fail(reason)
+    pytest.skip(reason)

@@ -62,10 +62,7 @@ def render_error(error: CodeModeError) -> str:
     where: Where | None = error.where
     if where is not None:
         lines.append(f'  File "{where.file}", line {where.line}, in {where.func or "<module>"}')
-        lines.append(f"    {where.source.strip()}")
-        indent = len(where.source) - len(where.source.lstrip())
-        width = (where.end_column - where.column) if where.end_line == where.line else 1
-        lines.append("    " + " " * (where.column - 1 - indent) + "^" * max(width, 1))
+        lines.append(where.excerpt())
     lines.append(f"{error} [{error.code.value}]")
     return "\n".join(lines)
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
+from tests.conftest import system_tool
 from tests.e2e.conftest import ROOT, free_port, start_codemode
 
 SHOTS = ROOT / "test-output" / "web"
@@ -53,8 +54,9 @@ def demo_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def browser() -> Iterator[Browser]:
     SHOTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
+        chromium = system_tool(CHROMIUM, "apt-get install chromium (or run .ci/run)")
         browser = playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
+            executable_path=chromium, headless=True, args=CHROMIUM_ARGS
         )
         yield browser
         browser.close()

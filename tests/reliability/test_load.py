@@ -18,6 +18,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from tests.conftest import system_tool
 from tests.e2e.conftest import free_port, start_codemode, wait_for_port
 
 pytestmark = pytest.mark.anyio
@@ -162,9 +163,18 @@ async def test_two_stateless_servers_behind_nginx_share_the_load_and_survive_a_k
         start_server(tmp_path, a, "--audit-log", str(audits[0])),
         start_server(tmp_path, b, "--audit-log", str(audits[1])),
     ]
+    nginx_binary = system_tool(NGINX, "apt-get install nginx (or run .ci/run)")
     (tmp_path / "nginx.conf").write_text(NGINX_CONF.format(tmp=tmp_path, a=a, b=b, port=port))
     nginx = subprocess.Popen(
-        [NGINX, "-c", str(tmp_path / "nginx.conf"), "-p", str(tmp_path), "-g", "daemon off;"],
+        [
+            nginx_binary,
+            "-c",
+            str(tmp_path / "nginx.conf"),
+            "-p",
+            str(tmp_path),
+            "-g",
+            "daemon off;",
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

@@ -108,7 +108,7 @@ def explain(exc_type: str, message: str, known: Known, where: Where | None) -> s
 
 def _hint(exc_type: str, message: str, known: Known, where: Where | None) -> str | None:
     if exc_type == "NameError" and (found := _NAME.match(message)):
-        return _name(found[1], known)
+        return _name(found[1], known, where)
     if exc_type == "AttributeError" and (found := _MODULE_ATTRIBUTE.match(message)):
         return _module_attribute(found[1], found[2], known)
     if exc_type == "AttributeError" and (found := _ATTRIBUTE.match(message)):
@@ -135,13 +135,19 @@ def _hint(exc_type: str, message: str, known: Known, where: Where | None) -> str
     return None
 
 
-def _name(name: str, known: Known) -> str | None:
+def _name(name: str, known: Known, where: Where | None) -> str | None:
     if name in MODULES:
         return f'add "import {name}" at the top of the program'
     if hasattr(builtins, name) and not name.startswith("_"):
         return _unsupported(name if name[0].isupper() else f"{name}()", name)
     candidates = known.names | known.roots | _builtin_names() | frozenset(MODULES)
-    return _did_you_mean(name, candidates)
+    close = _did_you_mean(name, candidates)
+    used_as_namespace = where is not None and where.source[where.column - 1 :].startswith(
+        f"{name}."
+    )
+    if close is None and used_as_namespace and known.roots:
+        return "the capability namespaces are " + ", ".join(sorted(known.roots))
+    return close
 
 
 def _module_attribute(module: str, attribute: str, known: Known) -> str | None:

@@ -1,0 +1,47 @@
+"""The tool schemas are portable: the MCP Inspector's `--strict` check finds nothing.
+
+The Inspector (npm `@modelcontextprotocol/inspector`, which needs Node.js 22) lists the
+tools of the real demo server over stdio and reports every schema construct some client
+would reject or misread (type arrays for nullable fields, schemas that constrain nothing).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import NPM_TOOLS, system_tool
+from tests.e2e.conftest import ROOT
+
+INSTALL = "run .ci/run, which installs @modelcontextprotocol/inspector and Node.js 22 there"
+ARCH = {"x86_64": "x64", "aarch64": "arm64", "arm64": "arm64"}.get(platform.machine(), "x64")
+
+
+def test_the_inspector_strict_check_reports_no_errors_and_no_warnings(tmp_path: Path) -> None:
+    node = system_tool(NPM_TOOLS / "node_modules" / f"node-linux-{ARCH}" / "bin" / "node", INSTALL)
+    inspector = system_tool(
+        NPM_TOOLS
+        / "node_modules"
+        / "@modelcontextprotocol"
+        / "inspector"
+        / "clients"
+        / "launcher"
+        / "build"
+        / "index.js",
+        INSTALL,
+    )
+    server = [sys.executable, "-m", "codemode", "demo", "--transport", "stdio"]
+    finished = subprocess.run(
+        [str(node), str(inspector), "--cli", "--method", "tools/list", "--strict", "--", *server],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env={**os.environ, "XDG_DATA_HOME": str(tmp_path), "HOME": str(tmp_path)},
+    )
+    assert finished.returncode == 0, finished.stderr
+    assert '"name": "execute"' in finished.stdout
+    assert finished.stderr == ""  # each finding would be a "Warning: ..." or "Error: ..." block
