@@ -65,7 +65,7 @@ more calls queue."""
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """What one execution used; safe to show the model (no limit values)."""
+    """What one execution used: the program's own doing, safe to show the model."""
 
     duration_seconds: float
     capability_calls: tuple[str, ...]
