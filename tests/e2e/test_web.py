@@ -96,7 +96,8 @@ def test_search_select_and_insert_a_call(page: Page) -> None:
     page.evaluate("document.getElementById('source').setSelectionRange(23, 23)")
     page.click("#insert-call")
     assert (
-        page.input_value("#source") == 'def main():\n    return instances.get(sandbox="", name="")'
+        page.input_value("#source")
+        == 'def main():\n    return instances.get(sandbox="dev", name="api")'
     )
     page.screenshot(path=SHOTS / "1-capability-selected.png")
 

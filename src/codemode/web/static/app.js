@@ -72,6 +72,8 @@ async function select(name) {
   for (const p of selected.parameters) {
     const item = document.createElement("li");
     const bits = [`${p.name}: ${p.type}`, p.required ? "required" : `default ${p.default}`];
+    if (p.constraints) bits.push(p.constraints);
+    if (p.examples) bits.push(`e.g. ${JSON.stringify(p.examples[0])}`);
     item.textContent = bits.join(", ") + (p.doc ? ` — ${p.doc}` : "");
     params.append(item);
   }
@@ -96,8 +98,10 @@ function placeholder(type) {
 
 $("insert-call").addEventListener("click", () => {
   if (!selected) return;
-  const args = selected.parameters.filter((p) => p.required).map((p) => `${p.name}=${placeholder(p.type)}`);
-  insert(`${selected.name}(${args.join(", ")})`);
+  // The host's own example call when it gave one, else the required arguments to fill in.
+  const value = (p) => (p.examples ? JSON.stringify(p.examples[0]) : placeholder(p.type));
+  const args = selected.parameters.filter((p) => p.required).map((p) => `${p.name}=${value(p)}`);
+  insert(selected.example || `${selected.name}(${args.join(", ")})`);
   editor.focus();
 });
 
