@@ -143,6 +143,9 @@ class ScriptedRun:
         values = [r.value for r in results if isinstance(r, Returned)]
         return self._advance(lambda generator: generator.send(values))
 
+    def type_names(self, expressions: list[str]) -> list[str] | None:
+        return None  # a script's values are what it returned: no function among them
+
     def kill(self) -> None:
         self.killed = True
 

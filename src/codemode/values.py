@@ -6,6 +6,7 @@ import dataclasses
 import enum
 import json
 import math
+import re
 from typing import Any
 
 import pydantic_monty as pm
@@ -89,13 +90,25 @@ def object_fields(value: object) -> dict[str, Any] | None:
     return None
 
 
-def to_json(value: Any, *, max_depth: int, root: str, max_bytes: int | None = None) -> JSONValue:
+FUNCTION_TEXT = re.compile(r"<function '([^']{1,200})' at 0x[0-9a-f]+>")
+"""How the interpreter hands over a function of the program: as this text."""
+
+
+def to_json(
+    value: Any,
+    *,
+    max_depth: int,
+    root: str,
+    max_bytes: int | None = None,
+    function_texts: list[str] | None = None,
+) -> JSONValue:
     """A guest value as plain JSON data: tuples become lists, records become dicts.
 
     Raises ValueProblem for what JSON cannot hold (sets, bytes, NaN, non-string keys,
     cycles, functions), TooDeep past `max_depth`, and TooBig as soon as a lower bound of
     the JSON size passes `max_bytes` (so a value of millions of aliased items is refused
-    after reading a fraction of it). Paths start at `root`.
+    after reading a fraction of it). Paths start at `root`. The paths of strings that read
+    like a function of the program go to `function_texts`, for the caller to check.
     """
     active: set[int] = set()
     remaining = max_bytes if max_bytes is not None else math.inf
@@ -109,6 +122,13 @@ def to_json(value: Any, *, max_depth: int, root: str, max_bytes: int | None = No
     def convert(item: Any, path: str, depth: int) -> JSONValue:
         if item is None or isinstance(item, bool | str):
             spend(len(item) + 3 if isinstance(item, str) else 2)
+            if (
+                function_texts is not None
+                and isinstance(item, str)
+                and item.startswith("<function '")
+                and FUNCTION_TEXT.fullmatch(item)
+            ):
+                function_texts.append(path)
             return item
         if isinstance(item, int):
             spend(int_size(item))
@@ -197,6 +217,7 @@ def _walk_size(value: Any) -> int:
 
 
 __all__ = [
+    "FUNCTION_TEXT",
     "RecordValue",
     "TooBig",
     "TooDeep",

@@ -52,6 +52,8 @@ def test_final_value_becomes_json(cm: CodeMode) -> None:
         ("[float('nan')]", "result[0] is a non-finite float, which JSON cannot hold"),
         ("{'a': {1: 2}}", "result['a'] has the key 1; JSON keys must be strings"),
         ("len", "result is the len function, which JSON cannot hold"),
+        ("lambda: 1", "result is the <lambda> function, which JSON cannot hold"),
+        ("{'k': [1, main]}", "result['k'][1] is the main function, which JSON cannot hold"),
     ],
 )
 def test_unsupported_final_values_are_invalid_programs(
@@ -63,6 +65,11 @@ def test_unsupported_final_values_are_invalid_programs(
         str(error)
         == f"invalid program: <codemode>:2:12: main() returned a value that is not JSON: {detail}"
     )
+
+
+def test_a_string_that_reads_like_a_function_is_still_a_string(cm: CodeMode) -> None:
+    text = "<function 'f' at 0xc>"
+    assert cm.execute(P + f"    return {{'a': {text!r}}}", subject="a").value == {"a": text}
 
 
 def test_async_main_runs_capability_calls_concurrently(cm: CodeMode) -> None:

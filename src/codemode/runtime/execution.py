@@ -7,11 +7,13 @@ and every failure, whatever raised it, leaves `drive()` as exactly one CodeModeE
 
 from __future__ import annotations
 
+import ast
 import concurrent.futures
 import contextlib
 import hashlib
 import logging
 import math
+import re
 import threading
 import time
 import uuid
@@ -40,7 +42,7 @@ from codemode.events import (
 from codemode.limits import LimitKind, Limits, exceeded, size
 from codemode.runtime.classify import Outcome, Raise, Stop, classify
 from codemode.runtime.dispatch import Bridge, Dispatcher, HostClock
-from codemode.runtime.program import Program, Programs
+from codemode.runtime.program import RETURNED, Program, Programs
 from codemode.runtime.sandbox import (
     Answer,
     Call,
@@ -54,7 +56,15 @@ from codemode.runtime.sandbox import (
 )
 from codemode.tracing import execution_span
 from codemode.types import JSONObject, JSONValue
-from codemode.values import TooBig, TooDeep, ValueProblem, json_size, object_fields, to_json
+from codemode.values import (
+    FUNCTION_TEXT,
+    TooBig,
+    TooDeep,
+    ValueProblem,
+    json_size,
+    object_fields,
+    to_json,
+)
 
 log = logging.getLogger("codemode")
 
@@ -448,10 +458,10 @@ class Execution:
                 self.run = run
             try:
                 value = self._feed(run, program)
+                final, returned = self._final(value, program, run)
             finally:
                 with self.lock:
                     self.run = None
-        final, returned = self._final(value, program)
         usage = Usage(
             duration_seconds=time.monotonic() - self.started,
             capability_calls=tuple(self.calls),
@@ -611,16 +621,19 @@ class Execution:
             self.outcome.injected.append((where, failure.exc_type, message, failure.error))
         return Injected(failure.exc_type, message)
 
-    def _final(self, value: Any, program: Program) -> tuple[JSONValue, int]:
+    def _final(self, value: Any, program: Program, run: Run) -> tuple[JSONValue, int]:
         limits = self.setup.limits
         where = program.returned
+        function_texts: list[str] = []
         try:
             result = to_json(
                 value,
                 max_depth=limits.max_value_depth,
                 root="result",
                 max_bytes=limits.max_return_bytes,
+                function_texts=function_texts,
             )
+            _check_functions(run, function_texts, result)
         except TooDeep:
             raise Stop(exceeded(LimitKind.VALUE_DEPTH, limits, where=where)) from None
         except TooBig:
@@ -643,6 +656,29 @@ def _log(level: int, message: str, *args: object, exc: BaseException | None = No
     that fails must not stop the caller from being answered."""
     with contextlib.suppress(BaseException):
         log.log(level, message, *args, exc_info=exc)
+
+
+def _check_functions(run: Run, paths: list[str], result: JSONValue) -> None:
+    """The interpreter hands a function main() returned over as its text: of the strings
+    that read so, those that were functions in the program are not JSON (ValueProblem)."""
+    if not paths:
+        return
+    paths = paths[:16]
+    names = run.type_names([RETURNED + path[len("result") :] for path in paths])
+    for path, name in zip(paths, names or (), strict=False):
+        if name in ("function", "builtin_function_or_method"):
+            text = _text_at(result, path)
+            found = FUNCTION_TEXT.fullmatch(text)
+            what = f"the {found[1]} function" if found else "a function"
+            raise ValueProblem(path, f"is {what}, which JSON cannot hold")
+
+
+def _text_at(result: JSONValue, path: str) -> str:
+    """The string at a path `to_json` reported (`result[0]['a']`)."""
+    value: Any = result
+    for key in re.findall(r"\[(\d+|'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")\]", path):
+        value = value[ast.literal_eval(key)]
+    return str(value)
 
 
 def _undefined(name: str) -> Injected:

@@ -34,6 +34,8 @@ _PARSER_LINE_END = re.compile(r"\r\n|\r|\n")
 count only \n, and neither counts \f, \x85 or \u2028."""
 _ASYNC_MAIN = re.compile(r"^async\s+def\s+main\s*\(", re.MULTILINE)
 NO_MAIN = "the program must define main(): add def main(): at top level"
+RETURNED = "codemode_returned_"
+"""The global the trailer keeps main()'s value in, for checks after the program ran."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +193,8 @@ class Programs:
             returned = _returned(main, parsed, lines, convert)
         used = self.roots.intersection(_IDENTIFIER.findall(source))
         trailer = ["import " + ", ".join(sorted(used))] if used else []
-        trailer.append("await main()" if is_async else "main()")
+        trailer.append(f"{RETURNED} = {'await main()' if is_async else 'main()'}")
+        trailer.append(RETURNED)
         code = source + ("\n" if source and not source.endswith("\n") else "") + "\n".join(trailer)
         return Program(
             source, lines, is_async, frozenset(used), code, functions, names, keys, returned

@@ -152,6 +152,11 @@ class Run(Protocol):
         ...
 
     def settle(self, answers: Mapping[int, Answer]) -> Step: ...
+    def type_names(self, expressions: list[str]) -> list[str] | None:
+        """After the program finished: the type name of each expression over its globals
+        (None when they cannot be evaluated)."""
+        ...
+
     def kill(self) -> None:
         """Stop the worker at once, from any thread; harmless after the run ended."""
         ...
@@ -320,6 +325,15 @@ class MontyRun:
         snapshot = self.snapshot
         results = {call_id: self._external(answer) for call_id, answer in answers.items()}
         return self._step(lambda: snapshot.resume(results))
+
+    def type_names(self, expressions: list[str]) -> list[str] | None:
+        code = "[" + ", ".join(f"type({e}).__name__" for e in expressions) + "]"
+        try:
+            step = self._step(lambda: self.session.feed_start(code, print_callback=self.printer))
+        except SandboxFailure:
+            return None
+        names = step.value if isinstance(step, Done) else None
+        return names if isinstance(names, list) else None
 
     def kill(self) -> None:
         with self._lock:
