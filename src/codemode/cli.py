@@ -1,6 +1,9 @@
-"""`codemode serve | run | demo`: the only module that prints or picks exit codes.
+"""`codemode serve | demo | run | check | search | describe`: the only module that prints
+or picks exit codes.
 
-Exit codes: 0 success, 1 the program failed, 2 usage error.
+Exit codes: 0 success, 1 the program failed (or the server could not start), 2 usage
+error. Every option can also come from the environment: `CODEMODE_<COMMAND>_<OPTION>`,
+e.g. `CODEMODE_SERVE_PORT=9000`.
 """
 
 from __future__ import annotations
@@ -10,23 +13,38 @@ import importlib
 import json
 import logging
 import os
+import signal
+import socket
 import sys
 from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
+import codemode
 from codemode.app import CodeMode
 from codemode.errors import PROGRAM_FILE, CodeModeError, InvalidProgramError, Where
 
 
 def load_app(spec: str) -> CodeMode:
-    """`module:attribute` -> a CodeMode (the attribute may be a factory returning one)."""
-    module_name, sep, attribute = spec.partition(":")
+    """`module:attribute` or `path/to/file.py:attribute` -> a CodeMode (the attribute may
+    be a factory returning one). A file's folder is searched for its imports, as uvicorn's
+    `--app-dir` does."""
+    module_name, sep, attribute = spec.rpartition(":")
     if not sep or not module_name or not attribute:
-        raise click.BadParameter("expected module:attribute, e.g. myhost:cm", param_hint="APP")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
+        raise click.BadParameter(
+            "expected module:attribute or path/to/file.py:attribute, e.g. myhost:cm",
+            param_hint="APP",
+        )
+    folder = os.getcwd()
+    if module_name.endswith(".py") or os.sep in module_name:
+        path = Path(module_name)
+        if path.suffix != ".py" or not path.is_file():
+            raise click.BadParameter(f"{module_name} is not a Python file", param_hint="APP")
+        folder, module_name = str(path.resolve().parent), path.stem
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
     try:
         target: Any = importlib.import_module(module_name)
         for part in attribute.split("."):
@@ -80,15 +98,44 @@ def _check_allowed_hosts(
     return values
 
 
-@click.group()
-@click.option("-v", "--verbose", is_flag=True, help="Log host-side details to stderr.")
-def main(verbose: bool) -> None:
+@click.group(context_settings={"auto_envvar_prefix": "CODEMODE"})
+@click.version_option(codemode.__version__, prog_name="codemode")
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    default="info",
+    show_default=True,
+    help="What the host log on stderr shows: info has one line per tool call.",
+)
+@click.option("-v", "--verbose", is_flag=True, help="Same as --log-level debug.")
+def main(log_level: str, verbose: bool) -> None:
     """codemode: let an AI agent drive your API by writing one small program."""
+    level = logging.DEBUG if verbose else getattr(logging, log_level.upper())
     logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING,
+        level=logging.DEBUG if level == logging.DEBUG else logging.WARNING,
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    logging.getLogger("codemode").setLevel(level)  # libraries below stay at warning
+
+
+HTTP_ONLY = ("host", "port", "token_file", "insecure", "allowed_hosts", "web", "root_path")
+"""Options that mean nothing over stdio: passing one with it is a usage error."""
+
+
+def _http_only(context: click.Context, transport: str) -> None:
+    if transport != "stdio":
+        return
+    given = [
+        f"--{name.replace('_', '-').removesuffix('s')}"
+        for name in HTTP_ONLY
+        if name in context.params
+        and context.get_parameter_source(name)
+        in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
+    ]
+    if given:
+        verb = "applies" if len(given) == 1 else "apply"
+        raise click.UsageError(f"{', '.join(given)} {verb} only to --transport http")
 
 
 def _serve(
@@ -101,11 +148,14 @@ def _serve(
     tokens: dict[str, str] | None,
     insecure: bool,
     allowed_hosts: tuple[str, ...],
-    banner: str | None = None,
+    banner: list[str],
     web: bool = False,
+    root_path: str = "",
 ) -> None:
+    """Serve until stopped, after a banner that says where to connect."""
     if transport == "stdio":
-        cm.run("stdio", subject=subject)
+        click.echo(f"codemode: serving {cm.name} over stdio; Ctrl-C stops it", err=True)
+        _serve_stdio(cm, subject)
         return
     import uvicorn
 
@@ -119,14 +169,72 @@ def _serve(
     app = cm.http_app(
         tokens=tokens, subject=subject, host=host, allowed_hosts=allowed_hosts, web=web
     )
-    server = uvicorn.Server(server_config(app, host=host, port=port))
-    if banner:
-        click.echo(banner)
-    server.run()
+    listening = _listen(host, port)
+    server = uvicorn.Server(server_config(app, host=host, port=port, root_path=root_path))
+    click.echo("\n".join(banner))
+    with listening:
+        server.run(sockets=[listening])
+
+
+def _serve_stdio(cm: CodeMode, subject: str) -> None:
+    """Serve over stdio; the first Ctrl-C ends the process at once (the stdin reader
+    would otherwise hold it until the next line arrives)."""
+
+    def interrupted(signum: int, frame: object) -> None:
+        cm.close()
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGINT, interrupted)
+    try:
+        cm.run("stdio", subject=subject)
+    finally:
+        cm.close()
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The listening socket, or one line of error and exit code 1 (before any banner)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listening = socket.socket(family, socket.SOCK_STREAM)
+    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listening.bind((host, port))
+    except OSError as exc:
+        listening.close()
+        click.echo(f"Error: cannot listen on {host}:{port}: {exc.strerror or exc}", err=True)
+        sys.exit(1)
+    return listening
+
+
+def _where_to_connect(
+    name: str, url: str, stdio_args: list[str], *, web: bool, tokens: int | None
+) -> list[str]:
+    """Where a client connects, and the configuration to paste into one."""
+    http: dict[str, Any] = {"type": "http", "url": url}
+    if tokens:
+        http["headers"] = {"Authorization": "Bearer <your token>"}
+    stdio = {"command": "uv", "args": ["--directory", os.getcwd(), "run", "codemode", *stdio_args]}
+    lines = [f"MCP endpoint (streamable HTTP): {url}"]
+    if web:
+        lines.append(f"Playground: {url.removesuffix('mcp')}")
+    if tokens is not None:
+        lines.append(f"Bearer tokens: {tokens} loaded" if tokens else "No bearer tokens")
+    lines += [
+        "Client configuration, HTTP:",
+        json.dumps({"mcpServers": {name: http}}, indent=2),
+        "Client configuration, stdio:",
+        json.dumps({"mcpServers": {name: stdio}}, indent=2),
+        "Press Ctrl-C to stop.",
+    ]
+    return lines
 
 
 TRANSPORT = click.option(
     "--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True
+)
+ROOT_PATH = click.option(
+    "--root-path",
+    default="",
+    help="The path a reverse proxy serves this under, e.g. /codemode (HTTP only).",
 )
 ALLOWED_HOST = click.option(
     "--allowed-host",
@@ -144,7 +252,9 @@ ALLOWED_HOST = click.option(
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8000, show_default=True, type=int)
 @click.option(
-    "--token-file", type=click.Path(exists=True, dir_okay=False), help="token -> subject map."
+    "--token-file",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Bearer tokens, one `subject:token` per line (# starts a comment).",
 )
 @click.option("--insecure", is_flag=True, help="Allow a non-loopback address without tokens.")
 @ALLOWED_HOST
@@ -157,7 +267,10 @@ ALLOWED_HOST = click.option(
     "--audit-log", type=click.Path(dir_okay=False), help="Append audit events (JSON lines)."
 )
 @click.option("--web", is_flag=True, help="Serve the playground at / (HTTP only).")
+@ROOT_PATH
+@click.pass_context
 def serve(
+    context: click.Context,
     app: str,
     transport: str,
     subject: str,
@@ -171,10 +284,12 @@ def serve(
     hide_forbidden: bool,
     audit_log: str | None,
     web: bool,
+    root_path: str,
 ) -> None:
-    """Serve APP (module:attribute naming a CodeMode) over MCP."""
+    """Serve APP (module:attribute or file.py:attribute naming a CodeMode) over MCP."""
     from codemode.http import load_token_file
 
+    _http_only(context, transport)
     try:
         tokens = load_token_file(token_file) if token_file else None
     except (ValueError, UnicodeDecodeError) as exc:
@@ -196,7 +311,17 @@ def serve(
         from codemode.events import JsonLinesSink
 
         cm.on_event = JsonLinesSink(audit_log)
-    banner = f"codemode: serving {cm.name} at http://{host}:{port}/mcp"
+    url = f"http://{host}:{port}{root_path}/mcp"
+    banner = [
+        f"codemode: serving {cm.name}",
+        *_where_to_connect(
+            cm.name,
+            url,
+            ["serve", app, "--transport", "stdio"],
+            web=web,
+            tokens=len(tokens) if tokens else 0,
+        ),
+    ]
     _serve(
         cm,
         transport=transport,
@@ -208,6 +333,7 @@ def serve(
         allowed_hosts=allowed_hosts,
         banner=banner,
         web=web,
+        root_path=root_path,
     )
 
 
@@ -275,41 +401,31 @@ def _parses(source: str) -> None:
 @click.option("--data", type=click.Path(dir_okay=False, path_type=Path), help="SQLite file to use.")
 @click.option("--web/--no-web", default=True, show_default=True, help="Serve the playground at /.")
 @ALLOWED_HOST
+@ROOT_PATH
+@click.pass_context
 def demo(
+    context: click.Context,
     transport: str,
     host: str,
     port: int,
     data: Path | None,
     web: bool,
     allowed_hosts: tuple[str, ...],
+    root_path: str,
 ) -> None:
     """Serve the demo inventory host (SQLite, created on first run)."""
     from codemode.demo import create, default_path
 
+    _http_only(context, transport)
     path = data or default_path()
     cm = create(path)
-    url = f"http://{host}:{port}/mcp"
-    http_config = {"mcpServers": {"codemode-demo": {"type": "http", "url": url}}}
-    stdio_config = {
-        "mcpServers": {
-            "codemode-demo": {
-                "command": "uv",
-                "args": ["run", "codemode", "demo", "--transport", "stdio"],
-            }
-        }
-    }
-    banner = "\n".join(
-        [
-            f"codemode demo: an inventory of sandboxes, instances and owners in {path}",
-            f"MCP endpoint (streamable HTTP): {url}",
-            *([f"Playground: http://{host}:{port}/"] if web else []),
-            "Client configuration, HTTP:",
-            json.dumps(http_config, indent=2),
-            "Client configuration, stdio:",
-            json.dumps(stdio_config, indent=2),
-            "Press Ctrl-C to stop.",
-        ]
-    )
+    stdio_args = ["demo", "--transport", "stdio", *(["--data", str(path)] if data else [])]
+    banner = [
+        f"codemode demo: an inventory of sandboxes, instances and owners in {path}",
+        *_where_to_connect(
+            cm.name, f"http://{host}:{port}{root_path}/mcp", stdio_args, web=web, tokens=None
+        ),
+    ]
     _serve(
         cm,
         transport=transport,
@@ -321,7 +437,41 @@ def demo(
         allowed_hosts=allowed_hosts,
         banner=banner,
         web=web,
+        root_path=root_path,
     )
+
+
+@main.command()
+@click.argument("app")
+@click.argument("query", default="")
+@click.option("--subject", default="local", show_default=True)
+def search(app: str, query: str, subject: str) -> None:
+    """Show what search_api answers for QUERY (every capability when it is empty)."""
+    from codemode.payloads import search_payload
+
+    cm = load_app(app)
+    try:
+        click.echo(json.dumps(search_payload(cm.search(query, subject=subject)), indent=2))
+    finally:
+        cm.close()
+
+
+@main.command()
+@click.argument("app")
+@click.argument("name")
+@click.option("--subject", default="local", show_default=True)
+def describe(app: str, name: str, subject: str) -> None:
+    """Show what describe_api answers for the capability NAME."""
+    from codemode.payloads import describe_payload
+
+    cm = load_app(app)
+    try:
+        click.echo(json.dumps(describe_payload(cm.describe(name, subject=subject)), indent=2))
+    except CodeModeError as error:
+        click.echo(render_error(error), err=True)
+        sys.exit(1)
+    finally:
+        cm.close()
 
 
 __all__ = ["main"]

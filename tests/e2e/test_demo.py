@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -111,4 +112,21 @@ async def test_demo_over_http_prints_how_to_connect(tmp_path: Path) -> None:
     printed = log.read_text()
     assert f"MCP endpoint (streamable HTTP): http://127.0.0.1:{port}/mcp" in printed
     assert f'"url": "http://127.0.0.1:{port}/mcp"' in printed
-    assert '"args": [\n        "run",\n        "codemode",\n        "demo",' in printed
+    assert f"Playground: http://127.0.0.1:{port}/" in printed
+    stdio = printed.split("Client configuration, stdio:\n", 1)[1].split("\nPress Ctrl-C", 1)[0]
+    assert json.loads(stdio) == {
+        "mcpServers": {
+            "codemode-demo": {
+                "command": "uv",  # works from any folder the client starts in
+                "args": [
+                    "--directory",
+                    str(ROOT),
+                    "run",
+                    "codemode",
+                    "demo",
+                    "--transport",
+                    "stdio",
+                ],
+            }
+        }
+    }

@@ -15,16 +15,19 @@ MAX_HEADER_BYTES = 16 * KIB
 it answers 400: a client trickling headers cannot grow the server's memory past this."""
 
 
-def server_config(app: ASGIApp, *, host: str, port: int) -> uvicorn.Config:
+def server_config(app: ASGIApp, *, host: str, port: int, root_path: str = "") -> uvicorn.Config:
     """The uvicorn configuration both `codemode serve` and `CodeMode.run` serve with.
 
     Uvicorn has no timer for a request whose headers arrive slowly; expose the server
-    beyond loopback behind a proxy that has one (see docs/reference/security.md).
+    beyond loopback behind a proxy that has one (see docs/reference/security.md). Proxy
+    headers (`X-Forwarded-For`, `-Proto`) are trusted from loopback only, uvicorn's default;
+    `root_path` is the path prefix a proxy serves this under.
     """
     return uvicorn.Config(
         app,
         host=host,
         port=port,
+        root_path=root_path,
         log_level="warning",
         timeout_keep_alive=KEEP_ALIVE_SECONDS,
         h11_max_incomplete_event_size=MAX_HEADER_BYTES,

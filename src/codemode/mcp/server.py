@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
@@ -71,17 +72,20 @@ def build_server(cm: CodeMode, *, subject: str | None = None) -> Server[Any]:
         handler = handlers.lookup(params.name)
         if handler is None:
             raise MCPError(code=INVALID_PARAMS, message="unknown tool")
+        started = time.monotonic()
+        who = _subject(ctx, subject)
         try:
             arguments = check_arguments(tools[params.name], params.arguments or {})
-            who = _subject(ctx, subject)
             if who is None:
                 raise UnauthenticatedError()
-            return await handler(arguments, who)
+            result = await handler(arguments, who)
         except CodeModeError as error:
-            return failed(error)
+            result = failed(error)
         except Exception:
             log.exception("tool %s failed", params.name)
-            return failed(InternalError())
+            result = failed(InternalError())
+        _log_call(params.name, who, started, result)
+        return result
 
     server: Server[Any] = Server(
         cm.name,
@@ -95,6 +99,15 @@ def build_server(cm: CodeMode, *, subject: str | None = None) -> Server[Any]:
     )
     server.middleware.append(_no_leak)
     return server
+
+
+def _log_call(tool: str, who: str | None, started: float, result: CallToolResult) -> None:
+    """One line per tool call: `execute subject=alice 12.3 ms ok` (or the error code)."""
+    outcome = "ok"
+    if result.is_error and isinstance(result.structured_content, dict):
+        outcome = str(result.structured_content["error"]["code"])
+    elapsed = (time.monotonic() - started) * 1000
+    log.info("%s subject=%s %.1f ms %s", tool, who or "-", elapsed, outcome)
 
 
 def _subject(ctx: ServerRequestContext[Any], fixed: str | None) -> str | None:

@@ -1,0 +1,176 @@
+"""The command line as a newcomer meets it: banners, Ctrl-C, a busy port, option
+mistakes, a file path as the app, the environment, and the request log."""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import select
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import httpx2
+import pytest
+from click.testing import CliRunner
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+import codemode
+from codemode.cli import main
+from tests.e2e.conftest import ROOT, codemode_command, free_port, wait_for_port
+
+HOST = "tests.conftest:build_host"
+
+
+def read_until(fd: int, text: bytes, timeout: float = 20) -> bytes:
+    seen = b""
+    deadline = time.monotonic() + timeout
+    while text not in seen and time.monotonic() < deadline:
+        if select.select([fd], [], [], 0.1)[0]:
+            try:
+                seen += os.read(fd, 4096)
+            except OSError:
+                break
+    return seen
+
+
+def test_stdio_says_it_is_serving_and_stops_at_the_first_ctrl_c(tmp_path: Path) -> None:
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: a terminal on stdin, as when a person starts it by hand
+        os.chdir(ROOT)
+        os.environ["XDG_DATA_HOME"] = str(tmp_path)
+        command = codemode_command("demo", "--transport", "stdio")
+        os.execv(command[0], command)
+    try:
+        banner = read_until(fd, b"Ctrl-C stops it")
+        assert b"codemode: serving codemode-demo over stdio; Ctrl-C stops it" in banner
+        started = time.monotonic()
+        os.kill(pid, signal.SIGINT)
+        status = None
+        while status is None and time.monotonic() - started < 5:
+            finished, code = os.waitpid(pid, os.WNOHANG)
+            status = code if finished else None
+            time.sleep(0.05)
+        assert status is not None and os.waitstatus_to_exitcode(status) == 130
+    finally:
+        with_kill(pid)
+
+
+def with_kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except (ProcessLookupError, ChildProcessError):
+        pass
+
+
+def test_a_port_in_use_is_one_line_and_exit_code_1_before_any_banner() -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = CliRunner().invoke(
+            main, ["serve", HOST, "--transport", "http", "--port", str(port)]
+        )
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert result.stderr == f"Error: cannot listen on 127.0.0.1:{port}: Address already in use\n"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--port", "9000"], "Error: --port applies only to --transport http"),
+        (["--web", "--host", "127.0.0.2"], "Error: --host, --web apply only to --transport http"),
+    ],
+)
+def test_http_options_with_stdio_are_usage_errors(options: list[str], message: str) -> None:
+    result = CliRunner().invoke(main, ["serve", HOST, "--transport", "stdio", *options])
+    assert result.exit_code == 2
+    assert result.stderr.endswith(message + "\n")
+
+
+def test_version() -> None:
+    result = CliRunner().invoke(main, ["--version"])
+    assert (result.exit_code, result.stdout) == (0, f"codemode, version {codemode.__version__}\n")
+
+
+def test_an_app_in_a_file_is_loaded_from_its_folder(tmp_path: Path) -> None:
+    (tmp_path / "helpers.py").write_text("SUMMARY = 'Say hello.'\n")
+    (tmp_path / "myhost.py").write_text(
+        "from codemode import CodeMode\nfrom codemode.authz import AllowAll\n"
+        "from helpers import SUMMARY\n"
+        "cm = CodeMode(authorizer=AllowAll())\n"
+        "@cm.capability('greet.hello', summary=SUMMARY)\n"
+        "def hello(*, name: str) -> str:\n    return 'hello ' + name\n"
+    )
+    program = tmp_path / "p.py"
+    program.write_text("def main():\n    return greet.hello(name='ada')\n")
+    result = CliRunner().invoke(main, ["run", f"{tmp_path}/myhost.py:cm", str(program)])
+    assert (result.exit_code, result.stdout) == (0, '"hello ada"\n')
+    missing = CliRunner().invoke(main, ["run", f"{tmp_path}/nothere.py:cm", str(program)])
+    assert missing.exit_code == 2
+    assert f"{tmp_path}/nothere.py is not a Python file" in missing.stderr
+
+
+def test_search_and_describe_show_what_the_agent_sees() -> None:
+    found = CliRunner().invoke(main, ["search", HOST, "find record"])
+    assert found.exit_code == 0 and '"name": "records.lookup"' in found.stdout
+    listed = CliRunner().invoke(main, ["search", HOST])
+    assert listed.exit_code == 0 and '"next_offset"' not in listed.stdout
+    described = CliRunner().invoke(main, ["describe", HOST, "records.lookup"])
+    assert described.exit_code == 0
+    assert '"signature": "records.lookup(*, key: str, limit: int | None = None) -> Record"' in (
+        described.stdout
+    )
+    unknown = CliRunner().invoke(main, ["describe", HOST, "records.lokup"])
+    assert unknown.exit_code == 1
+    assert unknown.stderr == ('capability not found: did you mean "records.lookup"? [not_found]\n')
+
+
+def test_options_come_from_the_environment_too() -> None:
+    result = CliRunner().invoke(
+        main, ["serve", HOST, "--transport", "stdio"], env={"CODEMODE_SERVE_PORT": "9000"}
+    )
+    assert result.exit_code == 2
+    assert result.stderr.endswith("Error: --port applies only to --transport http\n")
+
+
+@pytest.mark.anyio
+async def test_each_tool_call_is_one_line_in_the_log(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    port = free_port()
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            codemode_command("serve", HOST, "--transport", "http", "--port", str(port)),
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_for_port(port, process)
+        url = f"http://127.0.0.1:{port}/mcp"
+        async with httpx2.AsyncClient() as http:
+            async with Client(streamable_http_client(url, http_client=http)) as client:
+                await client.call_tool("execute", {"source": "def main():\n    return 1"})
+                await client.call_tool("execute", {"code": "x"})
+        deadline = time.monotonic() + 10
+        while log.read_text().count(" execute subject=") < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        process.terminate()
+        process.wait(10)
+    printed = log.read_text()
+    assert "MCP endpoint (streamable HTTP): " in printed and "No bearer tokens" in printed
+    lines = [
+        line.split(" INFO codemode: ")[1] for line in printed.splitlines() if " execute " in line
+    ]
+    assert [re.sub(r"\d+\.\d ms", "N ms", line) for line in lines] == [
+        "execute subject=local N ms ok",
+        "execute subject=local N ms invalid_request",
+    ], printed
