@@ -155,10 +155,12 @@ async def test_each_tool_call_is_one_line_in_the_log(tmp_path: Path) -> None:
     try:
         wait_for_port(port, process)
         url = f"http://127.0.0.1:{port}/mcp"
-        async with httpx2.AsyncClient() as http:
-            async with Client(streamable_http_client(url, http_client=http)) as client:
-                await client.call_tool("execute", {"source": "def main():\n    return 1"})
-                await client.call_tool("execute", {"code": "x"})
+        async with (
+            httpx2.AsyncClient() as http,
+            Client(streamable_http_client(url, http_client=http)) as client,
+        ):
+            await client.call_tool("execute", {"source": "def main():\n    return 1"})
+            await client.call_tool("execute", {"code": "x"})
         deadline = time.monotonic() + 10
         while log.read_text().count(" execute subject=") < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
