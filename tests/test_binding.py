@@ -116,7 +116,9 @@ def test_call_context_is_injected_and_invisible(cm: CodeMode) -> None:
     result = cm.execute("def main():\n    return records.whoami()", subject="carol")
     assert result.value == ["carol", "records.whoami", "records.whoami"]
     error = run_error(cm, "def main():\n    kw = {'ctx': 1}\n    return records.whoami(**kw)")
-    assert str(error) == 'invalid capability arguments: unknown argument "ctx"'
+    assert str(error) == (
+        'invalid capability arguments: unknown argument "ctx"; records.whoami takes no arguments'
+    )
 
 
 def test_a_location_that_is_not_the_programs_is_never_shown(cm: CodeMode) -> None:

@@ -77,7 +77,15 @@ def test_capability_call_while_loading_is_rejected_at_its_position(cm: CodeMode)
         "not when the module loads: move the call into main()"
     )
     called_by_program = P + '    return records.lookup(key="a")\nmain()'
-    assert "only be called while main() runs" in str(run_error(cm, called_by_program))
+    assert str(run_error(cm, called_by_program)) == (
+        "invalid program: <codemode>:3:1: remove this call of main(): codemode calls main() "
+        "itself and returns its value"
+    )
+    called_by_alias = P + '    return records.lookup(key="a")\nrun = main\nrun()'
+    assert str(run_error(cm, called_by_alias)) == (
+        "invalid program: <codemode>:2:12: records.* can only be called while main() runs, not "
+        "when the module loads: move the call into main()"
+    )
 
 
 def test_handler_failure_reveals_nothing(cm: CodeMode) -> None:

@@ -105,8 +105,8 @@ def test_a_result_object_becomes_a_dict_with_vars_and_then_json(demo: CodeMode) 
     assert first == again == demo.execute(M + f"    return {GET}", subject="model").value
     assert first["nics"][0] == {"name": "eth0", "address": "10.0.0.11", "network": "dev-internal"}
     assert str(error_of(demo, M + "    return vars(1)\n")) == (
-        "invalid program: <codemode>:2:12: TypeError: vars() takes one object: a result object "
-        "or a dataclass"
+        "invalid program: <codemode>:2:12: TypeError: vars() takes a result object or a "
+        "dataclass, not an int"
     )
 
 

@@ -86,7 +86,8 @@ def test_three_mistakes_are_reported_together_and_nothing_runs() -> None:
         (
             "def main():\n    return records.nothing_like_it()",
             "invalid_program",
-            '<codemode>:2:12: unknown capability "records.nothing_like_it"',
+            '<codemode>:2:12: unknown capability "records.nothing_like_it"; records has: '
+            "badresult, fail, flaky, lookup, missing, search, secret, whoami",
         ),
         (
             'x = records.lookup(key="a")\ndef main():\n    return x',

@@ -47,6 +47,16 @@ def closest_name(name: str, declared: Iterable[str]) -> str | None:
     return matches[0] if matches else None
 
 
+def unknown_argument(name: str, hint: str | None, capability: Capability) -> str:
+    """`unknown argument "nam"; did you mean "name"?`, else what the capability takes."""
+    message = f"unknown argument {_quote(name)}"
+    if hint:
+        return f'{message}; did you mean "{hint}"?'
+    names = [p.name for p in capability.parameters]
+    takes = ", ".join(names) if names else "no arguments"
+    return f"{message}; {capability.name} takes {takes}"
+
+
 def bind(
     capability: Capability, args: tuple[Any, ...], kwargs: dict[str, Any], limits: Limits
 ) -> BoundCall:
@@ -266,8 +276,10 @@ def _explain(capability: Capability, errors: list[ErrorDetails], given: dict[str
             return f"argument {_quote(top)} is not valid"
         return "the arguments are not valid"
     if error["type"] == "extra_forbidden":
-        message = f"unknown argument {_quote(path)}"
         hint = closest_name(path.rsplit(".", 1)[-1], owner)
+        if "." not in path:
+            return unknown_argument(path, hint, capability)
+        message = f"unknown argument {_quote(path)}"
         return f'{message}; did you mean "{hint}"?' if hint else message
     if error["type"] == "missing":
         return f"missing required argument {_quote(path)}"
@@ -362,4 +374,12 @@ _ABSENT = object()
 """Where the program passed nothing (a required argument it left out)."""
 
 
-__all__ = ["BoundCall", "ValidatorError", "bind", "canonical", "closest_name", "literal_problem"]
+__all__ = [
+    "BoundCall",
+    "ValidatorError",
+    "bind",
+    "canonical",
+    "closest_name",
+    "literal_problem",
+    "unknown_argument",
+]

@@ -27,6 +27,8 @@ class LimitKind(StrEnum):
     RETURN_VALUE_SIZE = "return value size"
     VALUE_DEPTH = "value depth"
     PRINTED_OUTPUT = "printed output"
+    HOST_CALLS = "host calls"
+    """Everything a program asks of the host: capability calls, vars(), sleeps, clock reads."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,11 +101,20 @@ _FIELDS: dict[LimitKind, str] = {
     LimitKind.VALUE_DEPTH: "max_value_depth",
     LimitKind.PRINTED_OUTPUT: "max_printed_bytes",
 }
-"""The `Limits` field behind each kind; a test checks every kind has one."""
+"""The `Limits` field behind each kind but `HOST_CALLS` (derived from the capability calls);
+a test checks every kind has a bound."""
+
+
+def host_calls(limits: Limits) -> int:
+    """How often one program may ask the host for anything (its capability calls, each up
+    to four steps in an `async def main`, and room for vars(), sleeps and clock reads)."""
+    return 4 * limits.max_capability_calls + 4096
 
 
 def bound(kind: LimitKind, limits: Limits) -> str:
     """The bound of a kind of limit as the model reads it: `100`, `1 MiB`, `10 s`."""
+    if kind is LimitKind.HOST_CALLS:
+        return str(host_calls(limits))
     name = _FIELDS[kind]
     value = getattr(limits, name)
     if name.endswith("_bytes"):
@@ -132,4 +143,14 @@ def seconds(value: float) -> str:
     return f"{round(value, 3):g} s"
 
 
-__all__ = ["KIB", "MIB", "LimitKind", "Limits", "bound", "exceeded", "seconds", "size"]
+__all__ = [
+    "KIB",
+    "MIB",
+    "LimitKind",
+    "Limits",
+    "bound",
+    "exceeded",
+    "host_calls",
+    "seconds",
+    "size",
+]

@@ -21,9 +21,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
-from codemode.binding import closest_name, literal_problem
+from codemode.binding import closest_name, literal_problem, unknown_argument
 from codemode.capabilities import Capability, Parameter
 from codemode.capabilities import types as t
+from codemode.capabilities.naming import namespace_hint
 from codemode.language import MISSING_MODULES, MODULES
 
 SANDBOX_MODULES = frozenset(MODULES) | {"os", "sys", "pathlib"}
@@ -36,6 +37,8 @@ def load_message(name: str) -> str:
         "move the call into main()"
     )
 
+
+CALLS_MAIN = "remove this call of main(): codemode calls main() itself and returns its value"
 
 AWAIT_OUTSIDE_ASYNC = (
     "'await' outside async function: define async def main(): (and async def for any "
@@ -141,14 +144,15 @@ def check(
     found = found or scan(tree)
     roots = {name.split(".", 1)[0] for name in capabilities}
     namespaces = {n.rsplit(".", i)[0] for n in capabilities for i in range(1, n.count(".") + 1)}
-    checker = _Checker(lines, capabilities, namespaces, roots - found.bound)
+    checker = _Checker(lines, capabilities, namespaces, roots - found.bound, roots)
     for statement in tree.body:
         checker.top_level(statement)
     for node, message in found.unsupported:
         checker.report(node, message)
     for call in found.calls:
         checker.check_call(call)
-    checker.compiles(tree)
+    if not checker.problems:  # a compiler message beside the checks' own would be noise
+        checker.compiles(tree)
     unique = list(dict.fromkeys(checker.problems))
     return sorted(unique, key=lambda p: (p.line, p.column))
 
@@ -160,11 +164,14 @@ class _Checker:
         capabilities: Mapping[str, Capability],
         namespaces: set[str],
         roots: set[str],
+        all_roots: set[str],
     ) -> None:
         self.lines = lines
         self.capabilities = capabilities
         self.namespaces = namespaces
         self.roots = roots
+        """The namespaces the program does not rebind (so a call through one is certain)."""
+        self.all_roots = all_roots
         self.problems: list[Problem] = []
         self._declared: dict[str, dict[str, Parameter]] = {}
         self._fitting: set[tuple[int, type]] = set()
@@ -207,6 +214,9 @@ class _Checker:
     # -- statements that always run while the module loads -----------------------------
 
     def top_level(self, statement: ast.stmt) -> None:
+        if _calls_main(statement):
+            self.report(statement, CALLS_MAIN)
+            return
         if isinstance(statement, ast.Expr | ast.Assign | ast.AugAssign | ast.AnnAssign):
             for node in _walk_outside_functions(statement):
                 name = isinstance(node, ast.Call) and self._capability_name(node.func)
@@ -220,7 +230,10 @@ class _Checker:
 
     def _check_module(self, node: ast.AST, module: str) -> None:
         root = module.split(".", 1)[0]
-        if root in SANDBOX_MODULES or root in self.roots:
+        if root in self.all_roots:
+            self.report(node, f"{root} is a capability namespace, ready to use: remove the import")
+            return
+        if root in SANDBOX_MODULES:
             return
         if root in MISSING_MODULES or root not in sys.stdlib_module_names:
             self.report(node, f'module "{root}" is not available in the sandbox')
@@ -237,8 +250,12 @@ class _Checker:
         elif name in self.namespaces:
             self.report(node, f'"{name}" is a namespace, not a capability')
         else:
-            hint = difflib.get_close_matches(name, list(self.capabilities), n=1, cutoff=0.6)
-            suffix = f'; did you mean "{hint[0]}"?' if hint else ""
+            namespace, _, leaf = name.rpartition(".")
+            hint = namespace_hint(namespace, leaf, self.capabilities)
+            if hint is None:
+                close = difflib.get_close_matches(name, list(self.capabilities), n=1, cutoff=0.8)
+                hint = f'did you mean "{close[0]}"?' if close else None
+            suffix = f"; {hint}" if hint else ""
             self.report(node, f'unknown capability "{name}"{suffix}')
 
     def _capability_name(self, func: ast.expr) -> str | None:
@@ -263,9 +280,9 @@ class _Checker:
                 continue
             if keyword.arg not in declared:
                 hint = closest_name(keyword.arg, declared)
-                suffix = f'; did you mean "{hint}"?' if hint else ""
                 given.add(hint or "")  # the fix for the typo also fixes the missing argument
-                self.report(node, f'unknown argument "{keyword.arg}"{suffix}', "arguments")
+                message = unknown_argument(keyword.arg, hint, capability)
+                self.report(node, message, "arguments")
                 continue
             problem = self._literal_problem(declared[keyword.arg], keyword.value)
             if problem:
@@ -286,6 +303,30 @@ class _Checker:
         if problem is None and _kind_only(parameter.annotation):
             self._fitting.add(key)
         return problem
+
+
+def _calls_main(statement: ast.stmt) -> bool:
+    """`main()`, `asyncio.run(main())` or `if __name__ == "__main__":` at top level."""
+    if isinstance(statement, ast.If):
+        test = statement.test
+        return (
+            isinstance(test, ast.Compare)
+            and isinstance(test.left, ast.Name)
+            and test.left.id == "__name__"
+        )
+    if not isinstance(statement, ast.Expr | ast.Assign):
+        return False
+    value = statement.value
+    if isinstance(value, ast.Await):
+        value = value.value
+    if not isinstance(value, ast.Call):
+        return False
+    if isinstance(value.func, ast.Name) and value.func.id == "main":
+        return True
+    return any(
+        isinstance(arg, ast.Call) and isinstance(arg.func, ast.Name) and arg.func.id == "main"
+        for arg in value.args
+    )
 
 
 def _kind_only(annotation: Any) -> bool:

@@ -7,6 +7,7 @@ import enum
 import json
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pydantic_monty as pm
@@ -65,7 +66,7 @@ def is_wide_int(value: int) -> bool:
     return False
 
 
-def _kind(value: object) -> str:
+def kind_of(value: object) -> str:
     if isinstance(value, set | frozenset):
         return "a set"
     if isinstance(value, bytes | bytearray):
@@ -78,7 +79,12 @@ def _kind(value: object) -> str:
         return f"the {value.name} type"
     if isinstance(value, pm.MontyStdTypeProxy):
         return f"the {value.name} {value.kind}"
-    return f"a {type(value).__name__} value"
+    if isinstance(value, pm.ExternalModule):
+        return "a capability namespace"
+    if isinstance(value, str | int | bool) or value is None:
+        name = type(value).__name__
+        return f"{'an' if name[0] in 'aeiouN' else 'a'} {name}"
+    return f"a value of type {type(value).__name__}"
 
 
 def object_fields(value: object) -> dict[str, Any] | None:
@@ -92,6 +98,8 @@ def object_fields(value: object) -> dict[str, Any] | None:
 
 FUNCTION_TEXT = re.compile(r"<function '([^']{1,200})' at 0x[0-9a-f]+>")
 """How the interpreter hands over a function of the program: as this text."""
+VALUE_TEXT = re.compile(FUNCTION_TEXT.pattern + r"|<coroutine [^>]{1,200}>")
+"""Texts the interpreter hands over for values that are not data (functions, coroutines)."""
 
 
 def to_json(
@@ -100,15 +108,17 @@ def to_json(
     max_depth: int,
     root: str,
     max_bytes: int | None = None,
-    function_texts: list[str] | None = None,
+    suspect: Callable[[str], bool] | None = None,
+    suspects: list[str] | None = None,
 ) -> JSONValue:
     """A guest value as plain JSON data: tuples become lists, records become dicts.
 
     Raises ValueProblem for what JSON cannot hold (sets, bytes, NaN, non-string keys,
     cycles, functions), TooDeep past `max_depth`, and TooBig as soon as a lower bound of
     the JSON size passes `max_bytes` (so a value of millions of aliased items is refused
-    after reading a fraction of it). Paths start at `root`. The paths of strings that read
-    like a function of the program go to `function_texts`, for the caller to check.
+    after reading a fraction of it). Paths start at `root`. The paths of the strings
+    `suspect` picks out (text the interpreter may have made of a value that is not data)
+    go to `suspects`, for the caller to check.
     """
     active: set[int] = set()
     remaining = max_bytes if max_bytes is not None else math.inf
@@ -122,13 +132,8 @@ def to_json(
     def convert(item: Any, path: str, depth: int) -> JSONValue:
         if item is None or isinstance(item, bool | str):
             spend(len(item) + 3 if isinstance(item, str) else 2)
-            if (
-                function_texts is not None
-                and isinstance(item, str)
-                and item.startswith("<function '")
-                and FUNCTION_TEXT.fullmatch(item)
-            ):
-                function_texts.append(path)
+            if suspects is not None and isinstance(item, str) and suspect and suspect(item):
+                suspects.append(path)
             return item
         if isinstance(item, int):
             spend(int_size(item))
@@ -137,7 +142,7 @@ def to_json(
             return item
         if isinstance(item, float):
             if not math.isfinite(item):
-                raise ValueProblem(path, f"is {_kind(item)}, which JSON cannot hold")
+                raise ValueProblem(path, f"is {kind_of(item)}, which JSON cannot hold")
             spend(2)
             return item
         if isinstance(item, enum.Enum):
@@ -164,7 +169,7 @@ def to_json(
                 return out
         finally:
             active.discard(id(item))
-        raise ValueProblem(path, f"is {_kind(item)}, which JSON cannot hold")
+        raise ValueProblem(path, f"is {kind_of(item)}, which JSON cannot hold")
 
     return convert(value, root, 0)
 
@@ -218,6 +223,7 @@ def _walk_size(value: Any) -> int:
 
 __all__ = [
     "FUNCTION_TEXT",
+    "VALUE_TEXT",
     "RecordValue",
     "TooBig",
     "TooDeep",
@@ -225,6 +231,7 @@ __all__ = [
     "int_size",
     "is_wide_int",
     "json_size",
+    "kind_of",
     "object_fields",
     "record_fields",
     "to_json",

@@ -167,8 +167,8 @@ def test_every_gap_of_the_listed_surface_says_it_is_not_supported(cm: CodeMode) 
         (
             "import os\ndef main():\n    return os.getenv('HOME')",
             "invalid program: <codemode>:3:12: RuntimeError: 'os.getenv' is not supported in "
-            "this environment; the sandbox does not support it: the environment is not "
-            "available: use the capabilities",
+            "this environment; the environment is not available in the sandbox: use the "
+            "capabilities",
         ),
     ],
 )

@@ -95,7 +95,7 @@ def test_every_limit_kind_is_a_resource_limit_with_a_bound_and_documented() -> N
             INSIDE,
             "recursion depth (limit 200) at <codemode>:3:12",
         ),
-        ("RuntimeError", "suspension limit exceeded", (), "capability calls (limit 100)"),
+        ("RuntimeError", "suspension limit exceeded", (), "host calls (limit 4496)"),
     ],
 )
 def test_limit_trips_are_read_from_the_interpreters_report(

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import builtins
+import difflib
 import keyword
 import sys
+from collections.abc import Iterable
 
 from codemode.errors import RegistrationError
 
@@ -58,4 +60,22 @@ def check_id(capability_id: object, name: str) -> str:
     return capability_id
 
 
-__all__ = ["RESERVED_ROOTS", "check_id", "check_name"]
+def namespace_hint(namespace: str, leaf: str, capabilities: Iterable[str]) -> str | None:
+    """For `namespace.leaf`, which names nothing: the close name in that namespace, else
+    what the namespace holds (names the program may see anyway)."""
+    inside = sorted(
+        {
+            name[len(namespace) + 1 :].split(".", 1)[0]
+            for name in capabilities
+            if name.startswith(namespace + ".")
+        }
+    )
+    if not inside:
+        return None
+    close = difflib.get_close_matches(leaf, inside, n=1, cutoff=0.7)
+    if close:
+        return f'did you mean "{namespace}.{close[0]}"?'
+    return f"{namespace} has: {', '.join(inside[:40])}"
+
+
+__all__ = ["RESERVED_ROOTS", "check_id", "check_name", "namespace_hint"]

@@ -63,7 +63,7 @@ class Projection:
     def __init__(self, annotation: Any) -> None:
         self.adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(t.portable(annotation))
         self.keep = keeper(annotation, {})
-        self.has_records = any(t.is_record(inner) for inner in t.walk(annotation))
+        self.has_records = any(t.is_record(inner) for inner in t.walk(annotation, result=True))
         self.scalar = next((p for p in _PLAIN if annotation is p), None)
         """A plain scalar type, whose exact instances are their own projection."""
 

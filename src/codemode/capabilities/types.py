@@ -166,8 +166,9 @@ def fields_of(tp: Any, *, result: bool = False) -> list[Field]:
     raise TypeError(f"{tp!r} has no fields")
 
 
-def members(tp: Any) -> tuple[Any, ...]:
-    """The types directly inside `tp` (union members, item and value types)."""
+def members(tp: Any, *, result: bool = False) -> tuple[Any, ...]:
+    """The types directly inside `tp` (union members, item and value types); of a record
+    as a `result`, only the fields that cross (see `fields_of`)."""
     tp = strip_annotated(tp)
     if is_union(tp):
         return get_args(tp)
@@ -177,12 +178,13 @@ def members(tp: Any) -> tuple[Any, ...]:
     if origin is dict:
         return get_args(tp)[1:]
     if is_typeddict(tp) or is_record(tp):
-        return tuple(field.annotation for field in fields_of(tp))
+        return tuple(field.annotation for field in fields_of(tp, result=result))
     return ()
 
 
-def walk(tp: Any) -> Iterator[Any]:
-    """Every type reachable from `tp`, each named type once (recursion-safe)."""
+def walk(tp: Any, *, result: bool = False) -> Iterator[Any]:
+    """Every type reachable from `tp`, each named type once (recursion-safe); as a
+    `result`, only through the fields that cross."""
     seen: set[int] = set()
     stack = [tp]
     while stack:
@@ -192,7 +194,7 @@ def walk(tp: Any) -> Iterator[Any]:
                 continue
             seen.add(id(current))
         yield current
-        stack.extend(reversed(members(current)))
+        stack.extend(reversed(members(current, result=result)))
 
 
 def check_supported(tp: Any) -> None:
@@ -404,7 +406,7 @@ class Shape:
 def shapes(tp: Any, *, result: bool = False) -> list[Shape]:
     """Every named type reachable from `tp`, outermost first (as a result: see fields_of)."""
     found: list[Shape] = []
-    for current in walk(tp):
+    for current in walk(tp, result=result):
         if is_enum(current):
             found.append(
                 Shape(current.__name__, "enum", tuple((repr(m.value), "", True) for m in current))

@@ -146,7 +146,7 @@ def _limit(failure: SandboxFailure, limits: Limits, where: Where | None) -> Code
     if kind == "RecursionError":
         return exceeded(LimitKind.RECURSION_DEPTH, limits, where=where)
     if kind == "RuntimeError" and message.startswith("suspension limit"):
-        return exceeded(LimitKind.CAPABILITY_CALLS, limits, where=where)
+        return exceeded(LimitKind.HOST_CALLS, limits, where=where)
     return None
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from codemode.authz import Authorizer
 from codemode.capabilities import Capability
+from codemode.capabilities.results import Projected
 from codemode.errors import (
     CallRecord,
     CodeModeError,
@@ -58,10 +59,12 @@ from codemode.tracing import execution_span
 from codemode.types import JSONObject, JSONValue
 from codemode.values import (
     FUNCTION_TEXT,
+    VALUE_TEXT,
     TooBig,
     TooDeep,
     ValueProblem,
     json_size,
+    kind_of,
     object_fields,
     to_json,
 )
@@ -224,6 +227,7 @@ class Execution:
         self.lock = threading.Lock()
         self.woken = threading.Event()
         """Set when the execution is stopped: ends a program's sleep at once."""
+        self.sleeping = False
         self.finished = False
         self.caller_done = False
         self.holds_slot = False
@@ -292,10 +296,10 @@ class Execution:
         return tuple(records)
 
     def in_sandbox(self) -> bool:
-        """Whether the driver is in the interpreter, where a stop ends it at once (else it
-        may be in host code, which nothing can end)."""
+        """Whether the driver is where a stop ends it at once: in the interpreter, or in a
+        program's sleep (else it may be in host code, which nothing can end)."""
         run = self.run
-        return run is not None and run.busy
+        return self.sleeping or (run is not None and run.busy)
 
     def next_wake(self) -> float:
         """Seconds the caller may sleep before it must look at the deadlines again."""
@@ -484,7 +488,7 @@ class Execution:
             if isinstance(step, Call):
                 step = self._on_call(run, step, program)
             elif isinstance(step, Sleep):
-                step = run.answer(self._sleep(step, program))
+                step = self._on_sleep(run, step, program)
             else:
                 step = run.settle(self._settle(step.call_ids, program))
 
@@ -508,11 +512,7 @@ class Execution:
         self.calls_by_name[capability.name] = count
         self.calls.append(capability.name)
         if program.is_async:
-            if self.call_threads is None:
-                self.call_threads = concurrent.futures.ThreadPoolExecutor(
-                    CALL_THREADS, "codemode-call"
-                )
-            future = self.call_threads.submit(self._call, capability, call, program)
+            future = self._threads().submit(self._call, capability, call, program)
             self.tasks[call.call_id] = (future, call)
             return run.defer()
         try:
@@ -542,8 +542,10 @@ class Execution:
     def _vars(self, call: Call) -> Answer:
         """`vars(obj)`: a result object (or a dataclass the program built) as the dict that
         returning it gives, nested objects included."""
-        if len(call.args) != 1 or call.kwargs or object_fields(call.args[0]) is None:
+        if len(call.args) != 1 or call.kwargs:
             return Injected("TypeError", "vars() takes one object: a result object or a dataclass")
+        if object_fields(call.args[0]) is None:
+            return Injected("TypeError", _not_an_object(call.args[0]))
         limits = self.setup.limits
         try:
             value = to_json(
@@ -558,18 +560,38 @@ class Execution:
             return Injected("TypeError", f"{problem.path} {problem.reason}")
         return Returned(value)
 
-    def _sleep(self, sleep: Sleep, program: Program) -> Answer:
-        """`time.sleep` and `asyncio.sleep`: wait, within the execution time. A sleep that
-        would end past the deadline fails at once rather than waste the wait."""
+    def _threads(self) -> concurrent.futures.ThreadPoolExecutor:
+        """The threads an `async def main` runs its calls and sleeps on (started once)."""
+        if self.call_threads is None:
+            self.call_threads = concurrent.futures.ThreadPoolExecutor(CALL_THREADS, "codemode-call")
+        return self.call_threads
+
+    def _on_sleep(self, run: Run, sleep: Sleep, program: Program) -> Step:
+        """`time.sleep` and `asyncio.sleep`: wait, within the execution time; an awaited
+        `asyncio.sleep` lets the program's other calls and sleeps go on meanwhile. A sleep
+        that would end past the deadline fails at once rather than waste the wait."""
         seconds = sleep.seconds
         if not (isinstance(seconds, int | float) and math.isfinite(seconds) and seconds >= 0):
-            return Injected("ValueError", "sleep length must be a non-negative number")
+            return run.answer(Injected("ValueError", "sleep length must be a non-negative number"))
         if seconds >= self.remaining():
             where = program.where_at(*sleep.span)
             raise Stop(exceeded(LimitKind.EXECUTION_TIME, self.setup.limits, where=where))
+        if sleep.call_id is not None and program.is_async:
+            future = self._threads().submit(self._nap, seconds)
+            self.tasks[sleep.call_id] = (future, Call("sleep", (), {}, sleep.call_id, sleep.span))
+            return run.defer()
+        self.sleeping = True
+        try:
+            self._nap(seconds)
+        finally:
+            self.sleeping = False
+        return run.answer(Returned(None))
+
+    def _nap(self, seconds: float) -> Projected:
+        """Sleep, ended at once by a stop of the execution."""
         if self.woken.wait(seconds):
             raise Stop(self.outcome.killed_for or ExecutionCanceledError())
-        return Returned(None)
+        return _SLEPT
 
     def _settle(self, pending: tuple[int, ...], program: Program) -> dict[int, Answer]:
         tasks = self.tasks
@@ -624,16 +646,19 @@ class Execution:
     def _final(self, value: Any, program: Program, run: Run) -> tuple[JSONValue, int]:
         limits = self.setup.limits
         where = program.returned
-        function_texts: list[str] = []
+        texts: list[str] = []
+        capabilities = self.setup.capabilities
         try:
             result = to_json(
                 value,
                 max_depth=limits.max_value_depth,
                 root="result",
                 max_bytes=limits.max_return_bytes,
-                function_texts=function_texts,
+                suspect=lambda text: text in capabilities or bool(VALUE_TEXT.fullmatch(text)),
+                suspects=texts,
             )
-            _check_functions(run, function_texts, result)
+            if "type" not in program.names:  # the check asks the program's own `type`
+                _check_texts(run, texts, result)
         except TooDeep:
             raise Stop(exceeded(LimitKind.VALUE_DEPTH, limits, where=where)) from None
         except TooBig:
@@ -658,19 +683,37 @@ def _log(level: int, message: str, *args: object, exc: BaseException | None = No
         log.log(level, message, *args, exc_info=exc)
 
 
-def _check_functions(run: Run, paths: list[str], result: JSONValue) -> None:
-    """The interpreter hands a function main() returned over as its text: of the strings
-    that read so, those that were functions in the program are not JSON (ValueProblem)."""
+_SLEPT = Projected(None, 0, has_records=False)
+
+
+def _not_an_object(value: object) -> str:
+    """What vars() says of a value it cannot turn into a dict (named by its kind only)."""
+    if isinstance(value, dict):
+        return "vars() got a dict, which is already one: use it as it is"
+    if isinstance(value, list | tuple):
+        return "vars() got a list: turn each item, [vars(x) for x in items]"
+    return f"vars() takes a result object or a dataclass, not {kind_of(value)}"
+
+
+def _check_texts(run: Run, paths: list[str], result: JSONValue) -> None:
+    """The interpreter hands some values main() returned over as text (a function, a call
+    never awaited, a capability itself): of the strings that read so, those that were such
+    values in the program are not JSON (ValueProblem)."""
     if not paths:
         return
     paths = paths[:16]
     names = run.type_names([RETURNED + path[len("result") :] for path in paths])
     for path, name in zip(paths, names or (), strict=False):
-        if name in ("function", "builtin_function_or_method"):
-            text = _text_at(result, path)
-            found = FUNCTION_TEXT.fullmatch(text)
-            what = f"the {found[1]} function" if found else "a function"
-            raise ValueProblem(path, f"is {what}, which JSON cannot hold")
+        if name == "str":
+            continue
+        text = _text_at(result, path)
+        if name == "coroutine":
+            what = "a capability call that was never awaited (await it)"
+        elif (found := FUNCTION_TEXT.fullmatch(text)) is not None:
+            what = f"the {found[1]} function"
+        else:
+            what = f"the capability {text} itself, not called"
+        raise ValueProblem(path, f"is {what}, which JSON cannot hold")
 
 
 def _text_at(result: JSONValue, path: str) -> str:

@@ -22,6 +22,7 @@ from typing_extensions import is_typeddict
 
 from codemode.capabilities import Capability
 from codemode.capabilities import types as t
+from codemode.capabilities.naming import namespace_hint
 from codemode.errors import Where
 from codemode.language import INSTEAD, MODULES
 
@@ -44,7 +45,7 @@ class Vocabulary:
         keys: set[str] = set()
         for capability in capabilities:
             names.add(capability.name)
-            for tp in t.walk(capability.result_annotation):
+            for tp in t.walk(capability.result_annotation, result=True):
                 if t.is_record(tp):
                     fields = objects.setdefault(tp.__name__, [])
                     for field in t.fields_of(tp, result=True):
@@ -93,10 +94,18 @@ _BUILTIN_TYPES = {
     "bytes": bytes,
 }
 _OS_CALLS = {
-    "Path": "files are not available: use the capabilities",
-    "open": "files are not available: use the capabilities",
-    "os": "the environment is not available: use the capabilities",
+    "Path": "files are not available in the sandbox: use the capabilities",
+    "open": "files are not available in the sandbox: use the capabilities",
+    "os": "the environment is not available in the sandbox: use the capabilities",
 }
+_UNBOUND = re.compile(r"^cannot access local variable '([A-Za-z_][A-Za-z0-9_]*)'")
+_NOT_ITERABLE = re.compile(r"^'([A-Za-z_][A-Za-z0-9_]*)' object is not iterable$")
+_COROUTINE = re.compile(r"^'coroutine' object ")
+_AWAIT = (
+    "in async def main() a capability call must be awaited: await it, as in "
+    "x = await ns.name(...), or gather several with await asyncio.gather(...)"
+)
+_NOT_AWAITABLE = "An asyncio.Future, a coroutine or an awaitable is required"
 
 
 def explain(exc_type: str, message: str, known: Known, where: Where | None) -> str:
@@ -109,10 +118,16 @@ def explain(exc_type: str, message: str, known: Known, where: Where | None) -> s
 def _hint(exc_type: str, message: str, known: Known, where: Where | None) -> str | None:
     if exc_type == "NameError" and (found := _NAME.match(message)):
         return _name(found[1], known, where)
+    if exc_type == "UnboundLocalError" and (found := _UNBOUND.match(message)):
+        if found[1] in known.roots:
+            return f'"{found[1]}" is a capability namespace: give the variable another name'
+        return None
     if exc_type == "AttributeError" and (found := _MODULE_ATTRIBUTE.match(message)):
         return _module_attribute(found[1], found[2], known)
+    if exc_type in ("AttributeError", "TypeError") and _COROUTINE.match(message):
+        return _AWAIT
     if exc_type == "AttributeError" and (found := _ATTRIBUTE.match(message)):
-        return _attribute(found[1], found[2], known)
+        return _attribute(found[1], found[2], known, where)
     if exc_type == "KeyError" and (found := _KEY.match(message)):
         declared = _subscripted(known, where)
         if is_typeddict(declared):
@@ -125,13 +140,21 @@ def _hint(exc_type: str, message: str, known: Known, where: Where | None) -> str
         if fields:
             return f"{found[1]} is an object: read its fields as attributes, e.g. x.{fields[0]}"
         return None
-    if exc_type == "TypeError" and (found := _NOT_JSON.match(message)):
+    if exc_type == "TypeError" and (
+        (found := _NOT_JSON.match(message)) or (found := _NOT_ITERABLE.match(message))
+    ):
         if found[1] in known.vocabulary.objects:
             return "turn a result object into a dict with vars(x) first"
         return None
+    if exc_type == "TypeError" and message == _NOT_AWAITABLE:
+        return (
+            "in def main() capability calls return their results directly; to run them "
+            "together, define async def main() and await asyncio.gather(...)"
+        )
     if exc_type == "RuntimeError" and (found := _OS_CALL.match(message)):
-        root = found[1].split(".", 1)[0]
-        return "the sandbox does not support it: " + _OS_CALLS.get(root, "use the capabilities")
+        return _OS_CALLS.get(found[1].split(".", 1)[0], "use the capabilities")
+    if exc_type == "PermissionError" and where is not None and "open(" in where.source:
+        return _OS_CALLS["open"]
     return None
 
 
@@ -152,12 +175,7 @@ def _name(name: str, known: Known, where: Where | None) -> str | None:
 
 def _module_attribute(module: str, attribute: str, known: Known) -> str | None:
     if module in known.roots or module.split(".", 1)[0] in known.roots:
-        inside = {
-            name[len(module) + 1 :].split(".", 1)[0]
-            for name in known.vocabulary.capabilities
-            if name.startswith(module + ".")
-        }
-        return _did_you_mean(attribute, inside)
+        return namespace_hint(module, attribute, known.vocabulary.capabilities)
     real = _module_names(module)
     if not real:
         return None
@@ -166,18 +184,28 @@ def _module_attribute(module: str, attribute: str, known: Known) -> str | None:
     return _did_you_mean(attribute, real)
 
 
-def _attribute(owner: str, attribute: str, known: Known) -> str | None:
+def _attribute(owner: str, attribute: str, known: Known, where: Where | None) -> str | None:
     fields = known.vocabulary.objects.get(owner)
     if fields is not None:
+        if attribute == "__dict__":
+            return "turn a result object into a dict with vars(x)"
         close = _did_you_mean(attribute, fields)
         return close or f"{owner} has: {', '.join(fields)}"
     kind = _BUILTIN_TYPES.get(owner)
     if kind is None:
         return None
-    if hasattr(kind, attribute) and not attribute.startswith("_"):
-        return _unsupported(f"{owner}.{attribute}()", f"{owner}.{attribute}")
-    if kind is dict and attribute.isidentifier():
+    span = (
+        ""
+        if where is None or where.end_line != where.line
+        else where.source[where.column - 1 : where.end_column - 1]
+    )
+    called = f".{attribute}(" in span
+    if kind is dict and not called:
         return f'this is a dict: read its keys as x["{attribute}"]'
+    if hasattr(kind, attribute) and not attribute.startswith("_"):
+        if not called:  # the sandbox calls methods; it does not hand them out as values
+            return f"{owner}.{attribute} is a method: call it, x.{attribute}(...)"
+        return _unsupported(f"{owner}.{attribute}()", f"{owner}.{attribute}")
     return _did_you_mean(attribute, [a for a in dir(kind) if not a.startswith("_")])
 
 

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import pydantic_monty as pm
 
 from codemode.errors import PROGRAM_FILE
-from codemode.limits import Limits
+from codemode.limits import Limits, host_calls
 from codemode.values import RecordValue
 
 Printer = Callable[[str, str], None]
@@ -55,6 +55,8 @@ class Sleep:
     seconds: object
     """What the program passed (not yet checked)."""
     span: tuple[int, int]
+    call_id: int | None = None
+    """For `asyncio.sleep`: the call an `async def main` may await later (see `Run.defer`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,7 +265,7 @@ class MontySandbox:
                     "max_feed_duration_secs": limits.max_interpreter_seconds,
                     "max_memory": limits.max_memory_bytes,
                     "max_recursion_depth": limits.max_recursion_depth,
-                    "max_suspensions": 4 * limits.max_capability_calls + 64,
+                    "max_suspensions": host_calls(limits),
                 },
                 external_modules={root: modules[root] for root in roots},
             )
@@ -329,7 +331,7 @@ class MontyRun:
     def type_names(self, expressions: list[str]) -> list[str] | None:
         code = "[" + ", ".join(f"type({e}).__name__" for e in expressions) + "]"
         try:
-            step = self._step(lambda: self.session.feed_start(code, print_callback=self.printer))
+            step = self._step(lambda: self.session.feed_start(code, print_callback=_silent))
         except SandboxFailure:
             return None
         names = step.value if isinstance(step, Done) else None
@@ -359,7 +361,9 @@ class MontyRun:
                         self.snapshot = snapshot
                         position = snapshot.position
                         seconds = snapshot.args[0] if snapshot.args else None
-                        return Sleep(seconds, (position.start, position.end))
+                        awaitable = name in ("system.async_sleep", "asyncio.sleep")
+                        call_id = snapshot.call_id if awaitable else None
+                        return Sleep(seconds, (position.start, position.end), call_id)
                     elif snapshot.is_os_function:
                         snapshot = snapshot.resume_not_handled()
                     else:
@@ -418,6 +422,10 @@ class _Record(pm.ClassInstance):
 
     def convert_value(self, /, name: str, value: Any) -> Any:
         return self.guest(value)
+
+
+def _silent(stream: str, text: str) -> None:
+    """Output of the checks run after the program (none is expected; none is kept)."""
 
 
 _SLEEPS = frozenset({"system.sleep", "system.async_sleep", "time.sleep", "asyncio.sleep"})
