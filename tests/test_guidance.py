@@ -162,3 +162,30 @@ def test_a_non_json_value_is_placed_at_main_s_only_return(demo: CodeMode) -> Non
     )
     two = M + "    if 1:\n        return {'a'}\n    return []\n"
     assert error_of(demo, two).where is None  # two returns: which one is not known
+
+
+@pytest.mark.parametrize(
+    ("call", "text"),
+    [
+        ('instances.list(sandbox="stage")', 'no sandbox "stage"; sandboxes: dev, prod, staging'),
+        (
+            'instances.list(owner="Edsger")',
+            'no owner id "Edsger"; did you mean "u-edsger" (Edsger Dijkstra)?',
+        ),
+        ('owners.list(team="Research")', 'no team "Research"; teams: platform, research'),
+        (
+            'instances.get(sandbox="dev", name="API")',
+            'no instance "API" in sandbox "dev"; did you mean "api"?',
+        ),
+        (
+            'instances.get(sandbox="dev", name="nope")',
+            'no instance "nope" in sandbox "dev"; its instances: api, cache, db, gui, worker',
+        ),
+        (
+            'owners.get(id="edsger")',
+            'no owner id "edsger"; did you mean "u-edsger" (Edsger Dijkstra)?',
+        ),
+    ],
+)
+def test_the_demo_says_which_values_exist(demo: CodeMode, call: str, text: str) -> None:
+    assert str(error_of(demo, M + f"    return {call}\n")) == f"capability failed: {text}"

@@ -68,7 +68,8 @@ async def test_demo_over_stdio_creates_and_serves_its_database(tmp_path: Path) -
         assert missing.is_error
         assert missing.structured_content is not None
         assert missing.structured_content["error"]["message"] == (
-            'capability failed: no instance "nope" in sandbox "dev"'
+            'capability failed: no instance "nope" in sandbox "dev"; its instances: api, cache, db, '
+            "gui, worker"
         )
     assert (tmp_path / "codemode" / "demo.sqlite3").exists()
     async with Client(params) as client:

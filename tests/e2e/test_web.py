@@ -189,7 +189,8 @@ def test_an_error_without_a_location_shows_the_message_alone(page: Page) -> None
 def test_the_page_shows_no_more_than_the_model_sees(page: Page) -> None:
     run(page, 'def main():\n    return instances.get(sandbox="dev", name="nope")\n')
     expect(page.locator("#error-message")).to_have_text(
-        'capability failed: no instance "nope" in sandbox "dev"'
+        'capability failed: no instance "nope" in sandbox "dev"; its instances: api, cache, db, '
+        "gui, worker"
     )
     assert 'Traceback (most recent call last):\n  File "<codemode>", line 2, in main' in (
         page.locator("#traceback").text_content() or ""

@@ -8,6 +8,7 @@ nested TypedDicts, a pydantic model from an async handler, and a model-safe "not
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal, TypedDict
@@ -31,6 +32,48 @@ OwnerId = Annotated[
 ]
 PageSize = Annotated[int, Field(ge=1, le=100, description="Items per page")]
 Tag = Annotated[str, Field(min_length=1, max_length=40)]
+
+
+def _no_sandbox(db: sqlite3.Connection, sandbox: str) -> AgentError | None:
+    """The error for a sandbox that does not exist, naming those that do."""
+    names = [r[0] for r in db.execute("SELECT name FROM sandboxes ORDER BY name")]
+    if sandbox in names:
+        return None
+    return AgentError(f'no sandbox "{sandbox}"; sandboxes: {", ".join(names)}')
+
+
+def _no_owner(db: sqlite3.Connection, owner: str) -> AgentError | None:
+    """The error for an owner id that does not exist, with the id that was likely meant."""
+    rows = db.execute("SELECT id, name FROM owners ORDER BY id").fetchall()
+    if owner in (r["id"] for r in rows):
+        return None
+    text = owner.lower().removeprefix("u-")
+    likely = [r for r in rows if text and (text in r["id"] or text in r["name"].lower())]
+    if likely:
+        return AgentError(
+            f'no owner id "{owner}"; did you mean "{likely[0]["id"]}" ({likely[0]["name"]})?'
+        )
+    return AgentError(
+        f'no owner id "{owner}"; owner ids look like u-edsger: owners.list gives them'
+    )
+
+
+def _no_instance(db: sqlite3.Connection, sandbox: str, name: str) -> AgentError:
+    """The error for an instance that does not exist in a sandbox that does."""
+    names = [
+        r[0]
+        for r in db.execute(
+            "SELECT name FROM instances WHERE sandbox = ? ORDER BY name", (sandbox,)
+        )
+    ]
+    close = [n for n in names if n.lower() == name.lower()]
+    if close:
+        return AgentError(
+            f'no instance "{name}" in sandbox "{sandbox}"; did you mean "{close[0]}"?'
+        )
+    return AgentError(
+        f'no instance "{name}" in sandbox "{sandbox}"; its instances: {", ".join(names)}'
+    )
 
 
 def _like(text: str) -> str:
@@ -98,7 +141,7 @@ def create(
                 "SELECT * FROM instances WHERE sandbox = ? AND name = ?", (sandbox, name)
             ).fetchone()
             if row is None:
-                raise AgentError(f'no instance "{name}" in sandbox "{sandbox}"')
+                raise _no_sandbox(db, sandbox) or _no_instance(db, sandbox, name)
             nics = db.execute(
                 "SELECT name, address, network FROM nics WHERE sandbox = ? AND instance = ? "
                 "ORDER BY name",
@@ -132,6 +175,9 @@ def create(
             owner: Only the sandboxes of this owner id, like u-ada.
         """
         with store.connect() as db:
+            unknown = owner is not None and _no_owner(db, owner)
+            if unknown:
+                raise unknown
             rows = db.execute(
                 "SELECT s.name, s.region, s.owner_id, COUNT(i.name) AS n FROM sandboxes s "
                 "LEFT JOIN instances i ON i.sandbox = s.name "
@@ -178,6 +224,11 @@ def create(
         )
         args = (sandbox, sandbox, state, state, owner, owner, tag, tag)
         with store.connect() as db:
+            unknown = (sandbox is not None and _no_sandbox(db, sandbox)) or (
+                owner is not None and _no_owner(db, owner)
+            )
+            if unknown:
+                raise unknown
             total = db.execute(f"SELECT COUNT(*) FROM instances i WHERE {where}", args).fetchone()[
                 0
             ]
@@ -214,12 +265,12 @@ def create(
     @cm.capability(
         "instances.search",
         summary="Find instances whose name, tag or nic address contains the text.",
-        example='instances.search(text="10.0.1")',
+        example='instances.search(text="192.168.1")',
     )
     def search_instances(
         *,
         text: Annotated[str, Field(min_length=1, description="Text to look for, as written")],
-        limit: PageSize = 20,
+        limit: Annotated[int, Field(ge=1, le=100, description="Most results to return")] = 20,
     ) -> list[InstanceSummary]:
         pattern = _like(text)
         with store.connect() as db:
@@ -248,6 +299,11 @@ def create(
         example='instances.set_state(sandbox="dev", name="api", state="stopped")',
     )
     def set_state(*, sandbox: SandboxName, name: InstanceName, state: State) -> Instance:
+        """Start or stop an instance.
+
+        Args:
+            state: running to start it, stopped to stop it.
+        """
         instance(sandbox, name)
         with store.connect() as db:
             db.execute(
@@ -285,8 +341,8 @@ def create(
         def read() -> Owner:
             with store.connect() as db:
                 row = db.execute("SELECT * FROM owners WHERE id = ?", (id,)).fetchone()
-            if row is None:
-                raise AgentError(f'no owner "{id}"')
+                if row is None:
+                    raise _no_owner(db, id) or AgentError(f'no owner id "{id}"')
             return Owner(id=row["id"], name=row["name"], email=row["email"], team=row["team"])
 
         return await asyncio.to_thread(read)
@@ -305,6 +361,9 @@ def create(
             team: Only the owners of this team.
         """
         with store.connect() as db:
+            teams = [r[0] for r in db.execute("SELECT DISTINCT team FROM owners ORDER BY team")]
+            if team is not None and team not in teams:
+                raise AgentError(f'no team "{team}"; teams: {", ".join(teams)}')
             rows = db.execute(
                 "SELECT * FROM owners WHERE ? IS NULL OR team = ? ORDER BY id", (team, team)
             ).fetchall()
