@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from mcp import Client
 
+from codemode import Limits
 from codemode.mcp import build_server
 from tests.conftest import CANARY, build_host
 
@@ -39,3 +40,20 @@ async def test_a_crash_in_the_adapter_is_an_internal_failure(
         "error": {"code": "internal", "message": "internal failure", "where": None}
     }
     assert CANARY not in str(result)
+
+
+@pytest.mark.parametrize("disclose", [True, False])
+async def test_the_execute_description_gives_the_budget_unless_the_host_keeps_it(
+    disclose: bool,
+) -> None:
+    with build_host(Limits(max_capability_calls=7, max_printed_bytes=2048)) as cm:
+        cm.disclose_limits = disclose
+        async with Client(build_server(cm, subject="a")) as client:
+            listed = await client.list_tools()
+    description = next(t.description for t in listed.tools if t.name == "execute") or ""
+    budget = (
+        "Budget per program: 7 capability calls, 10 s in all (5 s running code), 1 MiB "
+        "returned, 2 KiB printed, 256 MiB of memory."
+    )
+    assert description.endswith(budget) is disclose
+    assert "Budget" in description or not disclose

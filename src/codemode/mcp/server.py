@@ -43,7 +43,7 @@ from codemode.http import (
     host_names,
     subject_of,
 )
-from codemode.mcp.tools import TOOLS, Handlers, check_arguments, failed
+from codemode.mcp.tools import Handlers, check_arguments, failed, tools
 
 log = logging.getLogger("codemode")
 
@@ -59,12 +59,13 @@ def build_server(cm: CodeMode, *, subject: str | None = None) -> Server[Any]:
     `subject` is the fixed subject for stdio; over HTTP the security layer decides it.
     """
     handlers = Handlers(cm)
-    tools = {tool.name: tool for tool in TOOLS}
+    listed = tools(cm.limits if cm.disclose_limits else None)
+    by_name = {tool.name: tool for tool in listed}
 
     async def on_list_tools(
         ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
     ) -> ListToolsResult:
-        return ListToolsResult(tools=TOOLS)
+        return ListToolsResult(tools=listed)
 
     async def on_call_tool(
         ctx: ServerRequestContext[Any], params: CallToolRequestParams
@@ -75,7 +76,7 @@ def build_server(cm: CodeMode, *, subject: str | None = None) -> Server[Any]:
         started = time.monotonic()
         who = _subject(ctx, subject)
         try:
-            arguments = check_arguments(tools[params.name], params.arguments or {})
+            arguments = check_arguments(by_name[params.name], params.arguments or {})
             if who is None:
                 raise UnauthenticatedError()
             result = await handler(arguments, who)

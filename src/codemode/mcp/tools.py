@@ -16,6 +16,7 @@ from codemode.app import CodeMode
 from codemode.binding import closest_name
 from codemode.errors import CodeModeError, InvalidRequestError, NotFoundError
 from codemode.language import surface
+from codemode.limits import Limits, seconds, size
 from codemode.payloads import (
     describe_payload,
     execute_payload,
@@ -152,6 +153,31 @@ SEARCH_INPUT["properties"]["offset"] = {
     "minimum": 0,
     "description": "Where the page starts: the next_offset of the previous answer",
 }
+
+
+def budget(limits: Limits) -> str:
+    """The limits a program runs under, as one line of the execute description: the
+    program's own budget, given up front so it need not find it by failing."""
+    return (
+        f"Budget per program: {limits.max_capability_calls} capability calls, "
+        f"{seconds(limits.max_execution_seconds)} in all "
+        f"({seconds(limits.max_interpreter_seconds)} running code), "
+        f"{size(limits.max_return_bytes)} returned, {size(limits.max_printed_bytes)} printed, "
+        f"{size(limits.max_memory_bytes)} of memory."
+    )
+
+
+def tools(limits: Limits | None) -> list[Tool]:
+    """The three tools; the execute description ends with the budget of `limits` (none
+    for a host that keeps its bounds to itself)."""
+    execute = TOOLS[2]
+    if limits is None:
+        return TOOLS
+    described = execute.model_copy(
+        update={"description": f"{execute.description}\n{budget(limits)}"}
+    )
+    return [*TOOLS[:2], described]
+
 
 TOOLS = [
     Tool(
@@ -325,4 +351,4 @@ class Handlers:
         }.get(name)
 
 
-__all__ = ["TOOLS", "Handlers", "check_arguments", "failed", "ok"]
+__all__ = ["TOOLS", "Handlers", "budget", "check_arguments", "failed", "ok", "tools"]
