@@ -213,3 +213,30 @@ def system_tool(path: str | Path, install: str) -> Path:
     if os.environ.get("CODEMODE_REQUIRE_SYSTEM_TOOLS") == "1":
         pytest.fail(reason)
     pytest.skip(reason)
+
+
+def children(pid: int) -> list[str]:
+    """The live child processes of `pid`, as `pid command` lines (zombies left out)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            command = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z" and int(fields[1]) == pid:
+            found.append(f"{stat.parent.name} {command.strip()[:120]}")
+    return found
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """No test leaves a process behind: when the run ends, the test process has no child
+    left (servers, browsers, sandbox workers), or the run fails and names them."""
+    deadline = time.monotonic() + 10
+    left = children(os.getpid())
+    while left and time.monotonic() < deadline:
+        time.sleep(0.2)
+        left = children(os.getpid())
+    if left:
+        print("\nprocesses left behind by the tests:\n  " + "\n  ".join(left))
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

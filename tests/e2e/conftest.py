@@ -68,7 +68,12 @@ def start_codemode(*args: str, port: int, **env: str) -> subprocess.Popen[bytes]
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    wait_for_port(port, process)
+    try:
+        wait_for_port(port, process)
+    except BaseException:
+        process.kill()  # a server that never listened is not left behind
+        process.wait(10)
+        raise
     return process
 
 

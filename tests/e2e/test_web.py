@@ -3,7 +3,9 @@ demo host: search, describe, insert a call, run, and read a failure at a glance.
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +17,11 @@ from tests.conftest import system_tool
 from tests.e2e.conftest import ROOT, free_port, start_codemode
 
 SHOTS = ROOT / "test-output" / "web"
-CHROMIUM = "/usr/bin/chromium"
+CHROMIUM = os.environ.get("CODEMODE_CHROMIUM") or next(
+    filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))),
+    "/usr/bin/chromium",
+)
+"""Debian's Chromium, or another found on PATH, or the one CODEMODE_CHROMIUM names."""
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",

@@ -157,28 +157,21 @@ def executions(audit: Path) -> int:
 async def test_two_stateless_servers_behind_nginx_share_the_load_and_survive_a_kill(
     tmp_path: Path,
 ) -> None:
+    nginx_binary = system_tool(NGINX, "apt-get install nginx (or run .ci/run)")
     a, b, port = free_port(), free_port(), free_port()
     audits = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
-    servers = [
-        start_server(tmp_path, a, "--audit-log", str(audits[0])),
-        start_server(tmp_path, b, "--audit-log", str(audits[1])),
-    ]
-    nginx_binary = system_tool(NGINX, "apt-get install nginx (or run .ci/run)")
     (tmp_path / "nginx.conf").write_text(NGINX_CONF.format(tmp=tmp_path, a=a, b=b, port=port))
-    nginx = subprocess.Popen(
-        [
-            nginx_binary,
-            "-c",
-            str(tmp_path / "nginx.conf"),
-            "-p",
-            str(tmp_path),
-            "-g",
-            "daemon off;",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    servers: list[subprocess.Popen[bytes]] = []
+    nginx: subprocess.Popen[bytes] | None = None
     try:
+        servers.append(start_server(tmp_path, a, "--audit-log", str(audits[0])))
+        servers.append(start_server(tmp_path, b, "--audit-log", str(audits[1])))
+        nginx = subprocess.Popen(
+            [nginx_binary, "-c", str(tmp_path / "nginx.conf"), "-p", str(tmp_path)]
+            + ["-g", "daemon off;"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         wait_for_port(port, nginx)
         url = f"http://127.0.0.1:{port}/mcp"
         before: list[float] = []
@@ -199,9 +192,10 @@ async def test_two_stateless_servers_behind_nginx_share_the_load_and_survive_a_k
         assert failures_before == []
         assert min(spread) >= 0.25 * sum(spread)  # round robin reached both
         assert len(after) > 4  # the surviving server kept answering
-    finally:
-        nginx.terminate()
-        nginx.wait(10)
+    finally:  # nothing started here outlives the test, whatever failed
+        if nginx is not None:
+            nginx.terminate()
+            nginx.wait(10)
         for server in servers:
             if server.poll() is None:
                 server.terminate()
