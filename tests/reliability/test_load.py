@@ -166,9 +166,9 @@ async def test_two_stateless_servers_behind_nginx_share_the_load_and_survive_a_k
     try:
         servers.append(start_server(tmp_path, a, "--audit-log", str(audits[0])))
         servers.append(start_server(tmp_path, b, "--audit-log", str(audits[1])))
+        config, prefix = str(tmp_path / "nginx.conf"), str(tmp_path)
         nginx = subprocess.Popen(
-            [nginx_binary, "-c", str(tmp_path / "nginx.conf"), "-p", str(tmp_path)]
-            + ["-g", "daemon off;"],
+            [str(nginx_binary), "-c", config, "-p", prefix, "-g", "daemon off;"],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
