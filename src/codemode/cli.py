@@ -37,12 +37,12 @@ def load_app(spec: str) -> CodeMode:
             "expected module:attribute or path/to/file.py:attribute, e.g. myhost:cm",
             param_hint="APP",
         )
-    folder = os.getcwd()
+    folder = app_folder(spec)
     if module_name.endswith(".py") or os.sep in module_name:
         path = Path(module_name)
         if path.suffix != ".py" or not path.is_file():
             raise click.BadParameter(f"{module_name} is not a Python file", param_hint="APP")
-        folder, module_name = str(path.resolve().parent), path.stem
+        module_name = path.stem
     if folder not in sys.path:
         sys.path.insert(0, folder)
     try:
@@ -56,6 +56,14 @@ def load_app(spec: str) -> CodeMode:
     if not isinstance(target, CodeMode):
         raise click.BadParameter(f"{spec} is not a CodeMode", param_hint="APP")
     return target
+
+
+def app_folder(spec: str) -> str:
+    """The folder an app is imported from: its file's, or the working directory."""
+    module_name = spec.rpartition(":")[0]
+    if module_name.endswith(".py") or os.sep in module_name:
+        return str(Path(module_name).resolve().parent)
+    return os.getcwd()
 
 
 def load_cedar(cm: CodeMode, policy_file: str, entities_file: str | None) -> Any:
@@ -119,7 +127,16 @@ def main(log_level: str, verbose: bool) -> None:
     logging.getLogger("codemode").setLevel(level)  # libraries below stay at warning
 
 
-HTTP_ONLY = ("host", "port", "token_file", "insecure", "allowed_hosts", "web", "root_path")
+HTTP_ONLY = (
+    "host",
+    "port",
+    "token_file",
+    "insecure",
+    "allowed_hosts",
+    "web",
+    "root_path",
+    "reload",
+)
 """Options that mean nothing over stdio: passing one with it is a usage error."""
 
 
@@ -268,6 +285,9 @@ ALLOWED_HOST = click.option(
 )
 @click.option("--web", is_flag=True, help="Serve the playground at / (HTTP only).")
 @ROOT_PATH
+@click.option(
+    "--reload", is_flag=True, help="Restart when a Python file changes (development, HTTP only)."
+)
 @click.pass_context
 def serve(
     context: click.Context,
@@ -285,11 +305,62 @@ def serve(
     audit_log: str | None,
     web: bool,
     root_path: str,
+    reload: bool,
 ) -> None:
     """Serve APP (module:attribute or file.py:attribute naming a CodeMode) over MCP."""
+    _http_only(context, transport)
+    setup: dict[str, Any] = {
+        "app": app,
+        "token_file": token_file,
+        "policy_file": policy_file,
+        "entities_file": entities_file,
+        "hide_forbidden": hide_forbidden,
+        "audit_log": audit_log,
+    }
+    cm, tokens = _configured(**setup)
+    url = f"http://{host}:{port}{root_path}/mcp"
+    banner = [
+        f"codemode: serving {cm.name}",
+        *_where_to_connect(
+            cm.name,
+            url,
+            ["serve", app, "--transport", "stdio"],
+            web=web,
+            tokens=len(tokens) if tokens else 0,
+        ),
+    ]
+    if reload:
+        cm.close()
+        served = {"subject": subject, "host": host, "allowed_hosts": allowed_hosts, "web": web}
+        _serve_reloading(app, {**setup, **served}, host, port, root_path, banner, insecure)
+        return
+    _serve(
+        cm,
+        transport=transport,
+        subject=subject,
+        host=host,
+        port=port,
+        tokens=tokens,
+        insecure=insecure,
+        allowed_hosts=allowed_hosts,
+        banner=banner,
+        web=web,
+        root_path=root_path,
+    )
+
+
+def _configured(
+    *,
+    app: str,
+    token_file: str | None,
+    policy_file: str | None,
+    entities_file: str | None,
+    hide_forbidden: bool,
+    audit_log: str | None,
+) -> tuple[CodeMode, dict[str, str] | None]:
+    """The app with the options of `serve` applied, and its tokens; usage errors raised."""
     from codemode.http import load_token_file
 
-    _http_only(context, transport)
     try:
         tokens = load_token_file(token_file) if token_file else None
     except (ValueError, UnicodeDecodeError) as exc:
@@ -311,30 +382,54 @@ def serve(
         from codemode.events import JsonLinesSink
 
         cm.on_event = JsonLinesSink(audit_log)
-    url = f"http://{host}:{port}{root_path}/mcp"
-    banner = [
-        f"codemode: serving {cm.name}",
-        *_where_to_connect(
-            cm.name,
-            url,
-            ["serve", app, "--transport", "stdio"],
-            web=web,
-            tokens=len(tokens) if tokens else 0,
-        ),
-    ]
-    _serve(
-        cm,
-        transport=transport,
-        subject=subject,
+    return cm, tokens
+
+
+RELOAD_ENV = "CODEMODE_RELOAD_SETUP"
+"""How `serve --reload` hands its options to the server process uvicorn's reloader starts."""
+
+
+def _serve_reloading(
+    app: str,
+    setup: dict[str, Any],
+    host: str,
+    port: int,
+    root_path: str,
+    banner: list[str],
+    insecure: bool,
+) -> None:
+    """Serve with uvicorn's reloader: the app is built again whenever a Python file under
+    its folder changes (for development)."""
+    import uvicorn
+
+    from codemode.http import is_loopback
+
+    if not is_loopback(host) and not setup["token_file"] and not insecure:
+        raise click.UsageError(
+            f"refusing to serve {host} without --token-file (use --insecure to allow it)"
+        )
+    _listen(host, port).close()  # a busy port is one line of error, before any banner
+    folder = app_folder(app)
+    os.environ[RELOAD_ENV] = json.dumps({**setup, "allowed_hosts": list(setup["allowed_hosts"])})
+    click.echo("\n".join([*banner, f"Reloading when a Python file under {folder} changes."]))
+    uvicorn.run(
+        "codemode.cli:reloaded_app",
+        factory=True,
+        reload=True,
+        reload_dirs=[folder],
         host=host,
         port=port,
-        tokens=tokens,
-        insecure=insecure,
-        allowed_hosts=allowed_hosts,
-        banner=banner,
-        web=web,
         root_path=root_path,
+        log_level="warning",
     )
+
+
+def reloaded_app() -> Any:
+    """The ASGI app `serve --reload` runs, built from the options in the environment."""
+    setup = json.loads(os.environ[RELOAD_ENV])
+    served = {key: setup.pop(key) for key in ("subject", "host", "allowed_hosts", "web")}
+    cm, tokens = _configured(**setup)
+    return cm.http_app(tokens=tokens, **served)
 
 
 @main.command()

@@ -3,6 +3,7 @@ mistakes, a file path as the app, the environment, and the request log."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pty
 import re
@@ -176,3 +177,59 @@ async def test_each_tool_call_is_one_line_in_the_log(tmp_path: Path) -> None:
         "execute subject=local N ms ok",
         "execute subject=local N ms invalid_request",
     ], printed
+
+
+RELOADING = ("serve", "--reload", "--transport", "http")
+HOST_FILE = """
+from codemode import CodeMode
+from codemode.authz import AllowAll
+
+cm = CodeMode(authorizer=AllowAll())
+
+@cm.capability("greet.{name}", summary="Say hello.")
+def hello() -> str:
+    return "hello"
+"""
+
+
+@pytest.mark.anyio
+async def test_reload_serves_the_changed_app(tmp_path: Path) -> None:
+    app = tmp_path / "myhost.py"
+    app.write_text(HOST_FILE.format(name="hello"))
+    port = free_port()
+    log = tmp_path / "server.log"
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            codemode_command(*RELOADING, f"{app}:cm", "--port", str(port)),
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # the reloader's server process goes with its group
+        )
+
+    async def names() -> list[str]:
+        url = f"http://127.0.0.1:{port}/mcp"
+        async with (
+            httpx2.AsyncClient() as http,
+            Client(streamable_http_client(url, http_client=http)) as client,
+        ):
+            found = await client.call_tool("search_api", {"query": ""})
+        assert found.structured_content is not None
+        return [r["name"] for r in found.structured_content["results"]]
+
+    try:
+        wait_for_port(port, process)
+        assert await names() == ["greet.hello"]
+        app.write_text(HOST_FILE.format(name="welcome"))
+        deadline = time.monotonic() + 20
+        seen: list[str] = []
+        while seen != ["greet.welcome"] and time.monotonic() < deadline:
+            time.sleep(0.3)
+            with contextlib.suppress(Exception):
+                seen = await names()
+        assert seen == ["greet.welcome"], log.read_text()
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(10)
+    assert f"Reloading when a Python file under {tmp_path} changes." in log.read_text()
