@@ -3,10 +3,12 @@ demo host: search, describe, insert a call, run, and read a failure at a glance.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -251,8 +253,13 @@ def test_a_token_protected_server_asks_for_the_token(browser: Browser, tmp_path:
         page = context.new_page()
         page.goto(url)
         expect(page.locator("#token-form")).to_be_visible()
+        page.fill("#token", "not-the-token")
+        page.click("#token-form button")
+        expect(page.locator("#status")).to_have_text("That token was not accepted: try another.")
+        expect(page.locator("#token-form")).to_be_visible()
         page.fill("#token", "secret-token")
         page.click("#token-form button")
+        expect(page.locator("#token-form")).to_be_hidden()
         page.fill("#search", "owners")
         expect(page.locator("#results li").first).to_be_visible()
         run(page, "def main():\n    return 1\n")
@@ -261,3 +268,98 @@ def test_a_token_protected_server_asks_for_the_token(browser: Browser, tmp_path:
     finally:
         process.terminate()
         process.wait(10)
+
+
+def test_the_catalog_is_listed_at_start_grouped_by_namespace(page: Page) -> None:
+    expect(page.locator("#results .group")).to_have_text(["instances", "owners", "sandboxes"])
+    expect(page.locator("#results li[role=option] .name").first).to_have_text("instances.get")
+    page.click("#results li[data-name='owners.get']")
+    expect(page.locator("#detail-name")).to_have_text("owners.get")
+
+
+def test_insert_call_on_a_fresh_page_goes_inside_main(page: Page) -> None:
+    page.evaluate("localStorage.clear()")
+    page.reload()
+    page.click("#results li[data-name='instances.get']")
+    expect(page.locator("#detail-name")).to_have_text("instances.get")
+    page.focus("#source")
+    page.keyboard.press("Control+End")
+    page.click("#insert-call")
+    assert page.input_value("#source") == (
+        'def main():\n    value = instances.get(sandbox="dev", name="api")\n    return 1\n'
+    )
+    run(page, page.input_value("#source"))
+    expect(page.locator("#status")).to_have_text("Finished.")
+
+
+def test_every_problem_the_preflight_reports_is_marked(page: Page) -> None:
+    run(page, "def main():\n    instances.lst()\n    return owners.gett(id='x')\n")
+    expect(page.locator("#gutter .error")).to_have_text(["2", "3"])
+
+
+def test_a_run_shows_progress_can_be_canceled_and_runs_once(
+    browser: Browser, tmp_path: Path
+) -> None:
+    audit = tmp_path / "audit.jsonl"
+    process, url = serve(
+        tmp_path,
+        "serve",
+        "codemode.demo:create",
+        "--transport",
+        "http",
+        "--web",
+        "--audit-log",
+        str(audit),
+    )
+    try:
+        context = browser.new_context()
+        page = context.new_page()
+        page.goto(url)
+        page.fill("#source", "import time\ndef main():\n    time.sleep(8)\n    return 1\n")
+        page.click("#run")
+        expect(page.locator("#run")).to_be_disabled()
+        expect(page.locator("#status")).to_have_text(re.compile(r"^Running… \d+\.\d s$"))
+        expect(page.locator("#status")).to_have_class("busy")
+        page.screenshot(path=SHOTS / "6-running.png")
+        page.click("#cancel")
+        expect(page.locator("#status")).to_have_text("Canceled.")
+        expect(page.locator("#run")).to_be_enabled()
+        deadline = time.monotonic() + 10
+        while '"canceled"' not in (audit.read_text() if audit.exists() else ""):
+            assert time.monotonic() < deadline, "the execution did not end canceled"
+            time.sleep(0.1)
+        finished = [json.loads(line) for line in audit.read_text().splitlines()]
+        outcomes = [e["outcome"] for e in finished if e["event"] == "execution_finished"]
+        assert outcomes == ["canceled"]  # one run: the disabled button took no second click
+        context.close()
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def test_a_server_that_is_gone_is_said_so(page: Page) -> None:
+    page.route("**/api/execute", lambda route: route.abort())
+    page.fill("#source", "def main():\n    return 1\n")
+    page.click("#run")
+    expect(page.locator("#status")).to_have_text(
+        "The server cannot be reached: is codemode still running?"
+    )
+    expect(page.locator("#run")).to_be_enabled()
+
+
+def test_history_tells_runs_apart_and_code_never_wraps(page: Page) -> None:
+    run(page, "def main():\n    total = 40 + 2\n    return total\n")
+    expect(page.locator("#history li").first).to_have_text(
+        re.compile(r"^\S+( [AP]M)? ok \d+\.\d\d s: total = 40 \+ 2$")
+    )
+    run(page, FAILING)
+    assert (
+        page.evaluate("getComputedStyle(document.getElementById('traceback')).whiteSpace") == "pre"
+    )
+
+
+def test_on_a_narrow_screen_the_result_scrolls_into_view(page: Page) -> None:
+    page.set_viewport_size({"width": 420, "height": 800})
+    run(page, "def main():\n    return 1\n")
+    box = page.locator("#outcome").bounding_box()
+    assert box is not None and 0 <= box["y"] < 800

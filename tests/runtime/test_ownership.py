@@ -17,11 +17,12 @@ def test_a_call_queued_when_the_execution_fails_never_runs_later() -> None:
     lock = threading.Lock()
     with CodeMode(authorizer=AllowAll(), limits=Limits(max_capability_calls=200)) as cm:
 
-        @cm.capability("db.write", summary="Writes slowly.", timeout=0.2)
+        # A budget long enough for all the threads to start even on a loaded machine.
+        @cm.capability("db.write", summary="Writes slowly.", timeout=1.0)
         def write(*, n: int) -> int:
             with lock:
                 started.append(n)
-            time.sleep(0.5)
+            time.sleep(2.0)
             return n
 
         calls = CALL_THREADS + 10
@@ -31,9 +32,9 @@ def test_a_call_queued_when_the_execution_fails_never_runs_later() -> None:
         )
         assert (
             str(run_error(cm, source))
-            == "resource limit exceeded: capability time (limit 0.2 s) at <codemode>:3:35"
+            == "resource limit exceeded: capability time (limit 1 s) at <codemode>:3:35"
         )
-        time.sleep(1.0)  # long enough for any queued call to have started
+        time.sleep(2.5)  # long enough for any queued call to have started
     assert len(started) == CALL_THREADS
 
 

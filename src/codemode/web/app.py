@@ -14,13 +14,20 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from codemode.app import CodeMode
-from codemode.errors import CodeModeError, InternalError, InvalidRequestError, UnauthenticatedError
+from codemode.errors import (
+    CodeModeError,
+    ExecutionCanceledError,
+    InternalError,
+    InvalidRequestError,
+    UnauthenticatedError,
+)
 from codemode.http import subject_of
 from codemode.payloads import (
     describe_payload,
@@ -58,7 +65,7 @@ def _endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
     async def run(request: Request) -> Response:
         try:
             who, data = await _arguments(request)
-            return JSONResponse(await handler(who, data))
+            return JSONResponse(await _unless_gone(request, handler(who, data)))
         except CodeModeError as error:
             return JSONResponse(
                 {"ok": False, "error": error_payload(error), "printed": error.printed}
@@ -70,6 +77,32 @@ def _endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
             )
 
     return run
+
+
+async def _unless_gone(request: Request, work: Awaitable[dict[str, Any]]) -> dict[str, Any]:
+    """Await `work`, cancelled as soon as the page goes away (its Cancel button aborts the
+    request): a cancelled execution ends `canceled` instead of running on for nobody."""
+    answer: dict[str, Any] = {}
+    failed: list[CodeModeError] = []
+
+    async def finish() -> None:
+        try:
+            answer.update(await work)
+        except CodeModeError as error:  # raised out of the group, not wrapped in one
+            failed.append(error)
+        group.cancel_scope.cancel()
+
+    async def watch() -> None:
+        while not await request.is_disconnected():
+            await anyio.sleep(0.1)
+        group.cancel_scope.cancel()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(finish)
+        group.start_soon(watch)
+    if failed:
+        raise failed[0]
+    return answer or {"ok": False, "error": error_payload(ExecutionCanceledError())}
 
 
 def web_routes(cm: CodeMode) -> list[BaseRoute]:

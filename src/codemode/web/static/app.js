@@ -9,19 +9,22 @@ const HISTORY_SIZE = 20;
 let lastError = null;
 let selected = null;
 let tabMovesFocus = false;
+let running = null;
+const TEMPLATE = "def main():\n    return 1\n";
 
 // -- talking to the server --------------------------------------------------------------
 
-async function api(path, body) {
+async function api(path, body, options = {}) {
   const headers = { "Content-Type": "application/json" };
   const token = sessionStorage.getItem("codemode-token");
   if (token) headers.Authorization = `Bearer ${token}`;
-  const response = await fetch(`/api/${path}`, { method: "POST", headers, body: JSON.stringify(body) });
+  const response = await fetch(`/api/${path}`, { method: "POST", headers, body: JSON.stringify(body), signal: options.signal });
   if (response.status === 401) {
     $("token-form").hidden = false;
-    $("status").textContent = "This server needs a bearer token.";
+    $("status").textContent = token ? "That token was not accepted: try another." : "This server needs a bearer token.";
     throw new Error("unauthorized");
   }
+  $("token-form").hidden = true;
   return response.json();
 }
 
@@ -39,7 +42,17 @@ async function search() {
   const answer = await api("search", { query });
   const list = $("results");
   list.replaceChildren();
+  let namespace = null;
   for (const hit of answer.results || []) {
+    const root = hit.name.split(".")[0];
+    if (!query.trim() && root !== namespace) {  // the catalog, grouped by namespace
+      namespace = root;
+      const heading = document.createElement("li");
+      heading.className = "group";
+      heading.setAttribute("role", "presentation");
+      heading.textContent = root;
+      list.append(heading);
+    }
     const item = document.createElement("li");
     item.tabIndex = 0;
     item.setAttribute("role", "option");
@@ -101,7 +114,17 @@ $("insert-call").addEventListener("click", () => {
   // The host's own example call when it gave one, else the required arguments to fill in.
   const value = (p) => (p.examples ? JSON.stringify(p.examples[0]) : placeholder(p.type));
   const args = selected.parameters.filter((p) => p.required).map((p) => `${p.name}=${value(p)}`);
-  insert(selected.example || `${selected.name}(${args.join(", ")})`);
+  const call = selected.example || `${selected.name}(${args.join(", ")})`;
+  if (insideMain()) insert(call);
+  else {  // at a new line at the top of main, where a call can run
+    const main = editor.value.indexOf("def main():");
+    const at = main < 0 ? editor.value.length : editor.value.indexOf("\n", main) + 1;
+    const line = `    value = ${call}\n`;
+    const text = main < 0 ? `def main():\n${line}    return value\n` : line;
+    editor.selectionStart = editor.selectionEnd = at || editor.value.length;
+    insert(text);
+    editor.selectionStart = editor.selectionEnd = (at || 0) + text.length - 1;
+  }
   editor.focus();
 });
 
@@ -114,14 +137,30 @@ function insert(text) {
   changed();
 }
 
+function insideMain() {
+  // Whether the cursor sits on an indented line of a def main(): body.
+  const { value, selectionStart: at } = editor;
+  const start = value.lastIndexOf("\n", at - 1) + 1;
+  const before = value.slice(0, start);
+  return /^[ \t]/.test(value.slice(start)) && /(^|\n)(async )?def main\(\):/.test(before);
+}
+
+function errorLines(error) {
+  // Every line an error names: the preflight lists one problem per line.
+  if (!error) return new Set();
+  const lines = [...error.message.matchAll(/<codemode>:(\d+):\d+/g)].map((m) => Number(m[1]));
+  if (error.where) lines.push(error.where.line);
+  return new Set(lines);
+}
+
 function changed() {
   const lines = editor.value.split("\n").length;
   const gutter = $("gutter");
-  const errorLine = lastError && lastError.where ? lastError.where.line : 0;
+  const marked = errorLines(lastError);
   gutter.replaceChildren(...Array.from({ length: lines }, (_, i) => {
     const div = document.createElement("div");
     div.textContent = i + 1;
-    if (i + 1 === errorLine) div.className = "error";
+    if (marked.has(i + 1)) div.className = "error";
     return div;
   }));
   localStorage.setItem("codemode-program", editor.value);
@@ -260,9 +299,33 @@ $("copy-error").addEventListener("click", async () => {
 });
 
 async function run() {
+  if (running) return;  // one run at a time: a double click runs once
   const source = editor.value;
-  $("status").textContent = "Running…";
-  const answer = await api("execute", { source });
+  const started = performance.now();
+  running = new AbortController();
+  $("run").disabled = true;
+  $("cancel").hidden = false;
+  $("status").classList.add("busy");
+  const tick = () => { $("status").textContent = `Running… ${((performance.now() - started) / 1000).toFixed(1)} s`; };
+  tick();
+  const timer = setInterval(tick, 100);
+  let answer;
+  try {
+    answer = await api("execute", { source }, { signal: running.signal });
+  } catch (error) {
+    answer = null;
+    $("status").textContent = error.name === "AbortError" ? "Canceled."
+      : error.message === "unauthorized" ? $("status").textContent
+      : "The server cannot be reached: is codemode still running?";
+  } finally {
+    clearInterval(timer);
+    running = null;
+    $("run").disabled = false;
+    $("cancel").hidden = true;
+    $("status").classList.remove("busy");
+  }
+  if (!answer) return;
+  const seconds = (performance.now() - started) / 1000;
   lastError = answer.ok ? null : answer.error;
   if (answer.ok) showResult(answer); else showError(answer.error, answer.printed);
   // The exact text an MCP client hands the model for this run.
@@ -270,16 +333,19 @@ async function run() {
   $("model-text").textContent = answer.ok ? answer.model_text : answer.error.model_text;
   $("status").textContent = answer.ok ? "Finished." : "Failed.";
   changed();
-  remember(source, answer.ok ? "ok" : answer.error.code);
+  remember(source, answer.ok ? "ok" : answer.error.code, seconds);
+  if (window.innerWidth < 1000) $("outcome").scrollIntoView({ block: "start" });
 }
 $("run").addEventListener("click", run);
+$("cancel").addEventListener("click", () => { if (running) running.abort(); });
 
 // -- history ----------------------------------------------------------------------------
 
 function loadHistory() { return JSON.parse(sessionStorage.getItem("codemode-history") || "[]"); }
 
-function remember(source, status) {
-  const runs = [{ source, status, time: new Date().toLocaleTimeString() }, ...loadHistory()].slice(0, HISTORY_SIZE);
+function remember(source, status, seconds) {
+  const entry = { source, status, seconds, time: new Date().toLocaleTimeString() };
+  const runs = [entry, ...loadHistory()].slice(0, HISTORY_SIZE);
   sessionStorage.setItem("codemode-history", JSON.stringify(runs));
   drawHistory();
 }
@@ -289,7 +355,11 @@ function drawHistory() {
     const item = document.createElement("li");
     item.tabIndex = 0;
     item.className = entry.status === "ok" ? "ok" : "failed";
-    item.textContent = `${entry.time} ${entry.status}: ${entry.source.split("\n").find((l) => l.trim() && !l.startsWith("def main")) || entry.source}`.slice(0, 90);
+    const template = TEMPLATE.split("\n");
+    const first = entry.source.split("\n").find((l, i) => l.trim() && l !== template[i]) || entry.source;
+    const took = entry.seconds === undefined ? "" : ` ${entry.seconds.toFixed(2)} s`;
+    item.textContent = `${entry.time} ${entry.status}${took}: ${first.trim()}`.slice(0, 90);
+    item.title = entry.source;
     const restore = () => { editor.value = entry.source; lastError = null; changed(); };
     item.addEventListener("click", restore);
     item.addEventListener("keydown", (event) => { if (event.key === "Enter") restore(); });
@@ -297,7 +367,7 @@ function drawHistory() {
   }));
 }
 
-editor.value = localStorage.getItem("codemode-program") || "def main():\n    return 1\n";
+editor.value = localStorage.getItem("codemode-program") || TEMPLATE;
 changed();
 drawHistory();
 search();
