@@ -16,7 +16,6 @@ def test_a_call_queued_when_the_execution_fails_never_runs_later() -> None:
     started: list[int] = []
     lock = threading.Lock()
     with CodeMode(authorizer=AllowAll(), limits=Limits(max_capability_calls=200)) as cm:
-
         # A budget long enough for all the threads to start even on a loaded machine.
         @cm.capability("db.write", summary="Writes slowly.", timeout=1.0)
         def write(*, n: int) -> int:
