@@ -363,3 +363,13 @@ def test_on_a_narrow_screen_the_result_scrolls_into_view(page: Page) -> None:
     run(page, "def main():\n    return 1\n")
     box = page.locator("#outcome").bounding_box()
     assert box is not None and 0 <= box["y"] < 800
+
+
+def test_the_editor_highlights_python(page: Page) -> None:
+    page.fill("#source", "def main():\n    # count\n    return len('a<b') + 42\n")
+    expect(page.locator("#highlight .kw")).to_have_text(["def", "return"])
+    expect(page.locator("#highlight .com")).to_have_text(["# count"])
+    expect(page.locator("#highlight .str")).to_have_text(["'a<b'"])
+    expect(page.locator("#highlight .num")).to_have_text(["42"])
+    assert page.locator("#highlight").text_content() == page.input_value("#source") + "\n"
+    page.screenshot(path=SHOTS / "7-highlight.png")

@@ -153,7 +153,32 @@ function errorLines(error) {
   return new Set(lines);
 }
 
+// -- a small highlighter: keywords, strings, comments and numbers ------------------------
+
+const KEYWORDS = new Set(("False None True and as assert async await break class continue def del elif else "
+  + "except finally for from global if import in is lambda nonlocal not or pass raise return try while with yield "
+  + "match case").split(" "));
+const TOKENS = /(#[^\n]*)|("""[\s\S]*?(?:"""|$)|'''[\s\S]*?(?:'''|$)|"(?:[^"\\\n]|\\.)*"?|'(?:[^'\\\n]|\\.)*'?)|\b(\d[\d_]*(?:\.\d+)?)\b|\b([A-Za-z_]\w*)\b/g;
+
+function escapeHtml(text) {
+  return text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+}
+
+function highlighted(source) {
+  let html = "";
+  let last = 0;
+  for (const match of source.matchAll(TOKENS)) {
+    const [text, comment, string, number, word] = match;
+    const kind = comment ? "com" : string ? "str" : number ? "num" : KEYWORDS.has(word) ? "kw" : null;
+    if (!kind) continue;
+    html += escapeHtml(source.slice(last, match.index)) + `<span class="${kind}">${escapeHtml(text)}</span>`;
+    last = match.index + text.length;
+  }
+  return html + escapeHtml(source.slice(last)) + "\n";
+}
+
 function changed() {
+  $("highlight").innerHTML = highlighted(editor.value);
   const lines = editor.value.split("\n").length;
   const gutter = $("gutter");
   const marked = errorLines(lastError);
@@ -169,6 +194,8 @@ function changed() {
 
 function scrolled() {
   $("gutter").scrollTop = editor.scrollTop;
+  $("highlight").scrollTop = editor.scrollTop;
+  $("highlight").scrollLeft = editor.scrollLeft;
   const band = $("error-line");
   const line = lastError && lastError.where ? lastError.where.line : 0;
   band.hidden = !line;
