@@ -17,6 +17,8 @@ from codemode import CodeMode, CodeModeError, ExecutionResult, Limits
 from codemode.authz import AllowAll, AuthorizationRequest
 from tests.conftest import monty_workers, run_error
 
+SECURITY_MD = Path(__file__).parents[2] / "docs" / "reference" / "security.md"
+
 P = "def main():\n"
 
 
@@ -100,9 +102,10 @@ def test_callers_waiting_past_their_deadline_get_a_clean_error() -> None:
 
 def test_a_hardened_worker_launch_runs_without_network_and_new_privileges(tmp_path: Path) -> None:
     wrapper = tmp_path / "monty-hardened"
-    wrapper.write_text(
-        f'#!/bin/sh\nexec unshare --net setpriv --no-new-privs "{find_monty_binary()}" "$@"\n'
-    )
+    documented = SECURITY_MD.read_text().split("```sh\n#!/bin/sh\n", 1)[1].split("```", 1)[0]
+    assert "/path/to/venv/bin/monty" in documented  # the wrapper security.md shows, run here
+    script = documented.replace("/path/to/venv/bin/monty", f'"{find_monty_binary()}"')
+    wrapper.write_text("#!/bin/sh\n" + script)
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
     if os.geteuid() != 0:
         pytest.skip("a network namespace needs root")  # CI and the developer machines are root

@@ -1,0 +1,143 @@
+"""Every shell command and Python block in the README and docs/ runs as written.
+
+The fenced blocks are read out of the pages (as pydantic's docs tests do). Python blocks
+run in a folder that holds what the pages say to create (the README's `myhost.py`, the
+guide's `tokens` file) beside the repository's `docs/`; a block that is a program
+(`def main():`) runs against the host it is written for. Each `uv run codemode ...`
+command runs as the project's own command line: a server until it listens (then it is
+stopped), anything else until it exits 0.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import types
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from codemode import CodeMode
+from codemode.demo import create
+from tests.e2e.conftest import ROOT, codemode_command, free_port, wait_for_port
+
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+SELF = {"uv run pytest"}
+"""Commands a test cannot run: the test suite itself."""
+
+
+@dataclass(frozen=True)
+class Block:
+    page: Path
+    line: int
+    language: str
+    text: str
+
+    def __str__(self) -> str:
+        return f"{self.page.relative_to(ROOT)}:{self.line}"
+
+
+def blocks(language: str) -> list[Block]:
+    found = []
+    for page in PAGES:
+        text = page.read_text()
+        for match in re.finditer(r"^```(\w*)\n(.*?)^```", text, re.S | re.M):
+            if match.group(1) == language:
+                line = text.count("\n", 0, match.start()) + 1
+                found.append(Block(page, line, language, match.group(2)))
+    return found
+
+
+def commands(block: Block) -> list[str]:
+    """The command lines of a shell block (continuations joined, comments dropped)."""
+    joined = block.text.replace("\\\n", " ")
+    lines = [line.split("  #")[0].strip() for line in joined.splitlines()]
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+README_HOST = blocks("python")[0].text
+GUIDE_TOKENS = (ROOT / "docs" / "guides" / "authorization.md").read_text()
+TOKENS = GUIDE_TOKENS.split("A token file holds one `subject:token` per line:\n\n```text\n")[1]
+TOKENS = TOKENS.split("```", 1)[0]
+
+
+@pytest.fixture
+def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A project folder as the pages set it up: myhost.py, tokens, and the docs beside."""
+    (tmp_path / "myhost.py").write_text(README_HOST)
+    (tmp_path / "tokens").write_text(TOKENS)
+    (tmp_path / "docs").symlink_to(ROOT / "docs")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield tmp_path
+
+
+def host_for(block: Block) -> CodeMode:
+    """The host a program block is written for: the README's, or the demo."""
+    if block.page.name == "README.md":
+        module = types.ModuleType("myhost")
+        exec(compile(README_HOST, "myhost.py", "exec"), module.__dict__)
+        cm: CodeMode = module.cm
+        return cm
+    return create(Path(os.environ["XDG_DATA_HOME"]) / "demo.sqlite3")
+
+
+@pytest.mark.parametrize("block", blocks("python"), ids=str)
+def test_python_blocks_run(block: Block, folder: Path) -> None:
+    if block.text.startswith("def main():"):
+        with host_for(block) as cm:
+            cm.execute(block.text, subject="alice")
+        return
+    namespace: dict[str, object] = {"__name__": "docs_block"}
+    exec(compile(block.text, str(block), "exec"), namespace)
+    for value in namespace.values():
+        if isinstance(value, CodeMode):
+            value.close()
+
+
+SHELL = [
+    (block, command)
+    for block in blocks("sh")
+    if not block.text.startswith("#!")  # a script's text, run by the test that names it
+    for command in commands(block)
+]
+
+
+@pytest.mark.parametrize(("block", "command"), SHELL, ids=lambda v: str(v)[:60])
+def test_shell_commands_run(block: Block, command: str, folder: Path) -> None:
+    if command in SELF:
+        return
+    words = shlex.split(command)
+    assert words[:3] == ["uv", "run", "codemode"], command
+    args = words[3:]
+    port = free_port()
+    environment = {
+        **os.environ,
+        "CODEMODE_SERVE_PORT": str(port),
+        "CODEMODE_DEMO_PORT": str(port),
+    }
+    if "--port" in args:
+        port = int(args[args.index("--port") + 1])
+    with subprocess.Popen(
+        codemode_command(*args),
+        cwd=folder,
+        env=environment,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    ) as process:
+        try:
+            if args[0] in ("serve", "demo"):
+                wait_for_port(port, process)
+            else:
+                out, _ = process.communicate(timeout=60)
+                assert process.returncode == 0, out.decode()
+        finally:
+            if process.poll() is None:
+                process.terminate()
+            process.communicate(timeout=10)
