@@ -259,8 +259,9 @@ class CodeMode:
         host: str = "127.0.0.1",
         allowed_hosts: Iterable[str] = (),
         web: bool = False,
+        path: str = "/mcp",
     ) -> Starlette:
-        """An ASGI app serving MCP at `/mcp`, to run with uvicorn or mount in Starlette/FastAPI.
+        """An ASGI app serving MCP at `path`, to run with uvicorn or mount in Starlette/FastAPI.
 
         Every route goes through one security layer (`codemode.http`): with `tokens` (bearer
         token -> subject) unauthenticated requests get 401; `host` is the address it will
@@ -284,6 +285,7 @@ class CodeMode:
             allowed_hosts=allowed_hosts,
             routes=routes,
             public_paths=public_paths,
+            path=path,
         )
 
     def run(

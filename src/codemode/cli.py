@@ -128,6 +128,7 @@ def main(log_level: str, verbose: bool) -> None:
 
 
 HTTP_ONLY = (
+    "path",
     "host",
     "port",
     "token_file",
@@ -168,6 +169,7 @@ def _serve(
     banner: list[str],
     web: bool = False,
     root_path: str = "",
+    path: str = "/mcp",
 ) -> None:
     """Serve until stopped, after a banner that says where to connect."""
     if transport == "stdio":
@@ -184,7 +186,7 @@ def _serve(
             f"refusing to serve {host} without --token-file (use --insecure to allow it)"
         )
     app = cm.http_app(
-        tokens=tokens, subject=subject, host=host, allowed_hosts=allowed_hosts, web=web
+        tokens=tokens, subject=subject, host=host, allowed_hosts=allowed_hosts, web=web, path=path
     )
     listening = _listen(host, port)
     server = uvicorn.Server(server_config(app, host=host, port=port, root_path=root_path))
@@ -223,7 +225,7 @@ def _listen(host: str, port: int) -> socket.socket:
 
 
 def _where_to_connect(
-    name: str, url: str, stdio_args: list[str], *, web: bool, tokens: int | None
+    name: str, url: str, stdio_args: list[str], *, playground: str | None, tokens: int | None
 ) -> list[str]:
     """Where a client connects, and the configuration to paste into one."""
     http: dict[str, Any] = {"type": "http", "url": url}
@@ -231,8 +233,8 @@ def _where_to_connect(
         http["headers"] = {"Authorization": "Bearer <your token>"}
     stdio = {"command": "uv", "args": ["--directory", os.getcwd(), "run", "codemode", *stdio_args]}
     lines = [f"MCP endpoint (streamable HTTP): {url}"]
-    if web:
-        lines.append(f"Playground: {url.removesuffix('mcp')}")
+    if playground:
+        lines.append(f"Playground: {playground}")
     if tokens is not None:
         lines.append(f"Bearer tokens: {tokens} loaded" if tokens else "No bearer tokens")
     lines += [
@@ -247,6 +249,9 @@ def _where_to_connect(
 
 TRANSPORT = click.option(
     "--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True
+)
+MCP_PATH = click.option(
+    "--path", default="/mcp", show_default=True, help="Where MCP is served (HTTP only)."
 )
 ROOT_PATH = click.option(
     "--root-path",
@@ -284,6 +289,7 @@ ALLOWED_HOST = click.option(
     "--audit-log", type=click.Path(dir_okay=False), help="Append audit events (JSON lines)."
 )
 @click.option("--web", is_flag=True, help="Serve the playground at / (HTTP only).")
+@MCP_PATH
 @ROOT_PATH
 @click.option(
     "--reload", is_flag=True, help="Restart when a Python file changes (development, HTTP only)."
@@ -304,6 +310,7 @@ def serve(
     hide_forbidden: bool,
     audit_log: str | None,
     web: bool,
+    path: str,
     root_path: str,
     reload: bool,
 ) -> None:
@@ -318,20 +325,26 @@ def serve(
         "audit_log": audit_log,
     }
     cm, tokens = _configured(**setup)
-    url = f"http://{host}:{port}{root_path}/mcp"
+    url = f"http://{host}:{port}{root_path}{path}"
     banner = [
         f"codemode: serving {cm.name}",
         *_where_to_connect(
             cm.name,
             url,
             ["serve", app, "--transport", "stdio"],
-            web=web,
+            playground=f"http://{host}:{port}{root_path}/" if web else None,
             tokens=len(tokens) if tokens else 0,
         ),
     ]
     if reload:
         cm.close()
-        served = {"subject": subject, "host": host, "allowed_hosts": allowed_hosts, "web": web}
+        served = {
+            "subject": subject,
+            "host": host,
+            "allowed_hosts": allowed_hosts,
+            "web": web,
+            "path": path,
+        }
         _serve_reloading(app, {**setup, **served}, host, port, root_path, banner, insecure)
         return
     _serve(
@@ -346,6 +359,7 @@ def serve(
         banner=banner,
         web=web,
         root_path=root_path,
+        path=path,
     )
 
 
@@ -427,7 +441,7 @@ def _serve_reloading(
 def reloaded_app() -> Any:
     """The ASGI app `serve --reload` runs, built from the options in the environment."""
     setup = json.loads(os.environ[RELOAD_ENV])
-    served = {key: setup.pop(key) for key in ("subject", "host", "allowed_hosts", "web")}
+    served = {key: setup.pop(key) for key in ("subject", "host", "allowed_hosts", "web", "path")}
     cm, tokens = _configured(**setup)
     return cm.http_app(tokens=tokens, **served)
 
@@ -518,7 +532,11 @@ def demo(
     banner = [
         f"codemode demo: an inventory of sandboxes, instances and owners in {path}",
         *_where_to_connect(
-            cm.name, f"http://{host}:{port}{root_path}/mcp", stdio_args, web=web, tokens=None
+            cm.name,
+            f"http://{host}:{port}{root_path}/mcp",
+            stdio_args,
+            playground=f"http://{host}:{port}{root_path}/" if web else None,
+            tokens=None,
         ),
     ]
     _serve(

@@ -233,3 +233,42 @@ async def test_reload_serves_the_changed_app(tmp_path: Path) -> None:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(10)
     assert f"Reloading when a Python file under {tmp_path} changes." in log.read_text()
+
+
+AT_ANOTHER_PATH = ("serve", HOST, "--transport", "http", "--path", "/agents/mcp")
+
+
+@pytest.mark.anyio
+async def test_mcp_can_be_served_at_another_path() -> None:
+    port = free_port()
+    process = subprocess.Popen(
+        codemode_command(*AT_ANOTHER_PATH, "--port", str(port)),
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_port(port, process)
+        url = f"http://127.0.0.1:{port}/agents/mcp"
+        async with (
+            httpx2.AsyncClient() as http,
+            Client(streamable_http_client(url, http_client=http)) as client,
+        ):
+            listed = await client.list_tools()
+        assert [t.name for t in listed.tools] == ["search_api", "describe_api", "execute"]
+        async with httpx2.AsyncClient() as http:
+            old = await http.post(f"http://127.0.0.1:{port}/mcp", json={})
+        assert old.status_code == 404
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def test_a_bad_mcp_path_is_refused() -> None:
+    result = CliRunner().invoke(main, ["serve", HOST, "--transport", "http", "--path", "/api"])
+    assert result.exit_code != 0
+    assert (
+        "the MCP path must look like /mcp and not be under /api or /static"
+        in str(result.exception) + result.stderr
+    )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any
@@ -145,8 +146,9 @@ def http_app(
     allowed_hosts: Iterable[str] = (),
     routes: list[BaseRoute] | None = None,
     public_paths: Iterable[str] = (),
+    path: str = "/mcp",
 ) -> Starlette:
-    """A Starlette app serving MCP at `/mcp` (stateless streamable HTTP).
+    """A Starlette app serving MCP at `path` (stateless streamable HTTP).
 
     Every route, `/mcp` and the extra `routes` (the web page) alike, sits behind one
     `SecurityMiddleware`: Host and Origin must name `host`, a loopback name or one of
@@ -154,12 +156,16 @@ def http_app(
     `public_paths` without a valid bearer token gets 401 before anything runs, and
     without them every request runs as `subject`.
     """
+    if not re.fullmatch(r"(/[A-Za-z0-9._~-]+)+", path) or path.split("/")[1] in ("api", "static"):
+        raise ValueError(
+            f"the MCP path must look like /mcp and not be under /api or /static: {path!r}"
+        )
     server = build_server(cm)
     # Room for the JSON escaping of a program at the source limit, so that a long program
     # gets the model-facing `source size` error rather than an HTTP 413.
     max_body_bytes = max(MAX_BODY_BYTES, 8 * cm.limits.max_source_bytes)
     mcp_app = server.streamable_http_app(
-        streamable_http_path="/mcp",
+        streamable_http_path=path,
         stateless_http=True,
         transport_security=_SDK_SECURITY,
         max_request_body_size=max_body_bytes,
