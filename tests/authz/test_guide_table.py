@@ -37,7 +37,7 @@ def table(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> str:
     events: list[Event] = []
     authorizer = CedarAuthorizer.from_files(POLICY / "policies.cedar", POLICY / "entities.json")
     rows = [
-        "| situation | the model sees | the audit event | the host log (`-v`) |",
+        "| situation | the model sees | the audit event | the host log (info, the default level) |",
         "|---|---|---|---|",
     ]
     with create(tmp_path / "demo.sqlite3", authorizer=authorizer) as cm:
