@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from click.testing import CliRunner
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
+from codemode import cli
 from codemode.cli import main
 
 
@@ -93,6 +95,8 @@ def served(monkeypatch: pytest.MonkeyPatch) -> list[uvicorn.Config]:
     monkeypatch.setattr(
         uvicorn.Server, "run", lambda self, sockets=None: configs.append(self.config)
     )
+    listen = cli._listen  # a free port instead of the one asked for, which may be taken
+    monkeypatch.setattr(cli, "_listen", lambda host, port: listen(host, 0))
     return configs
 
 
@@ -199,3 +203,35 @@ def test_check_reports_a_syntax_error_with_its_position(tmp_path: Path) -> None:
         "             ^\n"
         "invalid program: <codemode>:1:10: SyntaxError: invalid syntax [invalid_program]\n"
     )
+
+
+def test_the_serve_banner_says_where_to_connect(
+    served: list[uvicorn.Config], tmp_path: Path
+) -> None:
+    tokens = tmp_path / "tokens"
+    tokens.write_text("alice:alice-token\nbob:bob-token\n")
+    options = ["--transport", "http", "--token-file", str(tokens), "--port", "8123", "--web"]
+    result = CliRunner().invoke(
+        main, ["serve", "tests.conftest:build_host", *options, "--root-path", "/codemode"]
+    )
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[:4] == [
+        "codemode: serving codemode",
+        "MCP endpoint (streamable HTTP): http://127.0.0.1:8123/codemode/mcp",
+        "Playground: http://127.0.0.1:8123/codemode/",
+        "Bearer tokens: 2 loaded",
+    ]
+    assert '"Authorization": "Bearer <your token>"' in result.stdout
+    (config,) = served
+    assert config.root_path == "/codemode"
+
+
+def test_the_log_level_sets_what_the_host_log_shows() -> None:
+    result = CliRunner().invoke(
+        main, ["--log-level", "warning", "search", "tests.conftest:build_host"]
+    )
+    assert result.exit_code == 0
+    assert logging.getLogger("codemode").level == logging.WARNING
+    CliRunner().invoke(main, ["search", "tests.conftest:build_host"])
+    assert logging.getLogger("codemode").level == logging.INFO
