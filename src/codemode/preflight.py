@@ -107,10 +107,7 @@ def scan(tree: ast.Module) -> Scan:
         elif isinstance(node, ast.ClassDef):
             bound.add(node.name)
             if node.bases or node.keywords:
-                written = ", ".join(
-                    [ast.unparse(b) for b in node.bases] + [ast.unparse(k) for k in node.keywords]
-                )
-                message = _INHERITANCE.format(name=f"{node.name}({written[:200]})")
+                message = _INHERITANCE.format(name=f"{node.name}({_bases(node)})")
                 found.unsupported.append((node, message))
         elif isinstance(node, ast.Subscript):
             if isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
@@ -303,6 +300,15 @@ class _Checker:
         if problem is None and _kind_only(parameter.annotation):
             self._fitting.add(key)
         return problem
+
+
+def _bases(node: ast.ClassDef) -> str:
+    """What a class statement derives from, as written (cut short, never failing)."""
+    try:
+        written = ", ".join(ast.unparse(b) for b in [*node.bases, *node.keywords])
+    except (RecursionError, ValueError, MemoryError):
+        return "..."
+    return written if len(written) <= 80 else written[:80] + "..."
 
 
 def _calls_main(statement: ast.stmt) -> bool:

@@ -102,6 +102,23 @@ VALUE_TEXT = re.compile(FUNCTION_TEXT.pattern + r"|<coroutine [^>]{1,200}>")
 """Texts the interpreter hands over for values that are not data (functions, coroutines)."""
 
 
+MAX_SUSPECTS = 64
+"""Strings `to_json` reports to `suspects` at most (the rest are taken as the text they are)."""
+
+Trail = tuple["Trail", int | str] | None
+"""Where a value sits, as (parent, index or key) links: rendered only when a path is shown,
+so that walking a value costs no more than its size whatever its keys' lengths."""
+
+
+def render(trail: Trail, root: str) -> str:
+    """`root[0]['key']` for a trail."""
+    steps: list[str] = []
+    while trail is not None:
+        trail, key = trail
+        steps.append(f"[{key}]" if isinstance(key, int) else f"[{key!r}]")
+    return root + "".join(reversed(steps))
+
+
 def to_json(
     value: Any,
     *,
@@ -118,7 +135,8 @@ def to_json(
     the JSON size passes `max_bytes` (so a value of millions of aliased items is refused
     after reading a fraction of it). Paths start at `root`. The paths of the strings
     `suspect` picks out (text the interpreter may have made of a value that is not data)
-    go to `suspects`, for the caller to check.
+    go to `suspects`, for the caller to check: only through lists and dicts (never through
+    an object, whose own code reading it back could run), and `MAX_SUSPECTS` at most.
     """
     active: set[int] = set()
     remaining = max_bytes if max_bytes is not None else math.inf
@@ -129,49 +147,59 @@ def to_json(
         if remaining < 0:
             raise TooBig
 
-    def convert(item: Any, path: str, depth: int) -> JSONValue:
+    def problem(trail: Trail, reason: str) -> ValueProblem:
+        return ValueProblem(render(trail, root), reason)
+
+    def convert(item: Any, trail: Trail, depth: int, plain: bool) -> JSONValue:
         if item is None or isinstance(item, bool | str):
             spend(len(item) + 3 if isinstance(item, str) else 2)
-            if suspects is not None and isinstance(item, str) and suspect and suspect(item):
-                suspects.append(path)
+            if (
+                plain
+                and suspect is not None
+                and suspects is not None
+                and len(suspects) < MAX_SUSPECTS
+                and isinstance(item, str)
+                and suspect(item)
+            ):
+                suspects.append(render(trail, root))
             return item
         if isinstance(item, int):
             spend(int_size(item))
             if is_wide_int(item):
-                raise ValueProblem(path, "is an integer of more than 4300 digits; use str(n)")
+                raise problem(trail, "is an integer of more than 4300 digits; use str(n)")
             return item
         if isinstance(item, float):
             if not math.isfinite(item):
-                raise ValueProblem(path, f"is {kind_of(item)}, which JSON cannot hold")
+                raise problem(trail, f"is {kind_of(item)}, which JSON cannot hold")
             spend(2)
             return item
         if isinstance(item, enum.Enum):
-            return convert(item.value, path, depth)
+            return convert(item.value, trail, depth, plain)
         if depth >= max_depth:
-            raise TooDeep(path)
+            raise TooDeep(render(trail, root))
         if id(item) in active:
-            raise ValueProblem(path, "contains itself")
+            raise problem(trail, "contains itself")
         fields = object_fields(item)
         if fields is not None:
-            item = fields
+            item, plain = fields, False
         active.add(id(item))
         spend(2)
         try:
             if isinstance(item, list | tuple):
-                return [convert(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(item)]
+                return [convert(v, (trail, i), depth + 1, plain) for i, v in enumerate(item)]
             if isinstance(item, dict):
                 out: dict[str, JSONValue] = {}
                 for key, v in item.items():
                     if not isinstance(key, str):
-                        raise ValueProblem(path, f"has the key {key!r}; JSON keys must be strings")
+                        raise problem(trail, f"has the key {key!r}; JSON keys must be strings")
                     spend(len(key) + 3)
-                    out[key] = convert(v, f"{path}[{key!r}]", depth + 1)
+                    out[key] = convert(v, (trail, key), depth + 1, plain)
                 return out
         finally:
             active.discard(id(item))
-        raise ValueProblem(path, f"is {kind_of(item)}, which JSON cannot hold")
+        raise problem(trail, f"is {kind_of(item)}, which JSON cannot hold")
 
-    return convert(value, root, 0)
+    return convert(value, None, 0, True)
 
 
 _ENCODE_STRING = json.encoder.encode_basestring
@@ -223,6 +251,7 @@ def _walk_size(value: Any) -> int:
 
 __all__ = [
     "FUNCTION_TEXT",
+    "MAX_SUSPECTS",
     "VALUE_TEXT",
     "RecordValue",
     "TooBig",

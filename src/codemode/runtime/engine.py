@@ -15,6 +15,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
+from typing import Any
 
 from codemode.capabilities import Capability
 from codemode.errors import CodeModeError, ExecutionCanceledError, InternalError
@@ -33,6 +34,12 @@ MAX_ABANDONED_CALLS = 16 * CALL_THREADS
 are refused: more than one program can leave behind."""
 _VIEWS_KEPT = 64
 """Capability sets (one per visibility view) whose modules and programs stay cached."""
+
+
+def _read(future: asyncio.Future[Any]) -> None:
+    """Take a future's outcome, so an answer nobody awaits any more is not reported."""
+    if not future.cancelled():
+        future.exception()
 
 
 class Engine:
@@ -134,6 +141,7 @@ class Engine:
             return await answer
         except asyncio.CancelledError:
             execution.stop(ExecutionCanceledError())
+            answer.add_done_callback(_read)  # nobody awaits it now: its error is expected
             raise
         finally:
             self._done(execution, future)
@@ -159,7 +167,7 @@ class Engine:
         execution.caller_answered()
         with self._lock:
             self._running.discard(execution)
-        if future.done() or execution.in_sandbox():
+        if future.done() or execution.stoppable():
             return  # finished, or the stop that answered it ends its run at once
         count = self.abandoned.add(future)
         if not execution.finished:  # past the answer it only delivers its last event
@@ -169,7 +177,7 @@ class Engine:
     def _stop(execution: Execution, error: CodeModeError) -> bool:
         """Stop an overdue execution; True when its driver will unwind by itself (it was
         in the interpreter, which the stop ends), False when it may be stuck in host code."""
-        unwinds = execution.in_sandbox()
+        unwinds = execution.stoppable()
         execution.stop(error)
         return unwinds
 

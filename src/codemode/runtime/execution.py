@@ -225,9 +225,11 @@ class Execution:
         self.ended: list[tuple[str, tuple[int, int], str]] = []
         """(capability, call span, outcome) of every call that ended, in that order."""
         self.lock = threading.Lock()
-        self.woken = threading.Event()
-        """Set when the execution is stopped: ends a program's sleep at once."""
-        self.sleeping = False
+        self.halted: concurrent.futures.Future[None] = concurrent.futures.Future()
+        """Done when the execution is stopped: ends the driver's waits (a sleep, a slot,
+        the program's calls) at once."""
+        self.waiting = False
+        """Whether the driver waits where `halted` ends the wait."""
         self.finished = False
         self.caller_done = False
         self.holds_slot = False
@@ -264,7 +266,8 @@ class Execution:
             if run is not None:
                 run.kill()
         self.bridge.cancel_all()
-        self.woken.set()
+        with contextlib.suppress(concurrent.futures.InvalidStateError):
+            self.halted.set_result(None)
         if run is None or not run.busy:  # the driver may be in host code: answer now
             self.settle(error)
 
@@ -295,11 +298,11 @@ class Execution:
             records.append(CallRecord(name, None if where is None else where.line, result))
         return tuple(records)
 
-    def in_sandbox(self) -> bool:
-        """Whether the driver is where a stop ends it at once: in the interpreter, or in a
-        program's sleep (else it may be in host code, which nothing can end)."""
+    def stoppable(self) -> bool:
+        """Whether the driver is where a stop ends it at once: in the interpreter, or in one
+        of its own waits (else it may be in host code, which nothing can end)."""
         run = self.run
-        return self.sleeping or (run is not None and run.busy)
+        return self.waiting or (run is not None and run.busy)
 
     def next_wake(self) -> float:
         """Seconds the caller may sleep before it must look at the deadlines again."""
@@ -405,8 +408,14 @@ class Execution:
             raise Stop(InternalError())  # an execution that cannot be audited does not run
 
     def _take_slot(self) -> bool:
-        if not self.setup.slots.acquire(timeout=max(self.remaining(), 0)):
-            return False
+        """Wait for a concurrency slot, within the deadline; a stop ends the wait."""
+        self.waiting = True
+        try:
+            while not self.setup.slots.acquire(timeout=min(max(self.remaining(), 0), 0.05)):
+                if self.halted.done() or self.caller_done or self.remaining() <= 0:
+                    return False
+        finally:
+            self.waiting = False
         with self.lock:
             if self.caller_done:  # the caller gave up while this driver waited
                 self.setup.slots.release()
@@ -580,16 +589,17 @@ class Execution:
             future = self._threads().submit(self._nap, seconds)
             self.tasks[sleep.call_id] = (future, Call("sleep", (), {}, sleep.call_id, sleep.span))
             return run.defer()
-        self.sleeping = True
+        self.waiting = True
         try:
             self._nap(seconds)
         finally:
-            self.sleeping = False
+            self.waiting = False
         return run.answer(Returned(None))
 
     def _nap(self, seconds: float) -> Projected:
         """Sleep, ended at once by a stop of the execution."""
-        if self.woken.wait(seconds):
+        with contextlib.suppress(concurrent.futures.TimeoutError):
+            self.halted.result(timeout=seconds)
             raise Stop(self.outcome.killed_for or ExecutionCanceledError())
         return _SLEPT
 
@@ -618,22 +628,26 @@ class Execution:
 
     def _wait(self, futures: list[concurrent.futures.Future[Any]], *, every: bool) -> None:
         """Wait for the first of these calls (or `every` one) to finish, within the earliest
-        deadline in force: past it, or once the execution is stopped, it ends."""
-        waiting = futures
+        deadline in force: past it, or once the execution is stopped, it ends at once."""
+        waiting = set(futures)
         while waiting:
             deadline = self.clock.next_deadline()
-            done, pending = concurrent.futures.wait(
-                waiting,
-                timeout=max(deadline - time.monotonic(), 0),
-                return_when="ALL_COMPLETED" if every else "FIRST_COMPLETED",
-            )
-            if self.outcome.killed_for is not None:
-                raise Stop(self.outcome.killed_for)
-            if (done and not every) or not pending:
+            self.waiting = True
+            try:
+                done, _ = concurrent.futures.wait(
+                    [*waiting, self.halted],
+                    timeout=max(deadline - time.monotonic(), 0),
+                    return_when="FIRST_COMPLETED",
+                )
+            finally:
+                self.waiting = False
+            if self.outcome.killed_for is not None or self.halted.done():
+                raise Stop(self.outcome.killed_for or ExecutionCanceledError())
+            waiting -= done
+            if (done and not every) or not waiting:
                 return
             if time.monotonic() >= deadline:
                 raise Stop(self.clock.overdue())
-            waiting = list(pending)
 
     def _inject(self, failure: Raise, call: Call, program: Program) -> Injected:
         """Raise a failure inside the program, remembering which call raised it."""
@@ -659,6 +673,8 @@ class Execution:
             )
             if "type" not in program.names:  # the check asks the program's own `type`
                 _check_texts(run, texts, result)
+            if self.outcome.killed_for is not None:  # stopped while the check ran
+                raise Stop(self.outcome.killed_for)
         except TooDeep:
             raise Stop(exceeded(LimitKind.VALUE_DEPTH, limits, where=where)) from None
         except TooBig:
@@ -701,7 +717,6 @@ def _check_texts(run: Run, paths: list[str], result: JSONValue) -> None:
     values in the program are not JSON (ValueProblem)."""
     if not paths:
         return
-    paths = paths[:16]
     names = run.type_names([RETURNED + path[len("result") :] for path in paths])
     for path, name in zip(paths, names or (), strict=False):
         if name == "str":
