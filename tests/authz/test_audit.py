@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections import Counter
 from pathlib import Path
@@ -26,7 +27,7 @@ from codemode.events import (
     ExecutionStarted,
     JsonLinesSink,
 )
-from tests.conftest import CANARY, build_host
+from tests.conftest import CANARY, build_host, run_error
 
 PROGRAM = (
     "def main():\n"
@@ -201,3 +202,16 @@ def _fields(kind: type[Event]) -> dict[str, object]:
         "code": "internal",
         "duration_seconds": 0.0,
     }
+
+
+def test_a_denial_is_one_log_line_and_a_host_failure_keeps_its_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with build_host() as cm, caplog.at_level(logging.INFO, logger="codemode"):
+        run_error(cm, "def main():\n    return records.secret()")
+        denials = [r for r in caplog.records if "denied records.secret" in r.getMessage()]
+        assert len(denials) == 1 and denials[0].exc_info is None
+        caplog.clear()
+        run_error(cm, "def main():\n    return records.flaky()")
+        failures = [r for r in caplog.records if "authorizer failed on" in r.getMessage()]
+        assert len(failures) == 1 and failures[0].exc_info is not None
