@@ -218,8 +218,8 @@ def test_the_serve_banner_says_where_to_connect(
     lines = result.stdout.splitlines()
     assert lines[:4] == [
         "codemode: serving codemode",
-        "MCP endpoint (streamable HTTP): http://127.0.0.1:8123/codemode/mcp",
-        "Playground: http://127.0.0.1:8123/codemode/",
+        "MCP endpoint (streamable HTTP): http://127.0.0.1:8123/mcp",  # the server's own address
+        "Playground: http://127.0.0.1:8123/",
         "Bearer tokens: 2 loaded",
     ]
     assert '"Authorization": "Bearer <your token>"' in result.stdout

@@ -133,7 +133,7 @@ HTTP_ONLY = (
     "port",
     "token_file",
     "insecure",
-    "allowed_hosts",
+    "allowed_host",
     "web",
     "root_path",
     "reload",
@@ -145,7 +145,7 @@ def _http_only(context: click.Context, transport: str) -> None:
     if transport != "stdio":
         return
     given = [
-        f"--{name.replace('_', '-').removesuffix('s')}"
+        f"--{name.replace('_', '-')}"
         for name in HTTP_ONLY
         if name in context.params
         and context.get_parameter_source(name)
@@ -189,10 +189,20 @@ def _serve(
         tokens=tokens, subject=subject, host=host, allowed_hosts=allowed_hosts, web=web, path=path
     )
     listening = _listen(host, port)
-    server = uvicorn.Server(server_config(app, host=host, port=port, root_path=root_path))
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            cm.close()  # running executions end `canceled` now, answered before shutdown
+            super().handle_exit(sig, frame)
+
+    server = Server(server_config(app, host=host, port=port, root_path=root_path))
     click.echo("\n".join(banner))
     with listening:
-        server.run(sockets=[listening])
+        try:
+            server.run(sockets=[listening])
+        except KeyboardInterrupt:  # Ctrl-C: a stop asked for, not a failure to report
+            click.echo("codemode: stopped", err=True)
+            sys.exit(130)
 
 
 def _serve_stdio(cm: CodeMode, subject: str) -> None:
@@ -222,6 +232,11 @@ def _listen(host: str, port: int) -> socket.socket:
         click.echo(f"Error: cannot listen on {host}:{port}: {exc.strerror or exc}", err=True)
         sys.exit(1)
     return listening
+
+
+def _url_host(host: str) -> str:
+    """A host as a URL writes it (an IPv6 address in brackets)."""
+    return f"[{host}]" if ":" in host else host
 
 
 def _where_to_connect(
@@ -260,7 +275,6 @@ ROOT_PATH = click.option(
 )
 ALLOWED_HOST = click.option(
     "--allowed-host",
-    "allowed_hosts",
     multiple=True,
     callback=_check_allowed_hosts,
     help="A further Host name clients use, e.g. a proxy's public name (repeatable).",
@@ -304,7 +318,7 @@ def serve(
     port: int,
     token_file: str | None,
     insecure: bool,
-    allowed_hosts: tuple[str, ...],
+    allowed_host: tuple[str, ...],
     policy_file: str | None,
     entities_file: str | None,
     hide_forbidden: bool,
@@ -325,14 +339,22 @@ def serve(
         "audit_log": audit_log,
     }
     cm, tokens = _configured(**setup)
-    url = f"http://{host}:{port}{root_path}{path}"
+    stdio_args = ["serve", app, "--transport", "stdio", "--subject", subject]
+    for option, value in (
+        ("--policy-file", policy_file),
+        ("--entities-file", entities_file),
+        ("--audit-log", audit_log),
+    ):
+        stdio_args += [option, value] if value else []
+    stdio_args += ["--hide-forbidden"] if hide_forbidden else []
+    base = f"http://{_url_host(host)}:{port}"
     banner = [
         f"codemode: serving {cm.name}",
         *_where_to_connect(
             cm.name,
-            url,
-            ["serve", app, "--transport", "stdio"],
-            playground=f"http://{host}:{port}{root_path}/" if web else None,
+            base + path,
+            stdio_args,  # the same server over stdio: its policy, audit log and subject
+            playground=f"{base}/" if web else None,
             tokens=len(tokens) if tokens else 0,
         ),
     ]
@@ -341,7 +363,7 @@ def serve(
         served = {
             "subject": subject,
             "host": host,
-            "allowed_hosts": allowed_hosts,
+            "allowed_hosts": allowed_host,
             "web": web,
             "path": path,
         }
@@ -355,7 +377,7 @@ def serve(
         port=port,
         tokens=tokens,
         insecure=insecure,
-        allowed_hosts=allowed_hosts,
+        allowed_hosts=allowed_host,
         banner=banner,
         web=web,
         root_path=root_path,
@@ -519,7 +541,7 @@ def demo(
     port: int,
     data: Path | None,
     web: bool,
-    allowed_hosts: tuple[str, ...],
+    allowed_host: tuple[str, ...],
     root_path: str,
 ) -> None:
     """Serve the demo inventory host (SQLite, created on first run)."""
@@ -533,9 +555,9 @@ def demo(
         f"codemode demo: an inventory of sandboxes, instances and owners in {path}",
         *_where_to_connect(
             cm.name,
-            f"http://{host}:{port}{root_path}/mcp",
+            f"http://{_url_host(host)}:{port}/mcp",
             stdio_args,
-            playground=f"http://{host}:{port}{root_path}/" if web else None,
+            playground=f"http://{_url_host(host)}:{port}/" if web else None,
             tokens=None,
         ),
     ]
@@ -547,7 +569,7 @@ def demo(
         port=port,
         tokens=None,
         insecure=False,
-        allowed_hosts=allowed_hosts,
+        allowed_hosts=allowed_host,
         banner=banner,
         web=web,
         root_path=root_path,

@@ -11,6 +11,7 @@ import select
 import signal
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -272,3 +273,42 @@ def test_a_bad_mcp_path_is_refused() -> None:
         "the MCP path must look like /mcp and not be under /api or /static"
         in str(result.exception) + result.stderr
     )
+
+
+def test_ctrl_c_answers_running_executions_canceled_and_stops_at_once(tmp_path: Path) -> None:
+    port = free_port()
+    pid, fd = pty.fork()
+    if pid == 0:  # the server in a terminal; Ctrl-C reaches its whole process group
+        os.chdir(ROOT)
+        os.environ["XDG_DATA_HOME"] = str(tmp_path)
+        command = codemode_command("demo", "--port", str(port))
+        os.execv(command[0], command)
+    answer: dict[str, object] = {}
+
+    def run_a_long_program() -> None:
+        body = {"source": "import time\ndef main():\n    time.sleep(8)\n    return 1\n"}
+        with httpx2.Client() as http:
+            reply = http.post(f"http://127.0.0.1:{port}/api/execute", json=body, timeout=20)
+        answer.update(reply.json())
+
+    try:
+        assert b"Press Ctrl-C to stop." in read_until(fd, b"Press Ctrl-C to stop.")
+        caller = threading.Thread(target=run_a_long_program)
+        caller.start()
+        time.sleep(1.5)
+        stopped = time.monotonic()
+        os.killpg(pid, signal.SIGINT)
+        _, status = os.waitpid(pid, 0)
+        caller.join(10)
+        assert time.monotonic() - stopped < 2.5
+        assert os.waitstatus_to_exitcode(status) == 130
+        assert answer["error"] == {
+            "code": "canceled",
+            "message": "execution canceled",
+            "where": None,
+            "traceback": [],
+            "model_text": "execution canceled",
+        }
+        assert b"codemode: stopped" in read_until(fd, b"codemode: stopped", timeout=2)
+    finally:
+        with_kill(pid)

@@ -16,7 +16,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from tests.conftest import system_tool
-from tests.e2e.conftest import ROOT, free_port, start_codemode
+from tests.e2e.conftest import ROOT, free_port, start_codemode, wait_for_port
 
 SHOTS = ROOT / "test-output" / "web"
 CHROMIUM = os.environ.get("CODEMODE_CHROMIUM") or next(
@@ -373,3 +373,59 @@ def test_the_editor_highlights_python(page: Page) -> None:
     expect(page.locator("#highlight .num")).to_have_text(["42"])
     assert page.locator("#highlight").text_content() == page.input_value("#source") + "\n"
     page.screenshot(path=SHOTS / "7-highlight.png")
+
+
+PREFIX_CONF = """
+worker_processes 1;
+error_log {tmp}/nginx-error.log;
+pid {tmp}/nginx.pid;
+events {{ worker_connections 64; }}
+http {{
+    access_log off;
+    client_body_temp_path {tmp}/body;
+    proxy_temp_path {tmp}/proxy;
+    fastcgi_temp_path {tmp}/fastcgi;
+    uwsgi_temp_path {tmp}/uwsgi;
+    scgi_temp_path {tmp}/scgi;
+    server {{
+        listen 127.0.0.1:{port};
+        location /codemode/ {{
+            proxy_pass http://127.0.0.1:{upstream}/;
+            proxy_set_header Host 127.0.0.1:{upstream};
+        }}
+    }}
+}}
+"""
+
+
+def test_the_page_works_behind_a_proxy_under_a_path_prefix(
+    browser: Browser, demo_url: str, tmp_path: Path
+) -> None:
+    nginx = system_tool(
+        shutil.which("nginx") or "/usr/sbin/nginx", "apt-get install nginx (or run .ci/run)"
+    )
+    port, upstream = free_port(), int(demo_url.rstrip("/").rsplit(":", 1)[1])
+    (tmp_path / "nginx.conf").write_text(
+        PREFIX_CONF.format(tmp=tmp_path, port=port, upstream=upstream)
+    )
+    command = [
+        str(nginx),
+        "-c",
+        str(tmp_path / "nginx.conf"),
+        "-p",
+        str(tmp_path),
+        "-g",
+        "daemon off;",
+    ]
+    with subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as proxy:
+        try:
+            wait_for_port(port, proxy)
+            context = browser.new_context()
+            page = context.new_page()
+            page.goto(f"http://127.0.0.1:{port}/codemode/")
+            expect(page.locator("#results .group").first).to_have_text("instances")
+            run(page, "def main():\n    return len(instances.list()['items'])\n")
+            expect(page.locator("#result-tree")).to_contain_text("15")
+            context.close()
+        finally:
+            proxy.terminate()

@@ -52,6 +52,7 @@ def test_every_interpreter_error_type_is_mapped() -> None:
         (SandboxFailure(FailureKind.RAISED, "KeyError", "'x'", INSIDE), ErrorCode.INVALID_PROGRAM),
         (SandboxFailure(FailureKind.CRASHED), ErrorCode.INTERNAL),
         (SandboxFailure(FailureKind.TIMED_OUT), ErrorCode.RESOURCE_LIMIT),
+        (SandboxFailure(FailureKind.INTERRUPTED), ErrorCode.CANCELED),
         (SandboxFailure(FailureKind.HOST, "TypeError", CANARY), ErrorCode.INTERNAL),
     ],
 )
@@ -64,6 +65,7 @@ def test_the_kinds_above_are_all_the_kinds() -> None:
         FailureKind.SYNTAX,
         FailureKind.RAISED,
         FailureKind.CRASHED,
+        FailureKind.INTERRUPTED,
         FailureKind.TIMED_OUT,
         FailureKind.HOST,
     }

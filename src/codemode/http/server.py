@@ -10,6 +10,10 @@ from codemode.limits import KIB
 KEEP_ALIVE_SECONDS = 5
 """An idle keep-alive connection is closed after this long."""
 
+SHUTDOWN_SECONDS = 2
+"""How long a stopping server lets requests in flight finish; then they are cancelled (a
+running execution ends `canceled`)."""
+
 MAX_HEADER_BYTES = 16 * KIB
 """How much of an incomplete request line and headers uvicorn's h11 parser buffers before
 it answers 400: a client trickling headers cannot grow the server's memory past this."""
@@ -30,8 +34,9 @@ def server_config(app: ASGIApp, *, host: str, port: int, root_path: str = "") ->
         root_path=root_path,
         log_level="warning",
         timeout_keep_alive=KEEP_ALIVE_SECONDS,
+        timeout_graceful_shutdown=SHUTDOWN_SECONDS,
         h11_max_incomplete_event_size=MAX_HEADER_BYTES,
     )
 
 
-__all__ = ["KEEP_ALIVE_SECONDS", "MAX_HEADER_BYTES", "server_config"]
+__all__ = ["KEEP_ALIVE_SECONDS", "MAX_HEADER_BYTES", "SHUTDOWN_SECONDS", "server_config"]

@@ -15,6 +15,7 @@ from codemode.errors import (
     AgentError,
     CapabilityFailedError,
     CodeModeError,
+    ExecutionCanceledError,
     InternalError,
     InvalidProgramError,
     PermissionDeniedError,
@@ -103,6 +104,8 @@ def classify(failure: BaseException, outcome: Outcome) -> CodeModeError:
         return InternalError()
     if failure.kind is FailureKind.TIMED_OUT:
         return exceeded(LimitKind.INTERPRETER_TIME, outcome.limits)
+    if failure.kind is FailureKind.INTERRUPTED:
+        return ExecutionCanceledError()
     program = outcome.program
     if program is None or failure.kind not in (FailureKind.SYNTAX, FailureKind.RAISED):
         return InternalError()

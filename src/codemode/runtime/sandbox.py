@@ -116,6 +116,9 @@ class FailureKind(StrEnum):
     """An exception ended the program; its frames say where."""
     CRASHED = "crashed"
     """The worker process died (or was killed on purpose)."""
+    INTERRUPTED = "interrupted"
+    """The worker got the terminal's Ctrl-C (it shares the server's process group): the
+    person running the server is stopping it."""
     TIMED_OUT = "timed_out"
     """The pool's watchdog killed a worker that overran its turn."""
     HOST = "host"
@@ -200,6 +203,8 @@ def translate(error: pm.MontyError) -> SandboxFailure:
     kind = next((k for cls, k in FAILURE_KINDS.items() if isinstance(error, cls)), FailureKind.HOST)
     if isinstance(error, pm.MontyCrashedError) and error.timed_out:
         return SandboxFailure(FailureKind.TIMED_OUT)
+    if isinstance(error, pm.MontyCrashedError) and error.exit_status in _INTERRUPTED:
+        return SandboxFailure(FailureKind.INTERRUPTED)
     if not isinstance(error, pm.MontySyntaxError | pm.MontyRuntimeError):
         return SandboxFailure(kind)
     inner = error.exception()
@@ -427,6 +432,9 @@ class _Record(pm.ClassInstance):
 def _silent(stream: str, text: str) -> None:
     """Output of the checks run after the program (none is expected; none is kept)."""
 
+
+_INTERRUPTED = (-signal.SIGINT, 128 + signal.SIGINT)
+"""Exit statuses of a worker ended by SIGINT."""
 
 _SLEEPS = frozenset({"system.sleep", "system.async_sleep", "time.sleep", "asyncio.sleep"})
 

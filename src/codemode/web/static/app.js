@@ -18,7 +18,7 @@ async function api(path, body, options = {}) {
   const headers = { "Content-Type": "application/json" };
   const token = sessionStorage.getItem("codemode-token");
   if (token) headers.Authorization = `Bearer ${token}`;
-  const response = await fetch(`/api/${path}`, { method: "POST", headers, body: JSON.stringify(body), signal: options.signal });
+  const response = await fetch(`api/${path}`, { method: "POST", headers, body: JSON.stringify(body), signal: options.signal });
   if (response.status === 401) {
     $("token-form").hidden = false;
     $("status").textContent = token ? "That token was not accepted: try another." : "This server needs a bearer token.";
