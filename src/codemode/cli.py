@@ -118,13 +118,17 @@ def _check_allowed_hosts(
 @click.option("-v", "--verbose", is_flag=True, help="Same as --log-level debug.")
 def main(log_level: str, verbose: bool) -> None:
     """codemode: let an AI agent drive your API by writing one small program."""
-    level = logging.DEBUG if verbose else getattr(logging, log_level.upper())
+    _log_to_stderr(logging.DEBUG if verbose else getattr(logging, log_level.upper()))
+
+
+def _log_to_stderr(level: int) -> None:
+    """The host log on stderr: codemode's own lines at `level`, libraries' at warning."""
     logging.basicConfig(
         level=logging.DEBUG if level == logging.DEBUG else logging.WARNING,
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    logging.getLogger("codemode").setLevel(level)  # libraries below stay at warning
+    logging.getLogger("codemode").setLevel(level)
 
 
 HTTP_ONLY = (
@@ -446,13 +450,16 @@ def _serve_reloading(
         )
     _listen(host, port).close()  # a busy port is one line of error, before any banner
     folder = app_folder(app)
-    os.environ[RELOAD_ENV] = json.dumps({**setup, "allowed_hosts": list(setup["allowed_hosts"])})
+    handed = {**setup, "allowed_hosts": list(setup["allowed_hosts"])}
+    handed["log_level"] = logging.getLogger("codemode").level
+    os.environ[RELOAD_ENV] = json.dumps(handed)
     click.echo("\n".join([*banner, f"Reloading when a Python file under {folder} changes."]))
     uvicorn.run(
         "codemode.cli:reloaded_app",
         factory=True,
         reload=True,
         reload_dirs=[folder],
+        reload_excludes=[".venv", ".git", "node_modules"],
         host=host,
         port=port,
         root_path=root_path,
@@ -463,6 +470,7 @@ def _serve_reloading(
 def reloaded_app() -> Any:
     """The ASGI app `serve --reload` runs, built from the options in the environment."""
     setup = json.loads(os.environ[RELOAD_ENV])
+    _log_to_stderr(setup.pop("log_level"))
     served = {key: setup.pop(key) for key in ("subject", "host", "allowed_hosts", "web", "path")}
     cm, tokens = _configured(**setup)
     return cm.http_app(tokens=tokens, **served)

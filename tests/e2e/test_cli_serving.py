@@ -233,7 +233,9 @@ async def test_reload_serves_the_changed_app(tmp_path: Path) -> None:
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(10)
-    assert f"Reloading when a Python file under {tmp_path} changes." in log.read_text()
+    printed = log.read_text()
+    assert f"Reloading when a Python file under {tmp_path} changes." in printed
+    assert " INFO codemode: search_api subject=local " in printed  # the reloaded server logs too
 
 
 AT_ANOTHER_PATH = ("serve", HOST, "--transport", "http", "--path", "/agents/mcp")

@@ -85,6 +85,9 @@ class HostClock:
         self.error = error
         """What passing the execution's own deadline means."""
         self._running: dict[int, tuple[float, CodeModeError, Locate]] = {}
+        self._expired: tuple[float, CodeModeError, Locate] | None = None
+        """The last host code that left past its deadline: the caller may look a moment
+        after it left, and must still name its call site."""
         self._lock = threading.Lock()
         self._tokens = itertools.count()
 
@@ -98,7 +101,9 @@ class HostClock:
 
     def leave(self, token: int) -> None:
         with self._lock:
-            del self._running[token]
+            entry = self._running.pop(token)
+            if time.monotonic() >= entry[0]:  # it ran out: its call site still explains it
+                self._expired = entry
 
     def next_deadline(self) -> float:
         """The earliest deadline now in force (monotonic seconds)."""
@@ -109,7 +114,8 @@ class HostClock:
         """The error of the earliest deadline, placed at its call site."""
         earliest: tuple[float, CodeModeError, Locate] = (self.deadline, self.error, _nowhere)
         with self._lock:
-            for entry in self._running.values():
+            entries = [*self._running.values(), *([self._expired] if self._expired else [])]
+            for entry in entries:
                 if entry[0] <= earliest[0]:  # a call's own site, where it has one
                     earliest = entry
         _, error, locate = earliest
