@@ -13,6 +13,7 @@ import importlib
 import json
 import logging
 import os
+import re
 import signal
 import socket
 import sys
@@ -40,6 +41,8 @@ def load_app(spec: str) -> CodeMode:
     folder = app_folder(spec)
     if module_name.endswith(".py") or os.sep in module_name:
         path = Path(module_name)
+        if not path.exists():
+            raise click.BadParameter(f"{module_name}: no such file", param_hint="APP")
         if path.suffix != ".py" or not path.is_file():
             raise click.BadParameter(f"{module_name} is not a Python file", param_hint="APP")
         module_name = path.stem
@@ -74,11 +77,17 @@ def load_cedar(cm: CodeMode, policy_file: str, entities_file: str | None) -> Any
         raise click.UsageError(
             "--policy-file needs the cedar extra: pip install 'codemode[cedar]'"
         ) from None
+    if entities_file is not None:
+        try:
+            json.loads(Path(entities_file).read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise click.UsageError(f"{entities_file}: {exc}") from None
     try:
         authorizer = CedarAuthorizer.from_files(policy_file, entities_file)
         authorizer.validate(cm.catalog.enabled.values())
     except (CedarPolicyError, ValueError) as exc:
-        raise click.UsageError(f"{policy_file}: {exc}") from None
+        message = re.sub(r"for policy `policy\d+`, ", "", str(exc))  # Cedar's own ids
+        raise click.UsageError(f"{policy_file}: {message}") from None
     return authorizer
 
 
@@ -588,13 +597,15 @@ def demo(
 @click.argument("app")
 @click.argument("query", default="")
 @click.option("--subject", default="local", show_default=True)
-def search(app: str, query: str, subject: str) -> None:
+@click.option("--offset", default=0, type=click.IntRange(min=0), help="Where the page starts.")
+def search(app: str, query: str, subject: str, offset: int) -> None:
     """Show what search_api answers for QUERY (every capability when it is empty)."""
     from codemode.payloads import search_payload
 
     cm = load_app(app)
     try:
-        click.echo(json.dumps(search_payload(cm.search(query, subject=subject)), indent=2))
+        found = cm.search(query, offset=offset, subject=subject)
+        click.echo(json.dumps(search_payload(found), indent=2))
     finally:
         cm.close()
 

@@ -140,7 +140,7 @@ class CallRecord:
 
 def progress(calls: tuple[CallRecord, ...]) -> str | None:
     """`after 2 completed capability calls: instances.tag x2 (lines 3, 5); their effects
-    stand`, or None when no call completed."""
+    stand` (`its effects stand` after one), or None when no call completed."""
     done = [call for call in calls if call.outcome == "ok"]
     if not done:
         return None
@@ -157,8 +157,9 @@ def progress(calls: tuple[CallRecord, ...]) -> str | None:
             label = "line" if len(lines) == 1 else "lines"
             text += f" ({label} {', '.join(map(str, sorted(lines)))})"
         parts.append(text)
-    noun = "call" if len(done) == 1 else "calls"
-    return f"after {len(done)} completed capability {noun}: {', '.join(parts)}; their effects stand"
+    if len(done) == 1:
+        return f"after 1 completed capability call: {parts[0]}; its effects stand"
+    return f"after {len(done)} completed capability calls: {', '.join(parts)}; their effects stand"
 
 
 class CodeModeError(Exception):

@@ -4,6 +4,7 @@ mistakes, a file path as the app, the environment, and the request log."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import pty
 import re
@@ -116,7 +117,7 @@ def test_an_app_in_a_file_is_loaded_from_its_folder(tmp_path: Path) -> None:
     assert (result.exit_code, result.stdout) == (0, '"hello ada"\n')
     missing = CliRunner().invoke(main, ["run", f"{tmp_path}/nothere.py:cm", str(program)])
     assert missing.exit_code == 2
-    assert f"{tmp_path}/nothere.py is not a Python file" in missing.stderr
+    assert f"{tmp_path}/nothere.py: no such file" in missing.stderr
 
 
 def test_search_and_describe_show_what_the_agent_sees() -> None:
@@ -124,6 +125,9 @@ def test_search_and_describe_show_what_the_agent_sees() -> None:
     assert found.exit_code == 0 and '"name": "records.lookup"' in found.stdout
     listed = CliRunner().invoke(main, ["search", HOST])
     assert listed.exit_code == 0 and '"next_offset"' not in listed.stdout
+    paged = CliRunner().invoke(main, ["search", HOST, "--offset", "2"])
+    everything = [hit["name"] for hit in json.loads(listed.stdout)["results"]]
+    assert [hit["name"] for hit in json.loads(paged.stdout)["results"]] == everything[2:]
     described = CliRunner().invoke(main, ["describe", HOST, "records.lookup"])
     assert described.exit_code == 0
     assert '"signature": "records.lookup(*, key: str, limit: int | None = None) -> Record"' in (
@@ -314,3 +318,20 @@ def test_ctrl_c_answers_running_executions_canceled_and_stops_at_once(tmp_path: 
         assert b"codemode: stopped" in read_until(fd, b"codemode: stopped", timeout=2)
     finally:
         with_kill(pid)
+
+
+def test_a_broken_entities_or_token_file_is_named(tmp_path: Path) -> None:
+    entities = tmp_path / "entities.json"
+    entities.write_text("[{")
+    policy = ROOT / "docs" / "guides" / "demo-policy" / "policies.cedar"
+    cedar = ["--policy-file", str(policy), "--entities-file", str(entities)]
+    result = CliRunner().invoke(main, ["serve", "codemode.demo:create", *cedar])
+    assert result.exit_code == 2
+    assert f"Error: {entities}: " in result.stderr
+    tokens = tmp_path / "tokens"
+    tokens.write_bytes(b"alice:\xff\n")
+    result = CliRunner().invoke(
+        main, ["serve", HOST, "--transport", "http", "--token-file", str(tokens)]
+    )
+    assert result.exit_code == 2
+    assert f"Error: {tokens}: not UTF-8 text" in result.stderr
