@@ -29,7 +29,8 @@ def main() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {**os.environ, "XDG_DATA_HOME": tempfile.mkdtemp()}
+    data = tempfile.TemporaryDirectory()  # the demo's database, removed at the end
+    env = {**os.environ, "XDG_DATA_HOME": data.name}
     server = subprocess.Popen(
         [sys.executable, "-m", "codemode", "demo", "--port", str(port)], cwd=ROOT, env=env
     )
@@ -60,6 +61,7 @@ def main() -> None:
     finally:
         server.terminate()
         server.wait(10)
+        data.cleanup()
     print(f"wrote {OUT}")
 
 

@@ -324,6 +324,8 @@ def test_a_run_shows_progress_can_be_canceled_and_runs_once(
         page.click("#cancel")
         expect(page.locator("#status")).to_have_text("Canceled.")
         expect(page.locator("#run")).to_be_enabled()
+        expect(page.locator("#history li").first).to_contain_text(" canceled ")
+        expect(page.locator("#error")).to_be_hidden()
         deadline = time.monotonic() + 10
         while '"canceled"' not in (audit.read_text() if audit.exists() else ""):
             assert time.monotonic() < deadline, "the execution did not end canceled"

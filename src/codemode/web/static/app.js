@@ -330,6 +330,7 @@ async function run() {
   const source = editor.value;
   const started = performance.now();
   running = new AbortController();
+  $("result").hidden = $("error").hidden = $("model-view").hidden = true;  // the last run's outcome goes
   $("run").disabled = true;
   $("cancel").hidden = false;
   $("status").classList.add("busy");
@@ -351,8 +352,11 @@ async function run() {
     $("cancel").hidden = true;
     $("status").classList.remove("busy");
   }
-  if (!answer) return;
   const seconds = (performance.now() - started) / 1000;
+  if (!answer) {
+    if ($("status").textContent === "Canceled.") remember(source, "canceled", seconds);
+    return;
+  }
   lastError = answer.ok ? null : answer.error;
   if (answer.ok) showResult(answer); else showError(answer.error, answer.printed);
   // The exact text an MCP client hands the model for this run.
