@@ -18,6 +18,7 @@ vocabulary, not over every capability's text.
 from __future__ import annotations
 
 import bisect
+import heapq
 import math
 import re
 from collections import defaultdict
@@ -151,6 +152,7 @@ class SearchIndex:
     def __init__(self, capabilities: Sequence[Capability]) -> None:
         self.capabilities = list(capabilities)
         self.by_name = {c.name: c for c in self.capabilities}
+        self.names = [c.name for c in self.capabilities]
         # word -> {capability index: best field weight}
         self.postings: dict[str, dict[int, float]] = defaultdict(dict)
         for index, capability in enumerate(self.capabilities):
@@ -222,21 +224,26 @@ class SearchIndex:
             for index, value in best.items():
                 scores[index] += value * rarity
 
-        ranked = sorted(
-            (
-                (-score, self.capabilities[index].name, self.capabilities[index])
-                for index, score in scores.items()
-                if self.capabilities[index] is not exact
-            ),
-            key=lambda item: (item[0], item[1]),
-        )
-        ordered = ([exact] if exact is not None else []) + [c for _, _, c in ranked]
-        if not ordered:
+        first = [exact] if exact is not None else []
+        names = self.names
+        others = [
+            (-score, names[index], index)
+            for index, score in scores.items()
+            if self.capabilities[index] is not exact
+        ]
+        if not first and not others:
             return SearchResult([], False, hint=self._hint())
-        return self._page(ordered, limit, offset)
+        offset = max(offset, 0)
+        # Only the page is put in order: a common word may match thousands.
+        top = heapq.nsmallest(offset + limit, others)
+        ordered = first + [self.capabilities[index] for _, _, index in top]
+        return self._page(ordered, limit, offset, total=len(first) + len(others))
 
-    def _page(self, ordered: list[Capability], limit: int, offset: int) -> SearchResult:
-        """Up to `limit` hits from `offset` on, within the response budget."""
+    def _page(
+        self, ordered: list[Capability], limit: int, offset: int, total: int | None = None
+    ) -> SearchResult:
+        """Up to `limit` hits from `offset` on, within the response budget (`ordered` holds
+        at least the first `offset + limit` of `total`)."""
         offset = max(offset, 0)
         hits: list[SearchHit] = []
         size = 0
@@ -247,7 +254,7 @@ class SearchIndex:
                 break
             hits.append(hit)
         following = offset + len(hits)
-        more = following < len(ordered)
+        more = following < (len(ordered) if total is None else total)
         return SearchResult(hits, more, following if more else None)
 
     def _hint(self) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import copy
+import functools
 import inspect
 import itertools
 import logging
@@ -326,11 +327,7 @@ class Dispatcher:
         """
         budget = capability.timeout or self.limits.max_capability_seconds
         remaining = self.remaining()
-        on_timeout = (
-            ResourceLimitError(LimitKind.CAPABILITY_TIME, bound=seconds(budget))
-            if budget < remaining
-            else self.clock.error
-        )
+        on_timeout = capability_time(budget) if budget < remaining else self.clock.error
         try:
             deadline = min(time.monotonic() + budget, self.clock.deadline)
             token = self.clock.enter(deadline, on_timeout, locate)
@@ -399,4 +396,11 @@ class Dispatcher:
         )
 
 
-__all__ = ["Bridge", "Dispatcher", "HostClock", "HostExit"]
+@functools.cache
+def capability_time(budget: float) -> ResourceLimitError:
+    """The error for a handler past its budget (one per budget: never mutated, copied when
+    raised)."""
+    return ResourceLimitError(LimitKind.CAPABILITY_TIME, bound=seconds(budget))
+
+
+__all__ = ["Bridge", "Dispatcher", "HostClock", "HostExit", "capability_time"]

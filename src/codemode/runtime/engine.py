@@ -19,7 +19,7 @@ from typing import Any
 
 from codemode.capabilities import Capability
 from codemode.errors import CodeModeError, ExecutionCanceledError, InternalError
-from codemode.limits import Limits
+from codemode.limits import LimitKind, Limits, exceeded
 from codemode.runtime.dispatch import Bridge
 from codemode.runtime.execution import CALL_THREADS, Abandoned, Execution, ExecutionResult, Setup
 from codemode.runtime.program import Programs
@@ -83,6 +83,7 @@ class Engine:
                     ),
                     default=self.limits.max_capability_seconds,
                 ),
+                overdue=exceeded(LimitKind.EXECUTION_TIME, self.limits),
             )
             self._setups[key] = (capabilities, setup)
             while len(self._setups) > _VIEWS_KEPT:

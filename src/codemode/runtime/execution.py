@@ -164,6 +164,8 @@ class Setup:
     shortest_budget: float
     """The shortest time any of these capabilities' handlers may run: how long the caller
     may sleep without missing a handler's deadline."""
+    overdue: ResourceLimitError
+    """The error for an execution past its own deadline (built once; copied when raised)."""
 
 
 class _Printer:
@@ -214,10 +216,7 @@ class Execution:
     def __post_init__(self) -> None:
         limits = self.setup.limits
         self.started = time.monotonic()
-        self.clock = HostClock(
-            self.started + limits.max_execution_seconds,
-            exceeded(LimitKind.EXECUTION_TIME, limits),
-        )
+        self.clock = HostClock(self.started + limits.max_execution_seconds, self.setup.overdue)
         self.outcome = Outcome(limits, self.setup.programs)
         self.printer = _Printer(limits.max_printed_bytes, self._on_flood)
         self.calls: list[str] = []
