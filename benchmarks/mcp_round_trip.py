@@ -44,7 +44,7 @@ async def _run() -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "codemode", "serve", "benchmarks.hosts:bench_host"],
+        args=["-m", "codemode", "--log-level", "warning", "serve", "benchmarks.hosts:bench_host"],
         cwd=str(ROOT),
         env=env,
     )
@@ -58,6 +58,8 @@ async def _run() -> dict[str, Any]:
             sys.executable,
             "-m",
             "codemode",
+            "--log-level",
+            "warning",  # no line per request while measuring
             "serve",
             "benchmarks.hosts:bench_host",
             "--transport",
