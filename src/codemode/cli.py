@@ -186,7 +186,6 @@ def _serve(
 ) -> None:
     """Serve until stopped, after a banner that says where to connect."""
     if transport == "stdio":
-        click.echo(f"codemode: serving {cm.name} over stdio; Ctrl-C stops it", err=True)
         _serve_stdio(cm, subject)
         return
     import uvicorn
@@ -227,6 +226,7 @@ def _serve_stdio(cm: CodeMode, subject: str) -> None:
         os._exit(128 + signum)
 
     signal.signal(signal.SIGINT, interrupted)
+    click.echo(f"codemode: serving {cm.name} over stdio; Ctrl-C stops it", err=True)
     try:
         cm.run("stdio", subject=subject)
     finally:

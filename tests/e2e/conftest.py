@@ -7,12 +7,16 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 ROOT = Path(__file__).parents[2]
 TOKENS = {"tok-alice": "alice", "tok-bob": "bob"}
@@ -114,3 +118,30 @@ def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer
         finally:
             process.terminate()
             process.wait(10)
+
+
+@asynccontextmanager
+async def http_client(url: str) -> AsyncIterator[Client]:
+    """An MCP client of the streamable HTTP endpoint at `url` (the 2026 era)."""
+    async with (
+        httpx2.AsyncClient() as http,
+        Client(streamable_http_client(url, http_client=http)) as client,
+    ):
+        yield client
+
+
+NGINX_HEAD = """
+worker_processes 1;
+error_log {tmp}/nginx-error.log;
+pid {tmp}/nginx.pid;
+events {{ worker_connections 256; }}
+http {{
+    access_log off;
+    client_body_temp_path {tmp}/body;
+    proxy_temp_path {tmp}/proxy;
+    fastcgi_temp_path {tmp}/fastcgi;
+    uwsgi_temp_path {tmp}/uwsgi;
+    scgi_temp_path {tmp}/scgi;
+"""
+"""The start of an nginx configuration that keeps every file under `{tmp}`: a test adds
+its own blocks and the closing brace of `http`."""

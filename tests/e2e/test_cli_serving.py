@@ -19,12 +19,10 @@ from pathlib import Path
 import httpx2
 import pytest
 from click.testing import CliRunner
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 
 import codemode
 from codemode.cli import main
-from tests.e2e.conftest import ROOT, codemode_command, free_port, wait_for_port
+from tests.e2e.conftest import ROOT, codemode_command, free_port, http_client, wait_for_port
 
 HOST = "tests.conftest:build_host"
 
@@ -161,10 +159,7 @@ async def test_each_tool_call_is_one_line_in_the_log(tmp_path: Path) -> None:
     try:
         wait_for_port(port, process)
         url = f"http://127.0.0.1:{port}/mcp"
-        async with (
-            httpx2.AsyncClient() as http,
-            Client(streamable_http_client(url, http_client=http)) as client,
-        ):
+        async with http_client(url) as client:
             await client.call_tool("execute", {"source": "def main():\n    return 1"})
             await client.call_tool("execute", {"code": "x"})
         deadline = time.monotonic() + 10
@@ -215,10 +210,7 @@ async def test_reload_serves_the_changed_app(tmp_path: Path) -> None:
 
     async def names() -> list[str]:
         url = f"http://127.0.0.1:{port}/mcp"
-        async with (
-            httpx2.AsyncClient() as http,
-            Client(streamable_http_client(url, http_client=http)) as client,
-        ):
+        async with http_client(url) as client:
             found = await client.call_tool("search_api", {"query": ""})
         assert found.structured_content is not None
         return [r["name"] for r in found.structured_content["results"]]
@@ -258,10 +250,7 @@ async def test_mcp_can_be_served_at_another_path() -> None:
     try:
         wait_for_port(port, process)
         url = f"http://127.0.0.1:{port}/agents/mcp"
-        async with (
-            httpx2.AsyncClient() as http,
-            Client(streamable_http_client(url, http_client=http)) as client,
-        ):
+        async with http_client(url) as client:
             listed = await client.list_tools()
         assert [t.name for t in listed.tools] == ["search_api", "describe_api", "execute"]
         async with httpx2.AsyncClient() as http:
@@ -281,13 +270,16 @@ def test_a_bad_mcp_path_is_refused() -> None:
     )
 
 
+DEMO_HTTP = ("serve", "codemode.demo:create", "--transport", "http", "--web", "--audit-log")
+
+
 def test_ctrl_c_answers_running_executions_canceled_and_stops_at_once(tmp_path: Path) -> None:
     port = free_port()
     pid, fd = pty.fork()
     if pid == 0:  # the server in a terminal; Ctrl-C reaches its whole process group
         os.chdir(ROOT)
         os.environ["XDG_DATA_HOME"] = str(tmp_path)
-        command = codemode_command("demo", "--port", str(port))
+        command = codemode_command(*DEMO_HTTP, str(tmp_path / "audit.jsonl"), "--port", str(port))
         os.execv(command[0], command)
     answer: dict[str, object] = {}
 
@@ -299,9 +291,15 @@ def test_ctrl_c_answers_running_executions_canceled_and_stops_at_once(tmp_path: 
 
     try:
         assert b"Press Ctrl-C to stop." in read_until(fd, b"Press Ctrl-C to stop.")
+        time.sleep(0.5)  # the server installs its signal handlers as it starts
         caller = threading.Thread(target=run_a_long_program)
         caller.start()
-        time.sleep(1.5)
+        audit = tmp_path / "audit.jsonl"
+        deadline = time.monotonic() + 20
+        while "execution_started" not in (audit.read_text() if audit.exists() else ""):
+            assert time.monotonic() < deadline, "the execution never started"
+            time.sleep(0.05)
+        time.sleep(0.3)  # into the program's sleep
         stopped = time.monotonic()
         os.killpg(pid, signal.SIGINT)
         _, status = os.waitpid(pid, 0)

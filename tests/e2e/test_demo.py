@@ -8,12 +8,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
 
-from tests.e2e.conftest import ROOT, codemode_command, free_port, wait_for_port, without_usage
+from tests.e2e.conftest import (
+    ROOT,
+    codemode_command,
+    free_port,
+    http_client,
+    wait_for_port,
+    without_usage,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -97,10 +102,7 @@ async def test_demo_over_http_prints_how_to_connect(tmp_path: Path) -> None:
         try:
             wait_for_port(port, process)
             url = f"http://127.0.0.1:{port}/mcp"
-            async with (
-                httpx2.AsyncClient() as http,
-                Client(streamable_http_client(url, http_client=http)) as client,
-            ):
+            async with http_client(url) as client:
                 tools = await client.list_tools()
                 assert [t.name for t in tools.tools] == ["search_api", "describe_api", "execute"]
                 found = await client.call_tool("search_api", {"query": "instances"})

@@ -16,7 +16,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from tests.conftest import system_tool
-from tests.e2e.conftest import ROOT, free_port, start_codemode, wait_for_port
+from tests.e2e.conftest import NGINX_HEAD, ROOT, free_port, start_codemode, wait_for_port
 
 SHOTS = ROOT / "test-output" / "web"
 CHROMIUM = os.environ.get("CODEMODE_CHROMIUM") or next(
@@ -377,18 +377,9 @@ def test_the_editor_highlights_python(page: Page) -> None:
     page.screenshot(path=SHOTS / "7-highlight.png")
 
 
-PREFIX_CONF = """
-worker_processes 1;
-error_log {tmp}/nginx-error.log;
-pid {tmp}/nginx.pid;
-events {{ worker_connections 64; }}
-http {{
-    access_log off;
-    client_body_temp_path {tmp}/body;
-    proxy_temp_path {tmp}/proxy;
-    fastcgi_temp_path {tmp}/fastcgi;
-    uwsgi_temp_path {tmp}/uwsgi;
-    scgi_temp_path {tmp}/scgi;
+PREFIX_CONF = (
+    NGINX_HEAD
+    + """
     server {{
         listen 127.0.0.1:{port};
         location /codemode/ {{
@@ -398,6 +389,7 @@ http {{
     }}
 }}
 """
+)
 
 
 def test_the_page_works_behind_a_proxy_under_a_path_prefix(

@@ -19,7 +19,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.conftest import system_tool
-from tests.e2e.conftest import free_port, start_codemode, wait_for_port
+from tests.e2e.conftest import NGINX_HEAD, free_port, start_codemode, wait_for_port
 
 pytestmark = pytest.mark.anyio
 SECONDS = float(os.environ.get("CODEMODE_LOAD_SECONDS", "6"))
@@ -117,18 +117,9 @@ async def test_eight_clients_for_a_while_fail_nothing_and_leak_nothing(
     assert after["fds"] <= before["fds"] + 8
 
 
-NGINX_CONF = """
-worker_processes 1;
-error_log {tmp}/nginx-error.log;
-pid {tmp}/nginx.pid;
-events {{ worker_connections 256; }}
-http {{
-    access_log off;
-    client_body_temp_path {tmp}/body;
-    proxy_temp_path {tmp}/proxy;
-    fastcgi_temp_path {tmp}/fastcgi;
-    uwsgi_temp_path {tmp}/uwsgi;
-    scgi_temp_path {tmp}/scgi;
+NGINX_CONF = (
+    NGINX_HEAD
+    + """
     upstream codemode {{
         server 127.0.0.1:{a};
         server 127.0.0.1:{b};
@@ -145,6 +136,7 @@ http {{
     }}
 }}
 """
+)
 
 
 def executions(audit: Path) -> int:
