@@ -234,12 +234,15 @@ def _serve_stdio(cm: CodeMode, subject: str) -> None:
 
 
 def _listen(host: str, port: int) -> socket.socket:
-    """The listening socket, or one line of error and exit code 1 (before any banner)."""
+    """The listening socket, or one line of error and exit code 1 (before any banner).
+    It listens at once, so a client that connects as soon as the banner is out waits
+    for the server instead of being refused."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     listening = socket.socket(family, socket.SOCK_STREAM)
     listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         listening.bind((host, port))
+        listening.listen(2048)  # connections wait in the backlog until the server is up
     except OSError as exc:
         listening.close()
         click.echo(f"Error: cannot listen on {host}:{port}: {exc.strerror or exc}", err=True)
