@@ -190,13 +190,9 @@ def _serve(
         return
     import uvicorn
 
-    from codemode.http import is_loopback
     from codemode.http.server import server_config
 
-    if not is_loopback(host) and not tokens and not insecure:
-        raise click.UsageError(
-            f"refusing to serve {host} without --token-file (use --insecure to allow it)"
-        )
+    _refuse_open(host, bool(tokens), insecure)
     app = cm.http_app(
         tokens=tokens, subject=subject, host=host, allowed_hosts=allowed_hosts, web=web, path=path
     )
@@ -215,6 +211,16 @@ def _serve(
         except KeyboardInterrupt:  # Ctrl-C: a stop asked for, not a failure to report
             click.echo("codemode: stopped", err=True)
             sys.exit(130)
+
+
+def _refuse_open(host: str, tokens: bool, insecure: bool) -> None:
+    """A usage error for serving beyond loopback without tokens, unless --insecure."""
+    from codemode.http import is_loopback
+
+    if not is_loopback(host) and not tokens and not insecure:
+        raise click.UsageError(
+            f"refusing to serve {host} without --token-file (use --insecure to allow it)"
+        )
 
 
 def _serve_stdio(cm: CodeMode, subject: str) -> None:
@@ -454,12 +460,7 @@ def _serve_reloading(
     its folder changes (for development)."""
     import uvicorn
 
-    from codemode.http import is_loopback
-
-    if not is_loopback(host) and not setup["token_file"] and not insecure:
-        raise click.UsageError(
-            f"refusing to serve {host} without --token-file (use --insecure to allow it)"
-        )
+    _refuse_open(host, bool(setup["token_file"]), insecure)
     _listen(host, port).close()  # a busy port is one line of error, before any banner
     folder = app_folder(app)
     handed = {**setup, "allowed_hosts": list(setup["allowed_hosts"])}

@@ -126,17 +126,17 @@ def to_json(
     root: str,
     max_bytes: int | None = None,
     suspect: Callable[[str], bool] | None = None,
-    suspects: list[str] | None = None,
+    suspects: list[tuple[str, str]] | None = None,
 ) -> JSONValue:
     """A guest value as plain JSON data: tuples become lists, records become dicts.
 
     Raises ValueProblem for what JSON cannot hold (sets, bytes, NaN, non-string keys,
     cycles, functions), TooDeep past `max_depth`, and TooBig as soon as a lower bound of
     the JSON size passes `max_bytes` (so a value of millions of aliased items is refused
-    after reading a fraction of it). Paths start at `root`. The paths of the strings
-    `suspect` picks out (text the interpreter may have made of a value that is not data)
-    go to `suspects`, for the caller to check: only through lists and dicts (never through
-    an object, whose own code reading it back could run), and `MAX_SUSPECTS` at most.
+    after reading a fraction of it). Paths start at `root`. The strings `suspect` picks out
+    (text the interpreter may have made of a value that is not data) go to `suspects` as
+    (path, text), for the caller to check: only through lists and dicts (never through an
+    object, whose own code reading it back could run), and `MAX_SUSPECTS` at most.
     """
     active: set[int] = set()
     remaining = max_bytes if max_bytes is not None else math.inf
@@ -161,7 +161,7 @@ def to_json(
                 and isinstance(item, str)
                 and suspect(item)
             ):
-                suspects.append(render(trail, root))
+                suspects.append((render(trail, root), item))
             return item
         if isinstance(item, int):
             spend(int_size(item))

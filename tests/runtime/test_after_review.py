@@ -21,7 +21,7 @@ def test_walking_a_value_costs_its_size_whatever_its_keys() -> None:
     """Paths are rendered only when shown, and suspects stop at a bound: a value with a
     100 kB key over 2,000 suspect strings would need 200 MB of eager paths."""
     value = {"A" * 100_000: ["ns.one"] * 2_000}
-    found: list[str] = []
+    found: list[tuple[str, str]] = []
     tracemalloc.start()
     try:
         to_json(value, max_depth=10, root="result", suspect=lambda s: True, suspects=found)

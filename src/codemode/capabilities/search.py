@@ -153,6 +153,8 @@ class SearchIndex:
         self.capabilities = list(capabilities)
         self.by_name = {c.name: c for c in self.capabilities}
         self.names = [c.name for c in self.capabilities]
+        self.listing = sorted(self.capabilities, key=lambda c: c.name)
+        """The catalog in name order, as an empty query lists it."""
         # word -> {capability index: best field weight}
         self.postings: dict[str, dict[int, float]] = defaultdict(dict)
         for index, capability in enumerate(self.capabilities):
@@ -206,7 +208,7 @@ class SearchIndex:
         )
         limit = max(1, min(limit, MAX_RESULTS))
         if query in LIST_ALL:
-            return self._page(sorted(self.capabilities, key=lambda c: c.name), limit, offset)
+            return self._page(self.listing, limit, offset)
         exact = self.by_name.get(query)
         tokens = list(dict.fromkeys(t for t in tokenize(query) if t not in CONNECTORS))
         tokens = tokens[:MAX_QUERY_TOKENS]

@@ -7,13 +7,11 @@ and every failure, whatever raised it, leaves `drive()` as exactly one CodeModeE
 
 from __future__ import annotations
 
-import ast
 import concurrent.futures
 import contextlib
 import hashlib
 import logging
 import math
-import re
 import threading
 import time
 import uuid
@@ -659,7 +657,7 @@ class Execution:
     def _final(self, value: Any, program: Program, run: Run) -> tuple[JSONValue, int]:
         limits = self.setup.limits
         where = program.returned
-        texts: list[str] = []
+        texts: list[tuple[str, str]] = []
         capabilities = self.setup.capabilities
         try:
             result = to_json(
@@ -667,11 +665,14 @@ class Execution:
                 max_depth=limits.max_value_depth,
                 root="result",
                 max_bytes=limits.max_return_bytes,
-                suspect=lambda text: text in capabilities or bool(VALUE_TEXT.fullmatch(text)),
+                suspect=lambda text: (
+                    text in capabilities
+                    or (text.startswith("<") and bool(VALUE_TEXT.fullmatch(text)))
+                ),
                 suspects=texts,
             )
             if "type" not in program.names:  # the check asks the program's own `type`
-                _check_texts(run, texts, result)
+                _check_texts(run, texts)
             if self.outcome.killed_for is not None:  # stopped while the check ran
                 raise Stop(self.outcome.killed_for)
         except TooDeep:
@@ -710,17 +711,16 @@ def _not_an_object(value: object) -> str:
     return f"vars() takes a result object or a dataclass, not {kind_of(value)}"
 
 
-def _check_texts(run: Run, paths: list[str], result: JSONValue) -> None:
+def _check_texts(run: Run, texts: list[tuple[str, str]]) -> None:
     """The interpreter hands some values main() returned over as text (a function, a call
-    never awaited, a capability itself): of the strings that read so, those that were such
-    values in the program are not JSON (ValueProblem)."""
-    if not paths:
+    never awaited, a capability itself): of the strings at `texts` (path, text) that read
+    so, those that were such values in the program are not JSON (ValueProblem)."""
+    if not texts:
         return
-    names = run.type_names([RETURNED + path[len("result") :] for path in paths])
-    for path, name in zip(paths, names or (), strict=False):
+    names = run.type_names([RETURNED + path[len("result") :] for path, _ in texts])
+    for (path, text), name in zip(texts, names or (), strict=False):
         if name == "str":
             continue
-        text = _text_at(result, path)
         if name == "coroutine":
             what = "a capability call that was never awaited (await it)"
         elif (found := FUNCTION_TEXT.fullmatch(text)) is not None:
@@ -728,14 +728,6 @@ def _check_texts(run: Run, paths: list[str], result: JSONValue) -> None:
         else:
             what = f"the capability {text} itself, not called"
         raise ValueProblem(path, f"is {what}, which JSON cannot hold")
-
-
-def _text_at(result: JSONValue, path: str) -> str:
-    """The string at a path `to_json` reported (`result[0]['a']`)."""
-    value: Any = result
-    for key in re.findall(r"\[(\d+|'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")\]", path):
-        value = value[ast.literal_eval(key)]
-    return str(value)
 
 
 def _undefined(name: str) -> Injected:
