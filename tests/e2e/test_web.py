@@ -43,6 +43,9 @@ TRACEBACK = (
 )
 
 
+SERVE_DEMO = ("serve", "codemode.demo:create", "--transport", "http", "--web")
+
+
 def serve(tmp: Path, *args: str) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     return start_codemode(*args, port=port, XDG_DATA_HOME=str(tmp)), f"http://127.0.0.1:{port}/"
@@ -238,16 +241,7 @@ def test_the_editor_indents_keeps_the_program_and_fits_a_narrow_window(page: Pag
 def test_a_token_protected_server_asks_for_the_token(browser: Browser, tmp_path: Path) -> None:
     tokens = tmp_path / "tokens"
     tokens.write_text("alice:secret-token\n")
-    process, url = serve(
-        tmp_path,
-        "serve",
-        "codemode.demo:create",
-        "--transport",
-        "http",
-        "--web",
-        "--token-file",
-        str(tokens),
-    )
+    process, url = serve(tmp_path, *SERVE_DEMO, "--token-file", str(tokens))
     try:
         context = browser.new_context()
         page = context.new_page()
@@ -301,16 +295,7 @@ def test_a_run_shows_progress_can_be_canceled_and_runs_once(
     browser: Browser, tmp_path: Path
 ) -> None:
     audit = tmp_path / "audit.jsonl"
-    process, url = serve(
-        tmp_path,
-        "serve",
-        "codemode.demo:create",
-        "--transport",
-        "http",
-        "--web",
-        "--audit-log",
-        str(audit),
-    )
+    process, url = serve(tmp_path, *SERVE_DEMO, "--audit-log", str(audit))
     try:
         context = browser.new_context()
         page = context.new_page()
