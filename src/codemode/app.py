@@ -9,7 +9,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import anyio
@@ -17,12 +17,14 @@ import anyio
 from codemode.authz import Authorizer
 from codemode.binding import closest_name
 from codemode.capabilities import Capability, Catalog, View, build_capability
+from codemode.capabilities.naming import check_name
 from codemode.capabilities.search import SearchIndex, SearchResult
 from codemode.errors import (
     CodeModeError,
     InternalError,
     InvalidRequestError,
     NotFoundError,
+    RegistrationError,
     UnauthenticatedError,
 )
 from codemode.events import EventHandler
@@ -33,6 +35,8 @@ from codemode.runtime.sandbox import MontySandbox, Sandbox
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
+
+    from codemode.gateway import Gateway
 
 log = logging.getLogger("codemode")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -105,6 +109,7 @@ class CodeMode:
         self.disclose_limits = disclose_limits
         self.catalog = Catalog(disabled)
         self._engine: Engine | None = None
+        self._gateway: Gateway | None = None
         self._engine_lock = threading.Lock()
         self._indexes: dict[int, tuple[View, SearchIndex]] = {}
         self._views: dict[str, tuple[View, float]] = {}
@@ -154,6 +159,68 @@ class CodeMode:
             return handler
 
         return register
+
+    def add_mcp_server(
+        self,
+        name: str,
+        *,
+        command: str | None = None,
+        args: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        url: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        include: Sequence[str] | None = None,
+        exclude: Sequence[str] | None = None,
+        expose_errors: bool = False,
+        timeout: float | None = None,
+        connect: Literal["start", "first_use"] = "start",
+    ) -> tuple[str, ...]:
+        """Register every tool of an upstream MCP server as a capability `name.<tool>`.
+
+        The server is started with `command` and `args` (stdio; `env` is added to a minimal
+        environment) or reached at `url` (streamable HTTP, with `headers`). Its tools are
+        listed now, with names made identifiers (`list-files` -> `list_files`); `include`
+        and `exclude` are patterns of the upstream's tool names (`read_*`). A tool whose
+        schema cannot be read is skipped with a warning. An upstream's error is
+        `capability failed` unless `expose_errors`, which passes its text on as an
+        `AgentError`'s; `timeout` bounds one call in seconds (a `capability failed` the
+        program can catch). The session stays open (`connect="first_use"` closes it
+        until the first call), is shared by every execution, reopens after a crash, and
+        ends with `close()`. Returns the new capability names; raises `RegistrationError`.
+        """
+        from codemode.gateway import Gateway, ServerOptions, Target
+
+        check_name(f"{name}.tool")
+        if (command is None) == (url is None):
+            raise RegistrationError(f'MCP server "{name}": give either command or url')
+        if connect not in ("start", "first_use"):
+            raise RegistrationError(f'MCP server "{name}": connect must be "start" or "first_use"')
+        if timeout is not None and (isinstance(timeout, bool) or not timeout > 0):
+            raise RegistrationError(f'MCP server "{name}": timeout must be a positive number')
+        for option, value in (("args", args), ("include", include), ("exclude", exclude)):
+            if isinstance(value, str):
+                raise RegistrationError(f'MCP server "{name}": {option} must be a list of str')
+        target = Target(
+            command=command,
+            args=tuple(args),
+            env=dict(env) if env is not None else None,
+            cwd=os.fspath(cwd) if cwd is not None else None,
+            url=url,
+            headers=dict(headers or {}),
+        )
+        options = ServerOptions(
+            include=tuple(include) if include is not None else None,
+            exclude=tuple(exclude or ()),
+            expose_errors=expose_errors,
+            timeout=timeout,
+            connect=connect,
+        )
+        with self._engine_lock:
+            if self._gateway is None:
+                self._gateway = Gateway(self.catalog)
+            gateway = self._gateway
+        return tuple(c.name for c in gateway.add(name, target, options))
 
     # -- discovery -----------------------------------------------------------------------
 
@@ -317,12 +384,16 @@ class CodeMode:
             raise ValueError(f"unknown transport {transport!r}")
 
     def close(self) -> None:
-        """Cancel running executions and stop the worker processes (never waits on host
-        code: a handler still running is left to finish on its own)."""
+        """Cancel running executions, stop the worker processes and end every upstream
+        MCP session (never waits on host code: a handler still running is left to finish
+        on its own)."""
         with self._engine_lock:
             engine, self._engine = self._engine, None
+            gateway, self._gateway = self._gateway, None
         if engine is not None:
             engine.close()
+        if gateway is not None:
+            gateway.close()
 
     def __enter__(self) -> CodeMode:
         return self

@@ -89,8 +89,14 @@ def bind(
         raise InvalidArgumentsError(_explain(capability, exc.errors(), kwargs)) from None
     handler_kwargs = {p.name: validated.get(p.name, p.default) for p in capability.parameters}
     if capability.flat:
-        return BoundCall(dict(validated), handler_kwargs)  # scalars: already JSON
-    arguments: JSONObject = _host(lambda: {k: canonical(v) for k, v in validated.items()})
+        arguments: JSONObject = dict(validated)  # scalars: already JSON
+    else:
+        arguments = _host(lambda: {k: canonical(v) for k, v in validated.items()})
+    check = capability.check
+    if check is not None:
+        problem = _host(lambda: check(arguments))
+        if problem is not None:
+            raise InvalidArgumentsError(problem)
     return BoundCall(arguments, handler_kwargs)
 
 

@@ -9,8 +9,8 @@ There is no default: a `CodeMode` without an authorizer cannot be built (fail cl
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TypeAlias
 
 from codemode.types import JSONObject
@@ -30,6 +30,10 @@ class AuthorizationRequest:
     """The canonical JSON-like arguments the handler will receive (a copy)."""
     execution_id: str = ""
     """The execution the call belongs to, as host logs and audit events carry it."""
+    annotations: Mapping[str, bool] = field(default_factory=dict)
+    """What the capability says of its effects: an upstream MCP tool's hints
+    (`readOnlyHint`, `destructiveHint`, `idempotentHint`, `openWorldHint`), so one rule
+    can cover every destructive tool; empty for a host function."""
 
 
 class Denied(Exception):

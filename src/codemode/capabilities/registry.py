@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
 import inspect
 import threading
@@ -81,6 +82,12 @@ class Capability:
     """Whether every parameter is a scalar, so bound arguments are already JSON data."""
     example: str | None = None
     """A call of this capability as a program writes it, shown by `describe`."""
+    annotations: Mapping[str, bool] = dataclasses.field(default_factory=dict)
+    """What the capability says of its effects (MCP tool hints such as `readOnlyHint`,
+    `destructiveHint`), for authorizers and policies; empty for a host function."""
+    check: Callable[[JSONObject], str | None] | None = None
+    """A further check of bound arguments (an upstream tool's own JSON Schema): the
+    problem in binding words, or None."""
 
     @functools.cached_property
     def arguments_adapter(self) -> pydantic.TypeAdapter[Any]:
@@ -294,6 +301,19 @@ class Catalog:
         self._enabled: View | None = None
         self._views: OrderedDict[frozenset[str], View] = OrderedDict()
         self._lock = threading.Lock()
+
+    def replace(self, namespace: str, capabilities: Iterable[Capability]) -> None:
+        """Put `capabilities` in place of every capability under `namespace` (an upstream
+        server's tools after they changed); on a registration error nothing changes."""
+        kept = {n: c for n, c in self._by_name.items() if not n.startswith(namespace + ".")}
+        trial = Catalog(self.disabled)
+        for capability in [*kept.values(), *capabilities]:
+            trial.add(capability)
+        with self._lock:
+            self._by_name, self._by_id = trial._by_name, trial._by_id
+            self._namespaces = trial._namespaces
+            self._enabled = None
+            self._views.clear()
 
     def add(self, capability: Capability) -> None:
         name = capability.name

@@ -18,7 +18,6 @@ interpreter text.
 from __future__ import annotations
 
 import dataclasses
-import typing
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Literal, get_args, get_origin
 
@@ -175,7 +174,7 @@ def _entry(value: Any, key: str) -> Any:
 
 
 def _typed_dict(tp: Any, memo: dict[int, Keep]) -> Keep:
-    hints = typing.get_type_hints(tp, include_extras=True)
+    hints = t.field_hints(tp)
     fields = {name: keeper(hint, memo) for name, hint in hints.items()}
     required = frozenset(tp.__required_keys__)
 

@@ -62,6 +62,17 @@ class UnsupportedTypeError(Exception):
     """A type hint codemode cannot carry across the sandbox boundary."""
 
 
+def field_hints(tp: Any) -> dict[str, Any]:
+    """A TypedDict's (or class's) field hints, without `Required`/`NotRequired` wrappers
+    (`__required_keys__` says which keys are required)."""
+    hints = typing.get_type_hints(tp, include_extras=True)
+    for name, hint in hints.items():
+        while get_origin(hint) in (Required, NotRequired):
+            hint = get_args(hint)[0]
+        hints[name] = hint
+    return hints
+
+
 def portable(tp: Any, memo: dict[int, Any] | None = None) -> Any:
     """`tp` with every `typing.TypedDict` rebuilt as a `typing_extensions` one.
 
@@ -74,7 +85,7 @@ def portable(tp: Any, memo: dict[int, Any] | None = None) -> Any:
         return memo[id(tp)]
     origin = get_origin(tp)
     if is_typeddict(tp) and type(tp).__module__ == "typing":
-        hints = typing.get_type_hints(tp, include_extras=True)
+        hints = field_hints(tp)
         fields = {
             name: (Required if name in tp.__required_keys__ else NotRequired)[portable(hint, memo)]
             for name, hint in hints.items()
@@ -135,7 +146,7 @@ def fields_of(tp: Any, *, result: bool = False) -> list[Field]:
     ones left out, computed fields added, every one always present.
     """
     if is_typeddict(tp):
-        hints = typing.get_type_hints(tp, include_extras=True)
+        hints = field_hints(tp)
         required = tp.__required_keys__
         return [Field(name, hint, name in required) for name, hint in hints.items()]
     if isinstance(tp, type) and issubclass(tp, pydantic.BaseModel):
@@ -430,6 +441,7 @@ __all__ = [
     "check_supported",
     "declared",
     "expected",
+    "field_hints",
     "fields_of",
     "fits_kind",
     "is_enum",

@@ -291,6 +291,7 @@ class Dispatcher:
             capability.name,
             dict(arguments) if capability.flat else copy.deepcopy(arguments),
             self.execution_id,
+            capability.annotations,
         )
         try:  # bounded by the execution deadline, which the waiting caller watches
             decision = self.authorizer(request)

@@ -1,0 +1,182 @@
+"""The upstream MCP servers of one `CodeMode`, on one event loop thread of their own."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fnmatch
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import anyio
+import anyio.abc
+import anyio.from_thread
+import mcp_types as mt
+
+from codemode.capabilities import Capability, Catalog
+from codemode.capabilities import types as t
+from codemode.errors import RegistrationError
+from codemode.gateway.schema import SchemaError, identifier
+from codemode.gateway.tools import tool_capability
+from codemode.gateway.upstream import CONNECT_SECONDS, Target, Upstream, UpstreamError
+
+log = logging.getLogger("codemode.upstream")
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    """How one upstream's tools become capabilities."""
+
+    include: Sequence[str] | None = None
+    exclude: Sequence[str] = ()
+    expose_errors: bool = False
+    timeout: float | None = None
+    connect: Literal["start", "first_use"] = "start"
+
+
+class Gateway:
+    """Connects upstream servers and keeps their capabilities in the catalog in step."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+        self._upstreams: dict[str, tuple[Upstream, ServerOptions]] = {}
+        self._portal_context = anyio.from_thread.start_blocking_portal(name="codemode-gateway")
+        self._portal = self._portal_context.__enter__()
+        self._supervisor, self._group = self._portal.start_task(self._supervise)
+
+    async def _supervise(self, *, task_status: anyio.abc.TaskStatus[Any]) -> None:
+        """Hold the task group that upstream sessions and refreshes run in."""
+        async with anyio.create_task_group() as group:
+            task_status.started(group)
+            await anyio.sleep_forever()
+
+    def _spawn(self, function: Any, *args: Any) -> None:
+        self._group.start_soon(function, *args)
+
+    # -- registration --------------------------------------------------------------------
+
+    def add(self, name: str, target: Target, options: ServerOptions) -> list[Capability]:
+        """Connect, list the tools and register them as `name.<tool>`; RegistrationError
+        when the upstream cannot be reached or its tools cannot be named."""
+        if name in self._upstreams:
+            raise RegistrationError(f'MCP server "{name}": a server of that name is added')
+        upstream = Upstream(
+            name, target, self._spawn, on_tools_changed=lambda: self._spawn(self._refresh, name)
+        )
+        try:
+            tools = self._portal.call(upstream.tools)
+        except (UpstreamError, TimeoutError) as exc:
+            self._portal.call(upstream.close)
+            upstream.release()
+            text = str(exc) if isinstance(exc, UpstreamError) else "timed out"
+            raise RegistrationError(text) from None
+        try:
+            capabilities = self._capabilities(name, upstream, tools, options, strict=True)
+            for capability in capabilities:
+                self.catalog.add(capability)
+        except RegistrationError:
+            self._portal.call(upstream.close)
+            upstream.release()
+            raise
+        self._upstreams[name] = (upstream, options)
+        if options.connect == "first_use":
+            self._portal.call(upstream.close)
+        log.info("MCP server %s: %d tools as capabilities", name, len(capabilities))
+        return capabilities
+
+    def _capabilities(
+        self,
+        name: str,
+        upstream: Upstream,
+        tools: Iterable[mt.Tool],
+        options: ServerOptions,
+        *,
+        strict: bool,
+    ) -> list[Capability]:
+        tools = list(tools)
+        chosen = _chosen(name, tools, options, strict=strict)
+        by_name: dict[str, str] = {}
+        capabilities = []
+        for tool in chosen:
+            leaf = identifier(tool.name)
+            if leaf in by_name:
+                raise RegistrationError(
+                    f'MCP server "{name}": tools "{by_name[leaf]}" and "{tool.name}" '
+                    f'both become "{name}.{leaf}"'
+                )
+            by_name[leaf] = tool.name
+            try:
+                capabilities.append(
+                    tool_capability(
+                        name,
+                        tool,
+                        self._sender(upstream, options.timeout),
+                        expose_errors=options.expose_errors,
+                        timeout=options.timeout,
+                    )
+                )
+            except (SchemaError, t.UnsupportedTypeError) as exc:
+                log.warning("MCP server %s: tool %r skipped: %s", name, tool.name, exc)
+        return capabilities
+
+    def _sender(self, upstream: Upstream, timeout: float | None) -> Any:
+        portal = self._portal
+
+        async def send(tool: str, arguments: dict[str, Any]) -> mt.CallToolResult:
+            future = portal.start_task_soon(upstream.call, tool, arguments, timeout)
+            return await asyncio.wrap_future(future)
+
+        return send
+
+    async def _refresh(self, name: str) -> None:
+        """The upstream's tools changed: list them again and replace its capabilities."""
+        upstream, options = self._upstreams[name]
+        try:
+            tools = await upstream.tools()
+            capabilities = self._capabilities(name, upstream, tools, options, strict=False)
+            self.catalog.replace(name, capabilities)
+        except Exception as exc:  # the old capabilities stay
+            log.warning("MCP server %s: its changed tools could not be read: %s", name, exc)
+            return
+        log.info("MCP server %s: tools changed; %d capabilities now", name, len(capabilities))
+
+    # -- shutdown ----------------------------------------------------------------------
+
+    def close(self) -> None:
+        """End every upstream session (their processes stop) and the gateway's thread."""
+        for upstream, _ in self._upstreams.values():
+            with contextlib.suppress(Exception):
+                self._portal.call(upstream.close)
+            upstream.release()
+        self._upstreams.clear()
+        self._supervisor.cancel()
+        with contextlib.suppress(Exception):
+            self._portal_context.__exit__(None, None, None)
+
+
+def _chosen(
+    name: str, tools: list[mt.Tool], options: ServerOptions, *, strict: bool
+) -> list[mt.Tool]:
+    """The tools `include` and `exclude` leave (fnmatch patterns of upstream tool names);
+    a pattern that matches no tool is a registration error (a likely typo)."""
+    if strict:
+        for pattern in [*(options.include or ()), *options.exclude]:
+            if not any(fnmatch.fnmatchcase(tool.name, pattern) for tool in tools):
+                raise RegistrationError(
+                    f'MCP server "{name}": no tool matches "{pattern}"; it has: '
+                    + ", ".join(sorted(tool.name for tool in tools))
+                )
+    return [
+        tool
+        for tool in tools
+        if (
+            options.include is None
+            or any(fnmatch.fnmatchcase(tool.name, p) for p in options.include)
+        )
+        and not any(fnmatch.fnmatchcase(tool.name, p) for p in options.exclude)
+    ]
+
+
+__all__ = ["CONNECT_SECONDS", "Gateway", "ServerOptions"]

@@ -1,0 +1,287 @@
+"""An upstream tool's JSON Schema -> the type hints a native capability would declare.
+
+With the schema read as hints, an upstream tool is described, bound, preflighted and
+projected by the same code as a host function: `describe` shows `list[str] | None`,
+binding says `argument "limit" must be from 1 to 100`, and a result's keys are known for
+did-you-mean. What hints cannot say (`allOf`, `not`, tuple forms, formats) is read as
+`Any` here, and the schema itself stays the authority: every bound call is checked
+against it with `jsonschema` before it is sent (see `SchemaCheck`).
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, NotRequired, Required, Union
+
+import jsonschema
+import pydantic
+from typing_extensions import TypedDict
+
+from codemode.types import JSONObject, JSONValue
+
+NoneType = type(None)
+
+
+class SchemaError(ValueError):
+    """A tool schema that is not valid JSON Schema, or that no Python call can satisfy."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pattern:
+    """A string pattern, shown by `describe` and checked by the schema (not by pydantic,
+    whose regex dialect is not JSON Schema's)."""
+
+    pattern: str
+
+
+def identifier(name: str) -> str:
+    """A tool or property name as a Python identifier: `list-files` -> `list_files`,
+    `from` -> `from_`, `2fa` -> `_2fa`."""
+    text = re.sub(r"\W", "_", name.strip(), flags=re.ASCII)
+    if not text or text[0].isdigit():
+        text = "_" + text
+    if keyword.iskeyword(text) or keyword.issoftkeyword(text):
+        text += "_"
+    return text
+
+
+def camel(name: str) -> str:
+    """`read_text-file` -> `ReadTextFile`, for the names of shapes."""
+    return "".join(part[:1].upper() + part[1:] for part in re.split(r"[\W_]+", name) if part)
+
+
+def validator(schema: Mapping[str, Any]) -> jsonschema.protocols.Validator:
+    """A validator for the schema's own draft (`$schema`; 2020-12 when it names none), or
+    SchemaError when the schema is not valid under that draft."""
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(dict(schema))
+    except jsonschema.SchemaError as exc:
+        raise SchemaError(f"invalid JSON Schema at {_pointer(exc.path)}: {exc.message}") from None
+    return cls(schema)
+
+
+class Hints:
+    """Reads one tool's schemas as type hints, naming its shapes after the tool."""
+
+    def __init__(self, root: Mapping[str, Any], prefix: str) -> None:
+        self.root = root
+        self.prefix = prefix
+        self._names: set[str] = set()
+        self._resolving: set[str] = set()
+
+    def of(self, schema: Any, name: str) -> Any:
+        """The hint for `schema`; `name` names its shape if it is an object."""
+        if schema is True or not isinstance(schema, Mapping) or not schema:
+            return Any
+        if isinstance(schema.get("$ref"), str):
+            return self._ref(schema["$ref"])
+        if "const" in schema:
+            return _literal([schema["const"]])
+        if isinstance(schema.get("enum"), list) and schema["enum"]:
+            return _literal(schema["enum"])
+        for key in ("anyOf", "oneOf"):
+            if isinstance(schema.get(key), list) and schema[key]:
+                shaped = [
+                    m
+                    for m in schema[key]
+                    if not (isinstance(m, Mapping) and m.get("type") == "null")
+                ]
+                members = [
+                    self.of(m, name if len(shaped) == 1 else f"{name}{i + 1}")
+                    for i, m in enumerate(schema[key])
+                ]
+                return _union(members)
+        kinds = schema.get("type")
+        if isinstance(kinds, list):
+            rest = {k: v for k, v in schema.items() if k != "type"}
+            return _union([self.of({**rest, "type": kind}, name) for kind in kinds])
+        if kinds is None and isinstance(schema.get("properties"), Mapping):
+            kinds = "object"
+        return self._typed(schema, kinds, name)
+
+    def _typed(self, schema: Mapping[str, Any], kind: object, name: str) -> Any:
+        if kind == "string":
+            return _bounded(str, schema, min_length="minLength", max_length="maxLength")
+        if kind in ("integer", "number"):
+            numeric = int if kind == "integer" else float
+            bounds = {"ge": "minimum", "le": "maximum", "multiple_of": "multipleOf"}
+            for key, word in (("gt", "exclusiveMinimum"), ("lt", "exclusiveMaximum")):
+                if _number(schema.get(word)) is not None:  # draft 4's booleans are left out
+                    bounds[key] = word
+            return _bounded(numeric, schema, **bounds)
+        if kind == "boolean":
+            return bool
+        if kind == "null":
+            return NoneType
+        if kind == "array":
+            items = schema.get("items")
+            item = self.of(items, name + "Item") if isinstance(items, Mapping) else Any
+            return _bounded(list[item], schema, min_length="minItems", max_length="maxItems")  # type: ignore[valid-type]
+        if kind == "object":
+            return self._object(schema, name)
+        return Any
+
+    def _object(self, schema: Mapping[str, Any], name: str) -> Any:
+        properties = schema.get("properties")
+        if not isinstance(properties, Mapping) or not properties:
+            extra = schema.get("additionalProperties")
+            return dict[str, self.of(extra, name + "Value") if isinstance(extra, Mapping) else Any]  # type: ignore[misc]
+        listed = schema.get("required")
+        required = set(listed) if isinstance(listed, list) else set()
+        fields = {}
+        for key, sub in properties.items():
+            hint = self.of(sub, name + camel(str(key)))
+            kind = Required if key in required else NotRequired
+            fields[str(key)] = kind[described(hint, sub)]
+        title = schema.get("title")
+        shape = TypedDict(  # type: ignore[misc]
+            self._unique(title if isinstance(title, str) and title.isidentifier() else name),
+            fields,
+        )
+        return shape
+
+    def _ref(self, ref: str) -> Any:
+        """A local `#/...` reference; a cycle is read as Any (the schema still checks it)."""
+        if not ref.startswith("#") or ref in self._resolving:
+            return Any
+        target: Any = self.root
+        for part in ref[1:].split("/")[1:]:
+            part = part.replace("~1", "/").replace("~0", "~")
+            if not isinstance(target, Mapping) or part not in target:
+                raise SchemaError(f"unresolvable reference {ref}")
+            target = target[part]
+        self._resolving.add(ref)
+        try:
+            return self.of(target, camel(ref.rsplit("/", 1)[-1]) or self.prefix)
+        finally:
+            self._resolving.discard(ref)
+
+    def _unique(self, name: str) -> str:
+        candidate, number = name, 2
+        while candidate in self._names:
+            candidate, number = f"{name}{number}", number + 1
+        self._names.add(candidate)
+        return candidate
+
+
+def described(hint: Any, schema: Any) -> Any:
+    """`hint` with its schema's description and examples, as `describe` shows a field."""
+    if not isinstance(schema, Mapping):
+        return hint
+    description = schema.get("description")
+    examples = schema.get("examples")
+    if not isinstance(description, str) and not isinstance(examples, list):
+        return hint
+    return Annotated[
+        hint,
+        pydantic.Field(
+            description=description if isinstance(description, str) else None,
+            examples=examples if isinstance(examples, list) else None,
+        ),
+    ]
+
+
+def _bounded(tp: Any, schema: Mapping[str, Any], **words: str) -> Any:
+    """`tp` with the schema's numeric and length bounds as pydantic constraints."""
+    bounds = {key: _number(schema.get(word)) for key, word in words.items()}
+    given = {key: value for key, value in bounds.items() if value is not None}
+    pattern = schema.get("pattern") if tp is str else None
+    metadata: list[Any] = [pydantic.Field(**given)] if given else []  # type: ignore[call-overload]
+    if isinstance(pattern, str):
+        metadata.append(Pattern(pattern))
+    return Annotated[(tp, *metadata)] if metadata else tp
+
+
+def _number(value: object) -> int | float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return value
+
+
+def _literal(values: list[Any]) -> Any:
+    if not all(v is None or isinstance(v, str | int | bool) for v in values):
+        return Any
+    kept = [v for v in values if v is not None]
+    if not kept:
+        return NoneType
+    literal = Literal[tuple(dict.fromkeys(kept))]  # type: ignore[valid-type]
+    return literal | None if None in values else literal
+
+
+def _union(members: list[Any]) -> Any:
+    if any(m is Any for m in members):
+        return Any
+    unique: list[Any] = []
+    for member in members:
+        if not any(member is u for u in unique):
+            unique.append(member)
+    return unique[0] if len(unique) == 1 else Union[tuple(unique)]  # noqa: UP007
+
+
+def _pointer(path: Any) -> str:
+    return "/" + "/".join(str(p) for p in path) if path else "the root"
+
+
+def nullable(schema: object) -> bool:
+    """Whether a schema admits null (so an explicit None is sent, not left out)."""
+    if not isinstance(schema, Mapping):
+        return schema is True
+    kinds = schema.get("type")
+    if kinds == "null" or (isinstance(kinds, list) and "null" in kinds):
+        return True
+    if None in (schema.get("enum") or ()):
+        return True
+    return any(nullable(member) for key in ("anyOf", "oneOf") for member in schema.get(key) or ())
+
+
+def problem(error: jsonschema.ValidationError, names: Mapping[str, str]) -> str:
+    """A schema violation in binding words: the argument's path as the program wrote it,
+    then what the schema asks (from the schema, which `describe` shows in full)."""
+    path = list(error.absolute_path)
+    where = names.get(str(path[0]), str(path[0])) if path else ""
+    where += "".join(f"[{p!r}]" for p in path[1:])
+    asked = error.schema if isinstance(error.schema, Mapping) else {}
+    kind = str(error.validator)
+    words = {
+        "pattern": f"must match the pattern {asked.get('pattern')}",
+        "enum": "must be one of " + ", ".join(_render(v) for v in asked.get("enum") or ()),
+        "const": f"must be {_render(asked.get('const'))}",
+        "format": f"must be a {asked.get('format')}",
+        "minProperties": f"must have at least {asked.get('minProperties')} keys",
+        "maxProperties": f"must have at most {asked.get('maxProperties')} keys",
+        "uniqueItems": "must not repeat an item",
+        "required": "is missing a required key",
+        "additionalProperties": "has a key the schema does not declare",
+    }.get(kind, f'does not meet the tool\'s schema ("{kind}")')
+    return f'argument "{where}" {words}' if where else f"the arguments do not meet {kind!r}"
+
+
+def _render(value: JSONValue) -> str:
+    return repr(value)
+
+
+def object_schema(schema: object) -> JSONObject:
+    """An input schema as an object schema, or SchemaError when no call could meet it."""
+    if not isinstance(schema, dict):
+        raise SchemaError("the input schema is not an object")
+    if schema.get("type", "object") != "object":
+        raise SchemaError(f'the input schema is of type "{schema.get("type")}", not "object"')
+    return schema
+
+
+__all__ = [
+    "Hints",
+    "Pattern",
+    "SchemaError",
+    "camel",
+    "described",
+    "identifier",
+    "nullable",
+    "object_schema",
+    "problem",
+    "validator",
+]

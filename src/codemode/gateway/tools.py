@@ -1,0 +1,210 @@
+"""One upstream MCP tool -> one capability, and its results -> values a program reads.
+
+The capability is built the way `build_capability` builds one from a host function, with
+its hints read from the tool's schemas (`schema.Hints`). Its handler forwards the call
+to the upstream; the upstream's answer becomes a value here, and its failures become
+exceptions the dispatcher classifies like any handler's: `capability failed`, with the
+upstream's text only when the host chose `expose_errors` (as an `AgentError`).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import types
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import mcp_types as mt
+
+from codemode.capabilities import REQUIRED, Capability, Parameter
+from codemode.capabilities import types as t
+from codemode.capabilities.naming import check_name
+from codemode.errors import AgentError
+from codemode.gateway import schema as s
+from codemode.types import JSONObject, JSONValue
+
+HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
+_DEFAULT_HINTS = {  # what the MCP specification presumes of a tool that says nothing
+    "readOnlyHint": False,
+    "destructiveHint": True,
+    "idempotentHint": False,
+    "openWorldHint": True,
+}
+TEXT_RESULT = (
+    "The tool's text: parsed as JSON when it is JSON, else a str; several content items "
+    "come as a list, and an image, audio or resource as a dict "
+    '{"type", "mime_type", "size"} (with "text" or "uri" where it has them).'
+)
+
+Send = Callable[[str, JSONObject], Awaitable[mt.CallToolResult]]
+"""Sends one `tools/call` (tool name, arguments as the upstream names them)."""
+
+
+class UpstreamToolError(Exception):
+    """The upstream answered a call with `isError: true`; the message is its own text,
+    for the host log (and for the model only through `expose_errors`)."""
+
+
+def annotations_of(tool: mt.Tool) -> Mapping[str, bool]:
+    """The tool's four hints, each as the tool gives it or as the specification presumes."""
+    given = tool.annotations.model_dump(by_alias=True) if tool.annotations else {}
+    hints = {name: given.get(name) for name in HINTS}
+    return types.MappingProxyType(
+        {
+            name: value if isinstance(value, bool) else _DEFAULT_HINTS[name]
+            for name, value in hints.items()
+        }
+    )
+
+
+def tool_capability(
+    namespace: str, tool: mt.Tool, send: Send, *, expose_errors: bool, timeout: float | None
+) -> Capability:
+    """The capability `namespace.<tool name as an identifier>`; SchemaError when its
+    schemas cannot be read (the caller skips the tool)."""
+    name = check_name(f"{namespace}.{s.identifier(tool.name)}")
+    input_schema = s.object_schema(tool.input_schema)
+    checker = s.validator(input_schema)
+    if tool.output_schema is not None:
+        s.validator(tool.output_schema)
+    hints = s.Hints(input_schema, s.camel(tool.name))
+    properties: dict[str, Any] = dict(input_schema.get("properties") or {})  # type: ignore[arg-type]
+    required = set(input_schema.get("required") or ())  # type: ignore[arg-type]
+    parameters: list[Parameter] = []
+    wire: dict[str, str] = {}
+    """Each parameter's name as the upstream spells it."""
+    for key, sub in properties.items():
+        param = s.identifier(key)
+        if param in wire:
+            raise s.SchemaError(f'properties "{wire[param]}" and "{key}" both read as "{param}"')
+        if param.startswith("_"):
+            param = "p" + param
+        wire[param] = key
+        hint = hints.of(sub, s.camel(tool.name) + s.camel(key))
+        if key in required:
+            default: Any = REQUIRED
+        elif isinstance(sub, Mapping) and "default" in sub:
+            default = sub["default"]
+        else:  # left out when the program leaves it out (or passes None)
+            default, hint = None, hint if hint is Any else hint | None
+        doc = sub.get("description") if isinstance(sub, Mapping) else None
+        parameters.append(
+            Parameter(param, s.described(hint, sub), default, doc if isinstance(doc, str) else None)
+        )
+    for parameter in parameters:
+        t.check_supported(parameter.annotation)
+    result: Any = Any
+    if tool.output_schema is not None:
+        result = s.Hints(tool.output_schema, s.camel(tool.name)).of(
+            tool.output_schema, s.camel(tool.name) + "Result"
+        )
+        t.check_supported(result)
+    keep_null = {param for param, key in wire.items() if s.nullable(properties[key])}
+    upstream_name = tool.name
+
+    async def call(**kwargs: Any) -> Any:
+        arguments = {
+            wire[param]: value
+            for param, value in kwargs.items()
+            if value is not None or param in keep_null
+        }
+        answer = await send(upstream_name, arguments)
+        return tool_value(answer, structured=tool.output_schema is not None, expose=expose_errors)
+
+    def check(arguments: JSONObject) -> str | None:
+        sent = {wire.get(k, k): v for k, v in arguments.items()}
+        error = next(iter(sorted(checker.iter_errors(sent), key=lambda e: e.path)), None)
+        return None if error is None else s.problem(error, {v: k for k, v in wire.items()})
+
+    description = (tool.description or "").strip()
+    title = tool.title or (tool.annotations.title if tool.annotations else None)
+    summary = _first_sentence(description) or title or f"The {tool.name} tool of {namespace}."
+    return Capability(
+        id=name,
+        name=name,
+        summary=summary,
+        description=description or summary,
+        search_terms=tuple(w for w in (tool.name, title or "", namespace) if w),
+        handler=call,
+        is_async=True,
+        context_parameter=None,
+        parameters=tuple(parameters),
+        result_annotation=result,
+        result_doc=None if tool.output_schema is not None else TEXT_RESULT,
+        timeout=None if timeout is None else timeout + _GRACE_SECONDS,
+        flat=all(t.is_scalar(p.annotation) for p in parameters),
+        annotations=annotations_of(tool),
+        check=check,
+    )
+
+
+_GRACE_SECONDS = 1.0
+"""How much longer the runtime waits than the upstream timeout, so the upstream's own
+timeout (a `capability failed` the program can catch) is the one that ends a call."""
+
+
+def _first_sentence(text: str) -> str:
+    line = text.strip().split("\n", 1)[0].strip()
+    end = line.find(". ")
+    return line if end < 0 else line[: end + 1]
+
+
+def tool_value(answer: mt.CallToolResult, *, structured: bool, expose: bool) -> Any:
+    """What a program gets from an upstream's answer, or the failure it raises."""
+    if answer.is_error:
+        text = " ".join(item.text for item in answer.content if isinstance(item, mt.TextContent))
+        if expose and text.strip():
+            raise AgentError(text)
+        raise UpstreamToolError(text or "the tool reported an error")
+    if structured:
+        return answer.structured_content
+    values = [_content_value(item) for item in answer.content]
+    if not values:
+        return None
+    return values[0] if len(values) == 1 else values
+
+
+def _content_value(item: Any) -> JSONValue:
+    if isinstance(item, mt.TextContent):
+        try:
+            parsed: JSONValue = json.loads(item.text)
+        except ValueError:
+            return item.text
+        return parsed
+    if isinstance(item, mt.ImageContent | mt.AudioContent):
+        return {"type": item.type, "mime_type": item.mime_type, "size": _decoded_size(item.data)}
+    if isinstance(item, mt.ResourceLink):
+        return {"type": "resource", "mime_type": item.mime_type, "size": item.size, "uri": item.uri}
+    if isinstance(item, mt.EmbeddedResource):
+        inner = item.resource
+        value: JSONObject = {
+            "type": "resource",
+            "mime_type": inner.mime_type,
+            "uri": str(inner.uri),
+        }
+        if isinstance(inner, mt.TextResourceContents):
+            value["size"] = len(inner.text.encode("utf-8"))
+            value["text"] = inner.text
+        else:
+            value["size"] = _decoded_size(inner.blob)
+        return value
+    return {"type": str(getattr(item, "type", "unknown")), "mime_type": None, "size": None}
+
+
+def _decoded_size(data: str) -> int | None:
+    try:
+        return len(base64.b64decode(data, validate=True))
+    except (binascii.Error, ValueError):
+        return None
+
+
+__all__ = [
+    "HINTS",
+    "TEXT_RESULT",
+    "UpstreamToolError",
+    "annotations_of",
+    "tool_capability",
+    "tool_value",
+]
