@@ -17,6 +17,7 @@ import re
 import signal
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -303,113 +304,162 @@ ALLOWED_HOST = click.option(
 )
 
 
+def _serve_options(command: Any) -> Any:
+    """The options `serve` and `proxy` share."""
+    options = [
+        TRANSPORT,
+        click.option(
+            "--subject", default="local", show_default=True, help="Subject of stdio calls."
+        ),
+        click.option("--host", default="127.0.0.1", show_default=True),
+        click.option("--port", default=8000, show_default=True, type=int),
+        click.option(
+            "--token-file",
+            type=click.Path(exists=True, dir_okay=False),
+            help="Bearer tokens, one `subject:token` per line (# starts a comment).",
+        ),
+        click.option(
+            "--insecure", is_flag=True, help="Allow a non-loopback address without tokens."
+        ),
+        ALLOWED_HOST,
+        click.option(
+            "--policy-file", type=click.Path(exists=True, dir_okay=False), help="Cedar policies."
+        ),
+        click.option(
+            "--entities-file",
+            type=click.Path(exists=True, dir_okay=False),
+            help="Cedar entities (JSON).",
+        ),
+        click.option(
+            "--hide-forbidden", is_flag=True, help="Hide capabilities a subject may never call."
+        ),
+        click.option(
+            "--audit-log", type=click.Path(dir_okay=False), help="Append audit events (JSON lines)."
+        ),
+        click.option("--web", is_flag=True, help="Serve the playground at / (HTTP only)."),
+        MCP_PATH,
+        ROOT_PATH,
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
 @main.command()
 @click.argument("app")
-@TRANSPORT
-@click.option("--subject", default="local", show_default=True, help="Subject of stdio calls.")
-@click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", default=8000, show_default=True, type=int)
-@click.option(
-    "--token-file",
-    type=click.Path(exists=True, dir_okay=False),
-    help="Bearer tokens, one `subject:token` per line (# starts a comment).",
-)
-@click.option("--insecure", is_flag=True, help="Allow a non-loopback address without tokens.")
-@ALLOWED_HOST
-@click.option("--policy-file", type=click.Path(exists=True, dir_okay=False), help="Cedar policies.")
-@click.option(
-    "--entities-file", type=click.Path(exists=True, dir_okay=False), help="Cedar entities (JSON)."
-)
-@click.option("--hide-forbidden", is_flag=True, help="Hide capabilities a subject may never call.")
-@click.option(
-    "--audit-log", type=click.Path(dir_okay=False), help="Append audit events (JSON lines)."
-)
-@click.option("--web", is_flag=True, help="Serve the playground at / (HTTP only).")
-@MCP_PATH
-@ROOT_PATH
+@_serve_options
 @click.option(
     "--reload", is_flag=True, help="Restart when a Python file changes (development, HTTP only)."
 )
 @click.pass_context
-def serve(
-    context: click.Context,
-    app: str,
-    transport: str,
-    subject: str,
-    host: str,
-    port: int,
-    token_file: str | None,
-    insecure: bool,
-    allowed_host: tuple[str, ...],
-    policy_file: str | None,
-    entities_file: str | None,
-    hide_forbidden: bool,
-    audit_log: str | None,
-    web: bool,
-    path: str,
-    root_path: str,
-    reload: bool,
-) -> None:
+def serve(context: click.Context, /, app: str, reload: bool, **options: Any) -> None:
     """Serve APP (module:attribute or file.py:attribute naming a CodeMode) over MCP."""
+    _start(
+        context, ["serve", app], lambda: load_app(app), options, reload_app=app if reload else None
+    )
+
+
+@main.command()
+@click.argument("config", type=click.Path(exists=True, dir_okay=False))
+@_serve_options
+@click.pass_context
+def proxy(context: click.Context, /, config: str, **options: Any) -> None:
+    """Serve one code-mode server over every MCP server in CONFIG (the `mcpServers` file
+    MCP clients use; `${VAR}` is taken from the environment)."""
+    _start(context, ["proxy", config], lambda: load_proxy(config), options, reload_app=None)
+
+
+def load_proxy(config: str) -> CodeMode:
+    """A CodeMode over every server of a config file, each connected now; usage errors
+    for the file, and one line of error and exit code 1 for a server that cannot start."""
+    from codemode.authz import AllowAll
+    from codemode.errors import RegistrationError
+    from codemode.gateway.config import ConfigError, load_config
+
+    try:
+        entries = load_config(config)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+    cm = CodeMode(authorizer=AllowAll(), name="codemode-proxy")
+    for entry in entries:
+        try:
+            cm.add_mcp_server(entry.name, **entry.options)
+        except RegistrationError as exc:
+            cm.close()
+            click.echo(f"Error: {exc}", err=True)
+            sys.exit(1)
+    return cm
+
+
+def _start(
+    context: click.Context,
+    command: list[str],
+    load: Callable[[], CodeMode],
+    options: dict[str, Any],
+    *,
+    reload_app: str | None,
+) -> None:
+    """Configure the app `load` builds with the options of `serve`, and serve it."""
+    transport, subject, host, port = (options[k] for k in ("transport", "subject", "host", "port"))
     _http_only(context, transport)
     setup: dict[str, Any] = {
-        "app": app,
-        "token_file": token_file,
-        "policy_file": policy_file,
-        "entities_file": entities_file,
-        "hide_forbidden": hide_forbidden,
-        "audit_log": audit_log,
+        key: options[key]
+        for key in ("token_file", "policy_file", "entities_file", "hide_forbidden", "audit_log")
     }
-    cm, tokens = _configured(**setup)
-    stdio_args = ["serve", app, "--transport", "stdio", "--subject", subject]
+    cm, tokens = _configured(load, **setup)
+    stdio_args = [*command, "--transport", "stdio", "--subject", subject]
     for option, value in (
-        ("--policy-file", policy_file),
-        ("--entities-file", entities_file),
-        ("--audit-log", audit_log),
+        ("--policy-file", setup["policy_file"]),
+        ("--entities-file", setup["entities_file"]),
+        ("--audit-log", setup["audit_log"]),
     ):
         stdio_args += [option, value] if value else []
-    stdio_args += ["--hide-forbidden"] if hide_forbidden else []
+    stdio_args += ["--hide-forbidden"] if setup["hide_forbidden"] else []
     base = f"http://{_url_host(host)}:{port}"
     banner = [
         f"codemode: serving {cm.name}",
         *_where_to_connect(
             cm.name,
-            base + path,
+            base + options["path"],
             stdio_args,  # the same server over stdio: its policy, audit log and subject
-            playground=f"{base}/" if web else None,
+            playground=f"{base}/" if options["web"] else None,
             tokens=len(tokens) if tokens else 0,
         ),
     ]
-    if reload:
+    served = {
+        "subject": subject,
+        "host": host,
+        "allowed_hosts": options["allowed_host"],
+        "web": options["web"],
+        "path": options["path"],
+    }
+    if reload_app is not None:
         cm.close()
-        served = {
-            "subject": subject,
-            "host": host,
-            "allowed_hosts": allowed_host,
-            "web": web,
-            "path": path,
-        }
-        _serve_reloading(app, {**setup, **served}, host, port, root_path, banner, insecure)
+        _serve_reloading(
+            reload_app,
+            {"app": reload_app, **setup, **served},
+            host,
+            port,
+            options["root_path"],
+            banner,
+            options["insecure"],
+        )
         return
     _serve(
         cm,
         transport=transport,
-        subject=subject,
-        host=host,
         port=port,
         tokens=tokens,
-        insecure=insecure,
-        allowed_hosts=allowed_host,
+        insecure=options["insecure"],
         banner=banner,
-        web=web,
-        root_path=root_path,
-        path=path,
+        root_path=options["root_path"],
+        **served,
     )
 
 
 def _configured(
+    load: Callable[[], CodeMode],
     *,
-    app: str,
     token_file: str | None,
     policy_file: str | None,
     entities_file: str | None,
@@ -425,7 +475,7 @@ def _configured(
         raise click.UsageError(str(exc)) from None
     if token_file and not tokens:
         raise click.UsageError(f"{token_file} holds no tokens")
-    cm = load_app(app)
+    cm = load()
     if policy_file:
         cm.authorizer = load_cedar(cm, policy_file, entities_file)
     elif entities_file:
@@ -485,7 +535,8 @@ def reloaded_app() -> Any:
     setup = json.loads(os.environ[RELOAD_ENV])
     _log_to_stderr(setup.pop("log_level"))
     served = {key: setup.pop(key) for key in ("subject", "host", "allowed_hosts", "web", "path")}
-    cm, tokens = _configured(**setup)
+    app = setup.pop("app")
+    cm, tokens = _configured(lambda: load_app(app), **setup)
     return cm.http_app(tokens=tokens, **served)
 
 

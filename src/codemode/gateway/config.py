@@ -1,0 +1,157 @@
+"""The `mcpServers` file MCP clients already use, read as `add_mcp_server` calls.
+
+```json
+{"mcpServers": {
+    "fs": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/srv"]},
+    "tracker": {"url": "https://tracker.example/mcp",
+                "headers": {"Authorization": "Bearer ${TRACKER_TOKEN}"}}}}
+```
+
+Besides the clients' keys (`command`, `args`, `env`, `cwd`, `url`, `headers`, `type`,
+`disabled`), a server may carry `add_mcp_server`'s own options: `include`, `exclude`,
+`expose_errors`, `timeout`, `connect`. `${VAR}` in any string is taken from the
+environment. Every problem is one `ConfigError` naming the file and the key's path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from codemode.capabilities.naming import check_name
+from codemode.errors import RegistrationError
+
+
+class ConfigError(ValueError):
+    """A config file that cannot be used; the message names the file and the key."""
+
+
+@dataclass(frozen=True)
+class ServerEntry:
+    """One server of the file: its name and `add_mcp_server`'s keyword arguments."""
+
+    name: str
+    options: dict[str, Any]
+
+
+_STRINGS = "a list of strings"
+_KEYS: dict[str, str] = {
+    "type": "string",
+    "command": "string",
+    "args": _STRINGS,
+    "env": "object of strings",
+    "cwd": "string",
+    "url": "string",
+    "headers": "object of strings",
+    "include": _STRINGS,
+    "exclude": _STRINGS,
+    "expose_errors": "boolean",
+    "timeout": "positive number",
+    "connect": "string",
+    "disabled": "boolean",
+}
+"""Each key a server entry may have, and what its value must be."""
+_TYPES = {"stdio": "command", "http": "url", "streamable-http": "url", "streamableHttp": "url"}
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def load_config(
+    path: str | os.PathLike[str], environ: Mapping[str, str] | None = None
+) -> list[ServerEntry]:
+    """The enabled servers of a config file, in file order."""
+    environ = os.environ if environ is None else environ
+    where = os.fspath(path)
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{where}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{where}: not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"{where}: not JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
+        ) from None
+
+    def fail(key: str, problem: str) -> ConfigError:
+        return ConfigError(f"{where}: {key}: {problem}")
+
+    if not isinstance(data, dict):
+        raise ConfigError(f'{where}: the file must hold an object with "mcpServers"')
+    for key in data:
+        if key != "mcpServers":
+            raise fail(key, 'unknown key (the file holds "mcpServers")')
+    servers = data.get("mcpServers")
+    if not isinstance(servers, dict) or not servers:
+        raise fail("mcpServers", "must be an object of servers by name, with at least one")
+    entries = []
+    for name, spec in servers.items():
+        at = f"mcpServers.{name}"
+        try:
+            check_name(f"{name}.tool")
+        except RegistrationError:
+            raise fail(
+                at, "a server name must be a Python identifier, not a builtin or module name"
+            ) from None
+        if not isinstance(spec, dict):
+            raise fail(at, "must be an object")
+        for key, value in spec.items():
+            if key not in _KEYS:
+                raise fail(f"{at}.{key}", "unknown key; a server takes " + ", ".join(_KEYS))
+            if not _fits(_KEYS[key], value):
+                raise fail(f"{at}.{key}", f"must be a {_KEYS[key]}")
+        if spec.get("disabled"):
+            continue
+        kind = spec.get("type")
+        if kind is not None and kind not in _TYPES:
+            raise fail(f"{at}.type", f'"{kind}" is not supported; use "stdio" or "http"')
+        if ("command" in spec) == ("url" in spec):
+            raise fail(at, 'give either "command" (stdio) or "url" (streamable HTTP)')
+        if kind is not None and _TYPES[kind] not in spec:
+            raise fail(at, f'type "{kind}" needs "{_TYPES[kind]}"')
+        if spec.get("connect", "start") not in ("start", "first_use"):
+            raise fail(f"{at}.connect", 'must be "start" or "first_use"')
+        options = {
+            key: _expand(value, f"{at}.{key}", environ, fail)
+            for key, value in spec.items()
+            if key not in ("type", "disabled")
+        }
+        entries.append(ServerEntry(name, options))
+    return entries
+
+
+def _fits(kind: str, value: object) -> bool:
+    if kind == "string":
+        return isinstance(value, str)
+    if kind == "boolean":
+        return isinstance(value, bool)
+    if kind == "positive number":
+        return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+    if kind == _STRINGS:
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+    return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
+
+
+def _expand(value: Any, key: str, environ: Mapping[str, str], fail: Any) -> Any:
+    """`${VAR}` in every string of a value, from the environment."""
+    if isinstance(value, str):
+
+        def variable(match: re.Match[str]) -> str:
+            name = match.group(1)
+            if name not in environ:
+                raise fail(key, f"environment variable {name} is not set")
+            return environ[name]
+
+        return _VARIABLE.sub(variable, value)
+    if isinstance(value, list):
+        return [_expand(v, f"{key}[{i}]", environ, fail) for i, v in enumerate(value)]
+    if isinstance(value, dict):
+        return {k: _expand(v, f"{key}.{k}", environ, fail) for k, v in value.items()}
+    return value
+
+
+__all__ = ["ConfigError", "ServerEntry", "load_config"]
