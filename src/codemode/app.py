@@ -36,8 +36,6 @@ from codemode.runtime.sandbox import MontySandbox, Sandbox
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
-    from codemode.gateway import Gateway
-
 log = logging.getLogger("codemode")
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
@@ -109,7 +107,8 @@ class CodeMode:
         self.disclose_limits = disclose_limits
         self.catalog = Catalog(disabled)
         self._engine: Engine | None = None
-        self._gateway: Gateway | None = None
+        self._gateway: Any = None
+        """The upstream MCP servers' `codemode.gateway.Gateway`, made on first use."""
         self._engine_lock = threading.Lock()
         self._indexes: dict[int, tuple[View, SearchIndex]] = {}
         self._views: dict[str, tuple[View, float]] = {}

@@ -208,7 +208,7 @@ def literal_problem(annotation: Any, value: JSONValue, path: str) -> str | None:
     tp = t.strip_annotated(annotation)
     bounds = t.declared(annotation) if tp is not annotation else None
     if bounds is not None and not bounds.allows(value) and _fits(tp, value):
-        return f"argument {_quote(path)} must be {bounds.phrase(tp)}"
+        return f"argument {_quote(path)} {_must(bounds.phrase(tp) or '')}"
     if t.json_kind(tp) is not None:
         return None if t.fits_kind(tp, value) else _must_be(tp, path)
     if tp is Any:
@@ -295,8 +295,15 @@ def _explain(capability: Capability, errors: list[ErrorDetails], given: dict[str
         phrase = t.declared(annotation).phrase(t.strip_annotated(annotation))
         if phrase is None:  # a bound the declared type does not show: a validator's own
             return f"argument {_quote(path)} is not valid"
-        return f"argument {_quote(path)} must be {phrase}"
+        return f"argument {_quote(path)} {_must(phrase)}"
     return f"argument {_quote(path)} must be {t.expected(annotation)}"
+
+
+def _must(phrase: str) -> str:
+    """`must be from 1 to 3`; `must match the pattern ...` when that is the one bound."""
+    if phrase.startswith("matching "):
+        return "must match " + phrase.removeprefix("matching ")
+    return f"must be {phrase}"
 
 
 _BOUND_ERRORS = frozenset(

@@ -30,7 +30,7 @@ CORE_MODULES = frozenset(
     }
 )
 CORE_PACKAGES = ("codemode.authz", "codemode.capabilities", "codemode.http", "codemode.runtime")
-ADAPTERS = ("codemode.mcp", "codemode.web", "codemode.cli")
+ADAPTERS = ("codemode.mcp", "codemode.web", "codemode.gateway", "codemode.cli")
 ENTRY_POINT = "codemode.__main__"
 TOP = frozenset({"codemode.cli", ENTRY_POINT})
 """The command line sits above every adapter and may import any of them."""
@@ -42,9 +42,11 @@ PUBLIC = frozenset(
 LAZY_SERVING_IMPORTS = {
     ("codemode.app", "CodeMode.http_app"): frozenset({"codemode.mcp", "codemode.web"}),
     ("codemode.app", "CodeMode.run"): frozenset({"codemode.mcp"}),
+    ("codemode.app", "CodeMode.add_mcp_server"): frozenset({"codemode.gateway"}),
 }
-"""The one documented exception: CodeMode's two serving conveniences import an adapter
-inside the function, so importing the core never loads one."""
+"""The one documented exception: CodeMode's two serving conveniences and its MCP client
+(`add_mcp_server`) import an adapter inside the function, so importing the core never
+loads one."""
 
 
 def module_names() -> dict[str, Path]:

@@ -41,6 +41,7 @@ def test_authz_exports() -> None:
         "AuthorizationRequest",
         "Authorizer",
         "Denied",
+        "HINTS",
     ]
 
 

@@ -15,6 +15,10 @@ from typing import TypeAlias
 
 from codemode.types import JSONObject
 
+HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
+"""What a capability may say of its effects (an upstream MCP tool's annotations), as
+`AuthorizationRequest.annotations` and Cedar's resource attributes carry them."""
+
 
 @dataclass(frozen=True, slots=True)
 class AuthorizationRequest:
@@ -54,4 +58,4 @@ class AllowAll:
         return "AllowAll()"
 
 
-__all__ = ["AllowAll", "AuthorizationRequest", "Authorizer", "Denied"]
+__all__ = ["HINTS", "AllowAll", "AuthorizationRequest", "Authorizer", "Denied"]

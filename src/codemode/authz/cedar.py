@@ -3,6 +3,8 @@
 Each capability call becomes a Cedar request: principal `User::"<subject>"`, action
 `Action::"<capability id>"`, resource `Capability::"<capability id>"`, and the canonical
 arguments as context (None values left out, floats as strings, since Cedar has neither).
+An upstream MCP tool's hints are attributes of its resource: `when { resource has
+destructiveHint && resource.destructiveHint }`.
 Permit allows; forbid or no matching permit is `permission denied`; an evaluation error,
 a policy that does not parse or a timeout is `authorization policy failure`. The decision,
 the determining policies and the diagnostics go to the host log, never to the model.
@@ -21,7 +23,7 @@ from typing import Any, Literal, get_args, get_origin
 import cedarpy
 from typing_extensions import is_typeddict
 
-from codemode.authz import AuthorizationRequest, Denied
+from codemode.authz import HINTS, AuthorizationRequest, Denied
 from codemode.capabilities import Capability
 from codemode.capabilities import types as t
 from codemode.types import JSONValue
@@ -108,8 +110,9 @@ class CedarAuthorizer:
             for kind in ("Action", "Capability"):
                 if (kind, capability.id) not in self._known:
                     self._known.add((kind, capability.id))
+                    attrs = dict(capability.annotations) if kind == "Capability" else {}
                     self.entities.append(
-                        {"uid": {"type": kind, "id": capability.id}, "attrs": {}, "parents": []}
+                        {"uid": {"type": kind, "id": capability.id}, "attrs": attrs, "parents": []}
                     )
         schema = self.schema or cedar_schema(capabilities)
         result = cedarpy.validate_policies(self.text, schema)
@@ -269,7 +272,18 @@ def cedar_schema(capabilities: Iterable[Capability]) -> dict[str, Any]:
         }
     return {
         "": {
-            "entityTypes": {"User": {"memberOfTypes": ["Role"]}, "Role": {}, "Capability": {}},
+            "entityTypes": {
+                "User": {"memberOfTypes": ["Role"]},
+                "Role": {},
+                "Capability": {
+                    "shape": {
+                        "type": "Record",
+                        "attributes": {
+                            hint: {"type": "Boolean", "required": False} for hint in HINTS
+                        },
+                    }
+                },
+            },
             "actions": actions,
         }
     }

@@ -18,6 +18,7 @@ from typing import Any
 
 import mcp_types as mt
 
+from codemode.authz import HINTS
 from codemode.capabilities import REQUIRED, Capability, Parameter
 from codemode.capabilities import types as t
 from codemode.capabilities.naming import check_name
@@ -25,7 +26,6 @@ from codemode.errors import AgentError
 from codemode.gateway import schema as s
 from codemode.types import JSONObject, JSONValue
 
-HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 _DEFAULT_HINTS = {  # what the MCP specification presumes of a tool that says nothing
     "readOnlyHint": False,
     "destructiveHint": True,
@@ -201,7 +201,6 @@ def _decoded_size(data: str) -> int | None:
 
 
 __all__ = [
-    "HINTS",
     "TEXT_RESULT",
     "UpstreamToolError",
     "annotations_of",
