@@ -71,7 +71,9 @@ TOOLS = [
         description="Sleep, then answer.",
         input_schema=schema(seconds={"type": "number"}),
     ),
-    Tool(name="big", description="A huge text.", input_schema=schema(megabytes={"type": "integer"})),
+    Tool(
+        name="big", description="A huge text.", input_schema=schema(megabytes={"type": "integer"})
+    ),
     Tool(name="die", description="Exit mid-call.", input_schema=schema()),
     Tool(name="fail", description="Answer with an error.", input_schema=schema()),
     Tool(name="rpc_error", description="Answer with a JSON-RPC error.", input_schema=schema()),
@@ -150,7 +152,9 @@ async def on_call_tool(
                 ImageContent(data=base64.b64encode(b"\x89PNG....").decode(), mime_type="image/png"),
                 AudioContent(data=base64.b64encode(b"RIFF").decode(), mime_type="audio/wav"),
                 EmbeddedResource(
-                    resource=TextResourceContents(uri="file:///a.txt", mime_type="text/plain", text="hi")
+                    resource=TextResourceContents(
+                        uri="file:///a.txt", mime_type="text/plain", text="hi"
+                    )
                 ),
             ]
         )
@@ -198,7 +202,11 @@ def serve_http(port: int) -> None:
 
     async def guarded(scope: Any, receive: Any, send: Any) -> None:
         headers = dict(scope.get("headers") or [])
-        if token and scope["type"] == "http" and headers.get(b"authorization") != f"Bearer {token}".encode():
+        if (
+            token
+            and scope["type"] == "http"
+            and headers.get(b"authorization") != f"Bearer {token}".encode()
+        ):
             await JSONResponse({"error": "invalid_token"}, status_code=401)(scope, receive, send)
             return
         await inner(scope, receive, send)

@@ -146,14 +146,22 @@ class Gateway:
 
     def close(self) -> None:
         """End every upstream session (their processes stop) and the gateway's thread."""
-        for upstream, _ in self._upstreams.values():
-            with contextlib.suppress(Exception):
-                self._portal.call(upstream.close)
-            upstream.release()
+        upstreams = [upstream for upstream, _ in self._upstreams.values()]
         self._upstreams.clear()
+        with contextlib.suppress(Exception):
+            self._portal.call(_close_all, upstreams)
+        for upstream in upstreams:
+            upstream.release()
         self._supervisor.cancel()
         with contextlib.suppress(Exception):
             self._portal_context.__exit__(None, None, None)
+
+
+async def _close_all(upstreams: list[Upstream]) -> None:
+    """Close upstreams side by side: each may take the SDK's grace period to exit."""
+    async with anyio.create_task_group() as group:
+        for upstream in upstreams:
+            group.start_soon(upstream.close)
 
 
 def _chosen(

@@ -1,0 +1,232 @@
+"""An upstream tool's JSON Schema read as the hints a host function would declare."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jsonschema
+import mcp_types as mt
+import pytest
+
+from codemode.capabilities import types as t
+from codemode.errors import RegistrationError
+from codemode.gateway.schema import Hints, SchemaError, identifier, nullable, problem, validator
+from codemode.gateway.tools import TEXT_RESULT, annotations_of, tool_capability, tool_value
+from codemode.payloads import describe_payload
+
+
+def notation(schema: dict[str, Any]) -> str:
+    return t.notation(Hints(schema, "T").of(schema, "T"))
+
+
+@pytest.mark.parametrize(
+    ("schema", "expected"),
+    [
+        ({"type": "string"}, "str"),
+        ({"type": "integer"}, "int"),
+        ({"type": "number"}, "float"),
+        ({"type": "boolean"}, "bool"),
+        ({"type": "null"}, "None"),
+        ({}, "Any"),
+        ({"type": ["string", "null"]}, "str | None"),
+        ({"anyOf": [{"type": "integer"}, {"type": "null"}]}, "int | None"),
+        ({"enum": ["a", "b"]}, "Literal['a', 'b']"),
+        ({"enum": ["a", None]}, "Literal['a'] | None"),
+        ({"const": 3}, "Literal[3]"),
+        ({"enum": [{"x": 1}]}, "Any"),
+        ({"type": "array", "items": {"type": "string"}}, "list[str]"),
+        ({"type": "array"}, "list[Any]"),
+        ({"type": "object"}, "dict[str, Any]"),
+        ({"type": "object", "additionalProperties": {"type": "integer"}}, "dict[str, int]"),
+        ({"type": "object", "properties": {"a": {"type": "string"}}}, "T"),
+        ({"allOf": [{"type": "string"}]}, "Any"),
+    ],
+)
+def test_each_construct_reads_as_the_hint_a_python_programmer_writes(
+    schema: dict[str, Any], expected: str
+) -> None:
+    assert notation(schema) == expected
+
+
+def test_objects_become_named_shapes_with_required_and_optional_keys() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "description": "Who"},
+            "from": {"type": "string"},
+            "tags": {
+                "type": "array",
+                "items": {"type": "object", "properties": {"k": {"type": "string"}}},
+            },
+        },
+        "required": ["name"],
+    }
+    hint = Hints(schema, "Entity").of(schema, "Entity")
+    assert [s.render() for s in t.shapes(hint)] == [
+        'Entity: dict {name: str, from?: str, tags?: list[EntityTagsItem]}, read as r["name"]',
+        'EntityTagsItem: dict {k?: str}, read as r["k"]',
+    ]
+
+
+def test_bounds_become_constraints_in_words() -> None:
+    hint = Hints({}, "T").of({"type": "integer", "minimum": 1, "maximum": 100}, "T")
+    assert t.declared(hint).phrase(hint) == "from 1 to 100"
+    text = Hints({}, "T").of({"type": "string", "maxLength": 40, "pattern": "^[a-z]+$"}, "T")
+    assert t.declared(text).phrase(text) == "at most 40 characters, matching the pattern ^[a-z]+$"
+    items = Hints({}, "T").of({"type": "array", "items": {"type": "string"}, "minItems": 1}, "T")
+    assert t.declared(items).phrase(items) == "at least 1 item"
+
+
+def test_local_references_resolve_and_a_cycle_reads_as_any() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"node": {"$ref": "#/$defs/Node"}},
+        "$defs": {
+            "Node": {
+                "type": "object",
+                "properties": {"value": {"type": "integer"}, "next": {"$ref": "#/$defs/Node"}},
+            }
+        },
+    }
+    hint = Hints(schema, "T").of(schema, "T")
+    assert [s.render() for s in t.shapes(hint)] == [
+        'T: dict {node?: Node}, read as r["node"]',
+        'Node: dict {value?: int, next?: Any}, read as r["value"]',
+    ]
+    with pytest.raises(SchemaError, match="unresolvable reference #/\\$defs/Gone"):
+        Hints(schema, "T").of({"$ref": "#/$defs/Gone"}, "T")
+
+
+def test_names_become_identifiers() -> None:
+    assert [identifier(n) for n in ("list-files", "from", "2fa", "a.b", "match")] == [
+        "list_files",
+        "from_",
+        "_2fa",
+        "a_b",
+        "match_",
+    ]
+
+
+def test_an_invalid_schema_is_refused_with_where_it_is_wrong() -> None:
+    with pytest.raises(SchemaError) as info:
+        validator({"type": "object", "properties": {"x": {"type": "nope"}}})
+    assert str(info.value).startswith("invalid JSON Schema at /properties/x/type: ")
+
+
+def test_nullable_sees_every_way_of_admitting_null() -> None:
+    assert nullable({"type": ["string", "null"]})
+    assert nullable({"anyOf": [{"type": "string"}, {"type": "null"}]})
+    assert nullable({"enum": ["a", None]})
+    assert not nullable({"type": "string"})
+
+
+def test_a_violation_is_told_in_binding_words_with_the_programs_names() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "file-name": {"type": "string", "pattern": "^[a-z]+$"},
+            "mode": {"enum": ["r", "w"]},
+        },
+    }
+    check = jsonschema.Draft202012Validator(schema)
+    texts = [
+        problem(e, {"file-name": "file_name"})
+        for e in check.iter_errors({"file-name": "A", "mode": "x"})
+    ]
+    assert sorted(texts) == [
+        'argument "file_name" must match the pattern ^[a-z]+$',
+        "argument \"mode\" must be one of 'r', 'w'",
+    ]
+
+
+def send(*_: object) -> Any:
+    raise AssertionError("not called")
+
+
+def tool(**fields: Any) -> mt.Tool:
+    return mt.Tool(**{"name": "read-file", "input_schema": {"type": "object"}, **fields})
+
+
+def test_a_tool_becomes_a_capability_described_like_a_host_function() -> None:
+    capability = tool_capability(
+        "fs",
+        tool(
+            description="Read a file. Its text comes back whole.",
+            input_schema={
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "description": "Where the file is"},
+                    "head": {"type": "integer", "minimum": 1},
+                    "encoding": {"type": "string", "default": "utf-8"},
+                },
+                "required": ["path"],
+            },
+        ),
+        send,
+        expose_errors=False,
+        timeout=None,
+    )
+    described: Any = describe_payload(capability)
+    assert described["signature"] == (
+        "fs.read_file(*, path: str, head: int | None = None, encoding: str = 'utf-8') -> Any"
+    )
+    assert described["summary"] == "Read a file."
+    assert described["parameters"][0] == {
+        "name": "path",
+        "type": "str",
+        "required": True,
+        "doc": "Where the file is",
+    }
+    assert described["parameters"][1]["constraints"] == "at least 1"
+    assert described["result"] == {"type": "Any", "read_as": "value", "doc": TEXT_RESULT}
+
+
+def test_parameter_names_that_collide_are_refused() -> None:
+    with pytest.raises(SchemaError, match='properties "a-b" and "a_b" both read as "a_b"'):
+        tool_capability(
+            "fs",
+            tool(input_schema={"type": "object", "properties": {"a-b": {}, "a_b": {}}}),
+            send,
+            expose_errors=False,
+            timeout=None,
+        )
+
+
+def test_a_non_object_input_schema_is_refused() -> None:
+    with pytest.raises(SchemaError, match='the input schema is of type "array"'):
+        tool_capability(
+            "fs", tool(input_schema={"type": "array"}), send, expose_errors=False, timeout=None
+        )
+
+
+def test_an_invalid_namespace_is_a_registration_error() -> None:
+    with pytest.raises(
+        RegistrationError, match='namespace "json" is a builtin or standard library'
+    ):
+        tool_capability("json", tool(), send, expose_errors=False, timeout=None)
+
+
+def test_hints_default_as_the_specification_presumes() -> None:
+    assert dict(annotations_of(tool())) == {
+        "readOnlyHint": False,
+        "destructiveHint": True,
+        "idempotentHint": False,
+        "openWorldHint": True,
+    }
+    given = tool(annotations=mt.ToolAnnotations(read_only_hint=True, open_world_hint=False))
+    assert dict(annotations_of(given)) == {
+        "readOnlyHint": True,
+        "destructiveHint": True,
+        "idempotentHint": False,
+        "openWorldHint": False,
+    }
+
+
+def test_text_results_parse_as_json_when_they_are_json() -> None:
+    def answer(*texts: str) -> mt.CallToolResult:
+        return mt.CallToolResult(content=[mt.TextContent(text=x) for x in texts])
+
+    assert tool_value(answer('{"a": [1]}'), structured=False, expose=False) == {"a": [1]}
+    assert tool_value(answer("[FILE] a.txt"), structured=False, expose=False) == "[FILE] a.txt"
+    assert tool_value(answer("1", "x"), structured=False, expose=False) == [1, "x"]
+    assert tool_value(answer(), structured=False, expose=False) is None

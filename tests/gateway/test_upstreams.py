@@ -1,0 +1,386 @@
+"""Upstream tools as capabilities, against a real MCP server with a tool for each fault."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from codemode import CodeMode, CodeModeError, Limits
+from codemode.authz import AllowAll, AuthorizationRequest
+from codemode.errors import RegistrationError
+from codemode.payloads import describe_payload, error_payload, execute_payload
+from tests.conftest import children
+from tests.e2e.conftest import free_port, wait_for_port
+from tests.gateway.conftest import FIXTURE, PYTHON
+from tests.gateway.upstream_server import CANARY
+
+EVENTS_ENV = "UPSTREAM_EVENTS"
+
+
+@pytest.fixture(scope="module")
+def events(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("upstream") / "events.txt"
+
+
+@pytest.fixture(scope="module")
+def requests() -> list[AuthorizationRequest]:
+    return []
+
+
+@pytest.fixture(scope="module")
+def up(events: Path, requests: list[AuthorizationRequest]) -> Iterator[CodeMode]:
+    """One CodeMode over the fixture server, with a 2 s upstream timeout."""
+    cm = CodeMode(authorizer=requests.append, limits=Limits(max_execution_seconds=10))
+    cm.add_mcp_server(
+        "up", command=PYTHON, args=[FIXTURE], env={EVENTS_ENV: str(events)}, timeout=2
+    )
+    yield cm
+    cm.close()
+
+
+def value(cm: CodeMode, body: str) -> object:
+    return cm.execute("def main():\n" + body, subject="alice").value
+
+
+def failure(cm: CodeMode, body: str) -> CodeModeError:
+    with pytest.raises(CodeModeError) as info:
+        cm.execute("def main():\n" + body, subject="alice")
+    return info.value
+
+
+def test_each_tool_is_a_capability_under_the_servers_name(up: CodeMode) -> None:
+    assert [name for name in up.catalog.enabled if name.startswith("up.")] == [
+        "up.big",
+        "up.die",
+        "up.echo_text",
+        "up.fail",
+        "up.grow",
+        "up.json_text",
+        "up.media",
+        "up.pid",
+        "up.rpc_error",
+        "up.slow",
+        "up.structured",
+    ]
+
+
+def test_a_tool_whose_schema_is_invalid_is_skipped_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with (
+        caplog.at_level(logging.WARNING, "codemode.upstream"),
+        CodeMode(authorizer=AllowAll()) as cm,
+    ):
+        names = cm.add_mcp_server("up", command=PYTHON, args=[FIXTURE], include=["broken", "pid"])
+    assert names == ("up.pid",)
+    assert (
+        "MCP server up: tool 'broken' skipped: invalid JSON Schema at /properties/x/type"
+        in caplog.text
+    )
+
+
+def test_describe_and_search_show_the_tool_as_a_host_function(up: CodeMode) -> None:
+    described: Any = describe_payload(up.describe("up.echo_text"))
+    assert described["signature"] == (
+        "up.echo_text(*, text: str, times: int = 1, code: str | None = None) -> Any"
+    )
+    assert described["parameters"][0]["constraints"] == "at most 100 characters"
+    assert described["parameters"][0]["doc"] == "What to echo"
+    assert described["parameters"][2]["constraints"] == "matching the pattern ^[a-z]+$"
+    structured = describe_payload(up.describe("up.structured"))
+    assert structured["shapes"] == [
+        'StructuredResult: dict {name: str, size: int, tags?: list[str]}, read as r["name"]'
+    ]
+    assert [hit.name for hit in up.search("echo text").results][:1] == ["up.echo_text"]
+
+
+def test_arguments_bind_with_the_same_texts_as_a_host_function(up: CodeMode) -> None:
+    assert str(failure(up, '    return up.echo_text(txt="a")')) == (
+        'invalid capability arguments: <codemode>:2:12: unknown argument "txt"; '
+        'did you mean "text"?'
+    )
+    bound = failure(up, "    n = 5\n    return up.echo_text(text='a', times=n)")
+    assert str(bound) == 'invalid capability arguments: argument "times" must be from 1 to 3'
+    pattern = failure(up, "    c = 'A1'\n    return up.echo_text(text='a', code=c)")
+    assert str(pattern) == (
+        'invalid capability arguments: argument "code" must match the pattern ^[a-z]+$'
+    )
+    assert bound.where is not None and pattern.where is not None
+    assert (bound.where.line, pattern.where.line) == (3, 3)
+
+
+def test_results_are_values_the_program_can_index(up: CodeMode) -> None:
+    assert value(up, "    return up.echo_text(text='hi', times=2)") == "hi hi"
+    assert value(up, "    return up.json_text()['items'][1]") == 2
+    assert value(up, "    return up.media()") == [
+        {"type": "image", "mime_type": "image/png", "size": 8},
+        {"type": "audio", "mime_type": "audio/wav", "size": 4},
+        {
+            "type": "resource",
+            "mime_type": "text/plain",
+            "uri": "file:///a.txt",
+            "size": 2,
+            "text": "hi",
+        },
+    ]
+
+
+def test_structured_results_keep_only_what_the_output_schema_declares(up: CodeMode) -> None:
+    result = up.execute("def main():\n    return up.structured()", subject="alice")
+    assert result.value == {"name": "a", "size": 2}
+    assert CANARY not in json.dumps(execute_payload(result))
+    error = failure(up, "    return up.structured()['sise']")
+    assert str(error).endswith("KeyError: 'sise'; did you mean \"size\"?")
+
+
+def test_an_upstream_error_is_capability_failed_and_its_text_stays_in_the_log(
+    up: CodeMode, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        for tool in ("fail", "rpc_error"):
+            error = failure(up, f"    return up.{tool}()")
+            assert str(error) == "capability failed"
+            assert CANARY not in error.report() + json.dumps(error_payload(error))
+    assert CANARY in caplog.text
+    caught = value(
+        up, "    try:\n        up.fail()\n    except RuntimeError as e:\n        return str(e)"
+    )
+    assert caught == "capability failed"
+
+
+def test_expose_errors_passes_the_upstreams_text_on() -> None:
+    with CodeMode(authorizer=AllowAll()) as cm:
+        cm.add_mcp_server(
+            "up", command=PYTHON, args=[FIXTURE], include=["fail"], expose_errors=True
+        )
+        assert str(failure(cm, "    return up.fail()")) == f"capability failed: ENOENT: {CANARY}"
+
+
+def test_a_hung_upstream_times_out_as_capability_failed_and_is_cancelled(
+    up: CodeMode, events: Path
+) -> None:
+    events.write_text("")
+    started = time.monotonic()
+    assert str(failure(up, "    return up.slow(seconds=30)")) == "capability failed"
+    assert 1.9 < time.monotonic() - started < 5
+    assert _events(events, 2) == ["start", "cancelled"]
+
+
+@pytest.mark.anyio
+async def test_a_cancelled_execution_cancels_its_upstream_call(up: CodeMode, events: Path) -> None:
+    events.write_text("")
+    run = asyncio.ensure_future(
+        up.execute_async("def main():\n    return up.slow(seconds=1.5)", subject="alice")
+    )
+    await asyncio.sleep(0.8)
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    assert await asyncio.to_thread(_events, events, 2) == ["start", "cancelled"]
+
+
+def test_a_result_over_the_limit_is_a_result_size_error(up: CodeMode) -> None:
+    assert str(failure(up, "    return len(up.big(megabytes=10))")) == (
+        "resource limit exceeded: result size (limit 1 MiB, reached 10 MiB) at <codemode>:2:16"
+    )
+
+
+def test_an_upstream_that_dies_mid_call_is_reconnected_on_the_next_call(up: CodeMode) -> None:
+    before = value(up, "    return up.pid()")
+    assert str(failure(up, "    return up.die()")) == "capability failed"
+    after = value(up, "    return up.pid()")
+    assert before != after
+
+
+def test_gathered_calls_and_concurrent_executions_share_one_session(up: CodeMode) -> None:
+    program = (
+        "import asyncio\n"
+        "async def main():\n"
+        "    return await asyncio.gather(*[up.pid() for _ in range(10)])\n"
+    )
+    pids: list[object] = []
+
+    def run() -> None:
+        pids.extend(up.execute(program, subject="alice").value)  # type: ignore[arg-type]
+
+    threads = [threading.Thread(target=run) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert len(pids) == 40
+    assert len(set(pids)) == 1
+
+
+def test_every_call_is_authorized_with_the_tools_hints(
+    up: CodeMode, requests: list[AuthorizationRequest]
+) -> None:
+    requests.clear()
+    value(up, "    up.echo_text(text='a')\n    return up.structured()")
+    assert [(r.capability_id, r.arguments, dict(r.annotations)) for r in requests] == [
+        (
+            "up.echo_text",
+            {"text": "a"},
+            {
+                "readOnlyHint": True,
+                "destructiveHint": True,
+                "idempotentHint": False,
+                "openWorldHint": True,
+            },
+        ),
+        (
+            "up.structured",
+            {},
+            {
+                "readOnlyHint": False,
+                "destructiveHint": True,
+                "idempotentHint": False,
+                "openWorldHint": True,
+            },
+        ),
+    ]
+
+
+def test_a_changed_tool_list_refreshes_the_capabilities() -> None:
+    with CodeMode(authorizer=AllowAll()) as cm:
+        cm.add_mcp_server("up", command=PYTHON, args=[FIXTURE])
+        assert "up.added" not in cm.catalog.enabled
+        assert value(cm, "    return up.grow()") == "grown"
+        deadline = time.monotonic() + 10
+        while "up.added" not in cm.catalog.enabled and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert value(cm, "    return up.added()") == "added"
+
+
+def test_upstream_stderr_goes_to_the_host_log_under_its_name(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.INFO, "codemode.upstream"), CodeMode(authorizer=AllowAll()) as cm:
+        cm.add_mcp_server("up", command=PYTHON, args=[FIXTURE], include=["pid"])
+        deadline = time.monotonic() + 5
+        while "upstream up: fixture: started" not in caplog.text and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert "upstream up: fixture: started" in caplog.text
+
+
+def test_close_ends_every_upstream_process() -> None:
+    cm = CodeMode(authorizer=AllowAll())
+    cm.add_mcp_server("one", command=PYTHON, args=[FIXTURE], include=["pid"])
+    cm.add_mcp_server("two", command=PYTHON, args=[FIXTURE], include=["pid"])
+    pids = [value(cm, f"    return {ns}.pid()") for ns in ("one", "two")]
+    assert all(_alive(int(str(pid))) for pid in pids)
+    cm.close()
+    assert not any(_alive(int(str(pid))) for pid in pids)
+
+
+def test_first_use_starts_the_upstream_only_when_a_call_needs_it() -> None:
+    before = set(children(os.getpid()))
+    with CodeMode(authorizer=AllowAll()) as cm:
+        cm.add_mcp_server(
+            "up", command=PYTHON, args=[FIXTURE], include=["pid"], connect="first_use"
+        )
+        assert set(children(os.getpid())) <= before
+        assert _alive(int(str(value(cm, "    return up.pid()"))))
+
+
+# -- start-up faults ---------------------------------------------------------------------
+
+
+def registration_error(**options: object) -> str:
+    with CodeMode(authorizer=AllowAll()) as cm, pytest.raises(RegistrationError) as info:
+        cm.add_mcp_server("up", **options)  # type: ignore[arg-type]
+    return str(info.value)
+
+
+def test_a_command_that_does_not_exist_is_named() -> None:
+    assert registration_error(command="/no/such/server") == (
+        "MCP server \"up\": cannot start '/no/such/server' (No such file or directory)"
+    )
+
+
+def test_an_upstream_that_exits_at_once_is_reported_with_its_stderr() -> None:
+    text = registration_error(command=PYTHON, args=[FIXTURE], env={"UPSTREAM_MODE": "exit"})
+    assert text.startswith(f'MCP server "up" ({PYTHON}) closed the connection before it was ready')
+    assert text.endswith("its stderr ended with: fixture: refusing to start")
+
+
+def test_an_http_upstream_that_refuses_the_token_is_reported_with_its_status() -> None:
+    with _http_fixture(token="right") as url:
+        assert registration_error(url=url, headers={"Authorization": "Bearer wrong"}) == (
+            f'MCP server "up" at {url} answered HTTP 401'
+        )
+        with CodeMode(authorizer=AllowAll()) as cm:
+            cm.add_mcp_server("up", url=url, headers={"Authorization": "Bearer right"})
+            assert value(cm, "    return up.echo_text(text='over http')") == "over http"
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ({"command": PYTHON, "url": "http://x"}, 'MCP server "up": give either command or url'),
+        ({"command": PYTHON, "args": "x"}, 'MCP server "up": args must be a list of str'),
+        ({"command": PYTHON, "timeout": 0}, 'MCP server "up": timeout must be a positive number'),
+        (
+            {"command": PYTHON, "args": [FIXTURE], "include": ["nope*"]},
+            'MCP server "up": no tool matches "nope*"; it has: big, broken, die, echo-text, '
+            "fail, grow, json_text, media, pid, rpc_error, slow, structured",
+        ),
+    ],
+)
+def test_bad_options_are_registration_errors(options: dict[str, object], expected: str) -> None:
+    assert registration_error(**options) == expected
+
+
+def test_a_server_name_that_is_no_namespace_is_refused() -> None:
+    with CodeMode(authorizer=AllowAll()) as cm, pytest.raises(RegistrationError, match="namespace"):
+        cm.add_mcp_server("json", command=PYTHON, args=[FIXTURE])
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def _events(path: Path, count: int, timeout: float = 10) -> list[str]:
+    """The first `count` events the fixture wrote, waiting for them."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        lines = path.read_text().split()
+        if len(lines) >= count:
+            return lines[:count]
+        time.sleep(0.05)
+    return path.read_text().split()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+class _http_fixture:
+    def __init__(self, token: str) -> None:
+        self.port = free_port()
+        self.process = subprocess.Popen(
+            [PYTHON, FIXTURE, "--http", str(self.port), "--token", token],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
+    def __enter__(self) -> str:
+        wait_for_port(self.port, self.process)
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    def __exit__(self, *exc: object) -> None:
+        self.process.terminate()
+        self.process.wait(10)
