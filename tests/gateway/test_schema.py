@@ -216,8 +216,8 @@ def test_hints_default_as_the_specification_presumes() -> None:
     given = tool(annotations=mt.ToolAnnotations(read_only_hint=True, open_world_hint=False))
     assert dict(annotations_of(given)) == {
         "readOnlyHint": True,
-        "destructiveHint": True,
-        "idempotentHint": False,
+        "destructiveHint": False,
+        "idempotentHint": True,
         "openWorldHint": False,
     }
 
@@ -230,3 +230,4 @@ def test_text_results_parse_as_json_when_they_are_json() -> None:
     assert tool_value(answer("[FILE] a.txt"), structured=False, expose=False) == "[FILE] a.txt"
     assert tool_value(answer("1", "x"), structured=False, expose=False) == [1, "x"]
     assert tool_value(answer(), structured=False, expose=False) is None
+    assert tool_value(answer("NaN"), structured=False, expose=False) == "NaN"

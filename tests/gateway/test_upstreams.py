@@ -233,8 +233,8 @@ def test_every_call_is_authorized_with_the_tools_hints(
             {"text": "a"},
             {
                 "readOnlyHint": True,
-                "destructiveHint": True,
-                "idempotentHint": False,
+                "destructiveHint": False,
+                "idempotentHint": True,
                 "openWorldHint": True,
             },
         ),

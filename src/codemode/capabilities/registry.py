@@ -85,6 +85,9 @@ class Capability:
     annotations: Mapping[str, bool] = dataclasses.field(default_factory=dict)
     """What the capability says of its effects (MCP tool hints such as `readOnlyHint`,
     `destructiveHint`), for authorizers and policies; empty for a host function."""
+    json_results: bool = False
+    """Whether the handler returns JSON data (an upstream tool's), which crosses by being
+    kept to the declared type, with no serializer to run."""
     check: Callable[[JSONObject], str | None] | None = None
     """A further check of bound arguments (an upstream tool's own JSON Schema): the
     problem in binding words, or None."""
@@ -98,7 +101,7 @@ class Capability:
     @functools.cached_property
     def projection(self) -> Projection:
         """How results cross into the program: by the declared type only (built once)."""
-        return Projection(self.result_annotation)
+        return Projection(self.result_annotation, serialize=not self.json_results)
 
     @property
     def signature(self) -> str:

@@ -59,8 +59,10 @@ class Projected:
 class Projection:
     """Serialize by the declared type, keep what it declares, measure (one per capability)."""
 
-    def __init__(self, annotation: Any) -> None:
+    def __init__(self, annotation: Any, *, serialize: bool = True) -> None:
         self.adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(t.portable(annotation))
+        self.serialize = serialize
+        """False for JSON data (an upstream tool's), which is only kept."""
         self.keep = keeper(annotation, {})
         self.has_records = any(t.is_record(inner) for inner in t.walk(annotation, result=True))
         self.scalar = next((p for p in _PLAIN if annotation is p), None)
@@ -72,7 +74,11 @@ class Projection:
         if type(value) is self.scalar:
             return Projected(value, json_size(value), False)
         _check_bounded(value, max_items)
-        data = self.adapter.dump_python(value, mode="json", by_alias=False, warnings="error")
+        data = (
+            self.adapter.dump_python(value, mode="json", by_alias=False, warnings="error")
+            if self.serialize
+            else value
+        )
         kept = self.keep(data, value)
         return Projected(kept, json_size(kept), self.has_records)
 

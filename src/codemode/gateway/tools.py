@@ -26,12 +26,6 @@ from codemode.errors import AgentError
 from codemode.gateway import schema as s
 from codemode.types import JSONObject, JSONValue
 
-_DEFAULT_HINTS = {  # what the MCP specification presumes of a tool that says nothing
-    "readOnlyHint": False,
-    "destructiveHint": True,
-    "idempotentHint": False,
-    "openWorldHint": True,
-}
 TEXT_RESULT = (
     "The tool's text: parsed as JSON when it is JSON, else a str; several content items "
     "come as a list, and an image, audio or resource as a dict "
@@ -48,13 +42,21 @@ class UpstreamToolError(Exception):
 
 
 def annotations_of(tool: mt.Tool) -> Mapping[str, bool]:
-    """The tool's four hints, each as the tool gives it or as the specification presumes."""
+    """The tool's four hints, each as the tool gives it or as the specification presumes:
+    a tool that says nothing may destroy and reach the world; a read-only one neither
+    destroys nor changes anything when repeated."""
     given = tool.annotations.model_dump(by_alias=True) if tool.annotations else {}
-    hints = {name: given.get(name) for name in HINTS}
+    read_only = given.get("readOnlyHint") is True
+    presumed = {
+        "readOnlyHint": False,
+        "destructiveHint": not read_only,
+        "idempotentHint": read_only,
+        "openWorldHint": True,
+    }
     return types.MappingProxyType(
         {
-            name: value if isinstance(value, bool) else _DEFAULT_HINTS[name]
-            for name, value in hints.items()
+            name: given[name] if isinstance(given.get(name), bool) else presumed[name]
+            for name in HINTS
         }
     )
 
@@ -136,6 +138,7 @@ def tool_capability(
         timeout=None if timeout is None else timeout + _GRACE_SECONDS,
         flat=all(t.is_scalar(p.annotation) for p in parameters),
         annotations=annotations_of(tool),
+        json_results=True,
         check=check,
     )
 
@@ -169,7 +172,7 @@ def tool_value(answer: mt.CallToolResult, *, structured: bool, expose: bool) -> 
 def _content_value(item: Any) -> JSONValue:
     if isinstance(item, mt.TextContent):
         try:
-            parsed: JSONValue = json.loads(item.text)
+            parsed: JSONValue = json.loads(item.text, parse_constant=_not_json)
         except ValueError:
             return item.text
         return parsed
@@ -191,6 +194,11 @@ def _content_value(item: Any) -> JSONValue:
             value["size"] = _decoded_size(inner.blob)
         return value
     return {"type": str(getattr(item, "type", "unknown")), "mime_type": None, "size": None}
+
+
+def _not_json(constant: str) -> None:
+    """NaN and Infinity are Python's extensions, not JSON: such text stays text."""
+    raise ValueError(constant)
 
 
 def _decoded_size(data: str) -> int | None:
