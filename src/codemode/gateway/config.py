@@ -39,21 +39,24 @@ class ServerEntry:
     options: dict[str, Any]
 
 
+_STRING = "a string"
 _STRINGS = "a list of strings"
+_OBJECT = "an object of strings"
+_BOOLEAN = "true or false"
 _KEYS: dict[str, str] = {
-    "type": "string",
-    "command": "string",
+    "type": _STRING,
+    "command": _STRING,
     "args": _STRINGS,
-    "env": "object of strings",
-    "cwd": "string",
-    "url": "string",
-    "headers": "object of strings",
+    "env": _OBJECT,
+    "cwd": _STRING,
+    "url": _STRING,
+    "headers": _OBJECT,
     "include": _STRINGS,
     "exclude": _STRINGS,
-    "expose_errors": "boolean",
-    "timeout": "positive number",
-    "connect": "string",
-    "disabled": "boolean",
+    "expose_errors": _BOOLEAN,
+    "timeout": "a positive number",
+    "connect": _STRING,
+    "disabled": _BOOLEAN,
 }
 """Each key a server entry may have, and what its value must be."""
 _TYPES = {"stdio": "command", "http": "url", "streamable-http": "url", "streamableHttp": "url"}
@@ -103,7 +106,7 @@ def load_config(
             if key not in _KEYS:
                 raise fail(f"{at}.{key}", "unknown key; a server takes " + ", ".join(_KEYS))
             if not _fits(_KEYS[key], value):
-                raise fail(f"{at}.{key}", f"must be a {_KEYS[key]}")
+                raise fail(f"{at}.{key}", f"must be {_KEYS[key]}")
         if spec.get("disabled"):
             continue
         kind = spec.get("type")
@@ -125,11 +128,11 @@ def load_config(
 
 
 def _fits(kind: str, value: object) -> bool:
-    if kind == "string":
+    if kind == _STRING:
         return isinstance(value, str)
-    if kind == "boolean":
+    if kind == _BOOLEAN:
         return isinstance(value, bool)
-    if kind == "positive number":
+    if kind == "a positive number":
         return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
     if kind == _STRINGS:
         return isinstance(value, list) and all(isinstance(v, str) for v in value)

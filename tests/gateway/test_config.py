@@ -1,0 +1,118 @@
+"""The `mcpServers` file: read as add_mcp_server calls, every problem one error with its key."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from codemode.gateway.config import ConfigError, ServerEntry, load_config
+
+
+def write(tmp_path: Path, data: Any) -> Path:
+    path = tmp_path / "servers.json"
+    path.write_text(data if isinstance(data, str) else json.dumps(data))
+    return path
+
+
+def test_a_client_config_reads_as_servers_with_variables_from_the_environment(
+    tmp_path: Path,
+) -> None:
+    path = write(
+        tmp_path,
+        {
+            "mcpServers": {
+                "fs": {"command": "npx", "args": ["-y", "server", "${HOME_DIR}/files"]},
+                "tracker": {
+                    "type": "http",
+                    "url": "https://tracker.example/mcp",
+                    "headers": {"Authorization": "Bearer ${TRACKER_TOKEN}"},
+                    "include": ["issues_*"],
+                    "expose_errors": True,
+                    "timeout": 5,
+                },
+                "old": {"command": "x", "disabled": True},
+            }
+        },
+    )
+    environ = {"HOME_DIR": "/home/ada", "TRACKER_TOKEN": "t0k"}
+    assert load_config(path, environ) == [
+        ServerEntry("fs", {"command": "npx", "args": ["-y", "server", "/home/ada/files"]}),
+        ServerEntry(
+            "tracker",
+            {
+                "url": "https://tracker.example/mcp",
+                "headers": {"Authorization": "Bearer t0k"},
+                "include": ["issues_*"],
+                "expose_errors": True,
+                "timeout": 5,
+            },
+        ),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("data", "problem"),
+    [
+        ("{", "not JSON: Expecting property name enclosed in double quotes at line 1, column 2"),
+        ([], 'the file must hold an object with "mcpServers"'),
+        ({"servers": {}}, 'servers: unknown key (the file holds "mcpServers")'),
+        ({"mcpServers": {}}, "mcpServers: must be an object of servers by name, with at least one"),
+        (
+            {"mcpServers": {"fs": {"comand": "x"}}},
+            "mcpServers.fs.comand: unknown key; a server takes type, command, args, env, cwd, "
+            "url, headers, include, exclude, expose_errors, timeout, connect, disabled",
+        ),
+        ({"mcpServers": {"fs": {"command": 1}}}, "mcpServers.fs.command: must be a string"),
+        (
+            {"mcpServers": {"fs": {"command": "x", "args": "a b"}}},
+            "mcpServers.fs.args: must be a list of strings",
+        ),
+        (
+            {"mcpServers": {"fs": {"command": "x", "env": {"A": 1}}}},
+            "mcpServers.fs.env: must be an object of strings",
+        ),
+        (
+            {"mcpServers": {"fs": {"command": "x", "timeout": 0}}},
+            "mcpServers.fs.timeout: must be a positive number",
+        ),
+        (
+            {"mcpServers": {"fs": {}}},
+            'mcpServers.fs: give either "command" (stdio) or "url" (streamable HTTP)',
+        ),
+        (
+            {"mcpServers": {"fs": {"type": "sse", "url": "http://x"}}},
+            'mcpServers.fs.type: "sse" is not supported; use "stdio" or "http"',
+        ),
+        (
+            {"mcpServers": {"fs": {"type": "stdio", "url": "http://x"}}},
+            'mcpServers.fs: type "stdio" needs "command"',
+        ),
+        (
+            {"mcpServers": {"my-fs": {"command": "x"}}},
+            "mcpServers.my-fs: a server name must be a Python identifier, not a builtin or module name",
+        ),
+        (
+            {"mcpServers": {"fs": {"url": "http://x", "headers": {"A": "${NOT_SET}"}}}},
+            "mcpServers.fs.headers.A: environment variable NOT_SET is not set",
+        ),
+        (
+            {"mcpServers": {"fs": {"command": "x", "connect": "later"}}},
+            'mcpServers.fs.connect: must be "start" or "first_use"',
+        ),
+    ],
+)
+def test_each_problem_is_one_error_naming_the_file_and_key(
+    tmp_path: Path, data: Any, problem: str
+) -> None:
+    path = write(tmp_path, data)
+    with pytest.raises(ConfigError) as info:
+        load_config(path, {})
+    assert str(info.value) == f"{path}: {problem}"
+
+
+def test_a_missing_file_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="No such file or directory"):
+        load_config(tmp_path / "none.json")
