@@ -1,6 +1,6 @@
 """Run the benchmarks, print the summaries, write results/latest.json, results.md and a plot.
 
-`uv run python -m benchmarks [suite ...]` (suites: engine, authoring, catalog, mcp, peers).
+`uv run python -m benchmarks [suite ...]` (suites: engine, authoring, catalog, mcp, gateway, peers).
 Every figure is a median of at least 30 samples after a warm-up, and every claim is a
 ratio taken in the same run, because these machines are small and shared.
 
@@ -44,6 +44,7 @@ SUITES = {
     "authoring": Suite("authoring"),
     "catalog": Suite("catalog"),
     "mcp": Suite("mcp_round_trip"),
+    "gateway": Suite("gateway"),
     "peers": Suite("peers", needs=("fastmcp", "smolagents")),
 }
 PLOT_NEEDS = ("matplotlib",)
@@ -99,6 +100,8 @@ def plot(results: dict[str, Any], path: Path) -> bool:
             bars[f"FastMCP / codemode, {label}"] = results["peers"][label]["fastmcp_over_codemode"]
     if "catalog" in results:
         bars["context: one-tool-each / codemode"] = results["catalog"]["context_500"]["ratio"]
+    if "gateway" in results:
+        bars["context: two MCP servers direct / proxy"] = results["gateway"]["context"]["ratio"]
     if not bars:
         return False
     figure, axis = plt.subplots(figsize=(9, 4.5))
