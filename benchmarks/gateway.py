@@ -44,7 +44,7 @@ async def _open(
     stack: AsyncExitStack, command: str, args: list[str], env: dict[str, str]
 ) -> ClientSession:
     params = StdioServerParameters(command=command, args=args, env=env, cwd=str(ROOT))
-    quiet = stack.enter_context(open(os.devnull, "w"))  # the servers' banners
+    quiet = stack.enter_context(open(os.devnull, "w"))  # noqa: SIM115 - closed by the stack
     read, write = await stack.enter_async_context(stdio_client(params, errlog=quiet))
     session = await stack.enter_async_context(ClientSession(read, write))
     await session.initialize()
