@@ -1,4 +1,4 @@
-"""`codemode serve | demo | run | check | search | describe`: the only module that prints
+"""`codemode serve | proxy | demo | run | check | search | describe`: the only module that prints
 or picks exit codes.
 
 Exit codes: 0 success, 1 the program failed (or the server could not start), 2 usage

@@ -63,13 +63,19 @@ README_HOST = blocks("python")[0].text
 GUIDE_TOKENS = (ROOT / "docs" / "guides" / "authorization.md").read_text()
 TOKENS = GUIDE_TOKENS.split("A token file holds one `subject:token` per line:\n\n```text\n")[1]
 TOKENS = TOKENS.split("```", 1)[0]
+GATEWAY = (ROOT / "docs" / "guides" / "mcp-gateway.md").read_text()
+SERVERS = GATEWAY.split("Save this as `servers.json`:\n\n```json\n")[1].split("```", 1)[0]
+SERVING = ("serve", "demo", "proxy")
+"""Commands that serve until stopped: each is run until it listens."""
 
 
 @pytest.fixture
 def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A project folder as the pages set it up: myhost.py, tokens, and the docs beside."""
+    """A project folder as the pages set it up: myhost.py, tokens, servers.json, and the
+    docs beside."""
     (tmp_path / "myhost.py").write_text(README_HOST)
     (tmp_path / "tokens").write_text(TOKENS)
+    (tmp_path / "servers.json").write_text(SERVERS)
     (tmp_path / "docs").symlink_to(ROOT / "docs")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
@@ -118,8 +124,7 @@ def test_shell_commands_run(block: Block, command: str, folder: Path) -> None:
     port = free_port()
     environment = {
         **os.environ,
-        "CODEMODE_SERVE_PORT": str(port),
-        "CODEMODE_DEMO_PORT": str(port),
+        **{f"CODEMODE_{command.upper()}_PORT": str(port) for command in SERVING},
     }
     if "--port" in args:
         port = int(args[args.index("--port") + 1])
@@ -132,8 +137,8 @@ def test_shell_commands_run(block: Block, command: str, folder: Path) -> None:
         stderr=subprocess.STDOUT,
     ) as process:
         try:
-            if args[0] in ("serve", "demo"):
-                wait_for_port(port, process)
+            if args[0] in SERVING:
+                wait_for_port(port, process, timeout=60)
             else:
                 out, _ = process.communicate(timeout=60)
                 assert process.returncode == 0, out.decode()

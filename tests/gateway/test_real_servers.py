@@ -13,19 +13,15 @@ from codemode import CodeMode, CodeModeError
 from codemode.authz import AllowAll
 from codemode.authz.cedar import CedarAuthorizer
 from codemode.payloads import describe_payload
-from tests.e2e.conftest import free_port, start_codemode
+from tests.e2e.conftest import ROOT, free_port, start_codemode
 from tests.gateway.conftest import filesystem_server, memory_server
 
 pytestmark = pytest.mark.slow
 
-NO_DESTRUCTIVE_TOOLS = """
-@id("everything")
-permit (principal, action, resource);
-
-@id("no-destructive-tools")
-forbid (principal, action, resource)
-when { resource has destructiveHint && resource.destructiveHint };
-"""
+GUIDE = (ROOT / "docs" / "guides" / "mcp-gateway.md").read_text()
+NO_DESTRUCTIVE_TOOLS = GUIDE.split('```text\n@id("everything")')[1].split("```")[0]
+NO_DESTRUCTIVE_TOOLS = '@id("everything")' + NO_DESTRUCTIVE_TOOLS
+"""The guide's policy: every destructive tool of every server is forbidden."""
 
 
 @pytest.fixture(scope="module")
