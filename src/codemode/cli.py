@@ -92,6 +92,25 @@ def load_cedar(cm: CodeMode, policy_file: str, entities_file: str | None) -> Any
     return authorizer
 
 
+REGO_DECISION = "data.codemode.authz.allow"
+
+
+def load_rego(files: list[str], data_file: str | None, decision: str, visible: str | None) -> Any:
+    """A RegoAuthorizer over the files, or a usage error naming the file and line."""
+    try:
+        from codemode.authz.rego import RegoAuthorizer, RegoPolicyError
+    except ImportError:
+        raise click.UsageError(
+            "--rego needs the rego extra: pip install 'codemode[rego]'"
+        ) from None
+    try:
+        return RegoAuthorizer.from_files(
+            *files, data_file=data_file, decision=decision, visible=visible
+        )
+    except RegoPolicyError as exc:
+        raise click.UsageError(str(exc)) from None
+
+
 def render_error(error: CodeModeError) -> str:
     """The error for a person: the location and line with a caret, then the message."""
     lines = []
@@ -331,6 +350,28 @@ def _serve_options(command: Any) -> Any:
             help="Cedar entities (JSON).",
         ),
         click.option(
+            "--rego",
+            multiple=True,
+            type=click.Path(exists=True, dir_okay=False),
+            help="A Rego policy module (repeatable); instead of --policy-file.",
+        ),
+        click.option(
+            "--rego-data",
+            type=click.Path(exists=True, dir_okay=False),
+            help="The base document Rego policies read as data (JSON).",
+        ),
+        click.option(
+            "--rego-decision",
+            default=REGO_DECISION,
+            show_default=True,
+            help="The Rego rule that decides each call.",
+        ),
+        click.option(
+            "--rego-visible",
+            help="The Rego rule that tells whether a subject may ever call a capability "
+            "(for --hide-forbidden), e.g. data.codemode.authz.visible.",
+        ),
+        click.option(
             "--hide-forbidden", is_flag=True, help="Hide capabilities a subject may never call."
         ),
         click.option(
@@ -402,26 +443,22 @@ def _start(
     """Configure the app `load` builds with the options of `serve`, and serve it."""
     transport, subject, host, port = (options[k] for k in ("transport", "subject", "host", "port"))
     _http_only(context, transport)
-    setup: dict[str, Any] = {
-        key: options[key]
-        for key in ("token_file", "policy_file", "entities_file", "hide_forbidden", "audit_log")
-    }
+    setup: dict[str, Any] = {key: options[key] for key in SETUP}
     cm, tokens = _configured(load, **setup)
     stdio_args = [*command, "--transport", "stdio", "--subject", subject]
-    for option, value in (
-        ("--policy-file", setup["policy_file"]),
-        ("--entities-file", setup["entities_file"]),
-        ("--audit-log", setup["audit_log"]),
-    ):
-        stdio_args += [option, value] if value else []
-    stdio_args += ["--hide-forbidden"] if setup["hide_forbidden"] else []
+    for key in SETUP:  # the same server over stdio: its policy, audit log and subject
+        option, value = "--" + key.replace("_", "-"), setup[key]
+        if key == "token_file" or value in (None, False, (), REGO_DECISION):
+            continue
+        for one in value if isinstance(value, tuple) else [value]:
+            stdio_args += [option] if value is True else [option, one]
     base = f"http://{_url_host(host)}:{port}"
     banner = [
         f"codemode: serving {cm.name}",
         *_where_to_connect(
             cm.name,
             base + options["path"],
-            stdio_args,  # the same server over stdio: its policy, audit log and subject
+            stdio_args,
             playground=f"{base}/" if options["web"] else None,
             tokens=len(tokens) if tokens else 0,
         ),
@@ -457,12 +494,30 @@ def _start(
     )
 
 
+SETUP = (
+    "token_file",
+    "policy_file",
+    "entities_file",
+    "rego",
+    "rego_data",
+    "rego_decision",
+    "rego_visible",
+    "hide_forbidden",
+    "audit_log",
+)
+"""The options of `serve` that configure the app rather than the server."""
+
+
 def _configured(
     load: Callable[[], CodeMode],
     *,
     token_file: str | None,
     policy_file: str | None,
     entities_file: str | None,
+    rego: tuple[str, ...] | list[str] = (),
+    rego_data: str | None = None,
+    rego_decision: str = REGO_DECISION,
+    rego_visible: str | None = None,
     hide_forbidden: bool,
     audit_log: str | None,
 ) -> tuple[CodeMode, dict[str, str] | None]:
@@ -475,16 +530,25 @@ def _configured(
         raise click.UsageError(str(exc)) from None
     if token_file and not tokens:
         raise click.UsageError(f"{token_file} holds no tokens")
+    if policy_file and rego:
+        raise click.UsageError("--policy-file (Cedar) and --rego cannot be used together")
+    if not rego:
+        given = [o for o, v in (("--rego-data", rego_data), ("--rego-visible", rego_visible)) if v]
+        given += ["--rego-decision"] if rego_decision != REGO_DECISION else []
+        if given:
+            raise click.UsageError(f"{', '.join(given)} needs --rego")
     cm = load()
     if policy_file:
         cm.authorizer = load_cedar(cm, policy_file, entities_file)
     elif entities_file:
         raise click.UsageError("--entities-file needs --policy-file")
+    if rego:
+        cm.authorizer = load_rego(list(rego), rego_data, rego_decision, rego_visible)
     cm.hide_forbidden = cm.hide_forbidden or hide_forbidden
     if cm.hide_forbidden and not callable(getattr(cm.authorizer, "can_see", None)):
         raise click.UsageError(
             "--hide-forbidden needs an authorizer that can tell what a subject may see: "
-            "use it with --policy-file"
+            "use it with --policy-file, or with --rego and --rego-visible"
         )
     if audit_log:
         from codemode.events import JsonLinesSink

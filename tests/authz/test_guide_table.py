@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from codemode import CodeModeError
+from codemode.authz import Authorizer
 from codemode.authz.cedar import CedarAuthorizer
+from codemode.authz.rego import RegoAuthorizer
 from codemode.demo import create
 from codemode.events import CallAuthorized, CallDenied, Event
 
@@ -32,16 +35,43 @@ SCENARIOS = [
 ]
 
 
-def table(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> str:
-    """Run each scenario on the demo host under the guide's policies; render the rows."""
-    events: list[Event] = []
+def cedar() -> tuple[Authorizer, Callable[[str], str | None]]:
+    """The guide's Cedar policy, and what its log line for a decision says."""
+
+    def logged(line: str) -> str | None:
+        match = re.match(r"cedar (\w+): .* policies=(.*) errors=", line)
+        return f"`cedar {match[1]}`, policies: {match[2]}" if match else None
+
     authorizer = CedarAuthorizer.from_files(POLICY / "policies.cedar", POLICY / "entities.json")
+    return authorizer, logged
+
+
+def rego() -> tuple[Authorizer, Callable[[str], str | None]]:
+    """The guide's Rego policy, and what its log line for a decision says."""
+
+    def logged(line: str) -> str | None:
+        match = re.match(r"rego (\w+): ", line)
+        return f"`rego {match[1]}`" if match else None
+
+    authorizer = RegoAuthorizer.from_files(POLICY / "policy.rego", data_file=POLICY / "data.json")
+    return authorizer, logged
+
+
+def table(
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    policy: Callable[[], tuple[Authorizer, Callable[[str], str | None]]],
+) -> str:
+    """Run each scenario on the demo host under one of the guide's policies; render the rows."""
+    events: list[Event] = []
+    authorizer, logged = policy()
     rows = [
         "| situation | the model sees | the audit event | the host log (info, the default level) |",
         "|---|---|---|---|",
     ]
     with create(tmp_path / "demo.sqlite3", authorizer=authorizer) as cm:
-        authorizer.validate(cm.catalog.enabled.values())
+        if isinstance(authorizer, CedarAuthorizer):
+            authorizer.validate(cm.catalog.enabled.values())
         cm.on_event = events.append
         caplog.set_level(logging.INFO, logger="codemode.authz")
         for situation, subject, source in SCENARIOS:
@@ -58,19 +88,23 @@ def table(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> str:
                 if isinstance(decided, CallAuthorized)
                 else f"`call_denied`: `{decided.reason}`"
             )
-            line = next(
-                r.getMessage() for r in caplog.records if r.getMessage().startswith("cedar")
-            )
-            match = re.match(r"cedar (\w+): .* policies=(.*) errors=", line)
-            assert match is not None
-            logged = f"`cedar {match[1]}`, policies: {match[2]}"
-            rows.append(f"| {situation} | {seen} | {audit} | {logged} |")
+            line = next(filter(None, (logged(r.getMessage()) for r in caplog.records)))
+            rows.append(f"| {situation} | {seen} | {audit} | {line} |")
     return "\n".join(rows)
 
 
+@pytest.mark.parametrize("policy", [cedar, rego])
 def test_the_guide_shows_what_the_example_does(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    policy: Callable[[], tuple[Authorizer, Callable[[str], str | None]]],
 ) -> None:
-    expected = table(tmp_path, caplog)
+    expected = table(tmp_path, caplog, policy)
     guide = (DOCS / "authorization.md").read_text()
     assert expected in guide, f"the guide's table should read:\n{expected}"
+
+
+def test_the_guide_shows_the_rego_policy_file_as_it_is() -> None:
+    guide = (DOCS / "authorization.md").read_text()
+    shown = guide.split("```rego\n", 1)[1].split("```", 1)[0]
+    assert shown == (POLICY / "policy.rego").read_text()

@@ -1,0 +1,234 @@
+"""Rego policies as a codemode authorizer, evaluated in process (requires the `rego`
+extra: regopy, the Python bindings of rego-cpp).
+
+Each capability call is one evaluation of the decision rule over this input document,
+the contract of the Go codemode library's OPA adapter:
+
+```json
+{"subject": {"id": "alice"},
+ "capability": {"id": "records.entry.lookup", "name": "records.lookup"},
+ "arguments": {"key": "a"},
+ "context": {"readOnlyHint": true, "destructiveHint": false}}
+```
+
+`arguments` is the canonical JSON the call bound to (absent optional arguments left out);
+`context` carries the capability's annotations (an upstream MCP tool's hints) and is left
+out when it has none. `true` allows; `false` denies (`permission denied`); an undefined
+decision, any other value and any evaluation error are a policy failure
+(`authorization policy failure`). Fail closed, always: nothing of the policy, its values
+or its errors reaches the model; the host log has them.
+
+The modules are compiled once, in name order, into one bundle per authorizer, and each
+thread evaluates it with an interpreter of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import regopy
+
+from codemode.authz import AuthorizationRequest, Denied
+from codemode.types import JSONObject
+
+log = logging.getLogger("codemode.authz")
+
+DECISION = "data.codemode.authz.allow"
+_REFERENCE = re.compile(r"data(\.[A-Za-z_][A-Za-z0-9_]*)+")
+_CONVERTS_WRONG = re.compile(r"\\|\d{19}")
+"""What rego-cpp's conversion of a Python dict misreads: a string with an escape (a quote,
+backslash or control character) and an integer past 64 bits."""
+_ERROR = re.compile(
+    r"\(error \d+:(?P<file>[^|]*)\|(?P<offset>\d+)\|\d+\s+\(errormsg \d+:(?P<msg>[^)]*)\)"
+)
+
+
+class RegoPolicyError(ValueError):
+    """Modules that do not compile, or a decision that is not a rule reference; the message
+    names the file, line and the parser's words."""
+
+
+class RegoEvaluationError(RuntimeError):
+    """The decision was undefined, not a boolean, or failed to evaluate: a policy failure."""
+
+
+class RegoAuthorizer:
+    """Authorizes capability calls with Rego policies.
+
+    **Parameters:**
+
+    - `decision`: the rule that decides a call, a ground reference such as
+      `data.codemode.authz.allow`.
+    - `modules`: Rego source by module name.
+    - `files`: Rego files, each a module named by its path.
+    - `data`: the base document policies read as `data` (for example roles by subject).
+    - `visible`: a rule that tells whether a subject may ever call a capability (its input
+      has no `arguments`), so `hide_forbidden` can hide the rest; `true` shows, anything
+      else hides.
+    """
+
+    def __init__(
+        self,
+        decision: str = DECISION,
+        *,
+        modules: Mapping[str, str] | None = None,
+        files: Iterable[str | os.PathLike[str]] | None = None,
+        data: Mapping[str, Any] | None = None,
+        visible: str | None = None,
+    ) -> None:
+        sources = dict(modules or {})
+        for file in files or ():
+            name = os.fspath(file)
+            if not name.strip():
+                raise RegoPolicyError("a Rego file name is blank")
+            try:
+                sources[name] = Path(name).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise RegoPolicyError(f"{name}: {getattr(exc, 'strerror', None) or exc}") from None
+        if not sources:
+            raise RegoPolicyError("no Rego modules: give modules= or files=")
+        self.decision = decision
+        self.visible = visible
+        self._decision = _entrypoint("decision", decision)
+        self._visible = _entrypoint("visible", visible) if visible is not None else None
+        compiler = _interpreter()
+        for name in sorted(sources):
+            if not name.strip():
+                raise RegoPolicyError("a Rego module name is blank")
+            try:
+                compiler.add_module(name, sources[name])
+            except regopy.RegoError as exc:
+                raise RegoPolicyError(_parser_message(str(exc), sources)) from None
+        if data is not None:
+            try:  # as JSON text: rego-cpp reads non-ASCII keys of a dict escaped otherwise
+                compiler.add_data_json(json.dumps(dict(data), ensure_ascii=False))
+            except (regopy.RegoError, TypeError, ValueError) as exc:
+                raise RegoPolicyError(f"the data is not a JSON object: {exc}") from None
+        entrypoints = [self._decision] + ([self._visible] if self._visible else [])
+        try:
+            self._bundle = compiler.build(None, entrypoints)
+        except regopy.RegoError as exc:
+            raise RegoPolicyError(_parser_message(str(exc), sources)) from None
+        self.modules = tuple(sorted(sources))
+        self._local = threading.local()
+
+    def __repr__(self) -> str:
+        return f"RegoAuthorizer({len(self.modules)} modules, decision={self.decision!r})"
+
+    @classmethod
+    def from_files(
+        cls,
+        *files: str | os.PathLike[str],
+        data_file: str | os.PathLike[str] | None = None,
+        **options: Any,
+    ) -> RegoAuthorizer:
+        """Load modules from files, and `data` from a JSON file."""
+        data = None
+        if data_file is not None:
+            try:
+                data = json.loads(Path(data_file).read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise RegoPolicyError(f"{os.fspath(data_file)}: {exc}") from None
+            if not isinstance(data, dict):
+                raise RegoPolicyError(f"{os.fspath(data_file)}: the data must be a JSON object")
+        return cls(files=files, data=data, **options)
+
+    # -- decisions ------------------------------------------------------------------------
+
+    def __call__(self, request: AuthorizationRequest) -> bool:
+        document: JSONObject = {
+            "subject": {"id": request.subject},
+            "capability": {"id": request.capability_id, "name": request.capability_name},
+            "arguments": dict(request.arguments),
+        }
+        if request.annotations:
+            document["context"] = dict(request.annotations)
+        decision = self._evaluate(self._decision, document)
+        word = "allow" if decision is True else "deny" if decision is False else "failure"
+        log.info("rego %s: subject=%s capability=%s", word, request.subject, request.capability_id)
+        if decision is True:
+            return True
+        if decision is False:
+            raise Denied(f"rego deny by {self.decision}")
+        raise RegoEvaluationError(f"{self.decision}: {decision}")
+
+    @property
+    def can_see(self) -> Callable[[str, str, str], bool] | None:
+        """Whether a subject may ever call a capability (the `visible` rule); None without
+        one, so `hide_forbidden` is refused rather than hiding nothing."""
+        return self._can_see if self.visible is not None else None
+
+    def _can_see(self, subject: str, capability_id: str, capability_name: str) -> bool:
+        assert self._visible is not None
+        document: JSONObject = {
+            "subject": {"id": subject},
+            "capability": {"id": capability_id, "name": capability_name},
+        }
+        return self._evaluate(self._visible, document) is True
+
+    def _evaluate(self, entrypoint: str, document: JSONObject) -> object:
+        """The rule's value, or why there is none (`undefined`, `evaluation failed`)."""
+        interpreter = getattr(self._local, "interpreter", None)
+        if interpreter is None:
+            interpreter = self._local.interpreter = _interpreter()
+        try:
+            text = json.dumps(document, ensure_ascii=False)
+            if _CONVERTS_WRONG.search(text):  # as JSON text, read exactly as the data is
+                interpreter.set_input_term(text)
+            else:  # converted from the dict: twice as fast
+                interpreter.set_input(document)
+            output = interpreter.query_bundle_entrypoint(self._bundle, entrypoint)
+        except Exception as exc:  # the bindings raise more than RegoError on some failures
+            log.warning("rego %s failed to evaluate: %s", entrypoint, exc)
+            return "evaluation failed"
+        if not output.ok():
+            log.warning("rego %s failed to evaluate: %s", entrypoint, output.node)
+            return "evaluation failed"
+        text = str(output)
+        if text == "undefined":
+            return "undefined"
+        expressions = json.loads(text).get("expressions") or []
+        if len(expressions) != 1:
+            return "undefined"
+        value: object = expressions[0]
+        return value if isinstance(value, bool) else f"not a boolean ({type(value).__name__})"
+
+
+def _interpreter() -> regopy.Interpreter:
+    """An interpreter that raises builtin errors and prints nothing (rego-cpp writes parse
+    errors to stdout otherwise, which over stdio is the MCP stream)."""
+    interpreter = regopy.Interpreter()
+    interpreter.log_level = regopy.LogLevel.NONE
+    interpreter.strict_built_in_errors = True
+    return interpreter
+
+
+def _entrypoint(what: str, reference: object) -> str:
+    """`data.codemode.authz.allow` -> `codemode/authz/allow`, or RegoPolicyError."""
+    if not isinstance(reference, str) or not _REFERENCE.fullmatch(reference):
+        raise RegoPolicyError(
+            f"the {what} must be a ground reference to a rule, like {DECISION}, not {reference!r}"
+        )
+    return reference.removeprefix("data.").replace(".", "/")
+
+
+def _parser_message(text: str, sources: Mapping[str, str]) -> str:
+    """rego-cpp's error sequence as `file:line:column: message` lines."""
+    found = []
+    for match in _ERROR.finditer(text):
+        name, offset = match["file"], int(match["offset"])
+        source = sources.get(name, "")
+        line = source.count("\n", 0, offset) + 1
+        column = offset - (source.rfind("\n", 0, offset) + 1) + 1
+        found.append(f"{name}:{line}:{column}: {match['msg']}")
+    return "; ".join(found) or f"the modules do not compile: {text.strip()}"
+
+
+__all__ = ["DECISION", "RegoAuthorizer", "RegoEvaluationError", "RegoPolicyError"]
