@@ -384,3 +384,18 @@ class _http_fixture:
     def __exit__(self, *exc: object) -> None:
         self.process.terminate()
         self.process.wait(10)
+
+
+def test_a_rego_policy_reads_the_tools_hints_as_its_context() -> None:
+    from codemode.authz.rego import RegoAuthorizer
+
+    policy = RegoAuthorizer(
+        modules={
+            "p.rego": "package codemode.authz\n\nimport rego.v1\n\n"
+            "default allow := false\nallow if not input.context.destructiveHint\n"
+        }
+    )
+    with CodeMode(authorizer=policy) as cm:
+        cm.add_mcp_server("up", command=PYTHON, args=[FIXTURE], include=["echo-text", "structured"])
+        assert value(cm, "    return up.echo_text(text='read')") == "read"
+        assert str(failure(cm, "    return up.structured()")) == "permission denied"
