@@ -389,12 +389,9 @@ class _http_fixture:
 def test_a_rego_policy_reads_the_tools_hints_as_its_context() -> None:
     from codemode.authz.rego import RegoAuthorizer
 
-    policy = RegoAuthorizer(
-        modules={
-            "p.rego": "package codemode.authz\n\nimport rego.v1\n\n"
-            "default allow := false\nallow if not input.context.destructiveHint\n"
-        }
-    )
+    guide = Path(__file__).parents[2] / "docs" / "guides" / "mcp-gateway.md"
+    shown = guide.read_text().split("```rego\n", 1)[1].split("```", 1)[0]  # the guide's rule
+    policy = RegoAuthorizer(modules={"p.rego": shown})
     with CodeMode(authorizer=policy) as cm:
         cm.add_mcp_server("up", command=PYTHON, args=[FIXTURE], include=["echo-text", "structured"])
         assert value(cm, "    return up.echo_text(text='read')") == "read"
