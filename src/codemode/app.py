@@ -17,7 +17,6 @@ import anyio
 from codemode.authz import Authorizer
 from codemode.binding import closest_name
 from codemode.capabilities import Capability, Catalog, View, build_capability
-from codemode.capabilities.naming import check_name
 from codemode.capabilities.search import SearchIndex, SearchResult
 from codemode.errors import (
     CodeModeError,
@@ -178,8 +177,9 @@ class CodeMode:
         """Register every tool of an upstream MCP server as a capability `name.<tool>`.
 
         The server is started with `command` and `args` (stdio; `env` is added to a minimal
-        environment) or reached at `url` (streamable HTTP, with `headers`). Its tools are
-        listed now, with names made identifiers (`list-files` -> `list_files`); `include`
+        environment) or reached at `url` (streamable HTTP, with `headers`). `name` and the
+        tool names are made identifiers (`my-fs` -> `my_fs`, `list-files` ->
+        `list_files`); the tools are listed now. `include`
         and `exclude` are patterns of the upstream's tool names (`read_*`). A tool whose
         schema cannot be read is skipped with a warning. An upstream's error is
         `capability failed` unless `expose_errors`, which passes its text on as an
@@ -188,15 +188,17 @@ class CodeMode:
         until the first call), is shared by every execution, reopens after a crash, and
         ends with `close()`. Returns the new capability names; raises `RegistrationError`.
         """
-        from codemode.gateway import Gateway, ServerOptions, Target
+        from codemode.gateway import Gateway, ServerOptions, Target, namespace
 
-        check_name(f"{name}.tool")
+        name = namespace(name)
         if (command is None) == (url is None):
             raise RegistrationError(f'MCP server "{name}": give either command or url')
         if connect not in ("start", "first_use"):
             raise RegistrationError(f'MCP server "{name}": connect must be "start" or "first_use"')
         if timeout is not None and (isinstance(timeout, bool) or not timeout > 0):
             raise RegistrationError(f'MCP server "{name}": timeout must be a positive number')
+        if cwd is not None and not os.path.isdir(cwd):
+            raise RegistrationError(f'MCP server "{name}": cwd {os.fspath(cwd)!r} is not a folder')
         for option, value in (("args", args), ("include", include), ("exclude", exclude)):
             if isinstance(value, str):
                 raise RegistrationError(f'MCP server "{name}": {option} must be a list of str')
@@ -217,9 +219,16 @@ class CodeMode:
         )
         with self._engine_lock:
             if self._gateway is None:
-                self._gateway = Gateway(self.catalog)
+                self._gateway = Gateway(self.catalog, on_change=self._check_policy)
             gateway = self._gateway
         return tuple(c.name for c in gateway.add(name, target, options))
+
+    def _check_policy(self, capabilities: Iterable[Capability]) -> None:
+        """Let an authorizer that checks its policies against the capabilities (Cedar's
+        `validate`) see a changed set before it is used; it refuses by raising."""
+        validate = getattr(self.authorizer, "validate", None)
+        if callable(validate):
+            validate(list(capabilities))
 
     # -- discovery -----------------------------------------------------------------------
 

@@ -32,7 +32,9 @@ from codemode.errors import PROGRAM_FILE, CodeModeError, InvalidProgramError, Wh
 def load_app(spec: str) -> CodeMode:
     """`module:attribute` or `path/to/file.py:attribute` -> a CodeMode (the attribute may
     be a factory returning one). A file's folder is searched for its imports, as uvicorn's
-    `--app-dir` does."""
+    `--app-dir` does. A `.json` file is an `mcpServers` file, served as `proxy` does."""
+    if spec.endswith(".json"):
+        return load_proxy(spec)
     module_name, sep, attribute = spec.rpartition(":")
     if not sep or not module_name or not attribute:
         raise click.BadParameter(
@@ -405,8 +407,15 @@ def serve(context: click.Context, /, app: str, reload: bool, **options: Any) -> 
 @_serve_options
 @click.pass_context
 def proxy(context: click.Context, /, config: str, **options: Any) -> None:
-    """Serve one code-mode server over every MCP server in CONFIG (the `mcpServers` file
-    MCP clients use; `${VAR}` is taken from the environment)."""
+    """Serve one code-mode server over every MCP server in CONFIG.
+
+    CONFIG is the `mcpServers` file MCP clients use: each server has `command`, `args`,
+    `env` and `cwd` (stdio) or `url` and `headers` (streamable HTTP), and may add
+    `include`, `exclude`, `expose_errors`, `timeout` and `connect`. `${VAR}` and
+    `${VAR:-default}` are taken from the environment. Server names become namespaces
+    (`my-fs` -> `my_fs`). See docs/guides/mcp-gateway.md.
+    """
+    config = str(Path(config).resolve())  # the printed client configuration works anywhere
     _start(context, ["proxy", config], lambda: load_proxy(config), options, reload_app=None)
 
 
@@ -632,14 +641,14 @@ def check(app: str, file: Any) -> None:
     """Check the program in FILE against APP without running it (the static preflight)."""
     from codemode.runtime.program import Programs
 
-    cm = load_app(app)
     source = file.read()
-    try:
-        Programs(cm.catalog.enabled).prepare(source)
-        _parses(source)
-    except CodeModeError as error:
-        click.echo(render_error(error), err=True)
-        sys.exit(1)
+    with load_app(app) as cm:
+        try:
+            Programs(cm.catalog.enabled).prepare(source)
+            _parses(source)
+        except CodeModeError as error:
+            click.echo(render_error(error), err=True)
+            sys.exit(1)
     click.echo("ok: no problems found")
 
 

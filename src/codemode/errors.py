@@ -383,6 +383,12 @@ class AgentError(Exception):
         super().__init__(message)
 
 
+class ExpectedError(Exception):
+    """Raised by a handler for a failure it expects, whose message is for the host only
+    (an upstream MCP tool's error, an unreachable service): the model sees `capability
+    failed`, and the host log one warning line with the message, without a traceback."""
+
+
 def sanitize_agent_message(message: str) -> str | None:
     """The model-safe form of an `AgentError` message, or None when nothing is left."""
     text = "".join(" " if not ch.isprintable() else ch for ch in message[:1024]).strip()
@@ -422,6 +428,7 @@ __all__ = [
     "CodeModeError",
     "ErrorCode",
     "ExecutionCanceledError",
+    "ExpectedError",
     "InternalError",
     "InvalidArgumentsError",
     "InvalidProgramError",

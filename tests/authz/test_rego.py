@@ -144,7 +144,7 @@ def test_construction_refuses_what_cannot_decide(options: dict[str, Any], messag
 
 
 def test_a_missing_file_is_named(tmp_path: Path) -> None:
-    with pytest.raises(RegoPolicyError, match="gone.rego: No such file or directory"):
+    with pytest.raises(RegoPolicyError, match=r"gone\.rego: No such file or directory"):
         RegoAuthorizer(files=[tmp_path / "gone.rego"])
 
 

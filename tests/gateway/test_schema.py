@@ -9,7 +9,6 @@ import mcp_types as mt
 import pytest
 
 from codemode.capabilities import types as t
-from codemode.errors import RegistrationError
 from codemode.gateway.schema import Hints, SchemaError, identifier, nullable, problem, validator
 from codemode.gateway.tools import TEXT_RESULT, annotations_of, tool_capability, tool_value
 from codemode.payloads import describe_payload
@@ -98,13 +97,18 @@ def test_local_references_resolve_and_a_cycle_reads_as_any() -> None:
 
 
 def test_names_become_identifiers() -> None:
-    assert [identifier(n) for n in ("list-files", "from", "2fa", "a.b", "match")] == [
+    names = ("list-files", "from", "2fa", "a.b", "match", "_private", "ümlaut", "日本")
+    assert [identifier(n) for n in names] == [
         "list_files",
         "from_",
-        "_2fa",
+        "tool_2fa",
         "a_b",
         "match_",
+        "private",
+        "umlaut",
+        "tool_",
     ]
+    assert identifier("2fa", lead="arg_") == "arg_2fa"
 
 
 def test_an_invalid_schema_is_refused_with_where_it_is_wrong() -> None:
@@ -199,11 +203,19 @@ def test_a_non_object_input_schema_is_refused() -> None:
         )
 
 
-def test_an_invalid_namespace_is_a_registration_error() -> None:
-    with pytest.raises(
-        RegistrationError, match='namespace "json" is a builtin or standard library'
-    ):
+def test_a_name_that_cannot_name_a_capability_is_refused() -> None:
+    with pytest.raises(SchemaError, match='namespace "json" is a builtin or standard library'):
         tool_capability("json", tool(), send, expose_errors=False, timeout=None)
+
+
+def test_descriptions_lose_control_characters_and_are_bounded() -> None:
+    text = "Reads\x1b[31m a file\u202e.\nSecond line.\x00" + "x" * 9000
+    capability = tool_capability(
+        "fs", tool(description=text), send, expose_errors=False, timeout=None
+    )
+    assert capability.description.startswith("Reads [31m a file .\nSecond line. x")
+    assert capability.description.endswith("x ... (cut)")
+    assert len(capability.description) == 8192 + len(" ... (cut)")
 
 
 def test_hints_default_as_the_specification_presumes() -> None:

@@ -171,7 +171,9 @@ def test_a_hung_upstream_times_out_as_capability_failed_and_is_cancelled(
 ) -> None:
     events.write_text("")
     started = time.monotonic()
-    assert str(failure(up, "    return up.slow(seconds=30)")) == "capability failed"
+    assert str(failure(up, "    return up.slow(seconds=30)")) == (
+        "capability failed: the upstream did not answer within 2 s"
+    )
     assert 1.9 < time.monotonic() - started < 5
     assert _events(events, 2) == ["start", "cancelled"]
 

@@ -305,13 +305,21 @@ class Catalog:
         self._views: OrderedDict[frozenset[str], View] = OrderedDict()
         self._lock = threading.Lock()
 
-    def replace(self, namespace: str, capabilities: Iterable[Capability]) -> None:
+    def replace(
+        self,
+        namespace: str,
+        capabilities: Iterable[Capability],
+        check: Callable[[Iterable[Capability]], None] | None = None,
+    ) -> None:
         """Put `capabilities` in place of every capability under `namespace` (an upstream
-        server's tools after they changed); on a registration error nothing changes."""
+        server's tools after they changed). Nothing changes on a registration error, or
+        when `check`, given every capability that would then be enabled, raises."""
         kept = {n: c for n, c in self._by_name.items() if not n.startswith(namespace + ".")}
         trial = Catalog(self.disabled)
         for capability in [*kept.values(), *capabilities]:
             trial.add(capability)
+        if check is not None:
+            check(trial.enabled.values())
         with self._lock:
             self._by_name, self._by_id = trial._by_name, trial._by_id
             self._namespaces = trial._namespaces

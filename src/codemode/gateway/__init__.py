@@ -4,7 +4,7 @@
 capability `name.tool`; `codemode proxy` does so for every server of a client's config.
 """
 
-from codemode.gateway.gateway import Gateway, ServerOptions
+from codemode.gateway.gateway import Gateway, ServerOptions, namespace
 from codemode.gateway.upstream import Target, UpstreamError
 
-__all__ = ["Gateway", "ServerOptions", "Target", "UpstreamError"]
+__all__ = ["Gateway", "ServerOptions", "Target", "UpstreamError", "namespace"]

@@ -9,12 +9,14 @@
 
 Besides the clients' keys (`command`, `args`, `env`, `cwd`, `url`, `headers`, `type`,
 `disabled`), a server may carry `add_mcp_server`'s own options: `include`, `exclude`,
-`expose_errors`, `timeout`, `connect`. `${VAR}` in any string is taken from the
-environment. Every problem is one `ConfigError` naming the file and the key's path.
+`expose_errors`, `timeout`, `connect`. `${VAR}` (or `${VAR:-default}`) in any string is
+taken from the environment; a relative `cwd` is taken from the file's folder. Every
+problem is one `ConfigError` naming the file and the key's path.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
@@ -23,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from codemode.capabilities.naming import check_name
 from codemode.errors import RegistrationError
+from codemode.gateway.gateway import namespace
 
 
 class ConfigError(ValueError):
@@ -60,7 +62,7 @@ _KEYS: dict[str, str] = {
 }
 """Each key a server entry may have, and what its value must be."""
 _TYPES = {"stdio": "command", "http": "url", "streamable-http": "url", "streamableHttp": "url"}
-_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
 def load_config(
@@ -91,20 +93,22 @@ def load_config(
     servers = data.get("mcpServers")
     if not isinstance(servers, dict) or not servers:
         raise fail("mcpServers", "must be an object of servers by name, with at least one")
-    entries = []
+    entries: list[ServerEntry] = []
     for name, spec in servers.items():
         at = f"mcpServers.{name}"
         try:
-            check_name(f"{name}.tool")
-        except RegistrationError:
-            raise fail(
-                at, "a server name must be a Python identifier, not a builtin or module name"
-            ) from None
+            namespace(name)
+        except RegistrationError as exc:
+            raise fail(at, str(exc).split(": ", 1)[-1]) from None
         if not isinstance(spec, dict):
             raise fail(at, "must be an object")
         for key, value in spec.items():
             if key not in _KEYS:
-                raise fail(f"{at}.{key}", "unknown key; a server takes " + ", ".join(_KEYS))
+                close = difflib.get_close_matches(key, list(_KEYS), n=1, cutoff=0.6)
+                hint = (
+                    f'did you mean "{close[0]}"?' if close else "a server takes " + ", ".join(_KEYS)
+                )
+                raise fail(f"{at}.{key}", f"unknown key; {hint}")
             if not _fits(_KEYS[key], value):
                 raise fail(f"{at}.{key}", f"must be {_KEYS[key]}")
         if spec.get("disabled"):
@@ -123,7 +127,11 @@ def load_config(
             for key, value in spec.items()
             if key not in ("type", "disabled")
         }
+        if "cwd" in options:  # relative to the file, whoever starts the proxy from where
+            options["cwd"] = str(Path(where).resolve().parent / options["cwd"])
         entries.append(ServerEntry(name, options))
+    if not entries:
+        raise fail("mcpServers", "every server is disabled")
     return entries
 
 
@@ -144,10 +152,12 @@ def _expand(value: Any, key: str, environ: Mapping[str, str], fail: Any) -> Any:
     if isinstance(value, str):
 
         def variable(match: re.Match[str]) -> str:
-            name = match.group(1)
-            if name not in environ:
-                raise fail(key, f"environment variable {name} is not set")
-            return environ[name]
+            name, default = match.group(1), match.group(2)
+            if name in environ:
+                return environ[name]
+            if default is not None:
+                return default
+            raise fail(key, f"environment variable {name} is not set")
 
         return _VARIABLE.sub(variable, value)
     if isinstance(value, list):

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import fnmatch
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -17,6 +17,7 @@ import mcp_types as mt
 
 from codemode.capabilities import Capability, Catalog
 from codemode.capabilities import types as t
+from codemode.capabilities.naming import RESERVED_ROOTS
 from codemode.errors import RegistrationError
 from codemode.gateway.schema import SchemaError, identifier
 from codemode.gateway.tools import tool_capability
@@ -39,8 +40,12 @@ class ServerOptions:
 class Gateway:
     """Connects upstream servers and keeps their capabilities in the catalog in step."""
 
-    def __init__(self, catalog: Catalog) -> None:
+    def __init__(
+        self, catalog: Catalog, on_change: Callable[[Iterable[Capability]], None] | None = None
+    ) -> None:
         self.catalog = catalog
+        self.on_change = on_change
+        """Sees every capability a refresh would leave, and refuses them by raising."""
         self._upstreams: dict[str, tuple[Upstream, ServerOptions]] = {}
         self._portal_context = anyio.from_thread.start_blocking_portal(name="codemode-gateway")
         self._portal = self._portal_context.__enter__()
@@ -53,7 +58,9 @@ class Gateway:
             await anyio.sleep_forever()
 
     def _spawn(self, function: Any, *args: Any) -> None:
-        self._group.start_soon(function, *args)
+        """Start a task that outlives its caller; whatever it raises is logged, so one
+        upstream's failure never ends the group every upstream runs in."""
+        self._group.start_soon(_guarded, function, *args)
 
     # -- registration --------------------------------------------------------------------
 
@@ -67,11 +74,10 @@ class Gateway:
         )
         try:
             tools = self._portal.call(upstream.tools)
-        except (UpstreamError, TimeoutError) as exc:
+        except UpstreamError as exc:
             self._portal.call(upstream.close)
             upstream.release()
-            text = str(exc) if isinstance(exc, UpstreamError) else "timed out"
-            raise RegistrationError(text) from None
+            raise RegistrationError(str(exc)) from None
         try:
             capabilities = self._capabilities(name, upstream, tools, options, strict=True)
             for capability in capabilities:
@@ -131,14 +137,17 @@ class Gateway:
         return send
 
     async def _refresh(self, name: str) -> None:
-        """The upstream's tools changed: list them again and replace its capabilities."""
+        """The upstream's tools changed: list them again and replace its capabilities,
+        once `on_change` accepts them (a policy checks them); else the old ones stay."""
+        if name not in self._upstreams:  # it changed while it was being added
+            return
         upstream, options = self._upstreams[name]
         try:
             tools = await upstream.tools()
             capabilities = self._capabilities(name, upstream, tools, options, strict=False)
-            self.catalog.replace(name, capabilities)
-        except Exception as exc:  # the old capabilities stay
-            log.warning("MCP server %s: its changed tools could not be read: %s", name, exc)
+            self.catalog.replace(name, capabilities, check=self.on_change)
+        except Exception as exc:
+            log.warning("MCP server %s: its changed tools are not used: %s", name, exc)
             return
         log.info("MCP server %s: tools changed; %d capabilities now", name, len(capabilities))
 
@@ -157,11 +166,32 @@ class Gateway:
             self._portal_context.__exit__(None, None, None)
 
 
+async def _guarded(function: Any, *args: Any) -> None:
+    try:
+        await function(*args)
+    except Exception:
+        log.exception("upstream task %s failed", getattr(function, "__qualname__", function))
+
+
 async def _close_all(upstreams: list[Upstream]) -> None:
     """Close upstreams side by side: each may take the SDK's grace period to exit."""
     async with anyio.create_task_group() as group:
         for upstream in upstreams:
             group.start_soon(upstream.close)
+
+
+def namespace(name: object) -> str:
+    """A server's name as the namespace of its tools: an identifier (`my-fs` -> `my_fs`),
+    or RegistrationError for one programs already use (a builtin or standard module)."""
+    if not isinstance(name, str) or not name.strip():
+        raise RegistrationError(f"an MCP server name must be a non-empty string, not {name!r}")
+    converted = identifier(name, lead="server_")
+    if converted in RESERVED_ROOTS:
+        raise RegistrationError(
+            f'MCP server "{name}": "{converted}" is a name programs use for a builtin or '
+            f'module; name the server otherwise, e.g. "{converted}_server"'
+        )
+    return converted
 
 
 def _chosen(

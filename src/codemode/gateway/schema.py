@@ -10,14 +10,18 @@ against it with `jsonschema` before it is sent (see `SchemaCheck`).
 
 from __future__ import annotations
 
+import functools
 import keyword
 import re
-from collections.abc import Mapping
+import unicodedata
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, NotRequired, Required, Union
 
 import jsonschema
 import pydantic
+import pydantic_core
+from pydantic_core import core_schema
 from typing_extensions import TypedDict
 
 from codemode.types import JSONObject, JSONValue
@@ -37,12 +41,14 @@ class Pattern:
     pattern: str
 
 
-def identifier(name: str) -> str:
-    """A tool or property name as a Python identifier: `list-files` -> `list_files`,
-    `from` -> `from_`, `2fa` -> `_2fa`."""
-    text = re.sub(r"\W", "_", name.strip(), flags=re.ASCII)
+def identifier(name: str, lead: str = "tool_") -> str:
+    """A name as a Python identifier that may name a capability or an argument:
+    `list-files` -> `list_files`, `from` -> `from_`, `ümlaut` -> `umlaut`, and `lead` in
+    front of one that would start with a digit or be empty (`2fa` -> `tool_2fa`)."""
+    ascii_name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
+    text = re.sub(r"\W", "_", ascii_name.strip(), flags=re.ASCII).lstrip("_")
     if not text or text[0].isdigit():
-        text = "_" + text
+        text = lead + text
     if keyword.iskeyword(text) or keyword.issoftkeyword(text):
         text += "_"
     return text
@@ -55,13 +61,85 @@ def camel(name: str) -> str:
 
 def validator(schema: Mapping[str, Any]) -> jsonschema.protocols.Validator:
     """A validator for the schema's own draft (`$schema`; 2020-12 when it names none), or
-    SchemaError when the schema is not valid under that draft."""
+    SchemaError when the schema is not valid under that draft.
+
+    Patterns are matched by a linear-time engine (the Rust regex crate, through
+    pydantic-core), never by Python's backtracking `re`: a pattern an upstream declares
+    could otherwise hold the process for hours on one argument.
+    """
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     try:
         cls.check_schema(dict(schema))
     except jsonschema.SchemaError as exc:
         raise SchemaError(f"invalid JSON Schema at {_pointer(exc.path)}: {exc.message}") from None
-    return cls(schema)
+    linear = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
+        cls,
+        {
+            "pattern": _pattern,
+            "patternProperties": _pattern_properties,
+            "additionalProperties": _additional_properties,
+        },
+    )
+    checker: jsonschema.protocols.Validator = linear(schema)
+    return checker
+
+
+@functools.lru_cache(maxsize=1024)
+def _matcher(pattern: str) -> pydantic_core.SchemaValidator | None:
+    """A linear-time matcher of `pattern`, or None when that engine cannot read it
+    (lookaround, backreferences): such a pattern is left to the upstream to check."""
+    try:
+        return pydantic_core.SchemaValidator(core_schema.str_schema(pattern=pattern))
+    except pydantic_core.SchemaError:
+        return None
+
+
+def _search(pattern: str, text: str) -> bool:
+    matcher = _matcher(pattern)
+    if matcher is None:
+        return True
+    try:
+        matcher.validate_python(text)
+    except pydantic_core.ValidationError:
+        return False
+    return True
+
+
+def _pattern(
+    validator: Any, pattern: str, instance: Any, schema: Mapping[str, Any]
+) -> Iterator[jsonschema.ValidationError]:
+    if validator.is_type(instance, "string") and not _search(pattern, instance):
+        yield jsonschema.ValidationError("does not match the pattern")
+
+
+def _pattern_properties(
+    validator: Any, patterns: Mapping[str, Any], instance: Any, schema: Mapping[str, Any]
+) -> Iterator[jsonschema.ValidationError]:
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in patterns.items():
+        for key, value in instance.items():
+            if _search(pattern, key):
+                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+def _additional_properties(
+    validator: Any, additional: Any, instance: Any, schema: Mapping[str, Any]
+) -> Iterator[jsonschema.ValidationError]:
+    if not validator.is_type(instance, "object"):
+        return
+    declared = schema.get("properties") or {}
+    patterns = list(schema.get("patternProperties") or {})
+    extras = [
+        key
+        for key in instance
+        if key not in declared and not any(_search(p, key) for p in patterns)
+    ]
+    if validator.is_type(additional, "object"):
+        for key in extras:
+            yield from validator.descend(instance[key], additional, path=key)
+    elif additional is False and extras:
+        yield jsonschema.ValidationError("has a key the schema does not declare")
 
 
 class Hints:
@@ -77,6 +155,14 @@ class Hints:
         """The hint for `schema`; `name` names its shape if it is an object."""
         if schema is True or not isinstance(schema, Mapping) or not schema:
             return Any
+        if isinstance(schema.get("$ref"), str) and len(schema) == 1:
+            return self._ref(schema["$ref"])
+        if isinstance(schema.get("properties"), Mapping) and schema["properties"]:
+            # Declared keys are what crosses; combinators beside them only narrow what
+            # the upstream may send, and the SDK checks the whole schema.
+            return self._object(schema, name)
+        if isinstance(schema.get("allOf"), list) and schema["allOf"]:
+            return self._all_of(schema["allOf"], name)
         if isinstance(schema.get("$ref"), str):
             return self._ref(schema["$ref"])
         if "const" in schema:
@@ -144,16 +230,36 @@ class Hints:
         )
         return shape
 
-    def _ref(self, ref: str) -> Any:
-        """A local `#/...` reference; a cycle is read as Any (the schema still checks it)."""
-        if not ref.startswith("#") or ref in self._resolving:
+    def _all_of(self, members: list[Any], name: str) -> Any:
+        """Objects that must all hold: one shape with every member's keys; else Any."""
+        resolved = [self._target(m["$ref"]) if _is_ref(m) else m for m in members]
+        if not all(
+            isinstance(m, Mapping) and isinstance(m.get("properties"), Mapping) for m in resolved
+        ):
             return Any
+        properties: dict[str, Any] = {}
+        required: list[Any] = []
+        for member in resolved:
+            properties.update(member["properties"])
+            required += member.get("required") or []
+        return self._object({"properties": properties, "required": required}, name)
+
+    def _target(self, ref: str) -> Any:
+        if not ref.startswith("#"):
+            return None
         target: Any = self.root
         for part in ref[1:].split("/")[1:]:
             part = part.replace("~1", "/").replace("~0", "~")
             if not isinstance(target, Mapping) or part not in target:
                 raise SchemaError(f"unresolvable reference {ref}")
             target = target[part]
+        return target
+
+    def _ref(self, ref: str) -> Any:
+        """A local `#/...` reference; a cycle is read as Any (the schema still checks it)."""
+        if not ref.startswith("#") or ref in self._resolving:
+            return Any
+        target = self._target(ref)
         self._resolving.add(ref)
         try:
             return self.of(target, camel(ref.rsplit("/", 1)[-1]) or self.prefix)
@@ -168,6 +274,26 @@ class Hints:
         return candidate
 
 
+DESCRIPTION_MAX_CHARS = 8192
+
+
+def clean(text: str) -> str:
+    """An upstream's description as the model reads it: control and bidirectional
+    formatting characters become spaces (new lines and tabs stay), cut to
+    `DESCRIPTION_MAX_CHARS` with a marker."""
+    kept = "".join(
+        ch if ch in "\n\t" or unicodedata.category(ch) not in ("Cc", "Cf", "Zl", "Zp") else " "
+        for ch in text[: DESCRIPTION_MAX_CHARS + 1]
+    ).strip()
+    if len(kept) > DESCRIPTION_MAX_CHARS:
+        return kept[:DESCRIPTION_MAX_CHARS] + " ... (cut)"
+    return kept
+
+
+def _is_ref(schema: Any) -> bool:
+    return isinstance(schema, Mapping) and isinstance(schema.get("$ref"), str)
+
+
 def described(hint: Any, schema: Any) -> Any:
     """`hint` with its schema's description and examples, as `describe` shows a field."""
     if not isinstance(schema, Mapping):
@@ -179,7 +305,7 @@ def described(hint: Any, schema: Any) -> Any:
     return Annotated[
         hint,
         pydantic.Field(
-            description=description if isinstance(description, str) else None,
+            description=clean(description) if isinstance(description, str) else None,
             examples=examples if isinstance(examples, list) else None,
         ),
     ]
@@ -278,6 +404,7 @@ __all__ = [
     "Pattern",
     "SchemaError",
     "camel",
+    "clean",
     "described",
     "identifier",
     "nullable",

@@ -22,8 +22,9 @@ from codemode.authz import HINTS
 from codemode.capabilities import REQUIRED, Capability, Parameter
 from codemode.capabilities import types as t
 from codemode.capabilities.naming import check_name
-from codemode.errors import AgentError
+from codemode.errors import AgentError, ExpectedError, RegistrationError
 from codemode.gateway import schema as s
+from codemode.gateway.upstream import UpstreamTimeout
 from codemode.types import JSONObject, JSONValue
 
 TEXT_RESULT = (
@@ -36,7 +37,7 @@ Send = Callable[[str, JSONObject], Awaitable[mt.CallToolResult]]
 """Sends one `tools/call` (tool name, arguments as the upstream names them)."""
 
 
-class UpstreamToolError(Exception):
+class UpstreamToolError(ExpectedError):
     """The upstream answered a call with `isError: true`; the message is its own text,
     for the host log (and for the model only through `expose_errors`)."""
 
@@ -66,7 +67,10 @@ def tool_capability(
 ) -> Capability:
     """The capability `namespace.<tool name as an identifier>`; SchemaError when its
     schemas cannot be read (the caller skips the tool)."""
-    name = check_name(f"{namespace}.{s.identifier(tool.name)}")
+    try:
+        name = check_name(f"{namespace}.{s.identifier(tool.name)}")
+    except RegistrationError as exc:
+        raise s.SchemaError(f"its name cannot name a capability ({exc})") from None
     input_schema = s.object_schema(tool.input_schema)
     checker = s.validator(input_schema)
     if tool.output_schema is not None:
@@ -78,11 +82,9 @@ def tool_capability(
     wire: dict[str, str] = {}
     """Each parameter's name as the upstream spells it."""
     for key, sub in properties.items():
-        param = s.identifier(key)
+        param = s.identifier(key, lead="arg_")
         if param in wire:
             raise s.SchemaError(f'properties "{wire[param]}" and "{key}" both read as "{param}"')
-        if param.startswith("_"):
-            param = "p" + param
         wire[param] = key
         hint = hints.of(sub, s.camel(tool.name) + s.camel(key))
         if key in required:
@@ -93,7 +95,12 @@ def tool_capability(
             default, hint = None, hint if hint is Any else hint | None
         doc = sub.get("description") if isinstance(sub, Mapping) else None
         parameters.append(
-            Parameter(param, s.described(hint, sub), default, doc if isinstance(doc, str) else None)
+            Parameter(
+                param,
+                s.described(hint, sub),
+                default,
+                s.clean(doc) if isinstance(doc, str) else None,
+            )
         )
     for parameter in parameters:
         t.check_supported(parameter.annotation)
@@ -112,7 +119,10 @@ def tool_capability(
             for param, value in kwargs.items()
             if value is not None or param in keep_null
         }
-        answer = await send(upstream_name, arguments)
+        try:
+            answer = await send(upstream_name, arguments)
+        except UpstreamTimeout as timeout:  # codemode's own budget: the program may know it
+            raise AgentError(str(timeout)) from timeout
         return tool_value(answer, structured=tool.output_schema is not None, expose=expose_errors)
 
     def check(arguments: JSONObject) -> str | None:
@@ -120,8 +130,8 @@ def tool_capability(
         error = next(iter(sorted(checker.iter_errors(sent), key=lambda e: e.path)), None)
         return None if error is None else s.problem(error, {v: k for k, v in wire.items()})
 
-    description = (tool.description or "").strip()
-    title = tool.title or (tool.annotations.title if tool.annotations else None)
+    description = s.clean(tool.description or "")
+    title = s.clean(tool.title or (tool.annotations.title if tool.annotations else None) or "")
     summary = _first_sentence(description) or title or f"The {tool.name} tool of {namespace}."
     return Capability(
         id=name,

@@ -22,23 +22,36 @@ from typing import Any, TextIO
 import anyio
 import httpx2
 import mcp_types as mt
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+
+from codemode.errors import ExpectedError
 
 log = logging.getLogger("codemode.upstream")
 
 CONNECT_SECONDS = 30.0
 """How long starting an upstream and listing its tools may take."""
 _STDERR_LINES_KEPT = 20
+_PING_SECONDS = 2.0
+"""How long a failed call waits for a ping before it takes the connection for dead."""
 
 
 Spawn = Callable[..., None]
 """Starts a task in the gateway's own task group: `spawn(function, *args)`."""
 
 
-class UpstreamError(Exception):
+class UpstreamError(ExpectedError):
     """An upstream could not be reached or answered out of turn. The message is for the
     host (it may quote the upstream); a program only ever sees `capability failed`."""
+
+
+class UpstreamTimeout(UpstreamError):
+    """A call did not answer within the upstream's timeout (codemode's own budget, which
+    the program may be told)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        super().__init__(f"the upstream did not answer within {seconds:g} s")
 
 
 @dataclass(frozen=True)
@@ -77,7 +90,9 @@ class Upstream:
         self.on_tools_changed = on_tools_changed
         self._session: ClientSession | None = None
         self._stop: anyio.Event | None = None
-        self._stopped: anyio.Event | None = None
+        """Set to end the current session's task."""
+        self._ending: list[anyio.Event] = []
+        """Set when a session's task has ended; `close` waits for every one."""
         self._lock = anyio.Lock()
         self._status: int | None = None
         """The last HTTP error status the upstream answered with."""
@@ -86,39 +101,55 @@ class Upstream:
     # -- session ---------------------------------------------------------------------
 
     async def session(self) -> ClientSession:
-        """The open session, opened (again) if there is none."""
+        """The open session, opened (again) if there is none or its connection ended."""
         async with self._lock:
+            if self._session is not None and _ended(self._session):
+                self._retire(self._session)
             if self._session is None:
                 await self._open()
             assert self._session is not None
             return self._session
 
     async def _open(self) -> None:
-        ready = anyio.Event()
-        failure: list[BaseException] = []
-        self._stop, self._stopped = anyio.Event(), anyio.Event()
+        ready, stop, stopped = anyio.Event(), anyio.Event(), anyio.Event()
+        opened: list[ClientSession] = []
+        failure: list[Exception] = []
         self._status = None
 
-        async def hold(stop: anyio.Event, stopped: anyio.Event) -> None:
+        async def hold() -> None:
+            """Open the session and keep it until `stop` (it must close in this task)."""
             try:
                 async with self._connected() as session:
-                    self._session = session
+                    opened.append(session)
                     ready.set()
                     await stop.wait()
-            except BaseException as exc:  # reported to whoever waits, or logged below
+            except Exception as exc:  # reported to whoever waits, or logged
                 failure.append(exc)
-                if ready.is_set():
+                if opened:
                     log.warning("upstream %s: the connection ended (%s)", self.name, _reason(exc))
             finally:
-                self._session = None
                 ready.set()
                 stopped.set()
 
-        self._spawn(hold, self._stop, self._stopped)  # outlives the call that opened it
-        with anyio.fail_after(CONNECT_SECONDS):
-            await ready.wait()
-        if self._session is None:
-            raise UpstreamError(self._explain(failure[0] if failure else None)) from None
+        self._ending.append(stopped)
+        self._spawn(hold)  # outlives the call that opened it
+        try:
+            with anyio.fail_after(CONNECT_SECONDS):
+                await ready.wait()
+        except TimeoutError:
+            stop.set()
+            raise UpstreamError(
+                f'MCP server "{self.name}" did not answer within {CONNECT_SECONDS:g} s'
+            ) from None
+        if not opened:
+            raise UpstreamError(self._explain(failure[0] if failure else None))
+        self._session, self._stop = opened[0], stop
+
+    def _retire(self, session: ClientSession) -> None:
+        """Stop using a session (its task ends it); the next call opens a new one."""
+        if self._session is session and self._stop is not None:
+            self._session = None
+            self._stop.set()
 
     @contextlib.asynccontextmanager
     async def _connected(self) -> AsyncIterator[ClientSession]:
@@ -164,13 +195,19 @@ class Upstream:
     def _explain(self, exc: BaseException | None) -> str:
         """Why the upstream could not be reached, for the host."""
         where = self.target.url or self.target.command
-        if self._status is not None:
-            return f'MCP server "{self.name}" at {where} answered HTTP {self._status}'
         found = _leaf(exc) if exc is not None else None
+        if self._status is not None:
+            text = f'MCP server "{self.name}" at {where} answered HTTP {self._status}'
+            if self._status in (404, 405):
+                text += (
+                    " (an SSE server, the transport streamable HTTP replaced, answers so: "
+                    "serve it over streamable HTTP or stdio)"
+                )
+            return text
+        if isinstance(found, httpx2.ConnectError):
+            return f'MCP server "{self.name}": cannot connect to {where} ({found})'
         if isinstance(found, FileNotFoundError | PermissionError):
             return f'MCP server "{self.name}": cannot start {where!r} ({found.strerror})'
-        if isinstance(found, TimeoutError):
-            return f'MCP server "{self.name}" did not answer within {CONNECT_SECONDS:g} s'
         text = f'MCP server "{self.name}" ({where}) closed the connection before it was ready'
         if found is not None:
             text += f": {_reason(found)}"
@@ -178,11 +215,13 @@ class Upstream:
         return text + (f"; its stderr ended with: {tail}" if tail else "")
 
     async def close(self) -> None:
-        """End the session (the upstream process stops) and wait until it has."""
-        if self._stop is not None and self._stopped is not None:
-            self._stop.set()
-            with anyio.move_on_after(CONNECT_SECONDS):
-                await self._stopped.wait()
+        """End the session (the upstream process stops) and wait until every session has."""
+        if self._session is not None:
+            self._retire(self._session)
+        with anyio.move_on_after(CONNECT_SECONDS):
+            for stopped in self._ending:
+                await stopped.wait()
+        self._ending.clear()
 
     def release(self) -> None:
         """Stop logging the upstream's stderr (after `close`)."""
@@ -193,48 +232,69 @@ class Upstream:
     # -- calls -------------------------------------------------------------------------
 
     async def tools(self) -> list[mt.Tool]:
-        """Every tool the upstream lists (all pages)."""
+        """Every tool the upstream lists (all pages); UpstreamError when it cannot."""
         session = await self.session()
         found: list[mt.Tool] = []
         cursor: str | None = None
-        with anyio.fail_after(CONNECT_SECONDS):
-            while True:
-                params = mt.PaginatedRequestParams(cursor=cursor) if cursor else None
-                page = await session.list_tools(params=params)
-                found.extend(page.tools)
-                cursor = page.next_cursor
-                if not cursor:
-                    return found
+        try:
+            with anyio.fail_after(CONNECT_SECONDS):
+                while True:
+                    params = mt.PaginatedRequestParams(cursor=cursor) if cursor else None
+                    page = await session.list_tools(params=params)
+                    found.extend(page.tools)
+                    cursor = page.next_cursor
+                    if not cursor:
+                        return found
+        except Exception as exc:
+            raise UpstreamError(
+                f'MCP server "{self.name}" could not list its tools: {_reason(exc)}'
+            ) from exc
 
     async def call(
         self, tool: str, arguments: dict[str, Any], timeout: float | None
     ) -> mt.CallToolResult:
-        """One `tools/call`; UpstreamError when the connection failed (it is reopened on
-        the next call) or the upstream did not answer within `timeout` seconds."""
-        session = await self.session()
+        """One `tools/call`, within `timeout` seconds (reopening the session included).
+
+        UpstreamTimeout when it did not answer in time; UpstreamError when the call
+        failed, after which a connection that no longer answers is closed, so the next
+        call opens a new one (an upstream's own error leaves the session as it is).
+        """
+        session: ClientSession | None = None
         try:
             with anyio.fail_after(timeout):
+                session = await self.session()
                 return await session.call_tool(tool, arguments)
         except TimeoutError:
-            raise UpstreamError(f"{self.name}.{tool} did not answer within {timeout:g} s") from None
+            raise UpstreamTimeout(timeout or 0.0) from None
+        except UpstreamError:
+            raise
         except Exception as exc:
-            if self._session is session and not _answered(exc):
-                await self._drop(session)
+            if session is not None and not _answered(exc) and not await _responds(session):
+                self._retire(session)
             raise UpstreamError(f"{self.name}.{tool} failed: {_reason(exc)}") from exc
 
-    async def _drop(self, session: ClientSession) -> None:
-        """Close a session that failed, so the next call opens a new one."""
-        async with self._lock:
-            if self._session is session and self._stop is not None:
-                self._session = None
-                self._stop.set()
+
+async def _responds(session: ClientSession) -> bool:
+    """Whether a session's connection still answers (a ping, briefly waited for)."""
+    if _ended(session):
+        return False
+    try:
+        with anyio.fail_after(_PING_SECONDS):
+            await session.send_ping()
+    except Exception:
+        return False
+    return True
+
+
+def _ended(session: ClientSession) -> bool:
+    """Whether the SDK saw the session's connection end (its stream closed)."""
+    dispatcher = getattr(session, "_dispatcher", None)
+    return bool(getattr(dispatcher, "_closed", False))
 
 
 def _answered(exc: BaseException) -> bool:
-    """Whether the upstream answered (a JSON-RPC error): the connection is still good."""
-    from mcp import MCPError
-
-    return isinstance(exc, MCPError) and exc.error.code not in (mt.CONNECTION_CLOSED,)
+    """Whether the upstream answered with an error of its own: the connection is good."""
+    return isinstance(exc, MCPError) and exc.error.code != mt.CONNECTION_CLOSED
 
 
 def _leaf(exc: BaseException) -> BaseException:
@@ -276,4 +336,4 @@ class _StderrLog:
         self.file.close()
 
 
-__all__ = ["CONNECT_SECONDS", "Target", "Upstream", "UpstreamError"]
+__all__ = ["CONNECT_SECONDS", "Target", "Upstream", "UpstreamError", "UpstreamTimeout"]

@@ -30,6 +30,7 @@ from codemode.errors import (
     AgentError,
     CodeModeError,
     ExecutionCanceledError,
+    ExpectedError,
     InternalError,
     ResourceLimitError,
     Where,
@@ -346,6 +347,8 @@ class Dispatcher:
         except BaseException as exc:
             if isinstance(exc, AgentError):
                 log.info("execution %s: %s raised AgentError", self.execution_id, capability.name)
+            elif isinstance(exc, ExpectedError):
+                log.warning("execution %s: %s failed: %s", self.execution_id, capability.name, exc)
             else:
                 self._log("handler or its result failed:", capability, exc)
             raise handler_failure(exc) from exc
