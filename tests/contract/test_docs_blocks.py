@@ -14,6 +14,7 @@ import os
 import re
 import shlex
 import subprocess
+import sys
 import types
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from codemode import CodeMode
+from codemode.authz import AllowAll
 from codemode.demo import create
 from tests.e2e.conftest import ROOT, codemode_command, free_port, wait_for_port
 
@@ -64,7 +66,7 @@ GUIDE_TOKENS = (ROOT / "docs" / "guides" / "authorization.md").read_text()
 TOKENS = GUIDE_TOKENS.split("A token file holds one `subject:token` per line:\n\n```text\n")[1]
 TOKENS = TOKENS.split("```", 1)[0]
 GATEWAY = (ROOT / "docs" / "guides" / "mcp-gateway.md").read_text()
-SERVERS = GATEWAY.split("Save this as `servers.json`:\n\n```json\n")[1].split("```", 1)[0]
+SERVERS = GATEWAY.split("`servers.json` beside the `docs` folder:\n\n```json\n")[1].split("```")[0]
 SERVING = ("serve", "demo", "proxy")
 """Commands that serve until stopped: each is run until it listens."""
 
@@ -78,6 +80,8 @@ def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     (tmp_path / "servers.json").write_text(SERVERS)
     (tmp_path / "docs").symlink_to(ROOT / "docs")
     monkeypatch.chdir(tmp_path)
+    # `python` in the pages' commands is the one with the project installed, as under uv.
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     monkeypatch.syspath_prepend(str(tmp_path))
     yield tmp_path
@@ -90,6 +94,12 @@ def host_for(block: Block) -> CodeMode:
         exec(compile(README_HOST, "myhost.py", "exec"), module.__dict__)
         cm: CodeMode = module.cm
         return cm
+    if block.page.name == "mcp-gateway.md":  # the guide's notes server, behind a proxy
+        proxy = CodeMode(authorizer=AllowAll())
+        proxy.add_mcp_server(
+            "notes", command="python", args=["docs/guides/notes_server.py", "notes"]
+        )
+        return proxy
     return create(Path(os.environ["XDG_DATA_HOME"]) / "demo.sqlite3")
 
 

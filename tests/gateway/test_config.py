@@ -62,7 +62,11 @@ def test_a_client_config_reads_as_servers_with_variables_from_the_environment(
         ({"mcpServers": {}}, "mcpServers: must be an object of servers by name, with at least one"),
         (
             {"mcpServers": {"fs": {"comand": "x"}}},
-            "mcpServers.fs.comand: unknown key; a server takes type, command, args, env, cwd, "
+            'mcpServers.fs.comand: unknown key; did you mean "command"?',
+        ),
+        (
+            {"mcpServers": {"fs": {"command": "x", "zzz": 1}}},
+            "mcpServers.fs.zzz: unknown key; a server takes type, command, args, env, cwd, "
             "url, headers, include, exclude, expose_errors, timeout, connect, disabled",
         ),
         ({"mcpServers": {"fs": {"command": 1}}}, "mcpServers.fs.command: must be a string"),
@@ -91,8 +95,13 @@ def test_a_client_config_reads_as_servers_with_variables_from_the_environment(
             'mcpServers.fs: type "stdio" needs "command"',
         ),
         (
-            {"mcpServers": {"my-fs": {"command": "x"}}},
-            "mcpServers.my-fs: a server name must be a Python identifier, not a builtin or module name",
+            {"mcpServers": {"time": {"command": "x"}}},
+            'mcpServers.time: "time" is a name programs use for a builtin or module; name the '
+            'server otherwise, e.g. "time_server"',
+        ),
+        (
+            {"mcpServers": {"fs": {"command": "x", "disabled": True}}},
+            "mcpServers: every server is disabled",
         ),
         (
             {"mcpServers": {"fs": {"url": "http://x", "headers": {"A": "${NOT_SET}"}}}},
@@ -116,3 +125,15 @@ def test_each_problem_is_one_error_naming_the_file_and_key(
 def test_a_missing_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="No such file or directory"):
         load_config(tmp_path / "none.json")
+
+
+def test_defaults_dashed_names_and_a_relative_cwd(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        {"mcpServers": {"my-fs": {"command": "x", "args": ["${ROOT:-/srv}"], "cwd": "work"}}},
+    )
+    assert load_config(path, {}) == [
+        ServerEntry(
+            "my-fs", {"command": "x", "args": ["/srv"], "cwd": str(tmp_path.resolve() / "work")}
+        )
+    ]

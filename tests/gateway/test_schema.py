@@ -243,3 +243,58 @@ def test_text_results_parse_as_json_when_they_are_json() -> None:
     assert tool_value(answer("1", "x"), structured=False, expose=False) == [1, "x"]
     assert tool_value(answer(), structured=False, expose=False) is None
     assert tool_value(answer("NaN"), structured=False, expose=False) == "NaN"
+
+
+@pytest.mark.parametrize("combinator", ["anyOf", "oneOf", "allOf"])
+def test_declared_keys_win_over_combinators_beside_them(combinator: str) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}},
+        "required": ["name"],
+        combinator: [{"required": ["name"]}],
+    }
+    assert [s.render() for s in t.shapes(Hints(schema, "T").of(schema, "T"))] == [
+        'T: dict {name: str}, read as r["name"]'
+    ]
+
+
+def test_all_of_objects_is_one_shape_with_every_key() -> None:
+    schema = {
+        "allOf": [
+            {"$ref": "#/$defs/Base"},
+            {"type": "object", "properties": {"extra": {"type": "integer"}}},
+        ],
+        "$defs": {
+            "Base": {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}
+        },
+    }
+    assert [s.render() for s in t.shapes(Hints(schema, "T").of(schema, "T"))] == [
+        'T: dict {id: str, extra?: int}, read as r["id"]'
+    ]
+
+
+def test_patterns_are_matched_in_linear_time() -> None:
+    check = validator(
+        {"type": "object", "properties": {"a": {"type": "string", "pattern": "^(a|aa)*$"}}}
+    )
+    # Python's backtracking `re` would take longer than the universe has left on this.
+    errors = list(check.iter_errors({"a": "a" * 100 + "b"}))
+    assert [problem(e, {}) for e in errors] == ['argument "a" must match the pattern ^(a|aa)*$']
+    assert list(check.iter_errors({"a": "a" * 100})) == []
+    keys = validator(
+        {
+            "type": "object",
+            "patternProperties": {"^(x|xx)*$": {"type": "integer"}},
+            "additionalProperties": False,
+        }
+    )
+    assert [problem(e, {}) for e in keys.iter_errors({"x" * 50 + "y": 1})] == [
+        "the arguments do not meet 'additionalProperties'"
+    ]
+
+
+def test_a_pattern_the_linear_engine_cannot_read_is_left_to_the_upstream() -> None:
+    check = validator(
+        {"type": "object", "properties": {"a": {"type": "string", "pattern": "^(?!x)"}}}
+    )
+    assert list(check.iter_errors({"a": "x"})) == []

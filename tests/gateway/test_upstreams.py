@@ -60,6 +60,7 @@ def failure(cm: CodeMode, body: str) -> CodeModeError:
 
 def test_each_tool_is_a_capability_under_the_servers_name(up: CodeMode) -> None:
     assert [name for name in up.catalog.enabled if name.startswith("up.")] == [
+        "up.bad_structured",
         "up.big",
         "up.die",
         "up.echo_text",
@@ -71,6 +72,7 @@ def test_each_tool_is_a_capability_under_the_servers_name(up: CodeMode) -> None:
         "up.rpc_error",
         "up.slow",
         "up.structured",
+        "up.tool_2fa",
     ]
 
 
@@ -333,9 +335,10 @@ def test_an_http_upstream_that_refuses_the_token_is_reported_with_its_status() -
         ({"command": PYTHON, "args": "x"}, 'MCP server "up": args must be a list of str'),
         ({"command": PYTHON, "timeout": 0}, 'MCP server "up": timeout must be a positive number'),
         (
-            {"command": PYTHON, "args": [FIXTURE], "include": ["nope*"]},
-            'MCP server "up": no tool matches "nope*"; it has: big, broken, die, echo-text, '
-            "fail, grow, json_text, media, pid, rpc_error, slow, structured",
+            {"command": PYTHON, "args": [FIXTURE], "include": ["nope"]},
+            'MCP server "up": no tool matches "nope"; it has: 2fa, bad_structured, big, '
+            "broken, die, echo-text, fail, grow, json_text, media, pid, rpc_error, slow, "
+            "structured",
         ),
     ],
 )
@@ -344,7 +347,10 @@ def test_bad_options_are_registration_errors(options: dict[str, object], expecte
 
 
 def test_a_server_name_that_is_no_namespace_is_refused() -> None:
-    with CodeMode(authorizer=AllowAll()) as cm, pytest.raises(RegistrationError, match="namespace"):
+    with (
+        CodeMode(authorizer=AllowAll()) as cm,
+        pytest.raises(RegistrationError, match="json_server"),
+    ):
         cm.add_mcp_server("json", command=PYTHON, args=[FIXTURE])
 
 
@@ -398,3 +404,88 @@ def test_a_rego_policy_reads_the_tools_hints_as_its_context() -> None:
         cm.add_mcp_server("up", command=PYTHON, args=[FIXTURE], include=["echo-text", "structured"])
         assert value(cm, "    return up.echo_text(text='read')") == "read"
         assert str(failure(cm, "    return up.structured()")) == "permission denied"
+
+
+def test_an_upstreams_own_errors_keep_its_session(up: CodeMode) -> None:
+    before = value(up, "    return up.pid()")
+    for tool in ("rpc_error", "bad_structured", "fail"):
+        assert str(failure(up, f"    return up.{tool}()")) == "capability failed"
+    assert value(up, "    return up.pid()") == before
+
+
+def test_a_name_that_starts_with_a_digit_is_made_an_identifier(up: CodeMode) -> None:
+    assert value(up, "    return up.tool_2fa()") == "second factor"
+
+
+def test_an_expected_upstream_failure_is_one_log_line(
+    up: CodeMode, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, "codemode"):
+        failure(up, "    return up.fail()")
+    [record] = [r for r in caplog.records if "up.fail failed" in r.getMessage()]
+    assert record.exc_info is None
+    assert record.getMessage().endswith(f"up.fail failed: ENOENT: {CANARY}")
+
+
+def test_a_tool_list_that_changes_while_it_is_first_listed_breaks_nothing() -> None:
+    with CodeMode(authorizer=AllowAll()) as cm:
+        names = cm.add_mcp_server(
+            "one", command=PYTHON, args=[FIXTURE], env={"UPSTREAM_MODE": "early-change"}
+        )
+        assert "one.pid" in names
+        cm.add_mcp_server("two", command=PYTHON, args=[FIXTURE], include=["pid"])
+        assert value(cm, "    return one.pid() != two.pid()") is True
+
+
+def test_a_tool_list_the_upstream_cannot_give_is_a_registration_error() -> None:
+    assert (
+        registration_error(command=PYTHON, args=[FIXTURE], env={"UPSTREAM_MODE": "listfail"})
+        == f'MCP server "up" could not list its tools: MCPError: cannot list {CANARY}'
+    )
+
+
+def test_server_names_become_namespaces() -> None:
+    with CodeMode(authorizer=AllowAll()) as cm:
+        assert cm.add_mcp_server("my-fs", command=PYTHON, args=[FIXTURE], include=["pid"]) == (
+            "my_fs.pid",
+        )
+        with pytest.raises(RegistrationError) as info:
+            cm.add_mcp_server("time", command=PYTHON, args=[FIXTURE])
+    assert str(info.value) == (
+        'MCP server "time": "time" is a name programs use for a builtin or module; name the '
+        'server otherwise, e.g. "time_server"'
+    )
+
+
+def test_a_missing_cwd_is_named() -> None:
+    assert registration_error(command=PYTHON, cwd="/no/such/folder") == (
+        "MCP server \"up\": cwd '/no/such/folder' is not a folder"
+    )
+
+
+def test_tools_added_later_are_hidden_by_the_policy_like_the_first_ones() -> None:
+    from codemode.authz.cedar import CedarAuthorizer
+
+    policy = CedarAuthorizer(
+        "permit (principal, action, resource);\n"
+        "forbid (principal, action, resource) "
+        "when { resource has destructiveHint && resource.destructiveHint } "
+        'unless { principal == User::"admin" };'
+    )
+    with CodeMode(authorizer=policy, hide_forbidden=True) as cm:
+        cm.add_mcp_server(
+            "up", command=PYTHON, args=[FIXTURE], include=["grow", "echo-text", "add*"]
+        )
+        policy.validate(cm.catalog.enabled.values())
+
+        def visible(subject: str) -> set[str]:
+            return {hit.name for hit in cm.search("", subject=subject).results}
+
+        assert visible("alice") == {"up.echo_text"}  # grow says nothing: destructive
+        assert cm.execute("def main():\n    return up.grow()", subject="admin").value == "grown"
+        deadline = time.monotonic() + 10
+        while "up.added" not in cm.catalog.enabled and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "up.added" in cm.catalog.enabled
+        assert visible("admin") == {"up.echo_text", "up.grow", "up.added"}
+        assert visible("alice") == {"up.echo_text"}

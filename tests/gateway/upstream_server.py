@@ -20,6 +20,7 @@ import anyio
 from mcp import MCPError
 from mcp.server import Server, ServerRequestContext
 from mcp.types import (
+    INTERNAL_ERROR,
     INVALID_PARAMS,
     AudioContent,
     CallToolRequestParams,
@@ -88,6 +89,13 @@ TOOLS = [
     Tool(name="pid", description="The server's process id.", input_schema=schema()),
     Tool(name="grow", description="Add a tool and say the list changed.", input_schema=schema()),
     Tool(
+        name="bad_structured",
+        description="A structured result that breaks its own output schema.",
+        input_schema=schema(),
+        output_schema=STRUCTURED_OUT,
+    ),
+    Tool(name="2fa", description="A name that starts with a digit.", input_schema=schema()),
+    Tool(
         name="broken",
         description="A tool with an invalid schema.",
         input_schema={"type": "object", "properties": {"x": {"type": "no-such-type"}}},
@@ -111,6 +119,11 @@ def text(value: str) -> CallToolResult:
 async def on_list_tools(
     ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
 ) -> ListToolsResult:
+    mode = os.environ.get("UPSTREAM_MODE")
+    if mode == "listfail":
+        raise MCPError(code=INTERNAL_ERROR, message=f"cannot list {CANARY}")
+    if mode == "early-change":  # says its tools changed while they are first listed
+        await ctx.session.send_tool_list_changed()
     return ListToolsResult(tools=[*TOOLS, GROWN] if grown else TOOLS)
 
 
@@ -139,8 +152,12 @@ async def on_call_tool(
         os._exit(3)
     if name == "fail":
         return CallToolResult(content=[TextContent(text=f"ENOENT: {CANARY}")], is_error=True)
-    if name == "rpc_error":
-        raise MCPError(code=INVALID_PARAMS, message=f"bad things {CANARY}")
+    if name == "rpc_error":  # -32000: servers use it for their own errors too
+        raise MCPError(code=-32000, message=f"bad things {CANARY}")
+    if name == "bad_structured":
+        return CallToolResult(content=[], structured_content={"name": 3})
+    if name == "2fa":
+        return text("second factor")
     if name == "structured":
         return CallToolResult(
             content=[TextContent(text=CANARY)],

@@ -198,10 +198,13 @@ def _chosen(
     name: str, tools: list[mt.Tool], options: ServerOptions, *, strict: bool
 ) -> list[mt.Tool]:
     """The tools `include` and `exclude` leave (fnmatch patterns of upstream tool names);
-    a pattern that matches no tool is a registration error (a likely typo)."""
+    an exact name that names no tool is a registration error (a likely typo), while a
+    pattern with wildcards may be meant for tools the upstream adds later."""
     if strict:
         for pattern in [*(options.include or ()), *options.exclude]:
-            if not any(fnmatch.fnmatchcase(tool.name, pattern) for tool in tools):
+            if any(ch in pattern for ch in "*?["):
+                continue
+            if not any(tool.name == pattern for tool in tools):
                 raise RegistrationError(
                     f'MCP server "{name}": no tool matches "{pattern}"; it has: '
                     + ", ".join(sorted(tool.name for tool in tools))

@@ -1,0 +1,38 @@
+"""A small MCP server to put behind `codemode proxy`: notes kept as text files in a folder.
+
+Run by the gateway guide's `servers.json` as `python docs/guides/notes_server.py FOLDER`;
+it speaks MCP over stdio, with the official SDK, like any server a client launches.
+"""
+
+import sys
+from pathlib import Path
+
+from mcp.server.mcpserver import MCPServer
+from mcp.types import ToolAnnotations
+
+FOLDER = Path(sys.argv[1] if len(sys.argv) > 1 else "notes")
+server = MCPServer("notes")
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+def list_notes() -> list[str]:
+    """The names of every note, in name order."""
+    return sorted(path.stem for path in FOLDER.glob("*.txt"))
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+def read_note(name: str) -> str:
+    """The text of one note."""
+    return (FOLDER / f"{name}.txt").read_text(encoding="utf-8")
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True))
+def write_note(name: str, text: str) -> str:
+    """Write a note, replacing any note of that name."""
+    FOLDER.mkdir(parents=True, exist_ok=True)
+    (FOLDER / f"{name}.txt").write_text(text, encoding="utf-8")
+    return f"saved {name}"
+
+
+if __name__ == "__main__":
+    server.run()
