@@ -189,7 +189,9 @@ def test_a_bad_config_is_a_usage_error_naming_the_key(tmp_path: Path) -> None:
     path.write_text(json.dumps({"mcpServers": {"fs": {"command": "x", "argz": []}}}))
     finished = proxy_exit(path)
     assert finished.returncode == 2
-    assert f"Error: {path}: mcpServers.fs.argz: unknown key; a server takes" in finished.stderr
+    assert finished.stderr.endswith(
+        f'Error: {path}: mcpServers.fs.argz: unknown key; did you mean "args"?\n'
+    )
 
 
 def test_an_upstream_that_cannot_start_is_one_line_and_exit_code_1(tmp_path: Path) -> None:
