@@ -6,6 +6,8 @@ is authorized, every limit enforced, and every failure is a `CodeModeError` whos
 safe to show the model.
 """
 
+from importlib.metadata import PackageNotFoundError, version
+
 from codemode.app import CodeMode
 from codemode.context import CallContext
 from codemode.errors import (
@@ -29,7 +31,11 @@ from codemode.errors import (
 from codemode.limits import Limits
 from codemode.runtime import ExecutionResult, Usage
 
-__version__ = "0.1.0"
+try:
+    __version__ = version("codemode")
+    """The installed distribution's version (pyproject.toml says it once)."""
+except PackageNotFoundError:  # a source tree on sys.path without an install
+    __version__ = "0+unknown"
 
 __all__ = [
     "AgentError",

@@ -64,3 +64,9 @@ def test_testing_exports() -> None:
         "record_fields",
     ]
     assert all(hasattr(codemode.testing, name) for name in codemode.testing.__all__)
+
+
+def test_the_version_is_the_installed_distributions() -> None:
+    import importlib.metadata
+
+    assert codemode.__version__ == importlib.metadata.version("codemode")
