@@ -23,7 +23,7 @@ from codemode.capabilities import types as t
 from codemode.errors import InvalidArgumentsError
 from codemode.limits import LimitKind, Limits, exceeded
 from codemode.types import JSONObject, JSONValue
-from codemode.values import TooBig, TooDeep, ValueProblem, to_json
+from codemode.values import CrossingError, TooBigError, TooDeepError, to_json
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,11 +158,11 @@ def _plain(kwargs: dict[str, Any], limits: Limits) -> JSONValue:
             root="",
             max_bytes=limits.max_argument_bytes,
         )
-    except TooDeep:
+    except TooDeepError:
         raise exceeded(LimitKind.VALUE_DEPTH, limits) from None
-    except TooBig:
+    except TooBigError:
         raise exceeded(LimitKind.ARGUMENT_SIZE, limits) from None
-    except ValueProblem as problem:
+    except CrossingError as problem:
         raise InvalidArgumentsError(
             f"argument {_quote(_render_root_path(problem.path))} {problem.reason}"
         ) from None

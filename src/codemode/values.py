@@ -15,7 +15,7 @@ import pydantic_monty as pm
 from codemode.types import JSONValue
 
 
-class ValueProblem(Exception):
+class CrossingError(Exception):
     """A value that cannot cross; `path` and `reason` are built from the program's own data."""
 
     def __init__(self, path: str, reason: str) -> None:
@@ -24,11 +24,11 @@ class ValueProblem(Exception):
         super().__init__(f"{path}: {reason}")
 
 
-class TooDeep(Exception):
+class TooDeepError(Exception):
     """A value nested deeper than the limit allows."""
 
 
-class TooBig(Exception):
+class TooBigError(Exception):
     """A value whose JSON form would exceed the byte budget (found before building it all)."""
 
 
@@ -130,9 +130,9 @@ def to_json(
 ) -> JSONValue:
     """A guest value as plain JSON data: tuples become lists, records become dicts.
 
-    Raises ValueProblem for what JSON cannot hold (sets, bytes, NaN, non-string keys,
-    cycles, functions), TooDeep past `max_depth`, and TooBig as soon as a lower bound of
-    the JSON size passes `max_bytes` (so a value of millions of aliased items is refused
+    Raises CrossingError for what JSON cannot hold (sets, bytes, NaN, non-string keys,
+    cycles, functions), TooDeepError past `max_depth`, and TooBigError as soon as a lower
+    bound of the JSON size passes `max_bytes` (so a value of millions of aliased items is refused
     after reading a fraction of it). Paths start at `root`. The strings `suspect` picks out
     (text the interpreter may have made of a value that is not data) go to `suspects` as
     (path, text), for the caller to check: only through lists and dicts (never through an
@@ -145,10 +145,10 @@ def to_json(
         nonlocal remaining
         remaining -= amount
         if remaining < 0:
-            raise TooBig
+            raise TooBigError
 
-    def problem(trail: Trail, reason: str) -> ValueProblem:
-        return ValueProblem(render(trail, root), reason)
+    def problem(trail: Trail, reason: str) -> CrossingError:
+        return CrossingError(render(trail, root), reason)
 
     def convert(item: Any, trail: Trail, depth: int, plain: bool) -> JSONValue:
         if item is None or isinstance(item, bool | str):
@@ -176,7 +176,7 @@ def to_json(
         if isinstance(item, enum.Enum):
             return convert(item.value, trail, depth, plain)
         if depth >= max_depth:
-            raise TooDeep(render(trail, root))
+            raise TooDeepError(render(trail, root))
         if id(item) in active:
             raise problem(trail, "contains itself")
         fields = object_fields(item)
@@ -253,10 +253,10 @@ __all__ = [
     "FUNCTION_TEXT",
     "MAX_SUSPECTS",
     "VALUE_TEXT",
+    "CrossingError",
     "RecordValue",
-    "TooBig",
-    "TooDeep",
-    "ValueProblem",
+    "TooBigError",
+    "TooDeepError",
     "int_size",
     "is_wide_int",
     "json_size",

@@ -15,7 +15,7 @@ from codemode.errors import (
     ResourceLimitError,
 )
 from codemode.limits import LimitKind, Limits, exceeded
-from codemode.runtime.classify import Outcome, Stop, classify
+from codemode.runtime.classify import FailureContext, StopError, classify
 from codemode.runtime.program import Programs
 from codemode.runtime.sandbox import FAILURE_KINDS, FailureKind, Frame, SandboxFailure
 from tests.conftest import CANARY
@@ -28,8 +28,8 @@ TRAILER = (Frame(4, 1, 4, 7, "<module>"),)
 """A frame of the trailer that calls main() (past the program's last line)."""
 
 
-def outcome() -> Outcome:
-    return Outcome(Limits(), PROGRAMS, PROGRAM)
+def outcome() -> FailureContext:
+    return FailureContext(Limits(), PROGRAMS, PROGRAM)
 
 
 def test_every_interpreter_error_type_is_mapped() -> None:
@@ -119,7 +119,7 @@ def test_text_outside_the_program_is_never_echoed() -> None:
 def test_anything_else_is_internal_and_a_stop_carries_its_error() -> None:
     assert str(classify(ValueError(CANARY), outcome())) == "internal failure"
     assert str(classify(KeyboardInterrupt(), outcome())) == "internal failure"
-    stop = Stop(ResourceLimitError(LimitKind.RESULT_SIZE))
+    stop = StopError(ResourceLimitError(LimitKind.RESULT_SIZE))
     assert str(classify(stop, outcome())) == "resource limit exceeded: result size"
 
 

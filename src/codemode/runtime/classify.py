@@ -30,7 +30,7 @@ from codemode.runtime.program import NO_MAIN, Program, Programs
 from codemode.runtime.sandbox import FailureKind, Frame, SandboxFailure
 
 
-class Stop(Exception):
+class StopError(Exception):
     """Ends the execution with `error`; raised on the host side, the program cannot catch it."""
 
     def __init__(self, error: CodeModeError) -> None:
@@ -38,7 +38,7 @@ class Stop(Exception):
         super().__init__(error.code.value)
 
 
-class Raise(Exception):
+class InjectedError(Exception):
     """Raises `error` inside the program as `exc_type`, carrying only its fixed text."""
 
     def __init__(self, error: CodeModeError, exc_type: str) -> None:
@@ -47,36 +47,38 @@ class Raise(Exception):
         super().__init__(error.code.value)
 
 
-def handler_failure(exc: BaseException) -> Raise:
+def handler_failure(exc: BaseException) -> InjectedError:
     """A handler, its result or an argument validator failed, in any way at all.
 
     The program sees `capability failed`, with an `AgentError`'s sanitized message and
     nothing else; the exception itself is never read for text.
     """
     if isinstance(exc, AgentError):
-        return Raise(CapabilityFailedError(sanitize_agent_message(exc.message)), "RuntimeError")
-    return Raise(CapabilityFailedError(), "RuntimeError")
+        return InjectedError(
+            CapabilityFailedError(sanitize_agent_message(exc.message)), "RuntimeError"
+        )
+    return InjectedError(CapabilityFailedError(), "RuntimeError")
 
 
-def authorizer_decision(decision: object) -> Raise | None:
+def authorizer_decision(decision: object) -> InjectedError | None:
     """What an authorizer's return value means: None or True allow, False denies, and
     anything else (a truthy object, a coroutine nobody awaited) is a policy failure."""
     if decision is None or decision is True:
         return None
     if decision is False:
-        return Raise(PermissionDeniedError(), "PermissionError")
-    return Raise(PolicyFailureError(), "RuntimeError")
+        return InjectedError(PermissionDeniedError(), "PermissionError")
+    return InjectedError(PolicyFailureError(), "RuntimeError")
 
 
-def authorizer_failure(exc: BaseException) -> Raise:
+def authorizer_failure(exc: BaseException) -> InjectedError:
     """`Denied` is a denial; anything else the authorizer raises is a policy failure."""
     if isinstance(exc, Denied):
-        return Raise(PermissionDeniedError(), "PermissionError")
-    return Raise(PolicyFailureError(), "RuntimeError")
+        return InjectedError(PermissionDeniedError(), "PermissionError")
+    return InjectedError(PolicyFailureError(), "RuntimeError")
 
 
 @dataclass(slots=True)
-class Outcome:
+class FailureContext:
     """What the execution knows when it fails: the program, and what it did to it."""
 
     limits: Limits
@@ -90,14 +92,14 @@ class Outcome:
     error), in the order they were raised."""
 
 
-def classify(failure: BaseException, outcome: Outcome) -> CodeModeError:
+def classify(failure: BaseException, outcome: FailureContext) -> CodeModeError:
     """The one CodeModeError for any failure of an execution."""
     if outcome.killed_for is not None:
         return outcome.killed_for
-    if isinstance(failure, Stop):
+    if isinstance(failure, StopError):
         return failure.error
     if isinstance(failure, CodeModeError):
-        # Never trusted by its type: codemode's own verdicts arrive wrapped in Stop, so a
+        # Never trusted by its type: codemode's own verdicts arrive wrapped in StopError, so a
         # bare one was raised by host code (a handler's library, a tracing hook, ...).
         return InternalError()
     if not isinstance(failure, SandboxFailure):
@@ -157,7 +159,7 @@ _MEMORY_TRIP = re.compile(r"^memory limit exceeded: (\d+) bytes > \d+ bytes$")
 
 
 def _injected(
-    failure: SandboxFailure, where: Where | None, outcome: Outcome
+    failure: SandboxFailure, where: Where | None, outcome: FailureContext
 ) -> CodeModeError | None:
     """The error a capability call raised in the program, if this is it, uncaught.
 
@@ -223,9 +225,9 @@ def _entry_point_error(failure: SandboxFailure) -> CodeModeError:
 
 
 __all__ = [
-    "Outcome",
-    "Raise",
-    "Stop",
+    "FailureContext",
+    "InjectedError",
+    "StopError",
     "authorizer_decision",
     "authorizer_failure",
     "classify",

@@ -46,8 +46,8 @@ from codemode.events import (
 )
 from codemode.limits import LimitKind, Limits, exceeded, seconds, size
 from codemode.runtime.classify import (
-    Raise,
-    Stop,
+    InjectedError,
+    StopError,
     authorizer_decision,
     authorizer_failure,
     handler_failure,
@@ -143,9 +143,9 @@ class Bridge:
             return future.result(timeout=max(timeout, 0.0))
         except concurrent.futures.TimeoutError:
             future.cancel()
-            raise Stop(on_timeout) from None
+            raise StopError(on_timeout) from None
         except concurrent.futures.CancelledError:  # the execution was stopped meanwhile
-            raise Stop(ExecutionCanceledError()) from None
+            raise StopError(ExecutionCanceledError()) from None
         finally:
             with self.lock:
                 self.pending.discard(future)
@@ -204,13 +204,13 @@ class Dispatcher:
         kwargs: dict[str, Any],
         locate: Locate = _nowhere,
     ) -> Projected:
-        """Run one call and return what the program receives (or raise Stop/Raise)."""
+        """Run one call and return what the program receives (or raise StopError/InjectedError)."""
         if self.span.span is None:
             return self._call(capability, args, kwargs, self.span, locate)
         with call_span(self.span, capability.name, capability.id) as span:
             try:
                 value = self._call(capability, args, kwargs, span, locate)
-            except (Stop, Raise) as failure:
+            except (StopError, InjectedError) as failure:
                 span.outcome(failure.error.code.value)
                 raise
             span.outcome("ok")
@@ -249,7 +249,7 @@ class Dispatcher:
         except CodeModeError as error:  # binding's own: names only what the program wrote
             self._event(CallAttempted, **base)
             self._event(CallFailed, **base, code=error.code.value, duration_seconds=0)
-            raise Stop(error) from None
+            raise StopError(error) from None
         base["arguments"] = bound.arguments
         if self.trace_arguments:
             span.arguments(bound.arguments)
@@ -266,7 +266,7 @@ class Dispatcher:
             )
         try:
             projected = self._invoke(capability, handler_kwargs, locate)
-        except (Stop, Raise) as failure:
+        except (StopError, InjectedError) as failure:
             cause = failure.__cause__
             self._event(
                 CallFailed,
@@ -281,7 +281,7 @@ class Dispatcher:
             self._event(CallCompleted, **base, duration_seconds=elapsed)
         stopped = self.stopped()
         if stopped is not None:
-            raise Stop(stopped)
+            raise StopError(stopped)
         self._count(projected.size)
         return projected
 
@@ -298,7 +298,7 @@ class Dispatcher:
             decision = self.authorizer(request)
             if inspect.isawaitable(decision):
                 decision = self.bridge.run(decision, self.remaining(), self.clock.error)
-        except Stop:
+        except StopError:
             raise
         except BaseException as exc:
             failure = authorizer_failure(exc)
@@ -342,7 +342,7 @@ class Dispatcher:
                 return capability.projection.project(value, self.limits.max_result_bytes)
             finally:
                 self.clock.leave(token)
-        except (Stop, Raise):
+        except (StopError, InjectedError):
             raise
         except BaseException as exc:
             if isinstance(exc, AgentError):
@@ -355,12 +355,12 @@ class Dispatcher:
 
     def _count(self, result: int) -> None:
         if result > self.limits.max_result_bytes:
-            raise Stop(exceeded(LimitKind.RESULT_SIZE, self.limits, amount=size(result)))
+            raise StopError(exceeded(LimitKind.RESULT_SIZE, self.limits, amount=size(result)))
         with self.lock:
             self.result_bytes += result
             total = self.result_bytes
         if total > self.limits.max_total_result_bytes:
-            raise Stop(exceeded(LimitKind.TOTAL_RESULT_SIZE, self.limits, amount=size(total)))
+            raise StopError(exceeded(LimitKind.TOTAL_RESULT_SIZE, self.limits, amount=size(total)))
 
     def _event(self, kind: type[CallEvent], *, required: bool = False, **fields: Any) -> None:
         """Build and deliver an event, only when someone listens.
@@ -381,7 +381,7 @@ class Dispatcher:
                 exc_info=exc,
             )
             if required:
-                raise Stop(InternalError()) from None
+                raise StopError(InternalError()) from None
 
     def _finished(self, started: float) -> float:
         elapsed = time.monotonic() - started

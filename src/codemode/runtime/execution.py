@@ -39,7 +39,7 @@ from codemode.events import (
     HostCodeAbandoned,
 )
 from codemode.limits import LimitKind, Limits, exceeded, size
-from codemode.runtime.classify import Outcome, Raise, Stop, classify
+from codemode.runtime.classify import FailureContext, InjectedError, StopError, classify
 from codemode.runtime.dispatch import Bridge, Dispatcher, HostClock
 from codemode.runtime.program import RETURNED, Program, Programs
 from codemode.runtime.sandbox import (
@@ -58,9 +58,9 @@ from codemode.types import JSONObject, JSONValue
 from codemode.values import (
     FUNCTION_TEXT,
     VALUE_TEXT,
-    TooBig,
-    TooDeep,
-    ValueProblem,
+    CrossingError,
+    TooBigError,
+    TooDeepError,
     json_size,
     kind_of,
     object_fields,
@@ -215,7 +215,7 @@ class Execution:
         limits = self.setup.limits
         self.started = time.monotonic()
         self.clock = HostClock(self.started + limits.max_execution_seconds, self.setup.overdue)
-        self.outcome = Outcome(limits, self.setup.programs)
+        self.outcome = FailureContext(limits, self.setup.programs)
         self.printer = _Printer(limits.max_printed_bytes, self._on_flood)
         self.calls: list[str] = []
         self.calls_by_name: dict[str, int] = {}
@@ -382,7 +382,7 @@ class Execution:
         try:
             self._started()
             if not self._take_slot():
-                raise Stop(self.clock.overdue())
+                raise StopError(self.clock.overdue())
             return self._run()
         except BaseException as exc:
             error = classify(exc, self.outcome)
@@ -402,7 +402,7 @@ class Execution:
             source_bytes=len(encoded),
         )
         if not self._deliver(event):
-            raise Stop(InternalError())  # an execution that cannot be audited does not run
+            raise StopError(InternalError())  # an execution that cannot be audited does not run
 
     def _take_slot(self) -> bool:
         """Wait for a concurrency slot, within the deadline; a stop ends the wait."""
@@ -453,18 +453,18 @@ class Execution:
         limits = self.setup.limits
         source_bytes = len(self.source.encode("utf-8", errors="surrogatepass"))
         if source_bytes > limits.max_source_bytes:
-            raise Stop(exceeded(LimitKind.SOURCE_SIZE, limits, amount=size(source_bytes)))
+            raise StopError(exceeded(LimitKind.SOURCE_SIZE, limits, amount=size(source_bytes)))
         try:
             program = self.setup.programs.prepare(self.source)
         except CodeModeError as error:  # the preflight's own verdict (it runs no host code)
-            raise Stop(error) from None
+            raise StopError(error) from None
         self.outcome.program = program
         with self.setup.sandbox.run(
             modules=self.setup.modules, roots=program.roots, limits=limits, printer=self.printer
         ) as run:
             with self.lock:
                 if self.outcome.killed_for is not None:
-                    raise Stop(self.outcome.killed_for)
+                    raise StopError(self.outcome.killed_for)
                 self.run = run
             try:
                 value = self._feed(run, program)
@@ -485,9 +485,9 @@ class Execution:
         step: Step = run.start(program.code)
         while True:
             if self.outcome.killed_for is not None:
-                raise Stop(self.outcome.killed_for)
+                raise StopError(self.outcome.killed_for)
             if self.remaining() <= 0:
-                raise Stop(self.clock.overdue())
+                raise StopError(self.clock.overdue())
             if isinstance(step, Done):
                 self._drain()
                 return step.value
@@ -507,12 +507,12 @@ class Execution:
         limits = self.setup.limits
         if len(self.calls) >= limits.max_capability_calls:
             where = program.where_at(*call.span)
-            raise Stop(exceeded(LimitKind.CAPABILITY_CALLS, limits, where=where))
+            raise StopError(exceeded(LimitKind.CAPABILITY_CALLS, limits, where=where))
         count = self.calls_by_name.get(capability.name, 0) + 1
         allowed = capability.max_calls_per_execution or limits.max_calls_per_capability
         if count > allowed:
             where = program.where_at(*call.span)
-            raise Stop(
+            raise StopError(
                 ResourceLimitError(f"calls to {capability.name}", bound=str(allowed), where=where)
             )
         self.calls_by_name[capability.name] = count
@@ -523,7 +523,7 @@ class Execution:
             return run.defer()
         try:
             projected = self._call(capability, call, program)
-        except Raise as failure:
+        except InjectedError as failure:
             return run.answer(self._inject(failure, call, program))
         return run.answer(Returned(projected.value, projected.has_records))
 
@@ -532,16 +532,16 @@ class Execution:
             projected = self.dispatcher.call(
                 capability, call.args, call.kwargs, lambda: program.where_at(*call.span)
             )
-        except Raise as failure:
+        except InjectedError as failure:
             self.ended.append((capability.name, call.span, failure.error.code.value))
             raise
-        except Stop as stop:
+        except StopError as stop:
             error = stop.error
             self.ended.append((capability.name, call.span, error.code.value))
             if error.where is not None:
                 raise
             where = program.where_at(*call.span)  # positions only on failure
-            raise Stop(error.replace(where=where)) from None
+            raise StopError(error.replace(where=where)) from None
         self.ended.append((capability.name, call.span, "ok"))
         return projected
 
@@ -560,9 +560,9 @@ class Execution:
                 root="vars()",
                 max_bytes=limits.max_result_bytes,
             )
-        except (TooDeep, TooBig):
+        except (TooDeepError, TooBigError):
             return Injected("ValueError", "vars() of an object this large is not supported")
-        except ValueProblem as problem:
+        except CrossingError as problem:
             return Injected("TypeError", f"{problem.path} {problem.reason}")
         return Returned(value)
 
@@ -581,7 +581,7 @@ class Execution:
             return run.answer(Injected("ValueError", "sleep length must be a non-negative number"))
         if seconds >= self.remaining():
             where = program.where_at(*sleep.span)
-            raise Stop(exceeded(LimitKind.EXECUTION_TIME, self.setup.limits, where=where))
+            raise StopError(exceeded(LimitKind.EXECUTION_TIME, self.setup.limits, where=where))
         if sleep.call_id is not None and program.is_async:
             future = self._threads().submit(self._nap, seconds)
             self.tasks[sleep.call_id] = (future, Call("sleep", (), {}, sleep.call_id, sleep.span))
@@ -597,7 +597,7 @@ class Execution:
         """Sleep, ended at once by a stop of the execution."""
         with contextlib.suppress(concurrent.futures.TimeoutError):
             self.halted.result(timeout=seconds)
-            raise Stop(self.outcome.killed_for or ExecutionCanceledError())
+            raise StopError(self.outcome.killed_for or ExecutionCanceledError())
         return _SLEPT
 
     def _settle(self, pending: tuple[int, ...], program: Program) -> dict[int, Answer]:
@@ -612,7 +612,7 @@ class Execution:
             future, call = task
             try:
                 projected = future.result()
-            except Raise as failure:
+            except InjectedError as failure:
                 answers[call_id] = self._inject(failure, call, program)
             else:
                 answers[call_id] = Returned(projected.value, projected.has_records)
@@ -639,14 +639,14 @@ class Execution:
             finally:
                 self.waiting = False
             if self.outcome.killed_for is not None or self.halted.done():
-                raise Stop(self.outcome.killed_for or ExecutionCanceledError())
+                raise StopError(self.outcome.killed_for or ExecutionCanceledError())
             waiting -= done
             if (done and not every) or not waiting:
                 return
             if time.monotonic() >= deadline:
-                raise Stop(self.clock.overdue())
+                raise StopError(self.clock.overdue())
 
-    def _inject(self, failure: Raise, call: Call, program: Program) -> Injected:
+    def _inject(self, failure: InjectedError, call: Call, program: Program) -> Injected:
         """Raise a failure inside the program, remembering which call raised it."""
         message = str(failure.error)
         where = program.where_at(*call.span)
@@ -674,19 +674,19 @@ class Execution:
             if "type" not in program.names:  # the check asks the program's own `type`
                 _check_texts(run, texts)
             if self.outcome.killed_for is not None:  # stopped while the check ran
-                raise Stop(self.outcome.killed_for)
-        except TooDeep:
-            raise Stop(exceeded(LimitKind.VALUE_DEPTH, limits, where=where)) from None
-        except TooBig:
-            raise Stop(exceeded(LimitKind.RETURN_VALUE_SIZE, limits, where=where)) from None
-        except ValueProblem as problem:
+                raise StopError(self.outcome.killed_for)
+        except TooDeepError:
+            raise StopError(exceeded(LimitKind.VALUE_DEPTH, limits, where=where)) from None
+        except TooBigError:
+            raise StopError(exceeded(LimitKind.RETURN_VALUE_SIZE, limits, where=where)) from None
+        except CrossingError as problem:
             text = f"main() returned a value that is not JSON: {problem.path} {problem.reason}"
             if where is not None:
                 text = f"{where.render()}: {text}"
-            raise Stop(InvalidProgramError(text, where=where)) from None
+            raise StopError(InvalidProgramError(text, where=where)) from None
         returned = json_size(result)
         if returned > limits.max_return_bytes:
-            raise Stop(
+            raise StopError(
                 exceeded(LimitKind.RETURN_VALUE_SIZE, limits, amount=size(returned), where=where)
             )
         return result, returned
@@ -714,7 +714,7 @@ def _not_an_object(value: object) -> str:
 def _check_texts(run: Run, texts: list[tuple[str, str]]) -> None:
     """The interpreter hands some values main() returned over as text (a function, a call
     never awaited, a capability itself): of the strings at `texts` (path, text) that read
-    so, those that were such values in the program are not JSON (ValueProblem)."""
+    so, those that were such values in the program are not JSON (CrossingError)."""
     if not texts:
         return
     names = run.type_names([RETURNED + path[len("result") :] for path, _ in texts])
@@ -727,7 +727,7 @@ def _check_texts(run: Run, texts: list[tuple[str, str]]) -> None:
             what = f"the {found[1]} function"
         else:
             what = f"the capability {text} itself, not called"
-        raise ValueProblem(path, f"is {what}, which JSON cannot hold")
+        raise CrossingError(path, f"is {what}, which JSON cannot hold")
 
 
 def _undefined(name: str) -> Injected:
