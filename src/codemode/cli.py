@@ -552,7 +552,11 @@ def _configured(
     elif entities_file:
         raise click.UsageError("--entities-file needs --policy-file")
     if rego:
-        cm.authorizer = load_rego(list(rego), rego_data, rego_decision, rego_visible)
+        rego_authorizer = load_rego(list(rego), rego_data, rego_decision, rego_visible)
+        rego_authorizer.validate(cm.catalog.enabled.values())
+        cm.authorizer = rego_authorizer
+    if rego_visible and not (hide_forbidden or cm.hide_forbidden):
+        raise click.UsageError("--rego-visible is used by --hide-forbidden only: give both")
     cm.hide_forbidden = cm.hide_forbidden or hide_forbidden
     if cm.hide_forbidden and not callable(getattr(cm.authorizer, "can_see", None)):
         raise click.UsageError(

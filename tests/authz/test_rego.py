@@ -4,10 +4,12 @@ outcomes, construction checks, concurrency, and canaries that never reach the mo
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -20,6 +22,14 @@ from tests.conftest import CANARY
 from tests.e2e.conftest import ROOT
 
 HEAD = "package codemode.authz\n\nimport rego.v1\n\n"
+UNDEFINED = (
+    "failure: data.codemode.authz.allow: undefined (no rule matched; "
+    "`default allow := false` makes that a denial)"
+)
+FAILED = (
+    "failure: data.codemode.authz.allow: evaluation failed (a builtin failed, or rules "
+    "gave conflicting values)"
+)
 
 
 def authorizer(body: str, **options: Any) -> RegoAuthorizer:
@@ -44,10 +54,10 @@ def outcome(policy: RegoAuthorizer, call: AuthorizationRequest) -> str:
     [
         ("allow := true", "allow"),
         ("allow := false", "deny"),
-        ('allow if input.subject.id == "nobody"', "failure: data.codemode.authz.allow: undefined"),
+        ('allow if input.subject.id == "nobody"', UNDEFINED),
         ('allow := "yes"', "failure: data.codemode.authz.allow: not a boolean (str)"),
         ("allow := 1", "failure: data.codemode.authz.allow: not a boolean (int)"),
-        ('allow if to_number("x") > 1', "failure: data.codemode.authz.allow: evaluation failed"),
+        ('allow if to_number("x") > 1', FAILED),
         ('allow if input.subject.id == "alice"', "allow"),
         ('default allow := false\nallow if input.subject.id == "bob"', "deny"),
     ],
@@ -75,7 +85,7 @@ def test_the_input_document_is_exactly_the_contract() -> None:
     )
     context = authorizer('allow if input.context == {"destructiveHint": true}')
     assert outcome(context, hinted) == "allow"
-    assert outcome(context, request()) == "failure: data.codemode.authz.allow: undefined"
+    assert outcome(context, request()) == UNDEFINED
 
 
 def test_strings_that_need_escapes_and_wide_ints_arrive_intact() -> None:
@@ -118,7 +128,7 @@ def test_files_and_data_files_load(tmp_path: Path) -> None:
         ({"modules": {" ": HEAD}}, "a Rego module name is blank"),
         (
             {"modules": {"policy.rego": "package x\n\nallow if {"}},
-            "policy.rego:3:10: this is unclosed; policy.rego:1:1: this is unclosed",
+            "policy.rego:3:10: this is unclosed",
         ),
         (
             {"modules": {"p.rego": HEAD}, "decision": "codemode.authz.allow"},
@@ -274,6 +284,15 @@ GUIDE_POLICY = ROOT / "docs" / "guides" / "demo-policy"
             "with --policy-file, or with --rego and --rego-visible",
         ),
         (
+            [
+                "--rego",
+                str(GUIDE_POLICY / "policy.rego"),
+                "--rego-visible",
+                "data.codemode.authz.visible",
+            ],
+            "--rego-visible is used by --hide-forbidden only: give both",
+        ),
+        (
             ["--rego", str(GUIDE_POLICY / "policy.rego"), "--rego-decision", "allow"],
             "the decision must be a ground reference to a rule",
         ),
@@ -329,3 +348,62 @@ async def test_serve_with_the_guides_rego_policy_over_stdio(tmp_path: Path) -> N
         hidden = await session.call_tool("describe_api", {"name": "instances.set_state"})
         assert hidden.is_error
         assert hidden.structured_content["error"]["code"] == "not_found"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (
+            {"decision": "data.codemode.authz.alow"},
+            "the decision data.codemode.authz.alow names no rule of the modules; did you mean "
+            '"data.codemode.authz.allow"?',
+        ),
+        (
+            {"visible": "data.codemode.authz.visibl"},
+            "the visible data.codemode.authz.visibl names no rule of the modules; did you mean "
+            '"data.codemode.authz.visible"?',
+        ),
+    ],
+)
+def test_a_decision_that_names_no_rule_is_refused(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(RegoPolicyError) as info:
+        authorizer("default allow := false\ndefault visible := false", **options)
+    assert str(info.value) == message
+
+
+def test_a_decision_that_refers_to_nothing_is_refused() -> None:
+    with pytest.raises(RegoPolicyError) as info:
+        authorizer("allow if is_admin")
+    assert str(info.value) == (
+        "data.codemode.authz.allow cannot be evaluated: it refers to something no module defines"
+    )
+
+
+def test_the_visible_rule_sees_the_hints_once_validated() -> None:
+    policy = authorizer(
+        "default allow := false\ndefault visible := false\n"
+        "visible if not input.context.destructiveHint",
+        visible="data.codemode.authz.visible",
+    )
+
+    shown = SimpleNamespace(id="fs.read", annotations={"destructiveHint": False})
+    hidden = SimpleNamespace(id="fs.write", annotations={"destructiveHint": True})
+    policy.validate([shown, hidden])  # type: ignore[list-item]
+    see = policy.can_see
+    assert see is not None
+    assert (see("alice", "fs.read", "fs.read"), see("alice", "fs.write", "fs.write")) == (
+        True,
+        False,
+    )
+
+
+def test_a_policy_failure_is_one_log_line(caplog: pytest.LogCaptureFixture) -> None:
+    policy = authorizer('allow if input.subject.id == "nobody"')
+    with host(policy) as cm, caplog.at_level(logging.WARNING, "codemode"):
+        failure(cm, "def main():\n    return records.lookup(key='a')")
+    [record] = [r for r in caplog.records if "the policy failed" in r.getMessage()]
+    assert record.exc_info is None
+    assert record.getMessage().endswith(
+        "the policy failed on records.lookup: data.codemode.authz.allow: undefined (no rule "
+        "matched; `default allow := false` makes that a denial)"
+    )

@@ -24,6 +24,7 @@ thread evaluates it with an interpreter of its own.
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 import os
@@ -36,6 +37,8 @@ from typing import Any
 import regopy
 
 from codemode.authz import AuthorizationRequest, Denied
+from codemode.capabilities import Capability
+from codemode.errors import ExpectedError
 from codemode.types import JSONObject
 
 log = logging.getLogger("codemode.authz")
@@ -55,7 +58,7 @@ class RegoPolicyError(ValueError):
     names the file, line and the parser's words."""
 
 
-class RegoEvaluationError(RuntimeError):
+class RegoEvaluationError(ExpectedError):
     """The decision was undefined, not a boolean, or failed to evaluate: a policy failure."""
 
 
@@ -111,6 +114,12 @@ class RegoAuthorizer:
                 compiler.add_data_json(json.dumps(dict(data), ensure_ascii=False))
             except (regopy.RegoError, TypeError, ValueError) as exc:
                 raise RegoPolicyError(f"the data is not a JSON object: {exc}") from None
+        rules = _rules(sources)
+        for what, reference in (("decision", decision), ("visible", visible)):
+            if reference is not None and reference not in rules:
+                close = difflib.get_close_matches(reference, sorted(rules), n=1)
+                hint = f'; did you mean "{close[0]}"?' if close else ""
+                raise RegoPolicyError(f"the {what} {reference} names no rule of the modules{hint}")
         entrypoints = [self._decision] + ([self._visible] if self._visible else [])
         try:
             self._bundle = compiler.build(None, entrypoints)
@@ -118,6 +127,18 @@ class RegoAuthorizer:
             raise RegoPolicyError(_parser_message(str(exc), sources)) from None
         self.modules = tuple(sorted(sources))
         self._local = threading.local()
+        self._hints: dict[str, dict[str, bool]] = {}
+        """Each capability's annotations by id (from `validate`), for the visible rule."""
+        for entrypoint in entrypoints:  # what rego-cpp compiles but cannot run at all
+            try:
+                self._local.interpreter = _interpreter()
+                self._local.interpreter.set_input(_PROBE)
+                self._local.interpreter.query_bundle_entrypoint(self._bundle, entrypoint)
+            except Exception:
+                raise RegoPolicyError(
+                    f"data.{entrypoint.replace('/', '.')} cannot be evaluated: it refers to "
+                    "something no module defines"
+                ) from None
 
     def __repr__(self) -> str:
         return f"RegoAuthorizer({len(self.modules)} modules, decision={self.decision!r})"
@@ -139,6 +160,11 @@ class RegoAuthorizer:
             if not isinstance(data, dict):
                 raise RegoPolicyError(f"{os.fspath(data_file)}: the data must be a JSON object")
         return cls(files=files, data=data, **options)
+
+    def validate(self, capabilities: Iterable[Capability]) -> None:
+        """Learn the capabilities' annotations, so the visible rule sees them as
+        `input.context` as the decision does (`codemode serve --rego` calls this)."""
+        self._hints = {c.id: dict(c.annotations) for c in capabilities if c.annotations}
 
     # -- decisions ------------------------------------------------------------------------
 
@@ -171,6 +197,9 @@ class RegoAuthorizer:
             "subject": {"id": subject},
             "capability": {"id": capability_id, "name": capability_name},
         }
+        hints = self._hints.get(capability_id)
+        if hints:
+            document["context"] = dict(hints)
         return self._evaluate(self._visible, document) is True
 
     def _evaluate(self, entrypoint: str, document: JSONObject) -> object:
@@ -186,14 +215,12 @@ class RegoAuthorizer:
                 interpreter.set_input(document)
             output = interpreter.query_bundle_entrypoint(self._bundle, entrypoint)
         except Exception as exc:  # the bindings raise more than RegoError on some failures
-            log.warning("rego %s failed to evaluate: %s", entrypoint, exc)
-            return "evaluation failed"
-        if not output.ok():
-            log.warning("rego %s failed to evaluate: %s", entrypoint, output.node)
-            return "evaluation failed"
+            return f"evaluation failed ({type(exc).__name__}: {exc})"
+        if not output.ok():  # rego-cpp gives no details of its own
+            return "evaluation failed (a builtin failed, or rules gave conflicting values)"
         text = str(output)
         if text == "undefined":
-            return "undefined"
+            return "undefined (no rule matched; `default allow := false` makes that a denial)"
         expressions = json.loads(text).get("expressions") or []
         if len(expressions) != 1:
             return "undefined"
@@ -220,7 +247,7 @@ def _entrypoint(what: str, reference: object) -> str:
 
 
 def _parser_message(text: str, sources: Mapping[str, str]) -> str:
-    """rego-cpp's error sequence as `file:line:column: message` lines."""
+    """rego-cpp's first error as `file:line:column: message` (the rest follow from it)."""
     found = []
     for match in _ERROR.finditer(text):
         name, offset = match["file"], int(match["offset"])
@@ -228,7 +255,25 @@ def _parser_message(text: str, sources: Mapping[str, str]) -> str:
         line = source.count("\n", 0, offset) + 1
         column = offset - (source.rfind("\n", 0, offset) + 1) + 1
         found.append(f"{name}:{line}:{column}: {match['msg']}")
-    return "; ".join(found) or f"the modules do not compile: {text.strip()}"
+    return found[0] if found else f"the modules do not compile: {text.strip()}"
+
+
+_PACKAGE = re.compile(r"^package\s+([A-Za-z_][\w.]*)", re.M)
+_HEAD = re.compile(r"^(?:default\s+)?([A-Za-z_][\w.]*)\s*(?:if\b|:=|=|\{|\[|contains\b)", re.M)
+_PROBE = {"subject": {"id": ""}, "capability": {"id": "", "name": ""}, "arguments": {}}
+
+
+def _rules(sources: Mapping[str, str]) -> set[str]:
+    """Every rule the modules define, as a `data.` reference (from each rule's head)."""
+    found = set()
+    for source in sources.values():
+        package = _PACKAGE.search(source)
+        if package is None:
+            continue
+        for head in _HEAD.findall(source):
+            if head not in ("package", "import", "default"):
+                found.add(f"data.{package.group(1)}.{head}")
+    return found
 
 
 __all__ = ["DECISION", "RegoAuthorizer", "RegoEvaluationError", "RegoPolicyError"]

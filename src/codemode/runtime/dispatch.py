@@ -304,6 +304,13 @@ class Dispatcher:
             failure = authorizer_failure(exc)
             if isinstance(exc, Denied):  # an expected event: one line, no traceback
                 log.info("execution %s: denied %s", self.execution_id, capability.name)
+            elif isinstance(exc, ExpectedError):
+                log.warning(
+                    "execution %s: the policy failed on %s: %s",
+                    self.execution_id,
+                    capability.name,
+                    exc,
+                )
             else:
                 self._log("authorizer failed on", capability, exc)
             self._event(CallDenied, **base, code=failure.error.code.value, reason=exc)
