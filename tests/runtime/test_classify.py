@@ -8,6 +8,7 @@ from pathlib import Path
 import pydantic_monty as pm
 import pytest
 
+from codemode import CodeMode
 from codemode.errors import (
     CapabilityFailedError,
     ErrorCode,
@@ -18,7 +19,7 @@ from codemode.limits import LimitKind, Limits, exceeded
 from codemode.runtime.classify import FailureContext, StopError, classify
 from codemode.runtime.program import Programs
 from codemode.runtime.sandbox import FAILURE_KINDS, FailureKind, Frame, SandboxFailure
-from tests.conftest import CANARY
+from tests.conftest import CANARY, run_error
 
 PROGRAMS = Programs({})
 PROGRAM = PROGRAMS.prepare("def main():\n    x = 1\n    return x\n")
@@ -154,3 +155,35 @@ def test_entry_point_errors_are_named() -> None:
     assert str(classify(not_callable, outcome())) == (
         "invalid program: main must be a function defined with def main():"
     )
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        (
+            "def main():\n    try:\n        return records.flaky()\n"
+            "    except PermissionError:\n        return 'denied'\n",
+            "authorization policy failure",
+        ),
+        (
+            "def main():\n    try:\n        x = records.fail()\n"
+            "    except KeyError:\n        return 1\n    return x\n",
+            "capability failed",
+        ),
+    ],
+)
+def test_a_failure_that_passes_an_except_that_does_not_match_is_still_the_calls(
+    cm: CodeMode, source: str, message: str
+) -> None:
+    error = run_error(cm, source)
+    assert str(error) == message
+    assert error.where is not None and error.where.line == 3
+
+
+def test_a_failure_the_program_re_raises_is_its_own(cm: CodeMode) -> None:
+    source = (
+        "def main():\n    try:\n        return records.fail()\n"
+        "    except RuntimeError:\n        raise\n"
+    )
+    error = run_error(cm, source)
+    assert str(error) == "invalid program: <codemode>:4:12: RuntimeError: capability failed"

@@ -120,7 +120,7 @@ def classify(failure: BaseException, outcome: FailureContext) -> CodeModeError:
         return limit
     injected = _injected(failure, where, outcome)
     if injected is not None:
-        return injected.replace(where=where, traceback=stack)
+        return injected.replace(traceback=stack)
     if failure.exc_type == "NameError" and any(
         f.function == "<module>" and f.line <= len(program.lines) for f in failure.frames
     ):
@@ -161,22 +161,40 @@ _MEMORY_TRIP = re.compile(r"^memory limit exceeded: (\d+) bytes > \d+ bytes$")
 def _injected(
     failure: SandboxFailure, where: Where | None, outcome: FailureContext
 ) -> CodeModeError | None:
-    """The error a capability call raised in the program, if this is it, uncaught.
+    """The error a capability call raised in the program, if this is it, uncaught, placed.
 
     Recognised by the call that raised it: the innermost frame is that call expression, or
     (in an `async def main`, where a call may be awaited apart from where it was made) an
-    `await`; and type and message are the ones raised there. A program that raises its own
-    exception with the same text anywhere else gets its own error back.
+    `await`, or an `except` that did not match it (then it is placed at the call); and type
+    and message are the ones raised there. A program that raises its own exception with
+    the same text anywhere else gets its own error back.
     """
     if where is None:
         return None
     awaited = where.source[where.column - 1 :].startswith("await")
+    passed = _passed_except(where, outcome.program)
     for call, exc_type, message, error in reversed(outcome.injected):
-        if (exc_type, message) == (failure.exc_type, failure.message) and (
-            awaited or _within(call, where)
-        ):
-            return error
+        if (exc_type, message) != (failure.exc_type, failure.message):
+            continue
+        if awaited or _within(call, where):
+            return error.replace(where=where)
+        if call.line in passed:
+            return error.replace(where=call)
     return None
+
+
+def _passed_except(where: Where, program: Program | None) -> set[int]:
+    """The lines of `try` bodies whose exception, passing an `except` that did not match
+    it, the interpreter reports at `where` (a line of that `except`'s body, not a `raise`:
+    a re-raise is the program's own)."""
+    if program is None or where.source.lstrip().startswith("raise"):
+        return set()
+    return {
+        line
+        for first, last, body_first, body_last in program.tries
+        if body_first <= where.line <= body_last
+        for line in range(first, last + 1)
+    }
 
 
 def _within(inner: Where, outer: Where) -> bool:

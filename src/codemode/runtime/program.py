@@ -58,6 +58,10 @@ class Program:
     returned: Where | None = None
     """The value of main()'s only `return`, when it has exactly one: where a value main()
     returned comes from."""
+    tries: tuple[tuple[int, int, int, int], ...] = ()
+    """(first, last line of a `try` body; first, last line of one of its `except` bodies):
+    an exception that passes an `except` that does not match it is reported by the
+    interpreter at a line of that `except`'s body, not where it was raised."""
 
     def function_at(self, line: int) -> str:
         """The innermost function of the program around `line` ("<module>" outside any)."""
@@ -171,6 +175,7 @@ class Programs:
         names: frozenset[str] = frozenset()
         keys: frozenset[str] = frozenset()
         returned: Where | None = None
+        tries: tuple[tuple[int, int, int, int], ...] = ()
         if tree is None:
             is_async = bool(_ASYNC_MAIN.search(source))
         else:
@@ -191,14 +196,36 @@ class Programs:
             is_async = isinstance(main, ast.AsyncFunctionDef)
             names, keys = frozenset(found.bound), frozenset(found.keys)
             returned = _returned(main, parsed, lines, convert)
+            tries = _tries(tree, convert)
         used = self.roots.intersection(_IDENTIFIER.findall(source))
         trailer = ["import " + ", ".join(sorted(used))] if used else []
         trailer.append(f"{RETURNED} = {'await main()' if is_async else 'main()'}")
         trailer.append(RETURNED)
         code = source + ("\n" if source and not source.endswith("\n") else "") + "\n".join(trailer)
         return Program(
-            source, lines, is_async, frozenset(used), code, functions, names, keys, returned
+            source, lines, is_async, frozenset(used), code, functions, names, keys, returned, tries
         )
+
+
+def _tries(
+    tree: ast.Module, convert: Callable[[int, int], tuple[int, int]] | None
+) -> tuple[tuple[int, int, int, int], ...]:
+    """Where each `try` statement's body and its handlers are (see `Program.tries`)."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Try | ast.TryStar):
+            continue
+        for handler in node.handlers:
+            spans = (
+                node.body[0].lineno,
+                node.body[-1].end_lineno or node.body[-1].lineno,
+                handler.body[0].lineno,
+                handler.body[-1].end_lineno or handler.body[-1].lineno,
+            )
+            if convert is not None:
+                spans = tuple(convert(line, 1)[0] for line in spans)  # type: ignore[assignment]
+            found.append(spans)
+    return tuple(found)
 
 
 def split_parsed(source: str) -> tuple[str, ...]:
