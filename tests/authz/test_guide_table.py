@@ -30,7 +30,7 @@ SCENARIOS = [
     ("alice starts an instance", "alice", START_DEV),
     ("bob, an admin, starts an instance", "bob", START_DEV),
     ("bob stops a prod instance", "bob", STOP_PROD),
-    ("`local`, a subject with no entity, reads", "local", READ),
+    ("`local`, a subject with no role, reads", "local", READ),
     ("josé, a reader named in non-ASCII letters, reads", "josé", READ),
 ]
 
