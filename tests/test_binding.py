@@ -123,10 +123,10 @@ def test_call_context_is_injected_and_invisible(cm: CodeMode) -> None:
 
 def test_a_location_that_is_not_the_programs_is_never_shown(cm: CodeMode) -> None:
     """A host validator's own ValidationError may carry any location: none of it shows."""
-    capability = cm.describe("records.lookup")
+    capability = cm.catalog.enabled["records.lookup"]
     error: Any = {"type": "int_type", "loc": ("dsn_of_the_admin", "x"), "msg": "", "input": 1}
     assert _explain(capability, [error], {"key": "a"}) == "the arguments are not valid"
-    search = cm.describe("records.search")
+    search = cm.catalog.enabled["records.search"]
     error["loc"] = ("filter", "dsn_of_the_admin")
     given = {"filter": {"owner": "ann"}}
     assert _explain(search, [error], given) == 'argument "filter" is not valid'

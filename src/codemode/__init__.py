@@ -9,6 +9,8 @@ safe to show the model.
 from importlib.metadata import PackageNotFoundError, version
 
 from codemode.app import CodeMode
+from codemode.capabilities.info import CapabilityInfo, ParameterInfo, ResultInfo
+from codemode.capabilities.search import SearchHit, SearchResult
 from codemode.context import CallContext
 from codemode.errors import (
     AgentError,
@@ -41,6 +43,7 @@ __all__ = [
     "AgentError",
     "CallContext",
     "CapabilityFailedError",
+    "CapabilityInfo",
     "CodeMode",
     "CodeModeError",
     "ErrorCode",
@@ -52,10 +55,14 @@ __all__ = [
     "InvalidRequestError",
     "Limits",
     "NotFoundError",
+    "ParameterInfo",
     "PermissionDeniedError",
     "PolicyFailureError",
     "RegistrationError",
     "ResourceLimitError",
+    "ResultInfo",
+    "SearchHit",
+    "SearchResult",
     "UnauthenticatedError",
     "Usage",
     "Where",

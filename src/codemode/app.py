@@ -17,6 +17,7 @@ import anyio
 from codemode.authz import Authorizer
 from codemode.binding import closest_name
 from codemode.capabilities import Capability, Catalog, View, build_capability
+from codemode.capabilities.info import CapabilityInfo
 from codemode.capabilities.search import SearchIndex, SearchResult
 from codemode.errors import (
     CodeModeError,
@@ -246,8 +247,8 @@ class CodeMode:
                 self._indexes.pop(next(iter(self._indexes)))
         return found[1].search(query, limit=limit, offset=offset)
 
-    def describe(self, name: str, *, subject: str | None = None) -> Capability:
-        """The capability with exactly this name, else NotFoundError.
+    def describe(self, name: str, *, subject: str | None = None) -> CapabilityInfo:
+        """The capability with exactly this name, as the model sees it, else NotFoundError.
 
         The lookup is exact (no trimming, no case folding); the error suggests a close
         visible name, so a disabled or hidden name gets the same answer as one that never
@@ -258,7 +259,7 @@ class CodeMode:
         if capability is None:
             hint = closest_name(name, enabled) if isinstance(name, str) else None
             raise NotFoundError(f'did you mean "{hint}"?' if hint else None)
-        return capability
+        return capability.info
 
     async def search_async(
         self, query: str, *, limit: int = 20, offset: int = 0, subject: str | None = None
@@ -269,7 +270,7 @@ class CodeMode:
             lambda: self.search(query, limit=limit, offset=offset, subject=subject), subject
         )
 
-    async def describe_async(self, name: str, *, subject: str | None = None) -> Capability:
+    async def describe_async(self, name: str, *, subject: str | None = None) -> CapabilityInfo:
         """As `describe`, for a caller on an event loop (see `search_async`)."""
         return await self._off_loop(lambda: self.describe(name, subject=subject), subject)
 

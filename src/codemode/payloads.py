@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import json
 
-from codemode.capabilities import Capability
-from codemode.capabilities import types as t
+from codemode.capabilities.info import CapabilityInfo
 from codemode.capabilities.search import SearchResult
 from codemode.errors import CodeModeError, InvalidRequestError
 from codemode.runtime import ExecutionResult
@@ -37,34 +36,34 @@ def offset_argument(value: JSONValue) -> int:
     return value
 
 
-def describe_payload(capability: Capability) -> JSONObject:
+def describe_payload(info: CapabilityInfo) -> JSONObject:
     """What describe_api answers for one capability."""
     return {
-        "name": capability.name,
-        "signature": capability.signature,
-        "summary": capability.summary,
-        "description": capability.description,
+        "name": info.name,
+        "signature": info.signature,
+        "summary": info.summary,
+        "description": info.description,
         "parameters": [
             {
                 "name": p.name,
-                "type": t.notation(p.annotation),
+                "type": p.type,
                 "required": p.required,
-                **({} if p.required else {"default": repr(p.default)}),
+                **({} if p.default is None else {"default": p.default}),
                 **({"doc": p.doc} if p.doc else {}),
                 **({"constraints": p.constraints} if p.constraints else {}),
                 **({"examples": list(p.examples)} if p.examples else {}),
             }
-            for p in capability.parameters
+            for p in info.parameters
         ],
         "result": {
-            "type": t.notation(capability.result_annotation),
-            "read_as": t.access(capability.result_annotation) or "value",
-            **({"doc": capability.result_doc} if capability.result_doc else {}),
+            "type": info.result.type,
+            "read_as": info.result.read_as,
+            **({"doc": info.result.doc} if info.result.doc else {}),
         },
-        "shapes": [shape.render() for shape in capability.shapes],
-        **({"example": capability.example} if capability.example else {}),
-        "input_schema": capability.input_schema,
-        "output_schema": capability.output_schema,
+        "shapes": list(info.shapes),
+        **({"example": info.example} if info.example else {}),
+        "input_schema": info.input_schema,
+        "output_schema": info.output_schema,
     }
 
 

@@ -61,7 +61,7 @@ def test_parameter_docs_come_from_google_and_numpy_docstrings() -> None:
         'The record\'s unique key, e.g. "inv-42".',
         "How many versions to count; all when omitted.",
     ]
-    assert lookup.result_doc == "The counts by version."
+    assert lookup.result.doc == "The counts by version."
     assert cm.describe("records.scan").parameters[0].doc == "Only keys starting with this."
 
 
@@ -144,7 +144,7 @@ def test_a_result_shape_names_what_the_program_reads() -> None:
         def get(*, color: Color) -> Owner:
             return Owner(ownerId=color.value)
 
-        assert cm.describe("o.get").shapes[-1].render() == (
+        assert cm.describe("o.get").shapes[-1] == (
             "Owner: object (owner_id: str), read as r.owner_id"
         )
         source = "def main():\n    return o.get(color='red').owner_id"

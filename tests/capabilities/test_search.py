@@ -153,7 +153,7 @@ def test_an_empty_query_lists_the_catalog_in_name_order_a_page_at_a_time() -> No
 def test_a_query_that_matches_nothing_says_what_to_try() -> None:
     for query in ("the and of", "...", "-", "zzzqqq"):
         result = GITHUB.search(query)
-        assert result.results == [] and result.truncated is False
+        assert result.results == () and result.truncated is False
         assert result.hint == (
             "Nothing matched. Namespaces: db, files, issues, pulls, records, reviews. Try "
             "fewer or other words, or an empty query to list every capability."

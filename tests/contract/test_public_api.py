@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import codemode
 import codemode.authz
 import codemode.events
@@ -12,6 +14,7 @@ def test_codemode_exports() -> None:
         "AgentError",
         "CallContext",
         "CapabilityFailedError",
+        "CapabilityInfo",
         "CodeMode",
         "CodeModeError",
         "ErrorCode",
@@ -23,10 +26,14 @@ def test_codemode_exports() -> None:
         "InvalidRequestError",
         "Limits",
         "NotFoundError",
+        "ParameterInfo",
         "PermissionDeniedError",
         "PolicyFailureError",
         "RegistrationError",
         "ResourceLimitError",
+        "ResultInfo",
+        "SearchHit",
+        "SearchResult",
         "UnauthenticatedError",
         "Usage",
         "Where",
@@ -70,3 +77,22 @@ def test_the_version_is_the_installed_distributions() -> None:
     import importlib.metadata
 
     assert codemode.__version__ == importlib.metadata.version("codemode")
+
+
+def test_describe_and_search_give_frozen_public_types() -> None:
+    import dataclasses
+
+    from tests.conftest import build_host
+
+    with build_host() as cm:
+        info = cm.describe("records.lookup")
+        found = cm.search("record")
+    assert isinstance(info, codemode.CapabilityInfo)
+    assert not hasattr(info, "handler")
+    assert isinstance(found, codemode.SearchResult)
+    assert all(isinstance(hit, codemode.SearchHit) for hit in found.results)
+    values: tuple[object, ...] = (info, info.parameters[0], info.result, found, found.results[0])
+    for value in values:
+        field = dataclasses.fields(value)[0].name  # type: ignore[arg-type]
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(value, field, None)

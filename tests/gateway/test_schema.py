@@ -170,7 +170,7 @@ def test_a_tool_becomes_a_capability_described_like_a_host_function() -> None:
         expose_errors=False,
         timeout=None,
     )
-    described: Any = describe_payload(capability)
+    described: Any = describe_payload(capability.info)
     assert described["signature"] == (
         "fs.read_file(*, path: str, head: int | None = None, encoding: str = 'utf-8') -> Any"
     )

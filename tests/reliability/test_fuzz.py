@@ -40,7 +40,7 @@ def build_capability() -> Capability:
     ) -> int:
         return 0
 
-    return cm.describe("fuzz.target")
+    return cm.catalog.enabled["fuzz.target"]
 
 
 CAPABILITY = build_capability()

@@ -11,7 +11,7 @@ import typing
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, NotRequired, Required
+from typing import TYPE_CHECKING, Any, NotRequired, Required
 
 import docstring_parser
 import pydantic
@@ -23,6 +23,9 @@ from codemode.capabilities.results import Projection
 from codemode.context import CallContext
 from codemode.errors import RegistrationError
 from codemode.types import JSONObject
+
+if TYPE_CHECKING:
+    from codemode.capabilities.info import CapabilityInfo
 
 REQUIRED: Any = inspect.Parameter.empty
 """The default of a parameter the program must pass."""
@@ -102,6 +105,13 @@ class Capability:
     def projection(self) -> Projection:
         """How results cross into the program: by the declared type only (built once)."""
         return Projection(self.result_annotation, serialize=not self.json_results)
+
+    @functools.cached_property
+    def info(self) -> CapabilityInfo:
+        """The public view `describe` gives (built once)."""
+        from codemode.capabilities.info import CapabilityInfo
+
+        return CapabilityInfo.of(self)
 
     @property
     def signature(self) -> str:

@@ -88,15 +88,21 @@ def tokenize(text: str) -> list[str]:
 
 @dataclass(frozen=True, slots=True)
 class SearchHit:
+    """One capability a search found."""
+
     name: str
     signature: str
+    """`records.lookup(*, key: str) -> Record`"""
     summary: str
 
 
 @dataclass(frozen=True, slots=True)
 class SearchResult:
-    results: list[SearchHit]
+    """One page of what a search found, best first (an empty query lists all by name)."""
+
+    results: tuple[SearchHit, ...]
     truncated: bool
+    """Whether more capabilities matched than this page holds."""
     next_offset: int | None = None
     """Where the next page of a listing starts (an empty query), when there is one."""
     hint: str | None = None
@@ -200,7 +206,7 @@ class SearchIndex:
     def search(self, query: str, *, limit: int = 20, offset: int = 0) -> SearchResult:
         """Rank capabilities for a query; an empty query or `*` lists them all by name."""
         if not isinstance(query, str):
-            return SearchResult([], False)
+            return SearchResult((), False)
         query = (
             query.encode("utf-8", errors="ignore")[:MAX_QUERY_BYTES]
             .decode("utf-8", errors="ignore")
@@ -234,7 +240,7 @@ class SearchIndex:
             if self.capabilities[index] is not exact
         ]
         if not first and not others:
-            return SearchResult([], False, hint=self._hint())
+            return SearchResult((), False, hint=self._hint())
         offset = max(offset, 0)
         # Only the page is put in order: a common word may match thousands.
         top = heapq.nsmallest(offset + limit, others)
@@ -257,7 +263,7 @@ class SearchIndex:
             hits.append(hit)
         following = offset + len(hits)
         more = following < (len(ordered) if total is None else total)
-        return SearchResult(hits, more, following if more else None)
+        return SearchResult(tuple(hits), more, following if more else None)
 
     def _hint(self) -> str:
         """What to try when nothing matched (names the model can see anyway)."""

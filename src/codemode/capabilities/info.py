@@ -1,0 +1,103 @@
+"""What `CodeMode.describe` gives a host: a capability as the model sees it, frozen.
+
+The registry's `Capability` (its handler, validators and implementation flags) stays
+private; `CapabilityInfo` is the public, documented view of it, the same facts
+`describe_api` answers with.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from codemode.capabilities import types as t
+from codemode.capabilities.registry import Capability
+from codemode.types import JSONObject
+
+
+@dataclass(frozen=True, slots=True)
+class ParameterInfo:
+    """One keyword argument of a capability."""
+
+    name: str
+    type: str
+    """Its type as a Python programmer writes it: `list[str] | None`."""
+    required: bool
+    default: str | None
+    """The default as Python writes it (`None`, `'asc'`), when it is optional."""
+    doc: str | None
+    """What the handler's docstring (or the field's description) says of it."""
+    constraints: str | None
+    """Its declared bounds in words: `from 1 to 100`, enforced when a call binds."""
+    examples: tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ResultInfo:
+    """What a call of the capability returns."""
+
+    type: str
+    read_as: Literal["attributes", "keys", "value"]
+    """How a program reads its fields: `r.field`, `r["key"]`, or as a plain value."""
+    doc: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class CapabilityInfo:
+    """A capability as `describe_api` shows it to the model."""
+
+    name: str
+    """The dotted name a program calls."""
+    id: str
+    """The stable identity policies and audit events use."""
+    summary: str
+    description: str
+    signature: str
+    """`records.lookup(*, key: str) -> Record`"""
+    parameters: tuple[ParameterInfo, ...]
+    result: ResultInfo
+    shapes: tuple[str, ...]
+    """Each named type it takes or returns, with its fields and how to read them."""
+    example: str | None
+    """A call as a program writes it, when the host gave one."""
+    annotations: Mapping[str, bool]
+    """What it says of its effects (an upstream MCP tool's hints); empty otherwise."""
+    input_schema: JSONObject
+    output_schema: JSONObject
+
+    @classmethod
+    def of(cls, capability: Capability) -> CapabilityInfo:
+        return cls(
+            name=capability.name,
+            id=capability.id,
+            summary=capability.summary,
+            description=capability.description,
+            signature=capability.signature,
+            parameters=tuple(
+                ParameterInfo(
+                    name=p.name,
+                    type=t.notation(p.annotation),
+                    required=p.required,
+                    default=None if p.required else repr(p.default),
+                    doc=p.doc,
+                    constraints=p.constraints,
+                    examples=p.examples,
+                )
+                for p in capability.parameters
+            ),
+            result=ResultInfo(
+                type=t.notation(capability.result_annotation),
+                read_as=t.access(capability.result_annotation) or "value",
+                doc=capability.result_doc,
+            ),
+            shapes=tuple(shape.render() for shape in capability.shapes),
+            example=capability.example,
+            annotations=types.MappingProxyType(dict(capability.annotations)),
+            input_schema=capability.input_schema,
+            output_schema=capability.output_schema,
+        )
+
+
+__all__ = ["CapabilityInfo", "ParameterInfo", "ResultInfo"]
