@@ -3,6 +3,7 @@ outcomes, construction checks, concurrency, and canaries that never reach the mo
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import subprocess
@@ -42,7 +43,7 @@ def request(subject: str = "alice", **arguments: Any) -> AuthorizationRequest:
 
 def outcome(policy: RegoAuthorizer, call: AuthorizationRequest) -> str:
     try:
-        return "allow" if policy(call) is True else "?"
+        return "allow" if asyncio.run(policy(call)) is True else "?"
     except Denied:
         return "deny"
     except RegoEvaluationError as exc:

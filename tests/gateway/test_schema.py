@@ -38,7 +38,17 @@ def notation(schema: dict[str, Any]) -> str:
         ({"type": "object"}, "dict[str, Any]"),
         ({"type": "object", "additionalProperties": {"type": "integer"}}, "dict[str, int]"),
         ({"type": "object", "properties": {"a": {"type": "string"}}}, "T"),
-        ({"allOf": [{"type": "string"}]}, "Any"),
+        ({"allOf": [{"type": "string"}]}, "str"),
+        ({"allOf": [{"minLength": 1}]}, "Any"),
+        ({"not": {"type": "string"}}, "Any"),
+        (
+            {"if": {"type": "string"}, "then": {"type": "integer"}, "else": {"type": "null"}},
+            "int | None",
+        ),
+        (
+            {"type": "array", "prefixItems": [{"type": "string"}, {"type": "integer"}]},
+            "list[str | int]",
+        ),
     ],
 )
 def test_each_construct_reads_as_the_hint_a_python_programmer_writes(
@@ -76,7 +86,7 @@ def test_bounds_become_constraints_in_words() -> None:
     assert t.declared(items).phrase(items) == "at least 1 item"
 
 
-def test_local_references_resolve_and_a_cycle_reads_as_any() -> None:
+def test_local_references_resolve_and_an_object_may_contain_itself() -> None:
     schema = {
         "type": "object",
         "properties": {"node": {"$ref": "#/$defs/Node"}},
@@ -90,7 +100,7 @@ def test_local_references_resolve_and_a_cycle_reads_as_any() -> None:
     hint = Hints(schema, "T").of(schema, "T")
     assert [s.render() for s in t.shapes(hint)] == [
         'T: dict {node?: Node}, read as r["node"]',
-        'Node: dict {value?: int, next?: Any}, read as r["value"]',
+        'Node: dict {value?: int, next?: Node}, read as r["value"]',
     ]
     with pytest.raises(SchemaError, match="unresolvable reference #/\\$defs/Gone"):
         Hints(schema, "T").of({"$ref": "#/$defs/Gone"}, "T")

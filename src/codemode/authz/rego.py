@@ -24,13 +24,19 @@ thread evaluates it with an interpreter of its own.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import contextlib
 import difflib
 import json
 import logging
 import os
+import queue
 import re
+import sys
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -45,9 +51,10 @@ log = logging.getLogger("codemode.authz")
 
 DECISION = "data.codemode.authz.allow"
 _REFERENCE = re.compile(r"data(\.[A-Za-z_][A-Za-z0-9_]*)+")
-_CONVERTS_WRONG = re.compile(r"\\|\d{19}")
+_CONVERTS_WRONG = re.compile(r"\\|\d{19}|\d[.eE]")
 """What rego-cpp's conversion of a Python dict misreads: a string with an escape (a quote,
-backslash or control character) and an integer past 64 bits."""
+backslash or control character), an integer past 64 bits, and a float (kept to six
+decimals). A match is rarely a float: a false one only costs speed."""
 _ERROR = re.compile(
     r"\(error \d+:(?P<file>[^|]*)\|(?P<offset>\d+)\|\d+\s+\(errormsg \d+:(?P<msg>[^)]*)\)"
 )
@@ -75,6 +82,12 @@ class RegoAuthorizer:
     - `visible`: a rule that tells whether a subject may ever call a capability (its input
       has no `arguments`), so `hide_forbidden` can hide the rest; `true` shows, anything
       else hides.
+    - `timeout`: seconds one decision may take before it is a policy failure.
+
+    Decisions run on a few threads of their own with large stacks: rego-cpp's regex and
+    parser builtins recurse once per character of their input, and a long argument would
+    overflow an ordinary thread's stack and end the process. A decision that runs past
+    `timeout` (a backtracking regex) is a policy failure; its thread is left to finish.
     """
 
     def __init__(
@@ -85,6 +98,7 @@ class RegoAuthorizer:
         files: Iterable[str | os.PathLike[str]] | None = None,
         data: Mapping[str, Any] | None = None,
         visible: str | None = None,
+        timeout: float = 1.0,
     ) -> None:
         sources = dict(modules or {})
         for file in files or ():
@@ -126,14 +140,17 @@ class RegoAuthorizer:
         except regopy.RegoError as exc:
             raise RegoPolicyError(_parser_message(str(exc), sources)) from None
         self.modules = tuple(sorted(sources))
+        self.timeout = timeout
         self._local = threading.local()
+        self._evaluators = _evaluators()
         self._hints: dict[str, dict[str, bool]] = {}
         """Each capability's annotations by id (from `validate`), for the visible rule."""
         for entrypoint in entrypoints:  # what rego-cpp compiles but cannot run at all
             try:
-                self._local.interpreter = _interpreter()
-                self._local.interpreter.set_input(_PROBE)
-                self._local.interpreter.query_bundle_entrypoint(self._bundle, entrypoint)
+                with _stdout_to_stderr():  # a policy's print() writes to fd 1
+                    probe = _interpreter()
+                    probe.set_input(_PROBE)
+                    probe.query_bundle_entrypoint(self._bundle, entrypoint)
             except Exception:
                 raise RegoPolicyError(
                     f"data.{entrypoint.replace('/', '.')} cannot be evaluated: it refers to "
@@ -168,7 +185,15 @@ class RegoAuthorizer:
 
     # -- decisions ------------------------------------------------------------------------
 
-    def __call__(self, request: AuthorizationRequest) -> bool:
+    async def __call__(self, request: AuthorizationRequest) -> bool:
+        future = self._evaluators.submit(self._decide, request)
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(future), self.timeout)
+        except TimeoutError:
+            log.warning("rego decision for %s timed out", request.capability_id)
+            raise RegoEvaluationError(f"{self.decision}: timed out") from None
+
+    def _decide(self, request: AuthorizationRequest) -> bool:
         document: JSONObject = {
             "subject": {"id": request.subject},
             "capability": {"id": request.capability_id, "name": request.capability_name},
@@ -200,7 +225,11 @@ class RegoAuthorizer:
         hints = self._hints.get(capability_id)
         if hints:
             document["context"] = dict(hints)
-        return self._evaluate(self._visible, document) is True
+        future = self._evaluators.submit(self._evaluate, self._visible, document)
+        try:
+            return future.result(timeout=self.timeout) is True
+        except concurrent.futures.TimeoutError:
+            return False
 
     def _evaluate(self, entrypoint: str, document: JSONObject) -> object:
         """The rule's value, or why there is none (`undefined`, `evaluation failed`)."""
@@ -226,6 +255,69 @@ class RegoAuthorizer:
             return "undefined"
         value: object = expressions[0]
         return value if isinstance(value, bool) else f"not a boolean ({type(value).__name__})"
+
+
+_STACK_BYTES = 1 << 30
+"""The evaluator threads' stack: rego-cpp's regex matcher recurses once per character, and
+an argument may be a megabyte (the memory is only reserved, not used, until needed)."""
+_EVALUATORS = 4
+_STACK_LOCK = threading.Lock()
+
+
+class _Evaluators:
+    """A few daemon threads with large stacks that run decisions (see RegoAuthorizer)."""
+
+    def __init__(self) -> None:
+        self._work: queue.SimpleQueue[tuple[Callable[..., Any], tuple[Any, ...], Future[Any]]]
+        self._work = queue.SimpleQueue()
+        previous = threading.stack_size(_STACK_BYTES)  # under _STACK_LOCK
+        try:
+            for number in range(_EVALUATORS):
+                threading.Thread(
+                    target=self._serve, name=f"codemode-rego-{number}", daemon=True
+                ).start()
+        finally:
+            threading.stack_size(previous)
+
+    def submit(self, function: Callable[..., Any], *args: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        self._work.put((function, args, future))
+        return future
+
+    def _serve(self) -> None:
+        while True:
+            function, args, future = self._work.get()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(function(*args))
+            except BaseException as exc:
+                future.set_exception(exc)
+
+
+_shared: list[_Evaluators] = []
+
+
+def _evaluators() -> _Evaluators:
+    """The evaluator threads every authorizer of the process shares (started once)."""
+    with _STACK_LOCK:
+        if not _shared:
+            _shared.append(_Evaluators())
+        return _shared[0]
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """Point file descriptor 1 at stderr while a policy may print (over stdio, fd 1 is the
+    MCP stream)."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def _interpreter() -> regopy.Interpreter:

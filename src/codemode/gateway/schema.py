@@ -78,6 +78,10 @@ def validator(schema: Mapping[str, Any]) -> jsonschema.protocols.Validator:
             "pattern": _pattern,
             "patternProperties": _pattern_properties,
             "additionalProperties": _additional_properties,
+            # Their implementations match patternProperties with Python's `re`; left to
+            # the upstream, which checks its own input.
+            "unevaluatedProperties": _unchecked,
+            "unevaluatedItems": _unchecked,
         },
     )
     checker: jsonschema.protocols.Validator = linear(schema)
@@ -103,6 +107,12 @@ def _search(pattern: str, text: str) -> bool:
     except pydantic_core.ValidationError:
         return False
     return True
+
+
+def _unchecked(
+    validator: Any, value: Any, instance: Any, schema: Mapping[str, Any]
+) -> Iterator[jsonschema.ValidationError]:
+    return iter(())
 
 
 def _pattern(
@@ -150,6 +160,8 @@ class Hints:
         self.prefix = prefix
         self._names: set[str] = set()
         self._resolving: set[str] = set()
+        self._made: dict[str, Any] = {}
+        """The shape made for each referenced object schema (recursion ends there)."""
 
     def of(self, schema: Any, name: str) -> Any:
         """The hint for `schema`; `name` names its shape if it is an object."""
@@ -169,6 +181,9 @@ class Hints:
             return _literal([schema["const"]])
         if isinstance(schema.get("enum"), list) and schema["enum"]:
             return _literal(schema["enum"])
+        branches = [schema[k] for k in ("then", "else") if isinstance(schema.get(k), Mapping)]
+        if branches and not schema.get("type"):  # what `if` picks: one of the branches
+            return _union([self.of(b, name) for b in branches])
         for key in ("anyOf", "oneOf"):
             if isinstance(schema.get(key), list) and schema[key]:
                 shaped = [
@@ -205,44 +220,68 @@ class Hints:
             return NoneType
         if kind == "array":
             items = schema.get("items")
-            item = self.of(items, name + "Item") if isinstance(items, Mapping) else Any
+            prefix = schema.get("prefixItems")
+            kinds = list(prefix) if isinstance(prefix, list) else []
+            kinds += [items] if isinstance(items, Mapping) else []
+            if isinstance(items, list):  # draft 4 to 2019-09 tuples
+                kinds += items
+            item = _union([self.of(k, name + "Item") for k in kinds]) if kinds else Any
             return _bounded(list[item], schema, min_length="minItems", max_length="maxItems")  # type: ignore[valid-type]
         if kind == "object":
             return self._object(schema, name)
         return Any
 
-    def _object(self, schema: Mapping[str, Any], name: str) -> Any:
+    def _object(self, schema: Mapping[str, Any], name: str, ref: str | None = None) -> Any:
         properties = schema.get("properties")
         if not isinstance(properties, Mapping) or not properties:
             extra = schema.get("additionalProperties")
             return dict[str, self.of(extra, name + "Value") if isinstance(extra, Mapping) else Any]  # type: ignore[misc]
         listed = schema.get("required")
         required = set(listed) if isinstance(listed, list) else set()
-        fields = {}
+        kinds = {str(key): Required if key in required else NotRequired for key in properties}
+        title = schema.get("title")
+        shape: Any = TypedDict(  # type: ignore[misc]
+            self._unique(title if isinstance(title, str) and title.isidentifier() else name),
+            {key: kind[Any] for key, kind in kinds.items()},
+        )
+        if ref is not None:  # a reference to it inside its own fields is this very shape
+            self._made[ref] = shape
         for key, sub in properties.items():
             hint = self.of(sub, name + camel(str(key)))
-            kind = Required if key in required else NotRequired
-            fields[str(key)] = kind[described(hint, sub)]
-        title = schema.get("title")
-        shape = TypedDict(  # type: ignore[misc]
-            self._unique(title if isinstance(title, str) and title.isidentifier() else name),
-            fields,
-        )
+            shape.__annotations__[str(key)] = kinds[str(key)][described(hint, sub)]
         return shape
 
     def _all_of(self, members: list[Any], name: str) -> Any:
-        """Objects that must all hold: one shape with every member's keys; else Any."""
-        resolved = [self._target(m["$ref"]) if _is_ref(m) else m for m in members]
-        if not all(
-            isinstance(m, Mapping) and isinstance(m.get("properties"), Mapping) for m in resolved
-        ):
-            return Any
+        """Schemas that must all hold. Their object members are one shape with every
+        member's keys (a key two members declare must meet both); members without
+        `properties` only constrain, and the SDK checks them. With no object member at all,
+        the first member that is not merely a constraint says what the value is."""
+        flat = self._flatten(members)
+        shaped = [m for m in flat if isinstance(m.get("properties"), Mapping)]
+        if not shaped:
+            typed = [m for m in flat if m.get("type") or m.get("enum") or "const" in m]
+            return self.of(typed[0], name) if typed else Any
         properties: dict[str, Any] = {}
         required: list[Any] = []
-        for member in resolved:
-            properties.update(member["properties"])
+        for member in shaped:
+            for key, sub in member["properties"].items():
+                properties[key] = {"allOf": [properties[key], sub]} if key in properties else sub
             required += member.get("required") or []
         return self._object({"properties": properties, "required": required}, name)
+
+    def _flatten(self, members: list[Any], depth: int = 0) -> list[Mapping[str, Any]]:
+        """allOf members with references followed and nested allOfs opened."""
+        found: list[Mapping[str, Any]] = []
+        for member in members:
+            while _is_ref(member) and depth < 32:
+                member, depth = self._target(member["$ref"]), depth + 1
+            if not isinstance(member, Mapping):
+                continue
+            if isinstance(member.get("allOf"), list) and depth < 32:
+                found += self._flatten(member["allOf"], depth + 1)
+                member = {k: v for k, v in member.items() if k != "allOf"}
+            found.append(member)
+        return found
 
     def _target(self, ref: str) -> Any:
         if not ref.startswith("#"):
@@ -256,13 +295,20 @@ class Hints:
         return target
 
     def _ref(self, ref: str) -> Any:
-        """A local `#/...` reference; a cycle is read as Any (the schema still checks it)."""
+        """A local `#/...` reference. An object refers to itself as the same shape (a
+        recursive type); any other cycle is read as Any (the schema still checks it)."""
+        if ref in self._made:
+            return self._made[ref]
         if not ref.startswith("#") or ref in self._resolving:
             return Any
         target = self._target(ref)
+        label = camel(ref.rsplit("/", 1)[-1]) or self.prefix
+        properties = target.get("properties") if isinstance(target, Mapping) else None
+        if isinstance(properties, Mapping) and properties:
+            return self._object(target, label, ref)
         self._resolving.add(ref)
         try:
-            return self.of(target, camel(ref.rsplit("/", 1)[-1]) or self.prefix)
+            return self.of(target, label)
         finally:
             self._resolving.discard(ref)
 
