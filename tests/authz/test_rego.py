@@ -408,3 +408,50 @@ def test_a_policy_failure_is_one_log_line(caplog: pytest.LogCaptureFixture) -> N
         "the policy failed on records.lookup: data.codemode.authz.allow: undefined (no rule "
         "matched; `default allow := false` makes that a denial)"
     )
+
+
+REGEX_POLICY = 'allow if regex.match("^/srv/[a-z0-9/]+$", input.arguments.path)'
+
+
+def test_a_long_argument_to_a_regex_builtin_neither_crashes_nor_errs() -> None:
+    # rego-cpp's matcher recurses once per character: 400k characters would overflow an
+    # ordinary thread's stack and end the process. Run where a crash cannot take pytest.
+    program = (
+        "import asyncio\n"
+        "from codemode.authz import AuthorizationRequest\n"
+        "from codemode.authz.rego import RegoAuthorizer\n"
+        f"policy = RegoAuthorizer(modules={{'p.rego': {HEAD + REGEX_POLICY!r}}})\n"
+        "call = AuthorizationRequest('a', 'fs.read', 'fs.read', {'path': '/srv/' + 'a' * 400000})\n"
+        "print(asyncio.run(policy(call)))\n"
+    )
+    finished = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+    assert (finished.returncode, finished.stdout) == (0, "True\n"), finished.stderr
+
+
+def test_a_decision_past_its_timeout_is_a_policy_failure() -> None:
+    policy = authorizer('allow if regex.match("^([a-z]+)*x$", input.arguments.s)', timeout=0.5)
+    assert outcome(policy, request(s="a" * 40)) == ("failure: data.codemode.authz.allow: timed out")
+
+
+def test_floats_keep_their_precision() -> None:
+    policy = authorizer(
+        "default allow := false\nallow if { input.arguments.amount >= 0; input.arguments.amount <= 50 }"
+    )
+    assert outcome(policy, request(amount=50.0)) == "allow"
+    assert outcome(policy, request(amount=50.0000004)) == "deny"
+    assert outcome(policy, request(amount=-4e-7)) == "deny"
+
+
+def test_a_policy_that_prints_at_start_writes_nothing_to_stdout() -> None:
+    printing = HEAD + 'allow if print("hello")'
+    program = (
+        "from codemode.authz.rego import RegoAuthorizer\n"
+        f"RegoAuthorizer(modules={{'p.rego': {printing!r}}})\n"
+    )
+    finished = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
+    assert finished.returncode == 0, finished.stderr
+    assert finished.stdout == ""

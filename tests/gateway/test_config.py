@@ -132,8 +132,12 @@ def test_defaults_dashed_names_and_a_relative_cwd(tmp_path: Path) -> None:
         tmp_path,
         {"mcpServers": {"my-fs": {"command": "x", "args": ["${ROOT:-/srv}"], "cwd": "work"}}},
     )
-    assert load_config(path, {}) == [
-        ServerEntry(
-            "my-fs", {"command": "x", "args": ["/srv"], "cwd": str(tmp_path.resolve() / "work")}
-        )
-    ]
+    assert (
+        load_config(path, {"ROOT": ""})
+        == load_config(path, {})
+        == [
+            ServerEntry(
+                "my-fs", {"command": "x", "args": ["/srv"], "cwd": str(tmp_path.resolve() / "work")}
+            )
+        ]
+    )

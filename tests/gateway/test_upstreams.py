@@ -489,3 +489,33 @@ def test_tools_added_later_are_hidden_by_the_policy_like_the_first_ones() -> Non
         assert "up.added" in cm.catalog.enabled
         assert visible("admin") == {"up.echo_text", "up.grow", "up.added"}
         assert visible("alice") == {"up.echo_text"}
+
+
+def test_a_server_cannot_take_a_namespace_that_holds_host_capabilities() -> None:
+    with CodeMode(authorizer=AllowAll()) as cm:
+
+        @cm.capability("up.read", summary="The host's own.")
+        def read() -> str:
+            return "host"
+
+        with pytest.raises(RegistrationError) as info:
+            cm.add_mcp_server("up", command=PYTHON, args=[FIXTURE], include=["pid"])
+    assert str(info.value) == (
+        'MCP server "up": its namespace holds capabilities already (up.read); give the server '
+        "another name"
+    )
+
+
+def test_a_refresh_replaces_only_the_servers_own_capabilities() -> None:
+    with CodeMode(authorizer=AllowAll()) as cm:
+        cm.add_mcp_server("up", command=PYTHON, args=[FIXTURE], include=["grow", "add*"])
+
+        @cm.capability("up.host_extra", summary="Registered after the server.")
+        def extra() -> str:
+            return "host"
+
+        assert value(cm, "    return up.grow()") == "grown"
+        deadline = time.monotonic() + 10
+        while "up.added" not in cm.catalog.enabled and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert value(cm, "    return up.added(), up.host_extra()") == ["added", "host"]

@@ -317,14 +317,15 @@ class Catalog:
 
     def replace(
         self,
-        namespace: str,
+        old: Iterable[str],
         capabilities: Iterable[Capability],
         check: Callable[[Iterable[Capability]], None] | None = None,
     ) -> None:
-        """Put `capabilities` in place of every capability under `namespace` (an upstream
+        """Put `capabilities` in place of the capabilities named `old` (an upstream
         server's tools after they changed). Nothing changes on a registration error, or
         when `check`, given every capability that would then be enabled, raises."""
-        kept = {n: c for n, c in self._by_name.items() if not n.startswith(namespace + ".")}
+        gone = set(old)
+        kept = {n: c for n, c in self._by_name.items() if n not in gone}
         trial = Catalog(self.disabled)
         for capability in [*kept.values(), *capabilities]:
             trial.add(capability)
@@ -357,6 +358,10 @@ class Catalog:
         with self._lock:
             self._enabled = None
             self._views.clear()
+
+    def names(self) -> list[str]:
+        """Every registered capability's name, disabled ones included."""
+        return list(self._by_name)
 
     def check_disabled(self) -> None:
         """Fail on `disabled` ids that name no registered capability (a likely typo)."""

@@ -94,12 +94,16 @@ def load_config(
     if not isinstance(servers, dict) or not servers:
         raise fail("mcpServers", "must be an object of servers by name, with at least one")
     entries: list[ServerEntry] = []
+    namespaces: dict[str, str] = {}
     for name, spec in servers.items():
         at = f"mcpServers.{name}"
         try:
-            namespace(name)
+            converted = namespace(name)
         except RegistrationError as exc:
             raise fail(at, str(exc).split(": ", 1)[-1]) from None
+        if converted in namespaces:
+            raise fail(at, f'"{namespaces[converted]}" and "{name}" both become {converted}')
+        namespaces[converted] = name
         if not isinstance(spec, dict):
             raise fail(at, "must be an object")
         for key, value in spec.items():
@@ -153,10 +157,10 @@ def _expand(value: Any, key: str, environ: Mapping[str, str], fail: Any) -> Any:
 
         def variable(match: re.Match[str]) -> str:
             name, default = match.group(1), match.group(2)
+            if default is not None:  # as a shell reads it: unset or empty takes the default
+                return environ.get(name) or default
             if name in environ:
                 return environ[name]
-            if default is not None:
-                return default
             raise fail(key, f"environment variable {name} is not set")
 
         return _VARIABLE.sub(variable, value)

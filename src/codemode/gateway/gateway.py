@@ -47,6 +47,8 @@ class Gateway:
         self.on_change = on_change
         """Sees every capability a refresh would leave, and refuses them by raising."""
         self._upstreams: dict[str, tuple[Upstream, ServerOptions]] = {}
+        self._names: dict[str, list[str]] = {}
+        """The capability names each upstream's tools have now."""
         self._portal_context = anyio.from_thread.start_blocking_portal(name="codemode-gateway")
         self._portal = self._portal_context.__enter__()
         self._supervisor, self._group = self._portal.start_task(self._supervise)
@@ -69,6 +71,12 @@ class Gateway:
         when the upstream cannot be reached or its tools cannot be named."""
         if name in self._upstreams:
             raise RegistrationError(f'MCP server "{name}": a server of that name is added')
+        taken = sorted(n for n in self.catalog.names() if n.startswith(name + "."))
+        if taken:
+            raise RegistrationError(
+                f'MCP server "{name}": its namespace holds capabilities already ({taken[0]}); '
+                "give the server another name"
+            )
         upstream = Upstream(
             name, target, self._spawn, on_tools_changed=lambda: self._spawn(self._refresh, name)
         )
@@ -87,6 +95,7 @@ class Gateway:
             upstream.release()
             raise
         self._upstreams[name] = (upstream, options)
+        self._names[name] = [c.name for c in capabilities]
         if options.connect == "first_use":
             self._portal.call(upstream.close)
         log.info("MCP server %s: %d tools as capabilities", name, len(capabilities))
@@ -145,7 +154,8 @@ class Gateway:
         try:
             tools = await upstream.tools()
             capabilities = self._capabilities(name, upstream, tools, options, strict=False)
-            self.catalog.replace(name, capabilities, check=self.on_change)
+            self.catalog.replace(self._names[name], capabilities, check=self.on_change)
+            self._names[name] = [c.name for c in capabilities]
         except Exception as exc:
             log.warning("MCP server %s: its changed tools are not used: %s", name, exc)
             return
