@@ -3,7 +3,6 @@ outcomes, construction checks, concurrency, and canaries that never reach the mo
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import subprocess
@@ -43,7 +42,7 @@ def request(subject: str = "alice", **arguments: Any) -> AuthorizationRequest:
 
 def outcome(policy: RegoAuthorizer, call: AuthorizationRequest) -> str:
     try:
-        return "allow" if asyncio.run(policy(call)) is True else "?"
+        return "allow" if policy(call) is True else "?"
     except Denied:
         return "deny"
     except RegoEvaluationError as exc:
@@ -417,12 +416,11 @@ def test_a_long_argument_to_a_regex_builtin_neither_crashes_nor_errs() -> None:
     # rego-cpp's matcher recurses once per character: 400k characters would overflow an
     # ordinary thread's stack and end the process. Run where a crash cannot take pytest.
     program = (
-        "import asyncio\n"
         "from codemode.authz import AuthorizationRequest\n"
         "from codemode.authz.rego import RegoAuthorizer\n"
         f"policy = RegoAuthorizer(modules={{'p.rego': {HEAD + REGEX_POLICY!r}}})\n"
         "call = AuthorizationRequest('a', 'fs.read', 'fs.read', {'path': '/srv/' + 'a' * 400000})\n"
-        "print(asyncio.run(policy(call)))\n"
+        "print(policy(call))\n"
     )
     finished = subprocess.run(
         [sys.executable, "-c", program], capture_output=True, text=True, cwd=ROOT, timeout=120

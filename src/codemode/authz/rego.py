@@ -24,7 +24,6 @@ thread evaluates it with an interpreter of its own.
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import contextlib
 import difflib
@@ -185,13 +184,14 @@ class RegoAuthorizer:
 
     # -- decisions ------------------------------------------------------------------------
 
-    async def __call__(self, request: AuthorizationRequest) -> bool:
+    def __call__(self, request: AuthorizationRequest) -> bool:
         future = self._evaluators.submit(self._decide, request)
         try:
-            return await asyncio.wait_for(asyncio.wrap_future(future), self.timeout)
-        except TimeoutError:
-            log.warning("rego decision for %s timed out", request.capability_id)
+            allowed: bool = future.result(timeout=self.timeout)
+        except concurrent.futures.TimeoutError:
+            future.cancel()  # still queued: it never runs; running: it is left to finish
             raise RegoEvaluationError(f"{self.decision}: timed out") from None
+        return allowed
 
     def _decide(self, request: AuthorizationRequest) -> bool:
         document: JSONObject = {
