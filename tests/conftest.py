@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import platform
 import signal
 import threading
 import time
@@ -213,6 +214,32 @@ def system_tool(path: str | Path, install: str) -> Path:
     if os.environ.get("CODEMODE_REQUIRE_SYSTEM_TOOLS") == "1":
         pytest.fail(reason)
     pytest.skip(reason)
+
+
+INSPECTOR_INSTALL = (
+    "run .ci/run, which installs @modelcontextprotocol/inspector and Node.js 22 there"
+)
+_ARCH = {"x86_64": "x64", "aarch64": "arm64", "arm64": "arm64"}.get(platform.machine(), "x64")
+
+
+def inspector() -> list[str]:
+    """The MCP Inspector's command line (npm, on Node.js 22, both installed by .ci/run), or a
+    skip that says how to install it."""
+    node = system_tool(
+        NPM_TOOLS / "node_modules" / f"node-linux-{_ARCH}" / "bin" / "node", INSPECTOR_INSTALL
+    )
+    launcher = system_tool(
+        NPM_TOOLS
+        / "node_modules"
+        / "@modelcontextprotocol"
+        / "inspector"
+        / "clients"
+        / "launcher"
+        / "build"
+        / "index.js",
+        INSPECTOR_INSTALL,
+    )
+    return [str(node), str(launcher), "--cli"]
 
 
 def children(pid: int) -> list[str]:

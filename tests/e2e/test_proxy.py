@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -18,7 +17,7 @@ import pytest
 from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.conftest import NPM_TOOLS, system_tool
+from tests.conftest import inspector
 from tests.e2e.conftest import ROOT, codemode_command, free_port, wait_for_port
 from tests.gateway.conftest import FIXTURE, filesystem_server
 from tests.gateway.upstream_server import CANARY
@@ -128,29 +127,14 @@ async def test_the_sdk_client_runs_one_program_over_two_upstreams(
         assert CANARY not in json.dumps([c.model_dump() for c in failed.content])
 
 
-ARCH = {"x86_64": "x64", "aarch64": "arm64", "arm64": "arm64"}.get(platform.machine(), "x64")
-INSTALL = "run .ci/run, which installs @modelcontextprotocol/inspector and Node.js 22 there"
-
-
 def test_the_inspector_cli_lists_and_calls_through_the_proxy(config: Path, tmp_path: Path) -> None:
-    node = system_tool(NPM_TOOLS / "node_modules" / f"node-linux-{ARCH}" / "bin" / "node", INSTALL)
-    inspector = system_tool(
-        NPM_TOOLS
-        / "node_modules"
-        / "@modelcontextprotocol"
-        / "inspector"
-        / "clients"
-        / "launcher"
-        / "build"
-        / "index.js",
-        INSTALL,
-    )
+    command = inspector()
     server = [sys.executable, "-m", "codemode", "proxy", str(config)]
     env = {**ENV, "XDG_DATA_HOME": str(tmp_path), "HOME": str(tmp_path)}
 
     def inspect(*args: str) -> Any:
         finished = subprocess.run(
-            [str(node), str(inspector), "--cli", "-e", f"SECRET={CANARY}", *args, "--", *server],
+            [*command, "-e", f"SECRET={CANARY}", *args, "--", *server],
             capture_output=True,
             text=True,
             timeout=120,

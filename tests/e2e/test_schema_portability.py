@@ -8,34 +8,19 @@ would reject or misread (type arrays for nullable fields, schemas that constrain
 from __future__ import annotations
 
 import os
-import platform
 import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import NPM_TOOLS, system_tool
+from tests.conftest import inspector
 from tests.e2e.conftest import ROOT
-
-INSTALL = "run .ci/run, which installs @modelcontextprotocol/inspector and Node.js 22 there"
-ARCH = {"x86_64": "x64", "aarch64": "arm64", "arm64": "arm64"}.get(platform.machine(), "x64")
 
 
 def test_the_inspector_strict_check_reports_no_errors_and_no_warnings(tmp_path: Path) -> None:
-    node = system_tool(NPM_TOOLS / "node_modules" / f"node-linux-{ARCH}" / "bin" / "node", INSTALL)
-    inspector = system_tool(
-        NPM_TOOLS
-        / "node_modules"
-        / "@modelcontextprotocol"
-        / "inspector"
-        / "clients"
-        / "launcher"
-        / "build"
-        / "index.js",
-        INSTALL,
-    )
+    command = inspector()
     server = [sys.executable, "-m", "codemode", "demo", "--transport", "stdio"]
     finished = subprocess.run(
-        [str(node), str(inspector), "--cli", "--method", "tools/list", "--strict", "--", *server],
+        [*command, "--method", "tools/list", "--strict", "--", *server],
         capture_output=True,
         text=True,
         timeout=120,
