@@ -24,7 +24,7 @@ import pydantic_core
 from pydantic_core import core_schema
 from typing_extensions import TypedDict
 
-from codemode.types import JSONObject, JSONValue
+from codemode.types import JSONObject
 
 NoneType = type(None)
 
@@ -420,8 +420,8 @@ def problem(error: jsonschema.ValidationError, names: Mapping[str, str]) -> str:
     kind = str(error.validator)
     words = {
         "pattern": f"must match the pattern {asked.get('pattern')}",
-        "enum": "must be one of " + ", ".join(_render(v) for v in asked.get("enum") or ()),
-        "const": f"must be {_render(asked.get('const'))}",
+        "enum": "must be one of " + ", ".join(repr(v) for v in asked.get("enum") or ()),
+        "const": f"must be {asked.get('const')!r}",
         "format": f"must be a {asked.get('format')}",
         "minProperties": f"must have at least {asked.get('minProperties')} keys",
         "maxProperties": f"must have at most {asked.get('maxProperties')} keys",
@@ -430,10 +430,6 @@ def problem(error: jsonschema.ValidationError, names: Mapping[str, str]) -> str:
         "additionalProperties": "has a key the schema does not declare",
     }.get(kind, f'does not meet the tool\'s schema ("{kind}")')
     return f'argument "{where}" {words}' if where else f"the arguments do not meet {kind!r}"
-
-
-def _render(value: JSONValue) -> str:
-    return repr(value)
 
 
 def object_schema(schema: object) -> JSONObject:

@@ -131,7 +131,7 @@ class Upstream:
                 ready.set()
                 stopped.set()
 
-        self._ending.append(stopped)
+        self._ending = [*(e for e in self._ending if not e.is_set()), stopped]
         self._spawn(hold)  # outlives the call that opened it
         try:
             with anyio.fail_after(CONNECT_SECONDS):
