@@ -33,7 +33,9 @@ class LimitKind(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """What one execution may use. Zero or negative is rejected: there is no "unlimited".
+    """What one execution may use, and how many executions may run at once per `CodeMode`
+    (`max_concurrent_executions`, the one limit that is not per execution). Zero or
+    negative is rejected: there is no "unlimited".
 
     **Parameters** (defaults in brackets):
 

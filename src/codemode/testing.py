@@ -1,4 +1,8 @@
-"""Helpers for testing hosts and codemode itself without starting an interpreter.
+"""Helpers for a host's own tests, and for testing without starting an interpreter.
+
+`run` executes a program and gives its value or its error as data; `RecordingAuthorizer`
+keeps every request it allowed; `assert_no_canary` checks that a planted secret appears
+nowhere in what the model would be sent.
 
 `ScriptedSandbox` stands where the pydantic-monty pool stands (as httpx's `MockTransport`
 stands for the network): each execution runs a Python generator that plays the program,
@@ -22,6 +26,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from codemode.errors import CodeModeError
 from codemode.limits import Limits
 from codemode.runtime.sandbox import (
     Answer,
@@ -198,12 +203,72 @@ class ScriptedSandbox:
         return None
 
 
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What a program gave: its value, or the payload of its error (as MCP sends it)."""
+
+    value: Any = None
+    error: dict[str, Any] | None = None
+    """`{"code", "message", "where", ...}` when it failed."""
+    text: str = ""
+    """What the model reads: the result as JSON, or the error's full report."""
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def run(cm: Any, source: str, *, subject: str = "test") -> Outcome:
+    """Execute `source` on a `CodeMode` and give its value or its error as data."""
+    from codemode.payloads import execute_payload, model_text
+
+    try:
+        result = cm.execute(source, subject=subject)
+    except CodeModeError as error:
+        return Outcome(error=error.to_payload(), text=error.report())
+    structured = execute_payload(result)
+    return Outcome(value=result.value, text=model_text(structured))
+
+
+class RecordingAuthorizer:
+    """Allows every call and keeps each `AuthorizationRequest`, for asserting on what a
+    program asked for (capability ids, canonical arguments, annotations)."""
+
+    def __init__(self) -> None:
+        self.requests: list[Any] = []
+
+    def __call__(self, request: Any) -> None:
+        self.requests.append(request)
+
+
+def assert_no_canary(canary: str, *outcomes: Outcome | CodeModeError | Any) -> None:
+    """Fail when `canary` appears in anything the model would be sent for these outcomes
+    or errors: messages, reports, every field of the payload."""
+    import json
+
+    from codemode.payloads import error_payload
+
+    for outcome in outcomes:
+        if isinstance(outcome, CodeModeError):
+            seen = outcome.report() + json.dumps(error_payload(outcome), default=repr)
+        elif isinstance(outcome, Outcome):
+            seen = outcome.text + json.dumps([outcome.value, outcome.error], default=repr)
+        else:
+            seen = json.dumps(outcome, default=repr)
+        if canary in seen:
+            raise AssertionError(f"{canary!r} reached what the model is sent: {seen[:500]}")
+
+
 __all__ = [
     "Gather",
+    "Outcome",
     "ProgramRaised",
+    "RecordingAuthorizer",
     "Script",
     "ScriptedProgram",
     "ScriptedRun",
     "ScriptedSandbox",
+    "assert_no_canary",
     "record_fields",
+    "run",
 ]
