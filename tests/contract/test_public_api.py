@@ -58,17 +58,21 @@ def test_event_exports() -> None:
 
 
 def test_testing_exports() -> None:
-    """The scripted sandbox is public: hosts test their capabilities with it."""
+    """The testing helpers are public: hosts test their capabilities with them."""
     import codemode.testing
 
     assert sorted(codemode.testing.__all__) == [
         "Gather",
+        "Outcome",
         "ProgramRaised",
+        "RecordingAuthorizer",
         "Script",
         "ScriptedProgram",
         "ScriptedRun",
         "ScriptedSandbox",
+        "assert_no_canary",
         "record_fields",
+        "run",
     ]
     assert all(hasattr(codemode.testing, name) for name in codemode.testing.__all__)
 
