@@ -204,7 +204,7 @@ class ScriptedSandbox:
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
+class RunResult:
     """What a program gave: its value, or the payload of its error (as MCP sends it)."""
 
     value: Any = None
@@ -218,16 +218,16 @@ class Outcome:
         return self.error is None
 
 
-def run(cm: Any, source: str, *, subject: str = "test") -> Outcome:
+def run(cm: Any, source: str, *, subject: str = "test") -> RunResult:
     """Execute `source` on a `CodeMode` and give its value or its error as data."""
     from codemode.payloads import execute_payload, model_text
 
     try:
         result = cm.execute(source, subject=subject)
     except CodeModeError as error:
-        return Outcome(error=error.to_payload(), text=error.report())
+        return RunResult(error=error.to_payload(), text=error.report())
     structured = execute_payload(result)
-    return Outcome(value=result.value, text=model_text(structured))
+    return RunResult(value=result.value, text=model_text(structured))
 
 
 class RecordingAuthorizer:
@@ -241,7 +241,7 @@ class RecordingAuthorizer:
         self.requests.append(request)
 
 
-def assert_no_canary(canary: str, *outcomes: Outcome | CodeModeError | Any) -> None:
+def assert_no_canary(canary: str, *outcomes: RunResult | CodeModeError | Any) -> None:
     """Fail when `canary` appears in anything the model would be sent for these outcomes
     or errors: messages, reports, every field of the payload."""
     import json
@@ -251,7 +251,7 @@ def assert_no_canary(canary: str, *outcomes: Outcome | CodeModeError | Any) -> N
     for outcome in outcomes:
         if isinstance(outcome, CodeModeError):
             seen = outcome.report() + json.dumps(error_payload(outcome), default=repr)
-        elif isinstance(outcome, Outcome):
+        elif isinstance(outcome, RunResult):
             seen = outcome.text + json.dumps([outcome.value, outcome.error], default=repr)
         else:
             seen = json.dumps(outcome, default=repr)
@@ -261,9 +261,9 @@ def assert_no_canary(canary: str, *outcomes: Outcome | CodeModeError | Any) -> N
 
 __all__ = [
     "Gather",
-    "Outcome",
     "ProgramRaised",
     "RecordingAuthorizer",
+    "RunResult",
     "Script",
     "ScriptedProgram",
     "ScriptedRun",

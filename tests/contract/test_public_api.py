@@ -63,9 +63,9 @@ def test_testing_exports() -> None:
 
     assert sorted(codemode.testing.__all__) == [
         "Gather",
-        "Outcome",
         "ProgramRaised",
         "RecordingAuthorizer",
+        "RunResult",
         "Script",
         "ScriptedProgram",
         "ScriptedRun",
