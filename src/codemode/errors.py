@@ -97,6 +97,7 @@ class Where:
         object.__setattr__(self, "source", bounded(self.source))
 
     def to_dict(self) -> JSONObject:
+        """The position as the `where` of an error payload."""
         return {
             "file": self.file,
             "line": self.line,
@@ -135,6 +136,7 @@ class CallRecord:
     outcome: str
 
     def to_dict(self) -> JSONObject:
+        """The call as an item of an error payload's `calls`."""
         return {"capability": self.capability, "line": self.line, "outcome": self.outcome}
 
 

@@ -26,7 +26,9 @@ class Event:
     """Base of every event."""
 
     execution_id: str
+    """The execution the event belongs to, as the host log lines carry it."""
     subject: str
+    """Who the execution runs for."""
     time: float
     """Seconds since the epoch."""
 
@@ -99,39 +101,56 @@ def _safely(render: Callable[[], str]) -> str:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ExecutionStarted(Event):
+    """A program was accepted and is about to run (recorded before it does: if this cannot
+    be recorded, the execution does not run)."""
+
     source_sha256: str
+    """The SHA-256 of the program's UTF-8 text, hex: the program itself is not recorded."""
     source_bytes: int
+    """The program's size in UTF-8 bytes."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ExecutionFinished(Event):
+    """An execution ended, whichever way."""
+
     outcome: str
     """"ok" or the error code."""
     duration_seconds: float
+    """Wall-clock time from start to answer."""
     capability_calls: tuple[str, ...] = ()
+    """The names of the capabilities called, in call order."""
     result_bytes: int = 0
+    """JSON size of every capability result together."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CallEvent(Event):
+    """Base of the events of one capability call."""
+
     capability: str
+    """The dotted name the program called."""
     capability_id: str
+    """The capability's stable identity, as policies name it."""
     arguments: JSONObject | None = None
     """Canonical arguments; None before they bound."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CallAttempted(CallEvent):
-    pass
+    """A program called a capability (before its arguments bound)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CallAuthorized(CallEvent):
-    pass
+    """The authorizer allowed a call (recorded before the handler runs: if this cannot be
+    recorded, the call does not run)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CallDenied(CallEvent):
+    """The authorizer refused a call, or failed; the handler did not run."""
+
     code: str
     """permission_denied or policy_failure."""
     reason: BaseException | None = field(default=None)
@@ -140,12 +159,19 @@ class CallDenied(CallEvent):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CallCompleted(CallEvent):
+    """A handler returned and its result crossed into the program."""
+
     duration_seconds: float
+    """How long the handler and the result's projection took."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CallFailed(CallEvent):
+    """A call bound and was authorized but failed: the handler raised, its result did not
+    fit, or a limit stopped it."""
+
     code: str
+    """The error code the program got (`capability_failed`, `resource_limit`, ...)."""
     duration_seconds: float
     error: BaseException | None = None
     """The host exception, when the handler raised one."""
@@ -184,6 +210,7 @@ class JsonLinesSink:
                 written += os.write(self._fd, data[written:])
 
     def close(self) -> None:
+        """Close the file; events recorded later are an error of the sink."""
         with self._lock:
             if self._fd >= 0:
                 os.close(self._fd)

@@ -77,9 +77,11 @@ class ScriptedProgram:
         return Call(name, (), dict(kwargs), next(self._ids), self.span(line))
 
     def gather(self, *calls: Call) -> Gather:
+        """Calls made together, as `asyncio.gather` makes them; answered as a list."""
         return Gather(calls)
 
     def print(self, text: str) -> None:
+        """What the program prints (captured as its `print()` output is)."""
         self.printer("stdout", text)
 
     def span(self, line: int) -> tuple[int, int]:
@@ -112,11 +114,13 @@ class ScriptedRun:
         self.killed = False
 
     def start(self, code: str) -> Step:
+        """Begin the script with the program's text; its first step."""
         self.program = ScriptedProgram(code, self.printer)
         self.generator = self.script(self.program)
         return self._advance(lambda generator: next(generator))
 
     def answer(self, answer: Answer) -> Step:
+        """Send the answer to the step the script is on; its next step."""
         if isinstance(answer, Injected):
             error = ProgramRaised(answer.exc_type, answer.message)
             return self._advance(lambda generator: generator.throw(error))
@@ -124,6 +128,7 @@ class ScriptedRun:
         return self._advance(lambda generator: generator.send(value))
 
     def defer(self) -> Step:
+        """Leave the current call of a gather unanswered for now; the next one."""
         assert isinstance(self.current, Gather)
         pending = [c for c in self.current.calls if c.call_id not in self.deferred]
         self.deferred[pending[0].call_id] = pending[0]
@@ -132,6 +137,7 @@ class ScriptedRun:
         return Wait(tuple(c.call_id for c in self.current.calls))
 
     def settle(self, answers: Mapping[int, Answer]) -> Step:
+        """Answer deferred calls of a gather; the script resumes once all are in."""
         assert isinstance(self.current, Gather)
         gather = self.current
         for call_id, answer in answers.items():
@@ -149,9 +155,11 @@ class ScriptedRun:
         return self._advance(lambda generator: generator.send(values))
 
     def type_names(self, expressions: list[str]) -> list[str] | None:
+        """The interpreter's type names of returned values (none for a script)."""
         return None  # a script's values are what it returned: no function among them
 
     def kill(self) -> None:
+        """Mark the run killed, as a stop of the execution would kill a worker."""
         self.killed = True
 
     def _advance(self, step: Callable[[Generator[Any, Any, Any]], Any]) -> Step:
@@ -189,17 +197,20 @@ class ScriptedSandbox:
         """Every run started, for tests that look at what was killed."""
 
     def modules(self, names: Iterable[str]) -> object:
+        """The capability modules a run exposes (here, just their names)."""
         return tuple(names)
 
     @contextlib.contextmanager
     def run(
         self, *, modules: object, roots: Iterable[str], limits: Limits, printer: Printer
     ) -> Iterator[ScriptedRun]:
+        """One execution of the script, as the interpreter's run of a program."""
         run = ScriptedRun(self.script, printer)
         self.runs.append(run)
         yield run
 
     def close(self) -> None:
+        """Nothing to stop: the script runs in this process."""
         return None
 
 
@@ -215,6 +226,7 @@ class RunResult:
 
     @property
     def ok(self) -> bool:
+        """Whether the program returned a value."""
         return self.error is None
 
 

@@ -100,3 +100,30 @@ def test_describe_and_search_give_frozen_public_types() -> None:
         field = dataclasses.fields(value)[0].name  # type: ignore[arg-type]
         with pytest.raises(dataclasses.FrozenInstanceError):
             setattr(value, field, None)
+
+
+def test_every_public_definition_says_what_it_is() -> None:
+    """Each name a host imports from a public module, and each of its public methods and
+    fields' classes, has a docstring: the API reference is the code."""
+    import inspect
+
+    import codemode.errors
+    import codemode.testing
+
+    modules = [codemode, codemode.authz, codemode.errors, codemode.events, codemode.testing]
+    missing = []
+    for module in modules:
+        for name in module.__all__:
+            value = getattr(module, name)
+            if not (inspect.isclass(value) or inspect.isfunction(value)):
+                continue
+            if not inspect.getdoc(value):
+                missing.append(f"{module.__name__}.{name}")
+            if inspect.isclass(value):
+                for attribute, member in vars(value).items():
+                    if attribute.startswith("_"):
+                        continue
+                    function = member.fget if isinstance(member, property) else member
+                    if inspect.isfunction(function) and not function.__doc__:
+                        missing.append(f"{module.__name__}.{name}.{attribute}")
+    assert missing == []

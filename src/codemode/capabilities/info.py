@@ -69,6 +69,7 @@ class CapabilityInfo:
 
     @classmethod
     def of(cls, capability: Capability) -> CapabilityInfo:
+        """The public view of a registered capability."""
         return cls(
             name=capability.name,
             id=capability.id,
