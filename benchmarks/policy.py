@@ -42,7 +42,7 @@ BENCH_CEDAR = (
 
 def _host(authorizer: Any) -> CodeMode:
     cm = bench_host(BENCH_LIMITS)
-    cm.authorizer = authorizer
+    cm.configure(authorizer=authorizer)
     if isinstance(authorizer, CedarAuthorizer):
         authorizer.validate(cm.catalog.enabled.values())
     return cm

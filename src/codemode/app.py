@@ -83,28 +83,23 @@ class CodeMode:
         sandbox: Sandbox | None = None,
         disclose_limits: bool = True,
     ) -> None:
-        if authorizer is None or not callable(authorizer):
-            raise TypeError(
-                "CodeMode needs an authorizer; use codemode.authz.AllowAll() to allow all"
-            )
-        if hide_forbidden and not callable(getattr(authorizer, "can_see", None)):
-            raise TypeError(
-                "hide_forbidden needs an authorizer with can_see(subject, capability_id, "
-                "capability_name)"
-            )
         if isinstance(disabled, str):
             raise TypeError("disabled must be a collection of capability ids, not a string")
-        self.authorizer = authorizer
+        _check_authorizer(authorizer, hide_forbidden)
+        self._authorizer = authorizer
         self.limits = limits if limits is not None else Limits()
         if not isinstance(self.limits, Limits):
             raise TypeError("limits must be a codemode.Limits")
         self.name = name
-        self.on_event = on_event
-        self.hide_forbidden = hide_forbidden
-        self.trace_arguments = trace_arguments
+        self._on_event = on_event
+        self._hide_forbidden = hide_forbidden
+        self._trace_arguments = trace_arguments
         self.worker_binary = worker_binary
         self.sandbox = sandbox
-        self.disclose_limits = disclose_limits
+        self._disclose_limits = disclose_limits
+        self._frozen = False
+        """Set by the first search, describe, execution or serving: from then on the
+        configuration is what they were built with."""
         self.catalog = Catalog(disabled)
         self._engine: Engine | None = None
         self._gateway: Any = None
@@ -117,6 +112,64 @@ class CodeMode:
 
     def __repr__(self) -> str:
         return f"CodeMode(name={self.name!r}, capabilities={len(self.catalog.enabled)})"
+
+    # -- configuration -------------------------------------------------------------------
+
+    @property
+    def authorizer(self) -> Authorizer:
+        """Decides every capability call."""
+        return self._authorizer
+
+    @property
+    def hide_forbidden(self) -> bool:
+        """Whether discovery shows a subject only what it could be allowed to call."""
+        return self._hide_forbidden
+
+    @property
+    def on_event(self) -> EventHandler | None:
+        """Receives every audit event."""
+        return self._on_event
+
+    @property
+    def trace_arguments(self) -> bool:
+        """Whether call spans record argument values."""
+        return self._trace_arguments
+
+    @property
+    def disclose_limits(self) -> bool:
+        """Whether a limit error names its bound and the amount reached."""
+        return self._disclose_limits
+
+    def configure(
+        self,
+        *,
+        authorizer: Authorizer | None = None,
+        hide_forbidden: bool | None = None,
+        on_event: EventHandler | None = None,
+        trace_arguments: bool | None = None,
+        disclose_limits: bool | None = None,
+    ) -> None:
+        """Change options given at construction (None keeps one), as a command line does
+        after loading an app. Refused with RuntimeError once the CodeMode has searched,
+        described, run or served anything: caches built from the old options would go
+        stale."""
+        if self._frozen:
+            raise RuntimeError("configure() is refused once the CodeMode has been used")
+        authorizer = self._authorizer if authorizer is None else authorizer
+        hide_forbidden = self._hide_forbidden if hide_forbidden is None else hide_forbidden
+        _check_authorizer(authorizer, hide_forbidden)
+        self._authorizer, self._hide_forbidden = authorizer, hide_forbidden
+        self._on_event = self._on_event if on_event is None else on_event
+        if trace_arguments is not None:
+            self._trace_arguments = trace_arguments
+        if disclose_limits is not None:
+            self._disclose_limits = disclose_limits
+
+    def _freeze(self) -> None:
+        """Fix the configuration, and check `disabled` names once (a likely typo)."""
+        if not self._frozen:
+            self.catalog.check_disabled()
+            self._frozen = True
 
     # -- registration ------------------------------------------------------------------
 
@@ -284,12 +337,12 @@ class CodeMode:
 
     def visible(self, subject: str | None = None) -> View:
         """The capabilities `subject` can see: all enabled ones unless `hide_forbidden`."""
-        self.catalog.check_disabled()
+        self._freeze()
         enabled = self.catalog.enabled
         if not self.hide_forbidden or subject is None:
             return enabled
         can_see = getattr(self.authorizer, "can_see", None)
-        if not callable(can_see):
+        if not callable(can_see):  # checked by the constructor and configure()
             raise TypeError("hide_forbidden needs an authorizer with can_see")
         if self._views_of != (enabled, self.authorizer):
             self._views, self._views_of = {}, (enabled, self.authorizer)
@@ -347,6 +400,7 @@ class CodeMode:
         """
         from codemode.mcp import http_app
 
+        self._freeze()
         routes = None
         public_paths: tuple[str, ...] = ()
         if web:
@@ -376,6 +430,7 @@ class CodeMode:
         web: bool = False,
     ) -> None:
         """Serve over MCP until stopped: stdio as `subject`, or streamable HTTP."""
+        self._freeze()
         if transport == "stdio":
             from codemode.mcp import serve_stdio
 
@@ -461,6 +516,17 @@ change of policies or entities shows within this time (at once when the authoriz
 the capabilities themselves change)."""
 _VIEWS_KEPT = 64
 _SUBJECTS_KEPT = 4096
+
+
+def _check_authorizer(authorizer: object, hide_forbidden: bool) -> None:
+    """TypeError for an authorizer a CodeMode cannot use."""
+    if authorizer is None or not callable(authorizer):
+        raise TypeError("CodeMode needs an authorizer; use codemode.authz.AllowAll() to allow all")
+    if hide_forbidden and not callable(getattr(authorizer, "can_see", None)):
+        raise TypeError(
+            "hide_forbidden needs an authorizer with can_see(subject, capability_id, "
+            "capability_name)"
+        )
 
 
 @contextlib.contextmanager

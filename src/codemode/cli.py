@@ -547,26 +547,28 @@ def _configured(
         if given:
             raise click.UsageError(f"{', '.join(given)} needs --rego")
     cm = load()
+    authorizer = cm.authorizer
     if policy_file:
-        cm.authorizer = load_cedar(cm, policy_file, entities_file)
+        authorizer = load_cedar(cm, policy_file, entities_file)
     elif entities_file:
         raise click.UsageError("--entities-file needs --policy-file")
     if rego:
-        rego_authorizer = load_rego(list(rego), rego_data, rego_decision, rego_visible)
-        rego_authorizer.validate(cm.catalog.enabled.values())
-        cm.authorizer = rego_authorizer
-    if rego_visible and not (hide_forbidden or cm.hide_forbidden):
+        authorizer = load_rego(list(rego), rego_data, rego_decision, rego_visible)
+        authorizer.validate(cm.catalog.enabled.values())
+    hiding = cm.hide_forbidden or hide_forbidden
+    if rego_visible and not hiding:
         raise click.UsageError("--rego-visible is used by --hide-forbidden only: give both")
-    cm.hide_forbidden = cm.hide_forbidden or hide_forbidden
-    if cm.hide_forbidden and not callable(getattr(cm.authorizer, "can_see", None)):
+    if hiding and not callable(getattr(authorizer, "can_see", None)):
         raise click.UsageError(
             "--hide-forbidden needs an authorizer that can tell what a subject may see: "
             "use it with --policy-file, or with --rego and --rego-visible"
         )
+    sink = None
     if audit_log:
         from codemode.events import JsonLinesSink
 
-        cm.on_event = JsonLinesSink(audit_log)
+        sink = JsonLinesSink(audit_log)
+    cm.configure(authorizer=authorizer, hide_forbidden=hiding, on_event=sink)
     return cm, tokens
 
 

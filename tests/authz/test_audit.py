@@ -42,7 +42,7 @@ PROGRAM = (
 def test_event_sequence_of_a_denied_a_failing_and_a_successful_call() -> None:
     events: list[Event] = []
     cm = build_host()
-    cm.on_event = events.append
+    cm.configure(on_event=events.append)
     with cm:
         result = cm.execute(PROGRAM, subject="alice")
     assert result.value == ["permission denied", "capability failed", "k"]
@@ -121,7 +121,7 @@ def test_the_audit_file_keeps_every_line_of_200_concurrent_executions(tmp_path: 
     path = tmp_path / "audit.jsonl"
     sink = JsonLinesSink(path)
     cm = build_host()
-    cm.on_event = sink
+    cm.configure(on_event=sink)
     ids: list[str] = []
     lock = threading.Lock()
 
@@ -177,7 +177,8 @@ def test_spans_cover_executions_and_calls_without_argument_values() -> None:
         assert all(CANARY not in json.dumps(dict(s.attributes or {})) for s in spans.values())
         assert not any(s.events for s in spans.values())
         exporter.clear()
-        cm.trace_arguments = True
+    with build_host() as cm:
+        cm.configure(trace_arguments=True)
         cm.execute(PROGRAM, subject="alice")
         traced = {s.name: s for s in exporter.get_finished_spans()}["codemode.call records.lookup"]
         assert traced.attributes is not None

@@ -35,7 +35,7 @@ def demo(tmp_path: Path) -> Iterator[CodeMode]:
     cm = create(tmp_path / "demo.sqlite3")
     authorizer = guide_authorizer()
     authorizer.validate(cm.catalog.enabled.values())
-    cm.authorizer = authorizer
+    cm.configure(authorizer=authorizer)
     with cm:
         yield cm
 
@@ -127,7 +127,7 @@ def test_the_generated_schema_describes_each_capability(tmp_path: Path) -> None:
 
 
 def test_hidden_capabilities_look_like_ones_that_do_not_exist(demo: CodeMode) -> None:
-    demo.hide_forbidden = True
+    demo.configure(hide_forbidden=True)
     reader = [hit.name for hit in demo.search("instances", subject="alice").results]
     admin = [hit.name for hit in demo.search("instances", subject="bob").results]
     assert "instances.set_state" in admin and "instances.tag" in admin

@@ -72,7 +72,7 @@ def table(
     with create(tmp_path / "demo.sqlite3", authorizer=authorizer) as cm:
         if isinstance(authorizer, CedarAuthorizer):
             authorizer.validate(cm.catalog.enabled.values())
-        cm.on_event = events.append
+        cm.configure(on_event=events.append)
         caplog.set_level(logging.INFO, logger="codemode.authz")
         for situation, subject, source in SCENARIOS:
             events.clear()

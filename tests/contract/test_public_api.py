@@ -127,3 +127,31 @@ def test_every_public_definition_says_what_it_is() -> None:
                     if inspect.isfunction(function) and not function.__doc__:
                         missing.append(f"{module.__name__}.{name}.{attribute}")
     assert missing == []
+
+
+def test_configuration_is_fixed_once_the_codemode_is_used() -> None:
+    from codemode.authz import AllowAll
+
+    cm = codemode.CodeMode(authorizer=AllowAll())
+    cm.configure(disclose_limits=False)
+    assert cm.disclose_limits is False
+    with pytest.raises(AttributeError):
+        cm.authorizer = AllowAll()  # type: ignore[misc]
+    with pytest.raises(TypeError, match="hide_forbidden needs an authorizer with can_see"):
+        cm.configure(hide_forbidden=True)
+    cm.search("")
+    with pytest.raises(RuntimeError, match="configure\\(\\) is refused once the CodeMode"):
+        cm.configure(disclose_limits=True)
+    cm.close()
+
+
+def test_unknown_disabled_ids_are_refused_at_first_use() -> None:
+    from codemode.authz import AllowAll
+    from codemode.errors import RegistrationError
+
+    cm = codemode.CodeMode(authorizer=AllowAll(), disabled={"records.nope"})
+    with pytest.raises(
+        RegistrationError, match=r'unknown capability id in disabled: "records\.nope"'
+    ):
+        cm.search("")
+    cm.close()

@@ -47,7 +47,7 @@ async def test_the_execute_description_gives_the_budget_unless_the_host_keeps_it
     disclose: bool,
 ) -> None:
     with build_host(Limits(max_capability_calls=7, max_printed_bytes=2048)) as cm:
-        cm.disclose_limits = disclose
+        cm.configure(disclose_limits=disclose)
         async with Client(build_server(cm, subject="a")) as client:
             listed = await client.list_tools()
     description = next(t.description for t in listed.tools if t.name == "execute") or ""
