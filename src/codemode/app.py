@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import anyio
 
-from codemode.authz import Authorizer
+from codemode.authz import Authorizer, VisibilityPolicy
 from codemode.binding import closest_name
 from codemode.capabilities import Capability, Catalog, View, build_capability
 from codemode.capabilities.info import CapabilityInfo
@@ -53,8 +53,8 @@ class CodeMode:
     - `name`: the server name shown to MCP clients.
     - `on_event`: receives every audit event (`codemode.events`), e.g. a `JsonLinesSink`.
     - `hide_forbidden`: search and describe show a subject only the capabilities its
-      authorizer could allow (the authorizer's optional `can_see(subject, capability_id,
-      capability_name)`, answering like an authorizer: None or True shows); a hidden
+      authorizer could allow (it must be a `codemode.authz.VisibilityPolicy`, whose
+      `can_see` answers like an authorizer: None or True shows); a hidden
       capability looks exactly like one that does not exist, to discovery and to programs
       alike. What a subject sees is remembered for `VISIBILITY_SECONDS` (30).
     - `trace_arguments`: record argument values on OpenTelemetry call spans (off by
@@ -341,9 +341,10 @@ class CodeMode:
         enabled = self.catalog.enabled
         if not self.hide_forbidden or subject is None:
             return enabled
-        can_see = getattr(self.authorizer, "can_see", None)
-        if not callable(can_see):  # checked by the constructor and configure()
-            raise TypeError("hide_forbidden needs an authorizer with can_see")
+        authorizer = self.authorizer
+        if not isinstance(authorizer, VisibilityPolicy):  # the constructor checks it
+            raise TypeError("hide_forbidden needs a VisibilityPolicy authorizer")
+        can_see = authorizer.can_see
         if self._views_of != (enabled, self.authorizer):
             self._views, self._views_of = {}, (enabled, self.authorizer)
         now = time.monotonic()
@@ -522,7 +523,7 @@ def _check_authorizer(authorizer: object, hide_forbidden: bool) -> None:
     """TypeError for an authorizer a CodeMode cannot use."""
     if authorizer is None or not callable(authorizer):
         raise TypeError("CodeMode needs an authorizer; use codemode.authz.AllowAll() to allow all")
-    if hide_forbidden and not callable(getattr(authorizer, "can_see", None)):
+    if hide_forbidden and not isinstance(authorizer, VisibilityPolicy):
         raise TypeError(
             "hide_forbidden needs an authorizer with can_see(subject, capability_id, "
             "capability_name)"

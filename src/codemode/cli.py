@@ -26,6 +26,7 @@ from click.core import ParameterSource
 
 import codemode
 from codemode.app import CodeMode
+from codemode.authz import VisibilityPolicy
 from codemode.errors import PROGRAM_FILE, CodeModeError, InvalidProgramError, Where
 
 
@@ -558,7 +559,7 @@ def _configured(
     hiding = cm.hide_forbidden or hide_forbidden
     if rego_visible and not hiding:
         raise click.UsageError("--rego-visible is used by --hide-forbidden only: give both")
-    if hiding and not callable(getattr(authorizer, "can_see", None)):
+    if hiding and not isinstance(authorizer, VisibilityPolicy):
         raise click.UsageError(
             "--hide-forbidden needs an authorizer that can tell what a subject may see: "
             "use it with --policy-file, or with --rego and --rego-visible"

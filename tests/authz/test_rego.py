@@ -453,3 +453,10 @@ def test_a_policy_that_prints_at_start_writes_nothing_to_stdout() -> None:
     )
     assert finished.returncode == 0, finished.stderr
     assert finished.stdout == ""
+
+
+def test_only_a_rego_authorizer_with_a_visible_rule_is_a_visibility_policy() -> None:
+    from codemode.authz import VisibilityPolicy
+
+    assert not isinstance(authorizer(POLICY), VisibilityPolicy)
+    assert isinstance(authorizer(POLICY, visible="data.codemode.authz.visible"), VisibilityPolicy)

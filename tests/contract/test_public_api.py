@@ -49,6 +49,7 @@ def test_authz_exports() -> None:
         "Authorizer",
         "Denied",
         "HINTS",
+        "VisibilityPolicy",
     ]
 
 

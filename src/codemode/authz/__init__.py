@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TypeAlias
+from typing import Protocol, TypeAlias, runtime_checkable
 
 from codemode.types import JSONObject
 
@@ -48,6 +48,20 @@ Authorizer: TypeAlias = Callable[[AuthorizationRequest], Awaitable[bool | None] 
 """Allows by returning None or True; denies by returning False or raising `Denied`."""
 
 
+@runtime_checkable
+class VisibilityPolicy(Protocol):
+    """An authorizer that can tell what a subject may ever call, so `hide_forbidden` shows
+    each subject only that (`CedarAuthorizer`, and `RegoAuthorizer` with a `visible` rule).
+
+    `can_see` answers like an authorizer, sync or async: None or True shows the
+    capability; False, any other value and any failure hide it.
+    """
+
+    def can_see(self, subject: str, capability_id: str, capability_name: str) -> object:
+        """Whether `subject` could be allowed some call of this capability."""
+        ...
+
+
 class AllowAll:
     """Allows every call: an explicit choice for trusted, local use."""
 
@@ -58,4 +72,4 @@ class AllowAll:
         return "AllowAll()"
 
 
-__all__ = ["HINTS", "AllowAll", "AuthorizationRequest", "Authorizer", "Denied"]
+__all__ = ["HINTS", "AllowAll", "AuthorizationRequest", "Authorizer", "Denied", "VisibilityPolicy"]

@@ -89,6 +89,10 @@ class RegoAuthorizer:
     `timeout` (a backtracking regex) is a policy failure; its thread is left to finish.
     """
 
+    can_see: Callable[[str, str, str], bool]
+    """Whether a subject may ever call a capability (the `visible` rule): present only
+    with a `visible` rule, so `hide_forbidden` is refused rather than hiding nothing."""
+
     def __init__(
         self,
         decision: str = DECISION,
@@ -142,6 +146,8 @@ class RegoAuthorizer:
         self.timeout = timeout
         self._local = threading.local()
         self._evaluators = _evaluators()
+        if self._visible is not None:  # only then a VisibilityPolicy, for hide_forbidden
+            self.can_see = self._can_see
         self._hints: dict[str, dict[str, bool]] = {}
         """Each capability's annotations by id (from `validate`), for the visible rule."""
         for entrypoint in entrypoints:  # what rego-cpp compiles but cannot run at all
@@ -210,13 +216,8 @@ class RegoAuthorizer:
             raise Denied(f"rego deny by {self.decision}")
         raise RegoEvaluationError(f"{self.decision}: {decision}")
 
-    @property
-    def can_see(self) -> Callable[[str, str, str], bool] | None:
-        """Whether a subject may ever call a capability (the `visible` rule); None without
-        one, so `hide_forbidden` is refused rather than hiding nothing."""
-        return self._can_see if self.visible is not None else None
-
     def _can_see(self, subject: str, capability_id: str, capability_name: str) -> bool:
+        """Whether a subject may ever call a capability: the `visible` rule is `true`."""
         assert self._visible is not None
         document: JSONObject = {
             "subject": {"id": subject},
