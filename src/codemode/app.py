@@ -171,6 +171,15 @@ class CodeMode:
             self.catalog.check_disabled()
             self._frozen = True
 
+    def _prepare(self) -> None:
+        """Build what discovery reads (the search index, each capability's description
+        and schemas) before serving, so no request pays for it on the event loop."""
+        self._freeze()
+        enabled = self.catalog.enabled
+        self._index(enabled)
+        for capability in enabled.values():
+            capability.info  # noqa: B018 - built once, cached on the capability
+
     # -- registration ------------------------------------------------------------------
 
     def capability(
@@ -291,14 +300,17 @@ class CodeMode:
     ) -> SearchResult:
         """Capabilities ranked for a query, `limit` at a time from `offset`; an empty query
         (or `*`) lists them all in name order."""
-        visible = self.visible(subject)
+        return self._index(self.visible(subject)).search(query, limit=limit, offset=offset)
+
+    def _index(self, visible: View) -> SearchIndex:
+        """The search index of a view (built once per view)."""
         found = self._indexes.get(id(visible))
         if found is None or found[0] is not visible:
             found = (visible, SearchIndex(list(visible.values())))
             self._indexes[id(visible)] = found
             while len(self._indexes) > _VIEWS_KEPT:
                 self._indexes.pop(next(iter(self._indexes)))
-        return found[1].search(query, limit=limit, offset=offset)
+        return found[1]
 
     def describe(self, name: str, *, subject: str | None = None) -> CapabilityInfo:
         """The capability with exactly this name, as the model sees it, else NotFoundError.
@@ -401,7 +413,7 @@ class CodeMode:
         """
         from codemode.mcp import http_app
 
-        self._freeze()
+        self._prepare()
         routes = None
         public_paths: tuple[str, ...] = ()
         if web:
@@ -431,7 +443,7 @@ class CodeMode:
         web: bool = False,
     ) -> None:
         """Serve over MCP until stopped: stdio as `subject`, or streamable HTTP."""
-        self._freeze()
+        self._prepare()
         if transport == "stdio":
             from codemode.mcp import serve_stdio
 

@@ -156,3 +156,14 @@ def test_unknown_disabled_ids_are_refused_at_first_use() -> None:
     ):
         cm.search("")
     cm.close()
+
+
+def test_serving_builds_discovery_before_the_first_request() -> None:
+    """Search and describe never build indexes or schemas on the server's event loop."""
+    from tests.conftest import build_host
+
+    with build_host() as cm:
+        cm.http_app()
+        enabled = cm.catalog.enabled
+        assert all("info" in vars(capability) for capability in enabled.values())
+        assert cm._indexes[id(enabled)][0] is enabled
