@@ -191,23 +191,11 @@ class RegoAuthorizer:
     # -- decisions ------------------------------------------------------------------------
 
     def __call__(self, request: AuthorizationRequest) -> bool:
-        future = self._evaluators.submit(self._decide, request)
-        try:
-            allowed: bool = future.result(timeout=self.timeout)
-        except concurrent.futures.TimeoutError:
-            future.cancel()  # still queued: it never runs; running: it is left to finish
-            raise RegoEvaluationError(f"{self.decision}: timed out") from None
-        return allowed
-
-    def _decide(self, request: AuthorizationRequest) -> bool:
-        document: JSONObject = {
-            "subject": {"id": request.subject},
-            "capability": {"id": request.capability_id, "name": request.capability_name},
-            "arguments": dict(request.arguments),
-        }
-        if request.annotations:
-            document["context"] = dict(request.annotations)
-        decision = self._evaluate(self._decision, document)
+        document = _document(
+            request.subject, request.capability_id, request.capability_name, request.annotations
+        )
+        document["arguments"] = dict(request.arguments)
+        decision = self._run(self._decision, document)
         word = "allow" if decision is True else "deny" if decision is False else "failure"
         log.info("rego %s: subject=%s capability=%s", word, request.subject, request.capability_id)
         if decision is True:
@@ -219,18 +207,18 @@ class RegoAuthorizer:
     def _can_see(self, subject: str, capability_id: str, capability_name: str) -> bool:
         """Whether a subject may ever call a capability: the `visible` rule is `true`."""
         assert self._visible is not None
-        document: JSONObject = {
-            "subject": {"id": subject},
-            "capability": {"id": capability_id, "name": capability_name},
-        }
         hints = self._hints.get(capability_id)
-        if hints:
-            document["context"] = dict(hints)
-        future = self._evaluators.submit(self._evaluate, self._visible, document)
+        document = _document(subject, capability_id, capability_name, hints)
+        return self._run(self._visible, document) is True
+
+    def _run(self, entrypoint: str, document: JSONObject) -> object:
+        """Evaluate on an evaluator thread, within the timeout (`timed out` past it)."""
+        future = self._evaluators.submit(self._evaluate, entrypoint, document)
         try:
-            return future.result(timeout=self.timeout) is True
+            return future.result(timeout=self.timeout)
         except concurrent.futures.TimeoutError:
-            return False
+            future.cancel()  # still queued: it never runs; running: it is left to finish
+            return "timed out"
 
     def _evaluate(self, entrypoint: str, document: JSONObject) -> object:
         """The rule's value, or why there is none (`undefined`, `evaluation failed`)."""
@@ -319,6 +307,19 @@ def _stdout_to_stderr() -> Iterator[None]:
     finally:
         os.dup2(saved, 1)
         os.close(saved)
+
+
+def _document(
+    subject: str, capability_id: str, capability_name: str, hints: Mapping[str, bool] | None
+) -> JSONObject:
+    """The input document, without `arguments` (the visible rule has none)."""
+    document: JSONObject = {
+        "subject": {"id": subject},
+        "capability": {"id": capability_id, "name": capability_name},
+    }
+    if hints:
+        document["context"] = dict(hints)
+    return document
 
 
 def _interpreter() -> regopy.Interpreter:

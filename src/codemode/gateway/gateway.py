@@ -21,7 +21,7 @@ from codemode.capabilities.naming import RESERVED_ROOTS
 from codemode.errors import RegistrationError
 from codemode.gateway.schema import SchemaError, identifier
 from codemode.gateway.tools import tool_capability
-from codemode.gateway.upstream import CONNECT_SECONDS, Target, Upstream, UpstreamError
+from codemode.gateway.upstream import Target, Upstream, UpstreamError
 
 log = logging.getLogger("codemode.upstream")
 
@@ -82,18 +82,12 @@ class Gateway:
         )
         try:
             tools = self._portal.call(upstream.tools)
-        except UpstreamError as exc:
+            capabilities = self._capabilities(name, upstream, tools, options, strict=True)
+            self.catalog.replace((), capabilities)  # all of them, or none on a collision
+        except (UpstreamError, RegistrationError) as exc:
             self._portal.call(upstream.close)
             upstream.release()
             raise RegistrationError(str(exc)) from None
-        try:
-            capabilities = self._capabilities(name, upstream, tools, options, strict=True)
-            for capability in capabilities:
-                self.catalog.add(capability)
-        except RegistrationError:
-            self._portal.call(upstream.close)
-            upstream.release()
-            raise
         self._upstreams[name] = (upstream, options)
         self._names[name] = [c.name for c in capabilities]
         if options.connect == "first_use":
@@ -114,6 +108,7 @@ class Gateway:
         chosen = _chosen(name, tools, options, strict=strict)
         by_name: dict[str, str] = {}
         capabilities = []
+        send = self._sender(upstream, options.timeout)
         for tool in chosen:
             leaf = identifier(tool.name)
             if leaf in by_name:
@@ -127,7 +122,7 @@ class Gateway:
                     tool_capability(
                         name,
                         tool,
-                        self._sender(upstream, options.timeout),
+                        send,
                         expose_errors=options.expose_errors,
                         timeout=options.timeout,
                     )
@@ -230,4 +225,4 @@ def _chosen(
     ]
 
 
-__all__ = ["CONNECT_SECONDS", "Gateway", "ServerOptions"]
+__all__ = ["Gateway", "ServerOptions", "namespace"]

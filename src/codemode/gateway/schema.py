@@ -3,9 +3,9 @@
 With the schema read as hints, an upstream tool is described, bound, preflighted and
 projected by the same code as a host function: `describe` shows `list[str] | None`,
 binding says `argument "limit" must be from 1 to 100`, and a result's keys are known for
-did-you-mean. What hints cannot say (`allOf`, `not`, tuple forms, formats) is read as
+did-you-mean. What hints cannot say (`not`, formats, a part with no shape) is read as
 `Any` here, and the schema itself stays the authority: every bound call is checked
-against it with `jsonschema` before it is sent (see `SchemaCheck`).
+against it with `jsonschema` before it is sent (see `validator`).
 """
 
 from __future__ import annotations
@@ -72,7 +72,14 @@ def validator(schema: Mapping[str, Any]) -> jsonschema.protocols.Validator:
         cls.check_schema(dict(schema))
     except jsonschema.SchemaError as exc:
         raise SchemaError(f"invalid JSON Schema at {_pointer(exc.path)}: {exc.message}") from None
-    linear = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
+    checker: jsonschema.protocols.Validator = _linear(cls)(schema)
+    return checker
+
+
+@functools.cache
+def _linear(cls: Any) -> Any:
+    """A draft's validator class with patterns matched in linear time (made once)."""
+    return jsonschema.validators.extend(  # type: ignore[no-untyped-call]
         cls,
         {
             "pattern": _pattern,
@@ -84,8 +91,6 @@ def validator(schema: Mapping[str, Any]) -> jsonschema.protocols.Validator:
             "unevaluatedItems": _unchecked,
         },
     )
-    checker: jsonschema.protocols.Validator = linear(schema)
-    return checker
 
 
 @functools.lru_cache(maxsize=1024)
@@ -167,8 +172,6 @@ class Hints:
         """The hint for `schema`; `name` names its shape if it is an object."""
         if schema is True or not isinstance(schema, Mapping) or not schema:
             return Any
-        if isinstance(schema.get("$ref"), str) and len(schema) == 1:
-            return self._ref(schema["$ref"])
         if isinstance(schema.get("properties"), Mapping) and schema["properties"]:
             # Declared keys are what crosses; combinators beside them only narrow what
             # the upstream may send, and the SDK checks the whole schema.

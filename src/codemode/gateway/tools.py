@@ -138,7 +138,7 @@ def tool_capability(
         name=name,
         summary=summary,
         description=description or summary,
-        search_terms=tuple(w for w in (tool.name, title or "", namespace) if w),
+        search_terms=tuple(w for w in (tool.name, title, namespace) if w),
         handler=call,
         is_async=True,
         context_parameter=None,
