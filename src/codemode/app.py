@@ -241,15 +241,15 @@ class CodeMode:
 
         The server is started with `command` and `args` (stdio; `env` is added to a minimal
         environment) or reached at `url` (streamable HTTP, with `headers`). `name` and the
-        tool names are made identifiers (`my-fs` -> `my_fs`, `list-files` ->
-        `list_files`); the tools are listed now. `include`
-        and `exclude` are patterns of the upstream's tool names (`read_*`). A tool whose
-        schema cannot be read is skipped with a warning. An upstream's error is
-        `capability failed` unless `expose_errors`, which passes its text on as an
-        `AgentError`'s; `timeout` bounds one call in seconds (a `capability failed` the
-        program can catch). The session stays open (`connect="first_use"` closes it
-        until the first call), is shared by every execution, reopens after a crash, and
-        ends with `close()`. Returns the new capability names; raises `RegistrationError`.
+        tool names are made identifiers (`my-fs` -> `my_fs`, `list-files` -> `list_files`);
+        the tools are listed now. `include` and `exclude` are patterns of the upstream's
+        tool names (`read_*`). A tool whose schema cannot be read is skipped with a
+        warning. An upstream's error is `capability failed` unless `expose_errors`, which
+        passes its text on as an `AgentError`'s; `timeout` bounds one call in seconds (a
+        `capability failed` the program can catch). The session stays open
+        (`connect="first_use"` closes it until the first call), is shared by every
+        execution, reopens after a crash, and ends with `close()`. Returns the new
+        capability names; raises `RegistrationError`.
         """
         from codemode.gateway import Gateway, ServerOptions, Target, namespace
 

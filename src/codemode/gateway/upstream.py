@@ -56,7 +56,8 @@ class UpstreamTimeout(UpstreamError):
 
 @dataclass(frozen=True)
 class Target:
-    """Where an upstream is: a command to start (stdio) or a URL (streamable HTTP)."""
+    """Where an upstream is: a command to start (stdio) or a URL (streamable HTTP), one
+    of the two (`CodeMode.add_mcp_server` checks it)."""
 
     command: str | None = None
     args: Sequence[str] = ()
@@ -64,10 +65,6 @@ class Target:
     cwd: str | None = None
     url: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if (self.command is None) == (self.url is None):
-            raise ValueError("give either command (stdio) or url (streamable HTTP)")
 
     def __repr__(self) -> str:  # headers may hold credentials
         return f"Target(url={self.url!r})" if self.url else f"Target(command={self.command!r})"
