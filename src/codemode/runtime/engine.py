@@ -14,7 +14,7 @@ import contextlib
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from codemode.capabilities import Capability
@@ -105,19 +105,11 @@ class Engine:
     def execute(self, execution: Execution) -> ExecutionResult:
         """Run on a driver thread and wait for it, returning on time whatever host code does."""
         future = self._submit(execution)
-        answer = execution.answer
+        waits = self._waits(execution)
         try:
             while True:
-                with contextlib.suppress(concurrent.futures.TimeoutError):
-                    return answer.result(timeout=execution.next_wake())
-                error = execution.overdue()
-                if error is not None:
-                    break
-            if self._stop(execution, error):
-                with contextlib.suppress(concurrent.futures.TimeoutError):
-                    return answer.result(timeout=UNWIND_SECONDS)
-            execution.settle(error)
-            return answer.result()
+                with contextlib.suppress(TimeoutError):
+                    return execution.answer.result(timeout=next(waits))
         except (KeyboardInterrupt, SystemExit):  # raised in the caller's own thread
             execution.stop(ExecutionCanceledError())
             raise
@@ -127,25 +119,35 @@ class Engine:
     async def execute_async(self, execution: Execution) -> ExecutionResult:
         """As `execute`, awaiting; a cancelled caller cancels the execution."""
         future = self._submit(execution)
+        waits = self._waits(execution)
         answer = asyncio.wrap_future(execution.answer)
         try:
             while True:
                 with contextlib.suppress(TimeoutError):
-                    return await asyncio.wait_for(asyncio.shield(answer), execution.next_wake())
-                error = execution.overdue()
-                if error is not None:
-                    break
-            if self._stop(execution, error):
-                with contextlib.suppress(TimeoutError):
-                    return await asyncio.wait_for(asyncio.shield(answer), UNWIND_SECONDS)
-            execution.settle(error)
-            return await answer
+                    return await asyncio.wait_for(asyncio.shield(answer), next(waits))
         except asyncio.CancelledError:
             execution.stop(ExecutionCanceledError())
             answer.add_done_callback(_read)  # nobody awaits it now: its error is expected
             raise
         finally:
             self._done(execution, future)
+
+    def _waits(self, execution: Execution) -> Iterator[float | None]:
+        """How long the caller waits for the answer, turn by turn: until each wake-up
+        while nothing is overdue; once overdue and stopped, a moment for a driver in the
+        interpreter to unwind (one in host code may be stuck); then, the execution
+        settled with its error, for good."""
+        while True:
+            yield execution.next_wake()
+            error = execution.overdue()
+            if error is not None:
+                break
+        unwinds = execution.stoppable()  # in the interpreter, which a stop ends at once
+        execution.stop(error)
+        if unwinds:
+            yield UNWIND_SECONDS
+        execution.settle(error)
+        yield None
 
     def _submit(self, execution: Execution) -> concurrent.futures.Future[None]:
         if self.abandoned.full or self.abandoned_calls.full:
@@ -173,14 +175,6 @@ class Engine:
         count = self.abandoned.add(future)
         if not execution.finished:  # past the answer it only delivers its last event
             execution.report_abandoned("the driver", count)
-
-    @staticmethod
-    def _stop(execution: Execution, error: CodeModeError) -> bool:
-        """Stop an overdue execution; True when its driver will unwind by itself (it was
-        in the interpreter, which the stop ends), False when it may be stuck in host code."""
-        unwinds = execution.stoppable()
-        execution.stop(error)
-        return unwinds
 
     def close(self) -> None:
         """Cancel running executions and stop the workers, without waiting on host code."""
