@@ -402,6 +402,7 @@ class CodeMode:
         allowed_hosts: Iterable[str] = (),
         web: bool = False,
         path: str = "/mcp",
+        on_disconnect: Literal["cancel", "finish"] = "cancel",
     ) -> Starlette:
         """An ASGI app serving MCP at `path`, to run with uvicorn or mount in Starlette/FastAPI.
 
@@ -409,7 +410,9 @@ class CodeMode:
         token -> subject) unauthenticated requests get 401; `host` is the address it will
         be served on, and Host and Origin headers must name it, a loopback name or one of
         `allowed_hosts` (e.g. a proxy's public name); with `web` the playground is served
-        at `/`.
+        at `/`. A call whose client drops the connection is cancelled, or with
+        `on_disconnect="finish"` runs to its end (its answer is lost); an explicit
+        `notifications/cancelled` from the same subject cancels it either way.
         """
         from codemode.mcp import http_app
 
@@ -429,6 +432,7 @@ class CodeMode:
             routes=routes,
             public_paths=public_paths,
             path=path,
+            on_disconnect=on_disconnect,
         )
 
     def run(
@@ -441,8 +445,10 @@ class CodeMode:
         tokens: Mapping[str, str] | None = None,
         allowed_hosts: Iterable[str] = (),
         web: bool = False,
+        on_disconnect: Literal["cancel", "finish"] = "cancel",
     ) -> None:
-        """Serve over MCP until stopped: stdio as `subject`, or streamable HTTP."""
+        """Serve over MCP until stopped: stdio as `subject`, or streamable HTTP (see
+        `http_app`)."""
         self._prepare()
         if transport == "stdio":
             from codemode.mcp import serve_stdio
@@ -454,7 +460,12 @@ class CodeMode:
             from codemode.http.server import server_config
 
             app = self.http_app(
-                tokens=tokens, subject=subject, host=host, allowed_hosts=allowed_hosts, web=web
+                tokens=tokens,
+                subject=subject,
+                host=host,
+                allowed_hosts=allowed_hosts,
+                web=web,
+                on_disconnect=on_disconnect,
             )
             uvicorn.Server(server_config(app, host=host, port=port)).run()
         else:

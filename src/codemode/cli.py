@@ -19,7 +19,7 @@ import socket
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import click
 from click.core import ParameterSource
@@ -165,6 +165,7 @@ def _log_to_stderr(level: int) -> None:
 
 HTTP_ONLY = (
     "path",
+    "on_disconnect",
     "host",
     "port",
     "token_file",
@@ -206,6 +207,7 @@ def _serve(
     web: bool = False,
     root_path: str = "",
     path: str = "/mcp",
+    on_disconnect: Literal["cancel", "finish"] = "cancel",
 ) -> None:
     """Serve until stopped, after a banner that says where to connect."""
     if transport == "stdio":
@@ -217,7 +219,13 @@ def _serve(
 
     _refuse_open(host, bool(tokens), insecure)
     app = cm.http_app(
-        tokens=tokens, subject=subject, host=host, allowed_hosts=allowed_hosts, web=web, path=path
+        tokens=tokens,
+        subject=subject,
+        host=host,
+        allowed_hosts=allowed_hosts,
+        web=web,
+        path=path,
+        on_disconnect=on_disconnect,
     )
     listening = _listen(host, port)
 
@@ -318,6 +326,14 @@ ROOT_PATH = click.option(
     default="",
     help="The path a reverse proxy serves this under, e.g. /codemode (HTTP only).",
 )
+ON_DISCONNECT = click.option(
+    "--on-disconnect",
+    type=click.Choice(["cancel", "finish"]),
+    default="cancel",
+    show_default=True,
+    help="What a dropped connection does to its running call: cancel it, or let it run to "
+    "its end (HTTP only). A notifications/cancelled cancels it either way.",
+)
 ALLOWED_HOST = click.option(
     "--allowed-host",
     multiple=True,
@@ -383,6 +399,7 @@ def _serve_options(command: Any) -> Any:
         click.option("--web", is_flag=True, help="Serve the playground at / (HTTP only)."),
         MCP_PATH,
         ROOT_PATH,
+        ON_DISCONNECT,
     ]
     for option in reversed(options):
         command = option(command)
@@ -479,6 +496,7 @@ def _start(
         "allowed_hosts": options["allowed_host"],
         "web": options["web"],
         "path": options["path"],
+        "on_disconnect": options["on_disconnect"],
     }
     if reload_app is not None:
         cm.close()
@@ -516,6 +534,8 @@ SETUP = (
     "audit_log",
 )
 """The options of `serve` that configure the app rather than the server."""
+SERVED = ("subject", "host", "allowed_hosts", "web", "path", "on_disconnect")
+"""The options of `serve` that `http_app` takes."""
 
 
 def _configured(
@@ -614,7 +634,7 @@ def reloaded_app() -> Any:
     """The ASGI app `serve --reload` runs, built from the options in the environment."""
     setup = json.loads(os.environ[RELOAD_ENV])
     _log_to_stderr(setup.pop("log_level"))
-    served = {key: setup.pop(key) for key in ("subject", "host", "allowed_hosts", "web", "path")}
+    served = {key: setup.pop(key) for key in SERVED}
     app = setup.pop("app")
     cm, tokens = _configured(lambda: load_app(app), **setup)
     return cm.http_app(tokens=tokens, **served)

@@ -19,7 +19,6 @@ from typing import Any
 import anyio
 from mcp import MCPError
 from mcp.server import Server, ServerRequestContext
-from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import (
     INTERNAL_ERROR,
@@ -36,7 +35,12 @@ from starlette.routing import BaseRoute, Mount
 
 import codemode
 from codemode.app import CodeMode
-from codemode.errors import CodeModeError, InternalError, UnauthenticatedError
+from codemode.errors import (
+    CodeModeError,
+    ExecutionCanceledError,
+    InternalError,
+    UnauthenticatedError,
+)
 from codemode.http import (
     MAX_BODY_BYTES,
     SecurityMiddleware,
@@ -44,6 +48,9 @@ from codemode.http import (
     host_names,
     subject_of,
 )
+from codemode.mcp.inflight import InFlight, OnDisconnect
+from codemode.mcp.intake import Intake
+from codemode.mcp.stdio import serve_lines
 from codemode.mcp.tools import Handlers, check_arguments, failed, tools
 
 log = logging.getLogger("codemode")
@@ -54,10 +61,14 @@ log = logging.getLogger("codemode")
 _SDK_SECURITY = TransportSecuritySettings(enable_dns_rebinding_protection=False)
 
 
-def build_server(cm: CodeMode, *, subject: str | None = None) -> Server[Any]:
+def build_server(
+    cm: CodeMode, *, subject: str | None = None, calls: InFlight | None = None
+) -> Server[Any]:
     """An MCP server exposing search_api, describe_api and execute over `cm`.
 
-    `subject` is the fixed subject for stdio; over HTTP the security layer decides it.
+    `subject` is the fixed subject for stdio; over HTTP the security layer decides it,
+    and `calls` files each call so that a cancel notification on another request can end
+    it (over stdio the SDK's session does that).
     """
     handlers = Handlers(cm)
     listed = tools(cm.limits if cm.disclose_limits else None)
@@ -76,16 +87,25 @@ def build_server(cm: CodeMode, *, subject: str | None = None) -> Server[Any]:
             raise MCPError(code=INVALID_PARAMS, message="unknown tool")
         started = time.monotonic()
         who = _subject(ctx, subject)
-        try:
-            arguments = check_arguments(by_name[params.name], params.arguments or {})
-            if who is None:
-                raise UnauthenticatedError()
-            result = await handler(arguments, who)
-        except CodeModeError as error:
-            result = failed(error)
-        except Exception:
-            log.exception("tool %s failed", params.name)
-            result = failed(InternalError())
+
+        async def call() -> CallToolResult:
+            try:
+                arguments = check_arguments(by_name[params.name], params.arguments or {})
+                if who is None:
+                    raise UnauthenticatedError()
+                return await handler(arguments, who)
+            except CodeModeError as error:
+                return failed(error)
+            except Exception:
+                log.exception("tool %s failed", params.name)
+                return failed(InternalError())
+
+        if calls is None or who is None:
+            result = await call()
+        else:
+            result = failed(ExecutionCanceledError())  # unless it ends before a cancel
+            with calls.running(who, ctx.request_id):
+                result = await call()
         _log_call(params.name, who, started, result)
         return result
 
@@ -132,9 +152,7 @@ async def _no_leak(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
 
 async def serve_stdio(cm: CodeMode, *, subject: str = "local") -> None:
     """Serve over stdin/stdout until the client closes the stream."""
-    server = build_server(cm, subject=subject)
-    async with stdio_server() as (read, write):
-        await server.run(read, write, server.create_initialization_options())
+    await serve_lines(build_server(cm, subject=subject))
 
 
 def http_app(
@@ -147,6 +165,7 @@ def http_app(
     routes: list[BaseRoute] | None = None,
     public_paths: Iterable[str] = (),
     path: str = "/mcp",
+    on_disconnect: OnDisconnect = "cancel",
 ) -> Starlette:
     """A Starlette app serving MCP at `path` (stateless streamable HTTP).
 
@@ -154,13 +173,16 @@ def http_app(
     `SecurityMiddleware`: Host and Origin must name `host`, a loopback name or one of
     `allowed_hosts`; with `tokens` (token -> subject) a request to a path outside
     `public_paths` without a valid bearer token gets 401 before anything runs, and
-    without them every request runs as `subject`.
+    without them every request runs as `subject`. A call whose client drops the
+    connection is cancelled, or with `on_disconnect="finish"` runs to its end; a
+    `notifications/cancelled` from its subject cancels it either way.
     """
     if not re.fullmatch(r"(/[A-Za-z0-9._~-]+)+", path) or path.split("/")[1] in ("api", "static"):
         raise ValueError(
             f"the MCP path must look like /mcp and not be under /api or /static: {path!r}"
         )
-    server = build_server(cm)
+    calls = InFlight(on_disconnect)
+    server = build_server(cm, calls=calls)
     # Room for the JSON escaping of a program at the source limit, so that a long program
     # gets the model-facing `source size` error rather than an HTTP 413.
     max_body_bytes = max(MAX_BODY_BYTES, 8 * cm.limits.max_source_bytes)
@@ -177,6 +199,7 @@ def http_app(
             try:
                 yield
             finally:
+                calls.cancel_all()  # shielded calls too, before the SDK waits on them
                 await anyio.to_thread.run_sync(cm.close)
 
     security = Middleware(
@@ -189,7 +212,7 @@ def http_app(
         max_body_bytes=max_body_bytes,
     )
     return Starlette(
-        routes=[*(routes or []), Mount("/", app=mcp_app)],
+        routes=[*(routes or []), Mount("/", app=Intake(mcp_app, path=path, calls=calls))],
         middleware=[security],
         lifespan=lifespan,
     )

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from codemode.capabilities import Capability
-from codemode.errors import CodeModeError, ExecutionCanceledError, InternalError
+from codemode.errors import ExecutionCanceledError, InternalError
 from codemode.limits import LimitKind, Limits, exceeded
 from codemode.runtime.dispatch import Bridge
 from codemode.runtime.execution import CALL_THREADS, Abandoned, Execution, ExecutionResult, Setup

@@ -1,0 +1,188 @@
+"""Every JSON-RPC POST to the MCP endpoint, checked before the SDK sees it.
+
+- A body that is not JSON gets -32700, one that is not a message (or whose id is null,
+  a bool, a float or an object) gets -32600, each with a fixed text and HTTP 400.
+- An `MCP-Protocol-Version` header naming no version this server speaks gets 400 with
+  the versions it does speak.
+- A batch is served for the protocol version that has them (2025-03-26, which a client
+  sending no version header speaks): each message is answered as if posted alone, and
+  the answers come back as one JSON array. Later versions get -32600.
+- `notifications/cancelled` cancels the call it names (see `InFlight`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+from mcp.types import INVALID_REQUEST, UNSUPPORTED_PROTOCOL_VERSION
+from mcp_types.version import KNOWN_PROTOCOL_VERSIONS
+from starlette.datastructures import Headers
+from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from codemode.http import subject_of
+from codemode.mcp.inflight import InFlight
+from codemode.mcp.messages import EMPTY_BATCH, JSON, Rejected, check, decode
+
+BATCH_VERSIONS = ("2025-03-26",)
+"""Protocol versions whose clients may post a batch."""
+NO_BATCHES = "Invalid Request: batches belong to protocol 2025-03-26; send one message at a time"
+UNSUPPORTED_VERSION = "Unsupported protocol version; this server speaks " + ", ".join(
+    KNOWN_PROTOCOL_VERSIONS
+)
+
+
+class Intake:
+    """The ASGI layer in front of the SDK's streamable HTTP app, for POSTs to `path`."""
+
+    def __init__(self, app: ASGIApp, *, path: str, calls: InFlight) -> None:
+        self.app = app
+        self.path = path
+        self.calls = calls
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != self.path:
+            await self.app(scope, receive, send)
+            return
+        body = await _body(receive)
+        version = Headers(scope=scope).get("mcp-protocol-version")
+        try:
+            message = decode(body)
+            if isinstance(message, list):
+                _check_version(version, None)
+                await self._batch(message, version, scope, receive, send)
+                return
+            checked = check(message)
+            _check_version(version, checked.get("id"))
+        except Rejected as rejected:
+            await _answer(rejected.reply(), scope, receive, send)
+            return
+        self._notice(checked, scope)
+        await self.app(scope, _replay(body, receive), send)
+
+    def _notice(self, message: dict[str, JSON], scope: Scope) -> None:
+        """Act on a cancel notification (the SDK then acknowledges it)."""
+        params = message.get("params")
+        subject = subject_of(scope)
+        cancels = message.get("method") == "notifications/cancelled"
+        if cancels and subject is not None and isinstance(params, dict):
+            self.calls.cancel(subject, params.get("requestId"))
+
+    async def _batch(
+        self, batch: list[JSON], version: str | None, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        if version is not None and version not in BATCH_VERSIONS:
+            raise Rejected(INVALID_REQUEST, NO_BATCHES)
+        if not batch:
+            raise Rejected(INVALID_REQUEST, EMPTY_BATCH)
+        replies: list[dict[str, JSON] | None] = [None] * len(batch)
+
+        async def serve(index: int, message: JSON) -> None:
+            try:
+                checked = check(message)
+            except Rejected as rejected:
+                replies[index] = rejected.reply()
+                return
+            self._notice(checked, scope)
+            replies[index] = await _alone(self.app, scope, checked)
+
+        async with anyio.create_task_group() as watching:
+            if self.calls.on_disconnect == "cancel":
+                watching.start_soon(_cancel_on_disconnect, receive, watching.cancel_scope)
+            async with anyio.create_task_group() as group:
+                for index, message in enumerate(batch):
+                    group.start_soon(serve, index, message)
+            watching.cancel_scope.cancel()
+        answered = [reply for reply in replies if reply is not None]
+        if not answered:
+            await Response(status_code=202)(scope, receive, send)
+            return
+        await _answer(answered, scope, receive, send, status=200)
+
+
+def _check_version(version: str | None, request_id: JSON) -> None:
+    if version is not None and version not in KNOWN_PROTOCOL_VERSIONS:
+        raise Rejected(UNSUPPORTED_PROTOCOL_VERSION, UNSUPPORTED_VERSION, request_id)
+
+
+async def _alone(app: ASGIApp, scope: Scope, message: dict[str, JSON]) -> dict[str, JSON] | None:
+    """The SDK's answer to `message` posted on its own: its JSON-RPC reply, or None for a
+    notification or a response (202)."""
+    body = json.dumps(message).encode()
+    headers = [(k, v) for k, v in scope["headers"] if k != b"content-length"]
+    headers.append((b"content-length", str(len(body)).encode()))
+    status = 0
+    chunks: list[bytes] = []
+
+    async def receive() -> Message:
+        await anyio.sleep_forever()  # the body came with the scope; no disconnect is seen
+        raise AssertionError("unreachable")
+
+    async def send(event: Message) -> None:
+        nonlocal status
+        if event["type"] == "http.response.start":
+            status = event["status"]
+        elif event["type"] == "http.response.body":
+            chunks.append(event.get("body", b""))
+
+    await app({**scope, "headers": headers}, _replay(body, receive), send)
+    if status == 202:
+        return None
+    return _reply_in(b"".join(chunks), message.get("id"))
+
+
+def _reply_in(raw: bytes, request_id: JSON) -> dict[str, JSON]:
+    """The reply to `request_id` in a JSON body or an event stream."""
+    text = raw.decode("utf-8", "replace")
+    candidates = [text, *(line[5:] for line in text.splitlines() if line.startswith("data:"))]
+    for candidate in candidates:
+        try:
+            found = json.loads(candidate)
+        except ValueError:
+            continue
+        if isinstance(found, dict) and ("result" in found or "error" in found):
+            return found
+    return Rejected(-32603, "internal failure", request_id).reply()
+
+
+async def _cancel_on_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    scope.cancel()
+
+
+async def _body(receive: Receive) -> bytes:
+    """The whole body (SecurityMiddleware has already bounded and read it)."""
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b"".join(chunks)
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """`receive` with the body given back first; later calls (a disconnect) pass through."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
+
+
+async def _answer(
+    reply: Any, scope: Scope, receive: Receive, send: Send, *, status: int = 400
+) -> None:
+    await JSONResponse(reply, status_code=status)(scope, receive, send)
+
+
+__all__ = ["BATCH_VERSIONS", "NO_BATCHES", "UNSUPPORTED_VERSION", "Intake"]

@@ -1,0 +1,83 @@
+"""What counts as one JSON-RPC message from a client, and the fixed errors for what does not.
+
+Both transports read every incoming message through `read_message` before the SDK sees
+it, so a malformed one gets a JSON-RPC error with our own words (never a parser's or a
+validator's text), and one the SDK would silently take for a notification (`"id": null`,
+an id that is an object) gets an answer.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mcp.types import INVALID_REQUEST, PARSE_ERROR
+
+PARSE_ERROR_MESSAGE = "Parse error: the message is not valid JSON"
+NOT_A_MESSAGE = (
+    "Invalid Request: send one JSON-RPC 2.0 object with jsonrpc, method, and an id for a request"
+)
+BAD_ID = "Invalid Request: id must be a string or an integer"
+EMPTY_BATCH = "Invalid Request: a batch must hold at least one message"
+
+JSON = Any
+"""A decoded JSON value."""
+
+
+class Rejected(Exception):
+    """A message that gets a JSON-RPC error instead of reaching the server."""
+
+    def __init__(self, code: int, message: str, request_id: str | int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.request_id = request_id
+
+    def reply(self) -> dict[str, JSON]:
+        """The JSON-RPC error response."""
+        return {
+            "jsonrpc": "2.0",
+            "id": self.request_id,
+            "error": {"code": self.code, "message": self.message},
+        }
+
+
+def decode(raw: bytes | str) -> JSON:
+    """The decoded body or line, or Rejected with -32700."""
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):  # bad text, bad UTF-8, huge ints, deep nesting
+        raise Rejected(PARSE_ERROR, PARSE_ERROR_MESSAGE) from None
+
+
+def check(message: JSON) -> dict[str, JSON]:
+    """`message` when it is one well-formed request, notification or response, else
+    Rejected with -32600 (echoing its id when that id is a valid one)."""
+    if not isinstance(message, dict):
+        raise Rejected(INVALID_REQUEST, NOT_A_MESSAGE)
+    has_id = "id" in message
+    request_id = message.get("id")
+    if has_id and not is_request_id(request_id):
+        raise Rejected(INVALID_REQUEST, BAD_ID)
+    is_call = isinstance(message.get("method"), str) and isinstance(message.get("params", {}), dict)
+    is_reply = has_id and ("result" in message) != ("error" in message)
+    if message.get("jsonrpc") != "2.0" or not (is_call or is_reply):
+        raise Rejected(INVALID_REQUEST, NOT_A_MESSAGE, request_id)
+    return message
+
+
+def is_request_id(value: JSON) -> bool:
+    """A JSON-RPC id MCP accepts: a string or an integer (never null, a bool or a float)."""
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+__all__ = [
+    "BAD_ID",
+    "EMPTY_BATCH",
+    "NOT_A_MESSAGE",
+    "PARSE_ERROR_MESSAGE",
+    "Rejected",
+    "check",
+    "decode",
+    "is_request_id",
+]
