@@ -87,6 +87,7 @@ def test_a_port_in_use_is_one_line_and_exit_code_1_before_any_banner() -> None:
     [
         (["--port", "9000"], "Error: --port applies only to --transport http"),
         (["--web", "--host", "127.0.0.2"], "Error: --host, --web apply only to --transport http"),
+        (["--on-disconnect", "finish"], "Error: --on-disconnect applies only to --transport http"),
     ],
 )
 def test_http_options_with_stdio_are_usage_errors(options: list[str], message: str) -> None:

@@ -82,6 +82,13 @@ def plain(tmp_path: Path) -> Iterator[Served]:
         yield served
 
 
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """One server for the tests that read no audit log."""
+    with serve(tmp_path_factory.mktemp("shared")) as served:
+        yield served
+
+
 def headers(era: str, token: str = "tok-alice", **more: str) -> dict[str, str]:
     return {
         "Authorization": f"Bearer {token}",
@@ -266,22 +273,22 @@ BAD_BODIES = [
 @pytest.mark.parametrize(("body", "expected"), BAD_BODIES, ids=[str(b[:20]) for b, _ in BAD_BODIES])
 @pytest.mark.parametrize("era", [None, LEGACY, MODERN])
 def test_a_malformed_message_gets_a_fixed_json_rpc_error(
-    plain: Served, body: bytes, expected: dict[str, Any], era: str | None
+    shared: Served, body: bytes, expected: dict[str, Any], era: str | None
 ) -> None:
     sent = headers(era or LEGACY)
     if era is None:
         del sent["MCP-Protocol-Version"]
     if body == b"[]" and era is not None:
         expected = error(-32600, NO_BATCHES)
-    response = httpx.post(plain.url, content=body, headers=sent)
+    response = httpx.post(shared.url, content=body, headers=sent)
     assert response.status_code == 400
     assert response.json() == expected
     assert "pydantic" not in response.text
 
 
-def test_an_unknown_protocol_version_is_told_the_supported_ones(plain: Served) -> None:
+def test_an_unknown_protocol_version_is_told_the_supported_ones(shared: Served) -> None:
     body = {"jsonrpc": "2.0", "id": 4, "method": "tools/list"}
-    response = httpx.post(plain.url, json=body, headers=headers("1999-01-01"))
+    response = httpx.post(shared.url, json=body, headers=headers("1999-01-01"))
     assert response.status_code == 400
     assert response.json() == error(-32022, UNSUPPORTED_VERSION, 4)
     assert UNSUPPORTED_VERSION == (
@@ -290,7 +297,7 @@ def test_an_unknown_protocol_version_is_told_the_supported_ones(plain: Served) -
     )
 
 
-def test_a_2025_03_26_batch_is_answered_as_one_array(plain: Served) -> None:
+def test_a_2025_03_26_batch_is_answered_as_one_array(shared: Served) -> None:
     sent = headers(LEGACY)
     del sent["MCP-Protocol-Version"]  # a 2025-03-26 client sends none
     batch = [
@@ -300,7 +307,7 @@ def test_a_2025_03_26_batch_is_answered_as_one_array(plain: Served) -> None:
         {"jsonrpc": "2.0", "id": None, "method": "ping"},
         {"jsonrpc": "2.0", "id": 3, "method": "no/such"},
     ]
-    response = httpx.post(plain.url, json=batch, headers=sent)
+    response = httpx.post(shared.url, json=batch, headers=sent)
     assert response.status_code == 200
     replies = response.json()
     assert [r["id"] for r in replies] == [1, "two", None, 3]
@@ -308,14 +315,14 @@ def test_a_2025_03_26_batch_is_answered_as_one_array(plain: Served) -> None:
     assert replies[1]["result"]["structuredContent"]["result"] == 2
     assert replies[2] == error(-32600, BAD_ID)
     assert replies[3]["error"]["code"] == -32601
-    only_notifications = httpx.post(plain.url, json=batch[1:2], headers=sent)
+    only_notifications = httpx.post(shared.url, json=batch[1:2], headers=sent)
     assert only_notifications.status_code == 202 and only_notifications.content == b""
 
 
-def test_a_batch_for_a_later_version_is_refused(plain: Served) -> None:
+def test_a_batch_for_a_later_version_is_refused(shared: Served) -> None:
     batch = [{"jsonrpc": "2.0", "id": 1, "method": "ping"}]
     for era in ("2025-06-18", LEGACY, MODERN):
-        response = httpx.post(plain.url, json=batch, headers=headers(era))
+        response = httpx.post(shared.url, json=batch, headers=headers(era))
         assert response.status_code == 400
         assert response.json() == error(-32600, NO_BATCHES)
 
@@ -377,6 +384,7 @@ def test_stdio_answers_every_line_that_is_not_one_message(tmp_path: Path) -> Non
     while len(replies) < 9:
         replies.append(json.loads(process.stdout.readline()))
     process.stdin.close()
+    process.stdout.close()
     assert process.wait(10) == 0
     by_id: dict[Any, list[dict[str, Any]]] = {}
     for reply in replies:

@@ -1,0 +1,73 @@
+"""The registry a cancel notification finds its call in: by subject and id, never a guess."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from codemode.mcp.inflight import InFlight
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+async def test_a_cancel_ends_only_the_named_call_of_its_subject() -> None:
+    calls = InFlight()
+    ended: list[str] = []
+
+    async def run(subject: str, request_id: str | int) -> None:
+        with calls.running(subject, request_id) as scope:
+            await anyio.sleep(5)
+        ended.append(f"{subject}:{request_id}:{'canceled' if scope.cancelled_caught else 'ok'}")
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(run, "alice", 1)
+        group.start_soon(run, "bob", 1)
+        group.start_soon(run, "alice", "1")
+        await anyio.sleep(0.05)
+        for subject, request_id in (("carol", 1), ("alice", 2), ("alice", None), ("alice", 1.0)):
+            assert not calls.cancel(subject, request_id)
+        assert calls.cancel("alice", 1)
+        await anyio.sleep(0.05)
+        assert ended == ["alice:1:canceled"]
+        group.cancel_scope.cancel()
+
+
+async def test_two_calls_under_one_id_are_both_left_running() -> None:
+    calls = InFlight()
+    async with anyio.create_task_group() as group:
+        for _ in range(2):
+            group.start_soon(_hold, calls, "alice", 7)
+        await anyio.sleep(0.05)
+        assert not calls.cancel("alice", 7)
+        group.cancel_scope.cancel()
+    assert calls.cancel("alice", 7) is False  # and nothing is left filed
+
+
+async def test_finish_shields_a_call_from_its_caller_but_not_from_a_cancel() -> None:
+    calls = InFlight("finish")
+    finished = anyio.Event()
+
+    async def run() -> None:
+        with calls.running("alice", 1):
+            await anyio.sleep(0.2)
+            finished.set()
+
+    with anyio.move_on_after(0.05):  # the caller goes away
+        await run()
+    assert finished.is_set()  # the call ran to its end
+
+    with anyio.fail_after(1):  # not the 5 s the call would take
+        async with anyio.create_task_group() as group:
+            group.start_soon(_hold, calls, "alice", 2)
+            await anyio.sleep(0.05)
+            calls.cancel_all()  # the server stops: shielded calls end too
+
+
+async def _hold(calls: InFlight, subject: str, request_id: int) -> None:
+    with calls.running(subject, request_id):
+        await anyio.sleep(5)
