@@ -216,30 +216,27 @@ def system_tool(path: str | Path, install: str) -> Path:
     pytest.skip(reason)
 
 
-INSPECTOR_INSTALL = (
-    "run .ci/run, which installs @modelcontextprotocol/inspector and Node.js 22 there"
-)
+NPM_INSTALL = "run .ci/run, which installs it and Node.js 22 there"
 _ARCH = {"x86_64": "x64", "aarch64": "arm64", "arm64": "arm64"}.get(platform.machine(), "x64")
 
 
+def node_script(*path: str) -> list[str]:
+    """The command line that runs the npm package script at `path` under NPM_TOOLS on
+    Node.js 22 (both installed by .ci/run), or a skip that says how to install them."""
+    modules = NPM_TOOLS / "node_modules"
+    node = system_tool(modules / f"node-linux-{_ARCH}" / "bin" / "node", NPM_INSTALL)
+    return [str(node), str(system_tool(modules.joinpath(*path), NPM_INSTALL))]
+
+
 def inspector() -> list[str]:
-    """The MCP Inspector's command line (npm, on Node.js 22, both installed by .ci/run), or a
-    skip that says how to install it."""
-    node = system_tool(
-        NPM_TOOLS / "node_modules" / f"node-linux-{_ARCH}" / "bin" / "node", INSPECTOR_INSTALL
-    )
-    launcher = system_tool(
-        NPM_TOOLS
-        / "node_modules"
-        / "@modelcontextprotocol"
-        / "inspector"
-        / "clients"
-        / "launcher"
-        / "build"
-        / "index.js",
-        INSPECTOR_INSTALL,
-    )
-    return [str(node), str(launcher), "--cli"]
+    """The MCP Inspector's command line."""
+    launcher = ("@modelcontextprotocol", "inspector", "clients", "launcher", "build", "index.js")
+    return [*node_script(*launcher), "--cli"]
+
+
+def conformance() -> list[str]:
+    """The MCP conformance suite's command line."""
+    return node_script("@modelcontextprotocol", "conformance", "dist", "index.js")
 
 
 def children(pid: int) -> list[str]:

@@ -290,10 +290,12 @@ def test_an_unknown_protocol_version_is_told_the_supported_ones(shared: Served) 
     body = {"jsonrpc": "2.0", "id": 4, "method": "tools/list"}
     response = httpx.post(shared.url, json=body, headers=headers("1999-01-01"))
     assert response.status_code == 400
-    assert response.json() == error(-32022, UNSUPPORTED_VERSION, 4)
+    expected = error(-32022, UNSUPPORTED_VERSION, 4)
+    expected["error"]["data"] = {"supported": [MODERN], "requested": "1999-01-01"}
+    assert response.json() == expected
     assert UNSUPPORTED_VERSION == (
-        "Unsupported protocol version; this server speaks "
-        "2024-11-05, 2025-03-26, 2025-06-18, 2025-11-25, 2026-07-28"
+        "Unsupported protocol version; this server speaks 2026-07-28, "
+        "and 2024-11-05, 2025-03-26, 2025-06-18, 2025-11-25 after initialize"
     )
 
 

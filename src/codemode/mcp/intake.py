@@ -3,7 +3,7 @@
 - A body that is not JSON gets -32700, one that is not a message (or whose id is null,
   a bool, a float or an object) gets -32600, each with a fixed text and HTTP 400.
 - An `MCP-Protocol-Version` header naming no version this server speaks gets 400 with
-  the versions it does speak.
+  the versions it does speak (-32022, with `data.supported` as server/discover gives it).
 - A batch is served for the protocol version that has them (2025-03-26, which a client
   sending no version header speaks): each message is answered as if posted alone, and
   the answers come back as one JSON array. Later versions get -32600.
@@ -17,7 +17,11 @@ from typing import Any
 
 import anyio
 from mcp.types import INVALID_REQUEST, UNSUPPORTED_PROTOCOL_VERSION
-from mcp_types.version import KNOWN_PROTOCOL_VERSIONS
+from mcp_types.version import (
+    HANDSHAKE_PROTOCOL_VERSIONS,
+    KNOWN_PROTOCOL_VERSIONS,
+    MODERN_PROTOCOL_VERSIONS,
+)
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -29,8 +33,9 @@ from codemode.mcp.messages import EMPTY_BATCH, JSON, Rejected, check, decode
 BATCH_VERSIONS = ("2025-03-26",)
 """Protocol versions whose clients may post a batch."""
 NO_BATCHES = "Invalid Request: batches belong to protocol 2025-03-26; send one message at a time"
-UNSUPPORTED_VERSION = "Unsupported protocol version; this server speaks " + ", ".join(
-    KNOWN_PROTOCOL_VERSIONS
+UNSUPPORTED_VERSION = (
+    f"Unsupported protocol version; this server speaks {', '.join(MODERN_PROTOCOL_VERSIONS)}, "
+    f"and {', '.join(HANDSHAKE_PROTOCOL_VERSIONS)} after initialize"
 )
 
 
@@ -104,7 +109,10 @@ class Intake:
 
 def _check_version(version: str | None, request_id: JSON) -> None:
     if version is not None and version not in KNOWN_PROTOCOL_VERSIONS:
-        raise Rejected(UNSUPPORTED_PROTOCOL_VERSION, UNSUPPORTED_VERSION, request_id)
+        # `supported` lists the versions a request may name without a handshake, as
+        # server/discover does; the message names the handshake ones too.
+        data = {"supported": list(MODERN_PROTOCOL_VERSIONS), "requested": version[:100]}
+        raise Rejected(UNSUPPORTED_PROTOCOL_VERSION, UNSUPPORTED_VERSION, request_id, data)
 
 
 async def _alone(app: ASGIApp, scope: Scope, message: dict[str, JSON]) -> dict[str, JSON] | None:

@@ -27,19 +27,25 @@ JSON = Any
 class Rejected(Exception):
     """A message that gets a JSON-RPC error instead of reaching the server."""
 
-    def __init__(self, code: int, message: str, request_id: str | int | None = None) -> None:
+    def __init__(
+        self,
+        code: int,
+        message: str,
+        request_id: str | int | None = None,
+        data: dict[str, JSON] | None = None,
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.request_id = request_id
+        self.data = data
 
     def reply(self) -> dict[str, JSON]:
         """The JSON-RPC error response."""
-        return {
-            "jsonrpc": "2.0",
-            "id": self.request_id,
-            "error": {"code": self.code, "message": self.message},
-        }
+        error: dict[str, JSON] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return {"jsonrpc": "2.0", "id": self.request_id, "error": error}
 
 
 def decode(raw: bytes | str) -> JSON:
