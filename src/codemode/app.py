@@ -10,7 +10,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_checkable
 
 import anyio
 
@@ -166,9 +166,12 @@ class CodeMode:
             self._disclose_limits = disclose_limits
 
     def _freeze(self) -> None:
-        """Fix the configuration, and check `disabled` names once (a likely typo)."""
+        """Fix the configuration, check `disabled` names once (a likely typo), and have a
+        policy that reads the capabilities check itself against them."""
         if not self._frozen:
             self.catalog.check_disabled()
+            if isinstance(self._authorizer, _ReadsCapabilities):
+                self._authorizer.validate(self.catalog.enabled.values())
             self._frozen = True
 
     def _prepare(self) -> None:
@@ -540,6 +543,14 @@ change of policies or entities shows within this time (at once when the authoriz
 the capabilities themselves change)."""
 _VIEWS_KEPT = 64
 _SUBJECTS_KEPT = 4096
+
+
+@runtime_checkable
+class _ReadsCapabilities(Protocol):
+    """An authorizer whose policy is checked against the capabilities before its first
+    decision: Cedar generates its schema from them, Rego learns their hints."""
+
+    def validate(self, capabilities: Iterable[Capability]) -> None: ...
 
 
 def _check_authorizer(authorizer: object, hide_forbidden: bool) -> None:

@@ -575,7 +575,6 @@ def _configured(
         raise click.UsageError("--entities-file needs --policy-file")
     if rego:
         authorizer = load_rego(list(rego), rego_data, rego_decision, rego_visible)
-        authorizer.validate(cm.catalog.enabled.values())
     hiding = cm.hide_forbidden or hide_forbidden
     if rego_visible and not hiding:
         raise click.UsageError("--rego-visible is used by --hide-forbidden only: give both")

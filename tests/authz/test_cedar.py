@@ -58,7 +58,7 @@ def test_a_forbid_wins_and_its_reason_never_reaches_the_model(demo: CodeMode) ->
 
 
 def test_an_evaluation_error_is_a_policy_failure(tmp_path: Path) -> None:
-    policies = "permit (principal, action, resource) when { context.nope == 1 };"
+    policies = "permit (principal, action, resource) when { 9223372036854775807 + 1 > 0 };"
     with create(tmp_path / "d.sqlite3", authorizer=CedarAuthorizer(policies)) as cm:
         error = run_error(cm, READ)
     assert str(error) == "authorization policy failure"
@@ -73,15 +73,12 @@ def test_a_timeout_is_a_policy_failure(tmp_path: Path) -> None:
 def test_canaries_in_annotations_and_entities_never_reach_the_model(tmp_path: Path) -> None:
     policies = (
         f'@id("{CANARY}") @reason("{CANARY}")\n'
-        'forbid (principal, action, resource) when { principal.secret == "x" };\n'
+        f'forbid (principal in Role::"{CANARY}", action, resource);\n'
         "permit (principal, action, resource);"
     )
     entities = [
-        {
-            "uid": {"type": "User", "id": "eve"},
-            "attrs": {"secret": "x", "note": CANARY},
-            "parents": [],
-        }
+        {"uid": {"type": "User", "id": "eve"}, "attrs": {}, "parents": [_role(CANARY)]},
+        {"uid": _role(CANARY), "attrs": {}, "parents": []},
     ]
     with create(tmp_path / "d.sqlite3", authorizer=CedarAuthorizer(policies, entities)) as cm:
         error = run_error(cm, READ, subject="eve")
@@ -92,6 +89,19 @@ def test_canaries_in_annotations_and_entities_never_reach_the_model(tmp_path: Pa
         )
     assert str(error) == "permission denied"
     assert CANARY not in repr(error.to_payload()) + error.printed + repr(caught.value)
+
+
+def test_serving_checks_the_policies_against_the_capabilities(tmp_path: Path) -> None:
+    typo = 'permit (principal, action == Action::"instances.gett", resource);'
+    with (
+        create(tmp_path / "d.sqlite3", authorizer=CedarAuthorizer(typo)) as cm,
+        pytest.raises(CedarPolicyError, match="instances.gett"),
+    ):
+        cm.http_app()
+
+
+def _role(name: str) -> dict[str, str]:
+    return {"type": "Role", "id": name}
 
 
 def test_policies_that_do_not_validate_name_the_policy_and_line(tmp_path: Path) -> None:
