@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 from mcp.types import Tool
 
+from codemode.mcp.intake import NO_BATCHES, UNSUPPORTED_VERSION
+from codemode.mcp.messages import BAD_ID, EMPTY_BATCH, NOT_A_MESSAGE, PARSE_ERROR_MESSAGE
 from codemode.mcp.tools import TOOLS
 
 DOCS = Path(__file__).parents[2] / "docs" / "reference" / "mcp-tools.md"
@@ -20,3 +23,17 @@ def test_description_and_input_schema_are_documented_verbatim(tool: Tool) -> Non
     assert f"```text\n{tool.description}\n```" in section
     schema = json.dumps(tool.input_schema, indent=2)
     assert f"```json\n{schema}\n```" in section
+
+
+def test_the_protocol_errors_are_documented_verbatim() -> None:
+    section = DOCS.read_text().split("## Protocol\n", 1)[1].split("\n## ", 1)[0]
+    rows = [
+        (-32700, PARSE_ERROR_MESSAGE),
+        (-32600, NOT_A_MESSAGE),
+        (-32600, BAD_ID),
+        (-32600, NO_BATCHES),
+        (-32600, EMPTY_BATCH),
+        (-32022, UNSUPPORTED_VERSION),
+    ]
+    documented = re.findall(r"^\| (-\d+) \| `([^`]+)` \|", section, re.MULTILINE)
+    assert documented == [(str(code), message) for code, message in rows]
