@@ -9,6 +9,19 @@ import codemode.authz
 import codemode.events
 
 
+PUBLIC_MODULES = {
+    "codemode",
+    "codemode.authz",
+    "codemode.authz.cedar",
+    "codemode.authz.rego",
+    "codemode.demo",
+    "codemode.errors",
+    "codemode.events",
+    "codemode.testing",
+}
+"""The modules a host imports from; the rest is the implementation."""
+
+
 def test_codemode_exports() -> None:
     assert sorted(codemode.__all__) == [
         "AgentError",
@@ -108,12 +121,10 @@ def test_every_public_definition_says_what_it_is() -> None:
     fields' classes, has a docstring: the API reference is the code."""
     import inspect
 
-    import codemode.errors
-    import codemode.testing
+    import importlib
 
-    modules = [codemode, codemode.authz, codemode.errors, codemode.events, codemode.testing]
     missing = []
-    for module in modules:
+    for module in map(importlib.import_module, sorted(PUBLIC_MODULES)):
         for name in module.__all__:
             value = getattr(module, name)
             if not (inspect.isclass(value) or inspect.isfunction(value)):
@@ -167,3 +178,24 @@ def test_serving_builds_discovery_before_the_first_request() -> None:
         enabled = cm.catalog.enabled
         assert all("info" in vars(capability) for capability in enabled.values())
         assert cm._indexes[id(enabled)][0] is enabled
+
+
+def test_the_readme_and_docs_use_only_public_names() -> None:
+    import importlib
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).parents[2]
+    texts = [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
+    texts += sorted((root / "docs").rglob("*.py"))
+    imported = []
+    for path in texts:
+        text = path.read_text()
+        assert not re.search(r"\bcm\.(_|catalog\b)", text), path
+        for module, names in re.findall(r"^from (codemode[\w.]*) import ([\w, ]+)$", text, re.M):
+            assert module in PUBLIC_MODULES, (path, module)
+            public = importlib.import_module(module).__all__
+            for name in names.split(","):
+                assert name.strip() in public, (path, module, name)
+                imported.append(name.strip())
+    assert {"CodeMode", "AllowAll", "CedarAuthorizer", "RegoAuthorizer"} <= set(imported)
