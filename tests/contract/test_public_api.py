@@ -8,7 +8,6 @@ import codemode
 import codemode.authz
 import codemode.events
 
-
 PUBLIC_MODULES = {
     "codemode",
     "codemode.authz",
@@ -119,9 +118,8 @@ def test_describe_and_search_give_frozen_public_types() -> None:
 def test_every_public_definition_says_what_it_is() -> None:
     """Each name a host imports from a public module, and each of its public methods and
     fields' classes, has a docstring: the API reference is the code."""
-    import inspect
-
     import importlib
+    import inspect
 
     missing = []
     for module in map(importlib.import_module, sorted(PUBLIC_MODULES)):
