@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -76,7 +77,7 @@ def test_canaries_in_annotations_and_entities_never_reach_the_model(tmp_path: Pa
         f'forbid (principal in Role::"{CANARY}", action, resource);\n'
         "permit (principal, action, resource);"
     )
-    entities = [
+    entities: list[dict[str, Any]] = [
         {"uid": {"type": "User", "id": "eve"}, "attrs": {}, "parents": [_role(CANARY)]},
         {"uid": _role(CANARY), "attrs": {}, "parents": []},
     ]

@@ -286,6 +286,12 @@ def test_a_malformed_message_gets_a_fixed_json_rpc_error(
     assert "pydantic" not in response.text
 
 
+def test_messages_are_checked_under_a_proxy_prefix_too(tmp_path: Path) -> None:
+    with serve(tmp_path, "--root-path", "/codemode") as served:
+        response = httpx.post(served.url, content=b"nope", headers=headers(LEGACY))
+    assert response.json() == error(-32700, PARSE_ERROR_MESSAGE)
+
+
 def test_an_unknown_protocol_version_is_told_the_supported_ones(shared: Served) -> None:
     body = {"jsonrpc": "2.0", "id": 4, "method": "tools/list"}
     response = httpx.post(shared.url, json=body, headers=headers("1999-01-01"))

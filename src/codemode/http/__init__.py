@@ -7,6 +7,7 @@ from codemode.http.security import (
     SecurityMiddleware,
     host_names,
     is_loopback,
+    route_path,
     subject_of,
 )
 from codemode.http.tokens import StaticTokens, load_token_file
@@ -19,5 +20,6 @@ __all__ = [
     "host_names",
     "is_loopback",
     "load_token_file",
+    "route_path",
     "subject_of",
 ]

@@ -182,10 +182,7 @@ class SecurityMiddleware:
         return name is not None and (is_loopback(name) or name in self._names)
 
     def _is_public(self, scope: Scope) -> bool:
-        path: str = scope["path"]
-        root: str = scope.get("root_path", "")
-        if root and path.startswith(root):
-            path = path[len(root) :] or "/"
+        path = route_path(scope)
         return path in self._public or path.startswith(self._public_prefixes)
 
     def _authenticate(self, authorization: str) -> str | None:
@@ -210,6 +207,15 @@ class SecurityMiddleware:
                 return None
             if not message.get("more_body", False):
                 return messages
+
+
+def route_path(scope: Mapping[str, Any]) -> str:
+    """The request's path below the prefix a proxy serves this under (`--root-path`)."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    if root and path.startswith(root):
+        return path[len(root) :] or "/"
+    return path
 
 
 def subject_of(scope: Mapping[str, Any]) -> str | None:
@@ -265,5 +271,6 @@ __all__ = [
     "SecurityMiddleware",
     "host_names",
     "is_loopback",
+    "route_path",
     "subject_of",
 ]

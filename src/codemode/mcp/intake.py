@@ -26,7 +26,7 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from codemode.http import subject_of
+from codemode.http import route_path, subject_of
 from codemode.mcp.inflight import InFlight
 from codemode.mcp.messages import EMPTY_BATCH, JSON, Rejected, check, decode
 
@@ -48,7 +48,7 @@ class Intake:
         self.calls = calls
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != self.path:
+        if scope["type"] != "http" or scope["method"] != "POST" or route_path(scope) != self.path:
             await self.app(scope, receive, send)
             return
         body = await _body(receive)
