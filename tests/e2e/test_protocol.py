@@ -23,7 +23,7 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from codemode.mcp.intake import NO_BATCHES, UNSUPPORTED_VERSION
+from codemode.mcp.intake import BATCH_CONCURRENCY, NO_BATCHES, UNSUPPORTED_VERSION
 from codemode.mcp.messages import BAD_ID, EMPTY_BATCH, NOT_A_MESSAGE, PARSE_ERROR_MESSAGE
 from tests.e2e.conftest import ROOT, TOKENS, free_port, start_codemode
 
@@ -325,6 +325,20 @@ def test_a_2025_03_26_batch_is_answered_as_one_array(shared: Served) -> None:
     assert replies[3]["error"]["code"] == -32601
     only_notifications = httpx.post(shared.url, json=batch[1:2], headers=sent)
     assert only_notifications.status_code == 202 and only_notifications.content == b""
+
+
+def test_a_batch_runs_four_of_its_messages_at_a_time(plain: Served) -> None:
+    sent = headers(LEGACY)
+    del sent["MCP-Protocol-Version"]
+    wait = _args("return clock.wait(ms=200)")
+    batch = [{"jsonrpc": "2.0", "id": i, "method": "tools/call", **wait} for i in range(10)]
+    replies = httpx.post(plain.url, json=batch, headers=sent, timeout=30).json()
+    assert [r["result"]["structuredContent"]["result"] for r in replies] == [200] * 10
+    running = most = 0
+    for event in plain.events():  # appended in the order they happened
+        running += {"execution_started": 1, "execution_finished": -1}.get(event["event"], 0)
+        most = max(most, running)
+    assert most == BATCH_CONCURRENCY
 
 
 def test_a_batch_for_a_later_version_is_refused(shared: Served) -> None:

@@ -32,6 +32,8 @@ from codemode.mcp.messages import EMPTY_BATCH, JSON, Rejected, check, decode
 
 BATCH_VERSIONS = ("2025-03-26",)
 """Protocol versions whose clients may post a batch."""
+BATCH_CONCURRENCY = 4
+"""How many messages of one batch are served at once: a batch of thousands queues."""
 NO_BATCHES = "Invalid Request: batches belong to protocol 2025-03-26; send one message at a time"
 UNSUPPORTED_VERSION = (
     f"Unsupported protocol version; this server speaks {', '.join(MODERN_PROTOCOL_VERSIONS)}, "
@@ -83,6 +85,7 @@ class Intake:
         if not batch:
             raise Rejected(INVALID_REQUEST, EMPTY_BATCH)
         replies: list[dict[str, JSON] | None] = [None] * len(batch)
+        limiter = anyio.CapacityLimiter(BATCH_CONCURRENCY)
 
         async def serve(index: int, message: JSON) -> None:
             try:
@@ -91,7 +94,8 @@ class Intake:
                 replies[index] = rejected.reply()
                 return
             self._notice(checked, scope)
-            replies[index] = await _alone(self.app, scope, checked)
+            async with limiter:
+                replies[index] = await _alone(self.app, scope, checked)
 
         async with anyio.create_task_group() as watching:
             if self.calls.on_disconnect == "cancel":
@@ -193,4 +197,4 @@ async def _answer(
     await JSONResponse(reply, status_code=status)(scope, receive, send)
 
 
-__all__ = ["BATCH_VERSIONS", "NO_BATCHES", "UNSUPPORTED_VERSION", "Intake"]
+__all__ = ["BATCH_CONCURRENCY", "BATCH_VERSIONS", "NO_BATCHES", "UNSUPPORTED_VERSION", "Intake"]
