@@ -185,7 +185,8 @@ class RegoAuthorizer:
 
     def validate(self, capabilities: Iterable[Capability]) -> None:
         """Learn the capabilities' annotations, so the visible rule sees them as
-        `input.context` as the decision does (the CodeMode calls this when first used or served)."""
+        `input.context` as the decision does (the CodeMode calls this when it is first
+        used or served)."""
         self._hints = {c.id: dict(c.annotations) for c in capabilities if c.annotations}
 
     # -- decisions ------------------------------------------------------------------------

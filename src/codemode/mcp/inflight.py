@@ -59,7 +59,6 @@ class InFlight:
         to be the one meant."""
         if not is_request_id(request_id):
             return False
-        assert isinstance(request_id, str | int)
         scopes = self._calls.get((subject, request_id), [])
         if len(scopes) != 1:
             if scopes:

@@ -16,7 +16,7 @@ import json
 from typing import Any
 
 import anyio
-from mcp.types import INVALID_REQUEST, UNSUPPORTED_PROTOCOL_VERSION
+from mcp.types import INTERNAL_ERROR, INVALID_REQUEST, UNSUPPORTED_PROTOCOL_VERSION
 from mcp_types.version import (
     HANDSHAKE_PROTOCOL_VERSIONS,
     KNOWN_PROTOCOL_VERSIONS,
@@ -156,7 +156,7 @@ def _reply_in(raw: bytes, request_id: JSON) -> dict[str, JSON]:
             continue
         if isinstance(found, dict) and ("result" in found or "error" in found):
             return found
-    return Rejected(-32603, "internal failure", request_id).reply()
+    return Rejected(INTERNAL_ERROR, "internal failure", request_id).reply()
 
 
 async def _cancel_on_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:

@@ -1,7 +1,7 @@
 """What counts as one JSON-RPC message from a client, and the fixed errors for what does not.
 
-Both transports read every incoming message through `read_message` before the SDK sees
-it, so a malformed one gets a JSON-RPC error with our own words (never a parser's or a
+Both transports read every incoming message through `decode` and `check` before the SDK
+sees it, so a malformed one gets a JSON-RPC error with our own words (never a parser's or a
 validator's text), and one the SDK would silently take for a notification (`"id": null`,
 an id that is an object) gets an answer.
 """
@@ -9,7 +9,7 @@ an id that is an object) gets an answer.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypeGuard
 
 from mcp.types import INVALID_REQUEST, PARSE_ERROR
 
@@ -72,7 +72,7 @@ def check(message: JSON) -> dict[str, JSON]:
     return message
 
 
-def is_request_id(value: JSON) -> bool:
+def is_request_id(value: JSON) -> TypeGuard[str | int]:
     """A JSON-RPC id MCP accepts: a string or an integer (never null, a bool or a float)."""
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
