@@ -19,7 +19,7 @@ from pydantic_core import ErrorDetails
 from typing_extensions import is_typeddict
 
 from codemode.capabilities import Capability
-from codemode.capabilities import types as t
+from codemode.capabilities import typehints as t
 from codemode.errors import InvalidArgumentsError
 from codemode.limits import LimitKind, Limits, exceeded
 from codemode.types import JSONObject, JSONValue

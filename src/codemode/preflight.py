@@ -23,7 +23,7 @@ from typing import Any, Literal, get_args
 
 from codemode.binding import closest_name, literal_problem, unknown_argument
 from codemode.capabilities import Capability, Parameter
-from codemode.capabilities import types as t
+from codemode.capabilities import typehints as t
 from codemode.capabilities.naming import namespace_hint
 from codemode.language import MISSING_MODULES, MODULES
 

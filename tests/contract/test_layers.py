@@ -171,10 +171,10 @@ class TestTheChecker:
         ]
 
     def test_flags_relative_and_submodule_spellings(self) -> None:
-        source = "from ..web import app\nfrom codemode import cli\nimport codemode.mcp.tools\n"
+        source = "from ..web import routes\nfrom codemode import cli\nimport codemode.mcp.tools\n"
         assert wrong_way("codemode.runtime.engine", source, KNOWN) == [
             "codemode.runtime.engine:1: the core imports the adapter codemode.web",
-            "codemode.runtime.engine:1: the core imports the adapter codemode.web.app",
+            "codemode.runtime.engine:1: the core imports the adapter codemode.web.routes",
             "codemode.runtime.engine:2: the core imports the adapter codemode.cli",
             "codemode.runtime.engine:3: the core imports the adapter codemode.mcp.tools",
         ]
@@ -213,6 +213,6 @@ class TestTheChecker:
         ]
 
     def test_flags_one_adapter_importing_another(self) -> None:
-        assert wrong_way("codemode.web.app", "from codemode.mcp.tools import ok\n", KNOWN) == [
-            "codemode.web.app:1: adapters share neutral modules, not codemode.mcp.tools"
+        assert wrong_way("codemode.web.routes", "from codemode.mcp.tools import ok\n", KNOWN) == [
+            "codemode.web.routes:1: adapters share neutral modules, not codemode.mcp.tools"
         ]

@@ -8,7 +8,7 @@ import jsonschema
 import mcp_types as mt
 import pytest
 
-from codemode.capabilities import types as t
+from codemode.capabilities import typehints as t
 from codemode.gateway.schema import Hints, SchemaError, identifier, nullable, problem, validator
 from codemode.gateway.tools import TEXT_RESULT, annotations_of, tool_capability, tool_value
 from codemode.payloads import describe_payload

@@ -25,7 +25,7 @@ from typing_extensions import is_typeddict
 
 from codemode.authz import HINTS, AuthorizationRequest, Denied
 from codemode.capabilities import Capability
-from codemode.capabilities import types as t
+from codemode.capabilities import typehints as t
 from codemode.types import JSONValue
 
 log = logging.getLogger("codemode.authz")

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from codemode.capabilities import types as t
+from codemode.capabilities import typehints as t
 from codemode.capabilities.registry import Capability
 from codemode.types import JSONObject
 

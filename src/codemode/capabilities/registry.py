@@ -17,7 +17,7 @@ import docstring_parser
 import pydantic
 from typing_extensions import TypedDict
 
-from codemode.capabilities import types as t
+from codemode.capabilities import typehints as t
 from codemode.capabilities.naming import check_id, check_name
 from codemode.capabilities.results import Projection
 from codemode.context import CallContext

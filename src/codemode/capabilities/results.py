@@ -24,7 +24,7 @@ from typing import Any, Literal, get_args, get_origin
 import pydantic
 from typing_extensions import is_typeddict
 
-from codemode.capabilities import types as t
+from codemode.capabilities import typehints as t
 from codemode.values import RecordValue, json_size
 
 Keep = Callable[[Any, Any], Any]

@@ -16,7 +16,7 @@ import anyio.from_thread
 import mcp_types as mt
 
 from codemode.capabilities import Capability, Catalog
-from codemode.capabilities import types as t
+from codemode.capabilities import typehints as t
 from codemode.capabilities.naming import RESERVED_ROOTS
 from codemode.errors import RegistrationError
 from codemode.gateway.schema import SchemaError, identifier

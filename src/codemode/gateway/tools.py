@@ -20,7 +20,7 @@ import mcp_types as mt
 
 from codemode.authz import HINTS
 from codemode.capabilities import REQUIRED, Capability, Parameter
-from codemode.capabilities import types as t
+from codemode.capabilities import typehints as t
 from codemode.capabilities.naming import check_name
 from codemode.errors import AgentError, ExpectedError, RegistrationError
 from codemode.gateway import schema as s

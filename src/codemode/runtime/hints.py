@@ -21,7 +21,7 @@ from typing import Any, get_args, get_origin
 from typing_extensions import is_typeddict
 
 from codemode.capabilities import Capability
-from codemode.capabilities import types as t
+from codemode.capabilities import typehints as t
 from codemode.capabilities.naming import namespace_hint
 from codemode.errors import Where
 from codemode.language import INSTEAD, MODULES

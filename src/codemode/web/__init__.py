@@ -1,5 +1,5 @@
 """The web playground and API inspector, served beside `/mcp`."""
 
-from codemode.web.app import PUBLIC_PATHS, web_routes
+from codemode.web.routes import PUBLIC_PATHS, web_routes
 
 __all__ = ["PUBLIC_PATHS", "web_routes"]
