@@ -27,11 +27,11 @@ async def test_a_cancel_ends_only_the_named_call_of_its_subject() -> None:
     async with anyio.create_task_group() as group:
         group.start_soon(run, "alice", 1)
         group.start_soon(run, "bob", 1)
-        group.start_soon(run, "alice", "1")
+        group.start_soon(run, "alice", "one")
         await anyio.sleep(0.05)
         for subject, request_id in (("carol", 1), ("alice", 2), ("alice", None), ("alice", 1.0)):
             assert not calls.cancel(subject, request_id)
-        assert calls.cancel("alice", 1)
+        assert calls.cancel("alice", "1")  # one id, as the SDK compares them
         await anyio.sleep(0.05)
         assert ended == ["alice:1:canceled"]
         group.cancel_scope.cancel()
@@ -66,6 +66,15 @@ async def test_finish_shields_a_call_from_its_caller_but_not_from_a_cancel() -> 
             group.start_soon(_hold, calls, "alice", 2)
             await anyio.sleep(0.05)
             calls.cancel_all()  # the server stops: shielded calls end too
+
+
+async def test_no_call_starts_once_the_server_stops() -> None:
+    calls = InFlight("finish")
+    calls.cancel_all()
+    with calls.running("alice", 1) as scope:
+        assert scope.cancel_called
+        await anyio.sleep(5)  # cancelled at once
+    assert scope.cancelled_caught
 
 
 async def _hold(calls: InFlight, subject: str, request_id: int) -> None:

@@ -21,6 +21,7 @@ from codemode.capabilities.info import CapabilityInfo
 from codemode.capabilities.search import SearchIndex, SearchResult
 from codemode.errors import (
     CodeModeError,
+    ExecutionCanceledError,
     InternalError,
     InvalidRequestError,
     NotFoundError,
@@ -105,6 +106,7 @@ class CodeMode:
         self._gateway: Any = None
         """The upstream MCP servers' `codemode.gateway.Gateway`, made on first use."""
         self._engine_lock = threading.Lock()
+        self._closed = False
         self._indexes: dict[int, tuple[View, SearchIndex]] = {}
         self._views: dict[str, tuple[View, float]] = {}
         """Each subject's view and when it expires."""
@@ -477,8 +479,9 @@ class CodeMode:
     def close(self) -> None:
         """Cancel running executions, stop the worker processes and end every upstream
         MCP session (never waits on host code: a handler still running is left to finish
-        on its own)."""
+        on its own). A closed CodeMode starts nothing more: executions end `canceled`."""
         with self._engine_lock:
+            self._closed = True
             engine, self._engine = self._engine, None
             gateway, self._gateway = self._gateway, None
         if engine is not None:
@@ -515,6 +518,8 @@ class CodeMode:
 
     def _running_engine(self) -> Engine:
         with self._engine_lock:
+            if self._closed:
+                raise ExecutionCanceledError()
             if self._engine is None:
                 sandbox = self.sandbox or MontySandbox(self.limits, self.worker_binary)
                 self._engine = Engine(self.limits, sandbox)

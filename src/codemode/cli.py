@@ -262,6 +262,10 @@ def _serve_stdio(cm: CodeMode, subject: str) -> None:
         cm.close()
         os._exit(128 + signum)
 
+    try:
+        os.fstat(0)
+    except OSError:
+        raise click.ClickException("stdin is closed: over stdio, requests arrive on it") from None
     signal.signal(signal.SIGINT, interrupted)
     click.echo(f"codemode: serving {cm.name} over stdio; Ctrl-C stops it", err=True)
     try:

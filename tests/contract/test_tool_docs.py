@@ -9,8 +9,15 @@ from pathlib import Path
 import pytest
 from mcp.types import Tool
 
-from codemode.mcp.intake import NO_BATCHES, UNSUPPORTED_VERSION
-from codemode.mcp.messages import BAD_ID, EMPTY_BATCH, NOT_A_MESSAGE, PARSE_ERROR_MESSAGE
+from codemode.mcp.intake import UNSUPPORTED_VERSION
+from codemode.mcp.messages import (
+    BAD_ID,
+    EMPTY_BATCH,
+    LONG_BATCH,
+    NO_BATCHES,
+    NOT_A_MESSAGE,
+    PARSE_ERROR_MESSAGE,
+)
 from codemode.mcp.tools import TOOLS
 
 DOCS = Path(__file__).parents[2] / "docs" / "reference" / "mcp-tools.md"
@@ -33,6 +40,7 @@ def test_the_protocol_errors_are_documented_verbatim() -> None:
         (-32600, BAD_ID),
         (-32600, NO_BATCHES),
         (-32600, EMPTY_BATCH),
+        (-32600, LONG_BATCH),
         (-32022, UNSUPPORTED_VERSION),
     ]
     documented = re.findall(r"^\| (-\d+) \| `([^`]+)` \|", section, re.MULTILINE)

@@ -23,9 +23,16 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from codemode.mcp.intake import BATCH_CONCURRENCY, NO_BATCHES, UNSUPPORTED_VERSION
-from codemode.mcp.messages import BAD_ID, EMPTY_BATCH, NOT_A_MESSAGE, PARSE_ERROR_MESSAGE
-from tests.e2e.conftest import ROOT, TOKENS, free_port, start_codemode
+from codemode.mcp.intake import BATCH_CONCURRENCY, UNSUPPORTED_VERSION
+from codemode.mcp.messages import (
+    BAD_ID,
+    EMPTY_BATCH,
+    LONG_BATCH,
+    NO_BATCHES,
+    NOT_A_MESSAGE,
+    PARSE_ERROR_MESSAGE,
+)
+from tests.e2e.conftest import ROOT, TOKENS, codemode_command, free_port, start_codemode
 
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
@@ -173,7 +180,12 @@ def test_another_subjects_cancel_and_an_unknown_id_change_nothing(plain: Served)
     body, extra = call(7, WAIT.format(ms=1500), LEGACY)
     running = Background(plain.url, body, headers(LEGACY, **extra))
     plain.wait_for("call_authorized")
-    for token, request_id in (("tok-bob", 7), ("tok-alice", 8), ("tok-alice", "7")):
+    for token, request_id in (
+        ("tok-bob", 7),
+        ("tok-bob", "7"),
+        ("tok-alice", 8),
+        ("tok-alice", "x"),
+    ):
         sent = httpx.post(plain.url, json=cancel(request_id), headers=headers(LEGACY, token))
         assert sent.status_code == 202
     reply = reply_of(running.result())
@@ -267,6 +279,29 @@ BAD_BODIES = [
     (b'{"jsonrpc": "2.0", "id": 1.5, "method": "tools/list"}', error(-32600, BAD_ID)),
     (b'{"jsonrpc": "2.0", "id": true, "method": "tools/list"}', error(-32600, BAD_ID)),
     (b"[]", error(-32600, EMPTY_BATCH)),
+    (
+        b"[" + b'{"jsonrpc": "2.0", "method": "ping", "id": 1},' * 20 + b"1]",
+        error(-32600, LONG_BATCH),
+    ),
+    # What the SDK's own parser and models refuse is refused first, in our words.
+    (
+        b'\xef\xbb\xbf{"jsonrpc": "2.0", "id": 1, "method": "ping"}',
+        error(-32700, PARSE_ERROR_MESSAGE),
+    ),
+    (b'{"jsonrpc": "2.0", "id": "\\udc00", "method": "ping"}', error(-32700, PARSE_ERROR_MESSAGE)),
+    (
+        b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"a": '
+        + b"[" * 250
+        + b"]" * 250
+        + b"}}",
+        error(-32700, PARSE_ERROR_MESSAGE),
+    ),
+    (b'{"jsonrpc": "2.0", "id": 5, "error": "x"}', error(-32600, NOT_A_MESSAGE, 5)),
+    (b'{"jsonrpc": "2.0", "id": 5, "result": "x"}', error(-32600, NOT_A_MESSAGE, 5)),
+    (
+        b'{"jsonrpc": "2.0", "id": 5, "error": {"code": true, "message": "m"}}',
+        error(-32600, NOT_A_MESSAGE, 5),
+    ),
 ]
 
 
@@ -278,8 +313,8 @@ def test_a_malformed_message_gets_a_fixed_json_rpc_error(
     sent = headers(era or LEGACY)
     if era is None:
         del sent["MCP-Protocol-Version"]
-    if body == b"[]" and era is not None:
-        expected = error(-32600, NO_BATCHES)
+    if era is not None and expected["error"]["message"] in (EMPTY_BATCH, LONG_BATCH):
+        expected = error(-32600, NO_BATCHES)  # a batch is refused for its version first
     response = httpx.post(shared.url, content=body, headers=sent)
     assert response.status_code == 400
     assert response.json() == expected
@@ -356,6 +391,15 @@ def _args(body: str) -> dict[str, Any]:
 # stdio
 
 
+def test_stdio_needs_an_open_stdin() -> None:
+    command = " ".join(codemode_command("serve", "tests.conftest:build_host"))
+    result = subprocess.run(
+        ["sh", "-c", f"{command} <&-"], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 1
+    assert result.stderr == "Error: stdin is closed: over stdio, requests arrive on it\n"
+
+
 def test_stdio_answers_every_line_that_is_not_one_message(tmp_path: Path) -> None:
     host = tmp_path / "stdin_host.py"
     host.write_text(
@@ -388,6 +432,7 @@ def test_stdio_answers_every_line_that_is_not_one_message(tmp_path: Path) -> Non
         json.dumps(
             {"jsonrpc": "2.0", "id": 3, "method": "tools/call", **_args("return host.stdin()")}
         ),
+        '{"jsonrpc": "2.0", "id": "\\udc00", "method": "ping"}',  # the SDK's parser refuses it
         '{"jsonrpc": "2.0", "id": 4, "method": "ping"}',
     ]
     process = subprocess.Popen(
@@ -403,7 +448,7 @@ def test_stdio_answers_every_line_that_is_not_one_message(tmp_path: Path) -> Non
     for line in lines:
         process.stdin.write(line.encode() + b"\n")
         process.stdin.flush()
-    while len(replies) < 9:
+    while len(replies) < 10:
         replies.append(json.loads(process.stdout.readline()))
     process.stdin.close()
     process.stdout.close()
@@ -417,6 +462,7 @@ def test_stdio_answers_every_line_that_is_not_one_message(tmp_path: Path) -> Non
         error(-32600, NO_BATCHES),
         error(-32600, BAD_ID),
         error(-32600, EMPTY_BATCH),
+        error(-32700, PARSE_ERROR_MESSAGE),
     ]
     assert by_id[1][0]["result"]["protocolVersion"] == "2025-03-26"
     assert by_id[2] == [{"jsonrpc": "2.0", "id": 2, "result": {}}]

@@ -10,6 +10,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from codemode.http import MAX_BODY_BYTES, SecurityMiddleware, host_names, is_loopback
+from codemode.mcp.messages import PARSE_ERROR_MESSAGE
 from tests.http.conftest import ADD, TOKENS, body, noting_host
 
 JSON = {"Content-Type": "application/json"}
@@ -323,10 +324,11 @@ class TestBadInput:
             "printed": "",
         }
 
-    def test_a_lone_surrogate_in_an_mcp_search_is_an_invalid_request(
+    def test_a_lone_surrogate_in_an_mcp_body_is_a_parse_error(
         self, open_client: TestClient
     ) -> None:
-        """The 2026-era transport parses with json.loads, which lets a lone surrogate in."""
+        """Both eras refuse it before the SDK reads the body (the SDK's 2026-era transport
+        would let it in, its 2025-era one would answer with its parser's text)."""
         meta = {
             "io.modelcontextprotocol/protocolVersion": "2026-07-28",
             "io.modelcontextprotocol/clientInfo": {"name": "test", "version": "1"},
@@ -348,10 +350,9 @@ class TestBadInput:
                 "Mcp-Name": "search_api",
             },
         )
-        assert response.json()["result"]["structuredContent"] == {
-            "error": {
-                "code": "invalid_request",
-                "message": 'invalid request: property "query" must be valid Unicode text',
-                "where": None,
-            }
+        assert response.status_code == 400
+        assert response.json() == {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {"code": -32700, "message": PARSE_ERROR_MESSAGE},
         }

@@ -4,6 +4,7 @@ A stateless server gets `notifications/cancelled` on a request of its own, which
 answers and drops. Here every call runs in a cancel scope filed under its subject and
 JSON-RPC id, and a notification from the same subject cancels the call it names, in
 either protocol era and whichever request carried it, as long as it reaches this process.
+Ids compare as the SDK's dispatcher compares them: `"7"` and `7` are one id.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Iterator
 from typing import Literal
 
 import anyio
+from mcp.shared.dispatcher import coerce_request_id
 
 from codemode.mcp.messages import is_request_id
 
@@ -32,17 +34,21 @@ class InFlight:
     def __init__(self, on_disconnect: OnDisconnect = "cancel") -> None:
         self.on_disconnect = on_disconnect
         self._calls: dict[_Key, list[anyio.CancelScope]] = {}
+        self._closed = False
 
     @contextlib.contextmanager
     def running(self, subject: str, request_id: str | int | None) -> Iterator[anyio.CancelScope]:
         """A cancel scope for one call, filed while it runs. With `finish` it is shielded,
-        so a dropped connection does not reach the call; a cancel notification does."""
+        so a dropped connection does not reach the call; a cancel notification does. Once
+        the server stops, it comes cancelled: the call must not start."""
         scope = anyio.CancelScope(shield=self.on_disconnect == "finish")
+        if self._closed:
+            scope.cancel()
         if request_id is None:
             with scope:
                 yield scope
             return
-        key = (subject, request_id)
+        key = (subject, coerce_request_id(request_id))
         self._calls.setdefault(key, []).append(scope)
         try:
             with scope:
@@ -59,7 +65,7 @@ class InFlight:
         to be the one meant."""
         if not is_request_id(request_id):
             return False
-        scopes = self._calls.get((subject, request_id), [])
+        scopes = self._calls.get((subject, coerce_request_id(request_id)), [])
         if len(scopes) != 1:
             if scopes:
                 log.info(
@@ -70,7 +76,9 @@ class InFlight:
         return True
 
     def cancel_all(self) -> None:
-        """Cancel every call (the server is stopping; shielded calls too)."""
+        """Cancel every call, and any that would start after (the server is stopping;
+        shielded calls too)."""
+        self._closed = True
         for scopes in self._calls.values():
             for scope in scopes:
                 scope.cancel()

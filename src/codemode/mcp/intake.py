@@ -16,7 +16,7 @@ import json
 from typing import Any
 
 import anyio
-from mcp.types import INTERNAL_ERROR, INVALID_REQUEST, UNSUPPORTED_PROTOCOL_VERSION
+from mcp.types import INTERNAL_ERROR, UNSUPPORTED_PROTOCOL_VERSION
 from mcp_types.version import (
     HANDSHAKE_PROTOCOL_VERSIONS,
     KNOWN_PROTOCOL_VERSIONS,
@@ -28,13 +28,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from codemode.http import route_path, subject_of
 from codemode.mcp.inflight import InFlight
-from codemode.mcp.messages import EMPTY_BATCH, JSON, Rejected, check, decode
+from codemode.mcp.messages import JSON, Rejected, check, check_batch, decode
 
-BATCH_VERSIONS = ("2025-03-26",)
-"""Protocol versions whose clients may post a batch."""
 BATCH_CONCURRENCY = 4
-"""How many messages of one batch are served at once: a batch of thousands queues."""
-NO_BATCHES = "Invalid Request: batches belong to protocol 2025-03-26; send one message at a time"
+"""How many messages of one batch are served at once."""
 UNSUPPORTED_VERSION = (
     f"Unsupported protocol version; this server speaks {', '.join(MODERN_PROTOCOL_VERSIONS)}, "
     f"and {', '.join(HANDSHAKE_PROTOCOL_VERSIONS)} after initialize"
@@ -80,10 +77,7 @@ class Intake:
     async def _batch(
         self, batch: list[JSON], version: str | None, scope: Scope, receive: Receive, send: Send
     ) -> None:
-        if version is not None and version not in BATCH_VERSIONS:
-            raise Rejected(INVALID_REQUEST, NO_BATCHES)
-        if not batch:
-            raise Rejected(INVALID_REQUEST, EMPTY_BATCH)
+        check_batch(batch, version or "2025-03-26")  # no header: the spec's default
         replies: list[dict[str, JSON] | None] = [None] * len(batch)
         limiter = anyio.CapacityLimiter(BATCH_CONCURRENCY)
 
@@ -197,4 +191,4 @@ async def _answer(
     await JSONResponse(reply, status_code=status)(scope, receive, send)
 
 
-__all__ = ["BATCH_CONCURRENCY", "BATCH_VERSIONS", "NO_BATCHES", "UNSUPPORTED_VERSION", "Intake"]
+__all__ = ["BATCH_CONCURRENCY", "UNSUPPORTED_VERSION", "Intake"]

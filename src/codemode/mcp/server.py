@@ -104,8 +104,9 @@ def build_server(
             result = await call()
         else:
             result = failed(ExecutionCanceledError())  # unless it ends before a cancel
-            with calls.running(who, ctx.request_id):
-                result = await call()
+            with calls.running(who, ctx.request_id) as scope:
+                if not scope.cancel_called:  # the server is stopping: do not start
+                    result = await call()
         _log_call(params.name, who, started, result)
         return result
 

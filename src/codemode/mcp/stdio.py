@@ -20,11 +20,10 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.server import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
-from mcp.types import INVALID_REQUEST, JSONRPCError
+from mcp.types import JSONRPCError
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 
-from codemode.mcp.intake import BATCH_VERSIONS, NO_BATCHES
-from codemode.mcp.messages import EMPTY_BATCH, JSON, Rejected, check, decode
+from codemode.mcp.messages import JSON, Rejected, check, check_batch, decode
 
 
 async def serve_lines(server: Server[Any]) -> None:
@@ -62,7 +61,8 @@ class CheckedLines:
                 continue
             try:
                 decoded = decode(line)
-                items = self._batch(decoded) if isinstance(decoded, list) else [decoded]
+                batch = isinstance(decoded, list)
+                items = check_batch(decoded, self._version) if batch else [decoded]
             except Rejected as rejected:
                 await self._replies.send(_error(rejected))
                 continue
@@ -73,13 +73,6 @@ class CheckedLines:
                     await self._replies.send(_error(rejected))
                     continue
                 yield json.dumps(message)
-
-    def _batch(self, batch: list[JSON]) -> list[JSON]:
-        if self._version not in BATCH_VERSIONS:
-            raise Rejected(INVALID_REQUEST, NO_BATCHES)
-        if not batch:
-            raise Rejected(INVALID_REQUEST, EMPTY_BATCH)
-        return batch
 
     def _seen(self, message: dict[str, JSON]) -> dict[str, JSON]:
         """Note the version an `initialize` negotiates (the SDK's rule), for batches."""
