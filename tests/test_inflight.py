@@ -80,3 +80,8 @@ async def test_no_call_starts_once_the_server_stops() -> None:
 async def _hold(calls: InFlight, subject: str, request_id: int) -> None:
     with calls.running(subject, request_id):
         await anyio.sleep(5)
+
+
+def test_a_misspelt_choice_is_refused() -> None:
+    with pytest.raises(ValueError, match='on_disconnect must be "cancel" or "finish", not'):
+        InFlight("finsh")  # type: ignore[arg-type]

@@ -379,8 +379,11 @@ class CodeMode:
         """Run a program that defines main(); raises a CodeModeError on any failure.
 
         Nothing else leaves it: whatever the program, handlers, authorizer or audit sink
-        do, an unexpected failure is logged and raised as `InternalError`.
+        do, an unexpected failure is logged and raised as `InternalError`. The one
+        exception is the first use's check of the configuration, raised as it is: a
+        `disabled` id that names nothing, or a policy that does not fit the capabilities.
         """
+        self._freeze()
         with _last_resort("execute"):
             engine = self._engine_for(subject)
             bridge = engine.private_bridge()
@@ -389,6 +392,7 @@ class CodeMode:
 
     async def execute_async(self, source: str, *, subject: str) -> ExecutionResult:
         """As `execute`; async handlers and authorizers run on the calling event loop."""
+        self._freeze()
         with _last_resort("execute_async"):
             engine = self._engine_for(subject)
             bridge = Bridge(asyncio.get_running_loop())

@@ -13,7 +13,6 @@ import importlib
 import json
 import logging
 import os
-import re
 import signal
 import socket
 import sys
@@ -90,8 +89,7 @@ def load_cedar(cm: CodeMode, policy_file: str, entities_file: str | None) -> Any
         authorizer = CedarAuthorizer.from_files(policy_file, entities_file)
         authorizer.validate(cm.catalog.enabled.values())
     except (CedarPolicyError, ValueError) as exc:
-        message = re.sub(r"for policy `policy\d+`, ", "", str(exc))  # Cedar's own ids
-        raise click.UsageError(f"{policy_file}: {message}") from None
+        raise click.UsageError(f"{policy_file}: {exc}") from None
     return authorizer
 
 
@@ -336,7 +334,8 @@ ON_DISCONNECT = click.option(
     default="cancel",
     show_default=True,
     help="What a dropped connection does to its running call: cancel it, or let it run to "
-    "its end (HTTP only). A notifications/cancelled cancels it either way.",
+    "its end, its answer lost (HTTP only). A notifications/cancelled, or stopping the "
+    "server, ends it either way.",
 )
 ALLOWED_HOST = click.option(
     "--allowed-host",

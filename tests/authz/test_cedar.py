@@ -99,6 +99,11 @@ def test_serving_checks_the_policies_against_the_capabilities(tmp_path: Path) ->
         pytest.raises(CedarPolicyError, match=r"instances\.gett"),
     ):
         cm.http_app()
+    with (
+        create(tmp_path / "e.sqlite3", authorizer=CedarAuthorizer(typo)) as cm,
+        pytest.raises(CedarPolicyError, match=r"^policy policy0 \(line 1\): unrecognized action"),
+    ):
+        cm.execute("def main():\n    return 1", subject="alice")  # the first use checks too
 
 
 def _role(name: str) -> dict[str, str]:

@@ -133,8 +133,9 @@ class CedarAuthorizer:
             label = f'"{names[policy]}"' if policy in names else policy or "policies"
             line = starts.get(policy)
             where = f" (line {line})" if line else ""
-            problems.append(f"policy {label}{where}: {error.error}")
-        raise CedarPolicyError("; ".join(problems))
+            text = re.sub(r"^for policy `policy\d+`, ", "", str(error.error))  # its own id
+            problems.append(f"policy {label}{where}: {text}")
+        raise CedarPolicyError("; ".join(dict.fromkeys(problems)))  # once per policy and text
 
     # -- decisions ------------------------------------------------------------------------
 

@@ -32,6 +32,8 @@ class InFlight:
     """The calls running now, by subject and request id."""
 
     def __init__(self, on_disconnect: OnDisconnect = "cancel") -> None:
+        if on_disconnect not in ("cancel", "finish"):
+            raise ValueError(f'on_disconnect must be "cancel" or "finish", not {on_disconnect!r}')
         self.on_disconnect = on_disconnect
         self._calls: dict[_Key, list[anyio.CancelScope]] = {}
         self._closed = False
