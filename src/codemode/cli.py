@@ -261,7 +261,7 @@ def _serve_stdio(cm: CodeMode, subject: str) -> None:
         os._exit(128 + signum)
 
     try:
-        os.fstat(0)
+        os.read(0, 0)  # fails on a closed or write-only stdin, blocks on none
     except OSError:
         raise click.ClickException("stdin is closed: over stdio, requests arrive on it") from None
     signal.signal(signal.SIGINT, interrupted)

@@ -365,13 +365,25 @@ def test_a_2025_03_26_batch_is_answered_as_one_array(shared: Served) -> None:
 def test_a_batch_runs_four_of_its_messages_at_a_time(plain: Served) -> None:
     sent = headers(LEGACY)
     del sent["MCP-Protocol-Version"]
-    wait = _args("return clock.wait(ms=200)")
+    wait = _args("return clock.wait(ms=1000)")
     batch = [{"jsonrpc": "2.0", "id": i, "method": "tools/call", **wait} for i in range(10)]
     replies = httpx.post(plain.url, json=batch, headers=sent, timeout=30).json()
-    assert [r["result"]["structuredContent"]["result"] for r in replies] == [200] * 10
+    assert [r["result"]["structuredContent"]["result"] for r in replies] == [1000] * 10
+    plain.wait_for("execution_finished", count=10)
+    events = plain.events()
+    started = {e["execution_id"]: e["time"] for e in events if e["event"] == "execution_started"}
+    edges = sorted(
+        edge
+        for e in events
+        if e["event"] == "execution_finished"
+        for edge in (
+            (started[e["execution_id"]], 1),
+            (started[e["execution_id"]] + e["duration_seconds"], -1),
+        )
+    )
     running = most = 0
-    for event in plain.events():  # appended in the order they happened
-        running += {"execution_started": 1, "execution_finished": -1}.get(event["event"], 0)
+    for _, step in edges:  # an end sorts before a start at the same instant
+        running += step
         most = max(most, running)
     assert most == BATCH_CONCURRENCY
 

@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import anyio
 from mcp.types import INTERNAL_ERROR, UNSUPPORTED_PROTOCOL_VERSION
@@ -61,7 +60,7 @@ class Intake:
             checked = check(message)
             _check_version(version, checked.get("id"))
         except Rejected as rejected:
-            await _answer(rejected.reply(), scope, receive, send)
+            await _refuse(rejected, scope, receive, send)
             return
         self._notice(checked, scope)
         await self.app(scope, _replay(body, receive), send)
@@ -78,14 +77,14 @@ class Intake:
         self, batch: list[JSON], version: str | None, scope: Scope, receive: Receive, send: Send
     ) -> None:
         check_batch(batch, version or "2025-03-26")  # no header: the spec's default
-        replies: list[dict[str, JSON] | None] = [None] * len(batch)
+        replies: list[bytes | None] = [None] * len(batch)
         limiter = anyio.CapacityLimiter(BATCH_CONCURRENCY)
 
         async def serve(index: int, message: JSON) -> None:
             try:
                 checked = check(message)
             except Rejected as rejected:
-                replies[index] = rejected.reply()
+                replies[index] = _json(rejected.reply())
                 return
             self._notice(checked, scope)
             async with limiter:
@@ -99,10 +98,19 @@ class Intake:
                     group.start_soon(serve, index, message)
             watching.cancel_scope.cancel()
         answered = [reply for reply in replies if reply is not None]
+        replies.clear()
         if not answered:
             await Response(status_code=202)(scope, receive, send)
             return
-        await _answer(answered, scope, receive, send, status=200)
+        # The replies stay the bytes the SDK wrote, and go out one by one: a batch holds
+        # no more than their text, once.
+        headers = [(b"content-type", b"application/json")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        for index in range(len(answered)):
+            reply, answered[index] = answered[index], b""
+            chunk = (b"," if index else b"[") + reply
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b"]", "more_body": False})
 
 
 def _check_version(version: str | None, request_id: JSON) -> None:
@@ -113,13 +121,14 @@ def _check_version(version: str | None, request_id: JSON) -> None:
         raise Rejected(UNSUPPORTED_PROTOCOL_VERSION, UNSUPPORTED_VERSION, request_id, data)
 
 
-async def _alone(app: ASGIApp, scope: Scope, message: dict[str, JSON]) -> dict[str, JSON] | None:
-    """The SDK's answer to `message` posted on its own: its JSON-RPC reply, or None for a
-    notification or a response (202)."""
-    body = json.dumps(message).encode()
+async def _alone(app: ASGIApp, scope: Scope, message: dict[str, JSON]) -> bytes | None:
+    """The SDK's answer to `message` posted on its own: the JSON text of its reply, or
+    None for a notification or a response (202)."""
+    body = _json(message)
     headers = [(k, v) for k, v in scope["headers"] if k != b"content-length"]
     headers.append((b"content-length", str(len(body)).encode()))
     status = 0
+    streamed = False
     chunks: list[bytes] = []
 
     async def receive() -> Message:
@@ -127,30 +136,41 @@ async def _alone(app: ASGIApp, scope: Scope, message: dict[str, JSON]) -> dict[s
         raise AssertionError("unreachable")
 
     async def send(event: Message) -> None:
-        nonlocal status
+        nonlocal status, streamed
         if event["type"] == "http.response.start":
             status = event["status"]
+            streamed = any(
+                k == b"content-type" and v.startswith(b"text/event-stream")
+                for k, v in event.get("headers", [])
+            )
         elif event["type"] == "http.response.body":
             chunks.append(event.get("body", b""))
 
     await app({**scope, "headers": headers}, _replay(body, receive), send)
     if status == 202:
         return None
-    return _reply_in(b"".join(chunks), message.get("id"))
+    raw = b"".join(chunks)
+    chunks.clear()
+    if streamed:
+        raw = _last_event(raw)
+    if not raw.startswith(b"{"):
+        return _json(Rejected(INTERNAL_ERROR, "internal failure", message.get("id")).reply())
+    return raw
 
 
-def _reply_in(raw: bytes, request_id: JSON) -> dict[str, JSON]:
-    """The reply to `request_id` in a JSON body or an event stream."""
-    text = raw.decode("utf-8", "replace")
-    candidates = [text, *(line[5:] for line in text.splitlines() if line.startswith("data:"))]
-    for candidate in candidates:
-        try:
-            found = json.loads(candidate)
-        except ValueError:
-            continue
-        if isinstance(found, dict) and ("result" in found or "error" in found):
-            return found
-    return Rejected(INTERNAL_ERROR, "internal failure", request_id).reply()
+def _last_event(stream: bytes) -> bytes:
+    """The data of an event stream's last event: the reply (the SDK sends us no other
+    events). A JSON text holds no raw line break, so a line break starts each field."""
+    start = stream.rfind(b"\ndata:")
+    if start < 0:
+        return b""
+    start += len(b"\ndata:")
+    end = stream.find(b"\n", start)
+    return stream[start : end if end >= 0 else len(stream)].strip()
+
+
+def _json(value: JSON) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
 
 
 async def _cancel_on_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
@@ -185,10 +205,8 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
-async def _answer(
-    reply: Any, scope: Scope, receive: Receive, send: Send, *, status: int = 400
-) -> None:
-    await JSONResponse(reply, status_code=status)(scope, receive, send)
+async def _refuse(rejected: Rejected, scope: Scope, receive: Receive, send: Send) -> None:
+    await JSONResponse(rejected.reply(), status_code=400)(scope, receive, send)
 
 
 __all__ = ["BATCH_CONCURRENCY", "UNSUPPORTED_VERSION", "Intake"]
