@@ -403,10 +403,11 @@ def _args(body: str) -> dict[str, Any]:
 # stdio
 
 
-def test_stdio_needs_an_open_stdin() -> None:
+@pytest.mark.parametrize("redirect", ["<&-", "0>/dev/null"], ids=["closed", "write-only"])
+def test_stdio_needs_a_readable_stdin(redirect: str) -> None:
     command = " ".join(codemode_command("serve", "tests.conftest:build_host"))
     result = subprocess.run(
-        ["sh", "-c", f"{command} <&-"], cwd=ROOT, capture_output=True, text=True, timeout=60
+        ["sh", "-c", f"{command} {redirect}"], cwd=ROOT, capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 1
     assert result.stderr == "Error: stdin is closed: over stdio, requests arrive on it\n"
