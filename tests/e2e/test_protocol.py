@@ -410,7 +410,7 @@ def test_stdio_needs_a_readable_stdin(redirect: str) -> None:
         ["sh", "-c", f"{command} {redirect}"], cwd=ROOT, capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 1
-    assert result.stderr == "Error: stdin is closed: over stdio, requests arrive on it\n"
+    assert result.stderr == "Error: stdin cannot be read: over stdio, requests arrive on it\n"
 
 
 def test_stdio_answers_every_line_that_is_not_one_message(tmp_path: Path) -> None:
