@@ -263,7 +263,9 @@ def _serve_stdio(cm: CodeMode, subject: str) -> None:
     try:
         os.read(0, 0)  # fails on a closed or write-only stdin, blocks on none
     except OSError:
-        raise click.ClickException("stdin cannot be read: over stdio, requests arrive on it") from None
+        raise click.ClickException(
+            "stdin cannot be read: over stdio, requests arrive on it"
+        ) from None
     signal.signal(signal.SIGINT, interrupted)
     click.echo(f"codemode: serving {cm.name} over stdio; Ctrl-C stops it", err=True)
     try:
