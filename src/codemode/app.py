@@ -172,8 +172,7 @@ class CodeMode:
         policy that reads the capabilities check itself against them."""
         if not self._frozen:
             self.catalog.check_disabled()
-            if isinstance(self._authorizer, _ReadsCapabilities):
-                self._authorizer.validate(self.catalog.enabled.values())
+            self._check_policy(self.catalog.enabled.values())
             self._frozen = True
 
     def _prepare(self) -> None:
@@ -292,11 +291,10 @@ class CodeMode:
         return tuple(c.name for c in gateway.add(name, target, options))
 
     def _check_policy(self, capabilities: Iterable[Capability]) -> None:
-        """Let an authorizer that checks its policies against the capabilities (Cedar's
-        `validate`) see a changed set before it is used; it refuses by raising."""
-        validate = getattr(self.authorizer, "validate", None)
-        if callable(validate):
-            validate(list(capabilities))
+        """Let an authorizer whose policy reads the capabilities see them (at the first use,
+        and whenever an upstream's tools change) before it decides; it refuses by raising."""
+        if isinstance(self._authorizer, _ReadsCapabilities):
+            self._authorizer.validate(list(capabilities))
 
     # -- discovery -----------------------------------------------------------------------
 
