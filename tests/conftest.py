@@ -17,6 +17,7 @@ from typing import Literal, TypedDict
 import pytest
 
 import codemode
+import codemode.testing
 from codemode import AgentError, CallContext, CodeMode, Limits
 from codemode.authz import AllowAll, AuthorizationRequest, Denied
 
@@ -193,8 +194,7 @@ def close_while_running(cm: CodeMode, source: str) -> tuple[float, list[str]]:
 
 
 def assert_no_canary(*texts: object) -> None:
-    for text in texts:
-        assert CANARY not in repr(text)
+    codemode.testing.assert_no_canary(CANARY, *texts)
 
 
 NPM_TOOLS = Path(os.environ.get("CODEMODE_NPM_TOOLS", Path.home() / ".cache" / "codemode" / "npm"))
