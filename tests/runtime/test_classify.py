@@ -29,7 +29,7 @@ TRAILER = (Frame(4, 1, 4, 7, "<module>"),)
 """A frame of the trailer that calls main() (past the program's last line)."""
 
 
-def outcome() -> FailureContext:
+def failure_context() -> FailureContext:
     return FailureContext(Limits(), PROGRAMS, PROGRAM)
 
 
@@ -58,7 +58,7 @@ def test_every_interpreter_error_type_is_mapped() -> None:
     ],
 )
 def test_each_kind_has_one_code(failure: SandboxFailure, code: ErrorCode) -> None:
-    assert classify(failure, outcome()).code is code
+    assert classify(failure, failure_context()).code is code
 
 
 def test_the_kinds_above_are_all_the_kinds() -> None:
@@ -105,33 +105,33 @@ def test_limit_trips_are_read_from_the_interpreters_report(
     exc_type: str, message: str, frames: tuple[Frame, ...], detail: str
 ) -> None:
     failure = SandboxFailure(FailureKind.RAISED, exc_type, message, frames)
-    assert str(classify(failure, outcome())) == f"resource limit exceeded: {detail}"
+    assert str(classify(failure, failure_context())) == f"resource limit exceeded: {detail}"
 
 
 def test_text_outside_the_program_is_never_echoed() -> None:
     """A failure with no frame in the program is not the program's text to show."""
     failure = SandboxFailure(FailureKind.RAISED, "RuntimeError", f"lazy load {CANARY}", ())
-    error = classify(failure, outcome())
+    error = classify(failure, failure_context())
     assert str(error) == "internal failure"
     failure = SandboxFailure(FailureKind.RAISED, "ValueError", CANARY, TRAILER)
-    assert str(classify(failure, outcome())) == "internal failure"
+    assert str(classify(failure, failure_context())) == "internal failure"
 
 
 def test_anything_else_is_internal_and_a_stop_carries_its_error() -> None:
-    assert str(classify(ValueError(CANARY), outcome())) == "internal failure"
-    assert str(classify(KeyboardInterrupt(), outcome())) == "internal failure"
+    assert str(classify(ValueError(CANARY), failure_context())) == "internal failure"
+    assert str(classify(KeyboardInterrupt(), failure_context())) == "internal failure"
     stop = StopError(ResourceLimitError(LimitKind.RESULT_SIZE))
-    assert str(classify(stop, outcome())) == "resource limit exceeded: result size"
+    assert str(classify(stop, failure_context())) == "resource limit exceeded: result size"
 
 
 def test_a_deliberate_stop_wins_over_what_the_worker_reported() -> None:
-    stopped = outcome()
+    stopped = failure_context()
     stopped.killed_for = ExecutionCanceledError()
     assert classify(SandboxFailure(FailureKind.CRASHED), stopped) is stopped.killed_for
 
 
 def test_an_injected_error_is_recognised_only_at_its_call_site() -> None:
-    seen = outcome()
+    seen = failure_context()
     call = PROGRAM.where(3, 12, 3, 13, "main")
     assert call is not None
     seen.injected.append((call, "RuntimeError", "capability failed", CapabilityFailedError()))
@@ -146,13 +146,13 @@ def test_an_injected_error_is_recognised_only_at_its_call_site() -> None:
 
 def test_entry_point_errors_are_named() -> None:
     missing = SandboxFailure(FailureKind.RAISED, "NameError", "name 'main' is not defined", TRAILER)
-    assert str(classify(missing, outcome())) == (
+    assert str(classify(missing, failure_context())) == (
         "invalid program: the program must define main(): add def main(): at top level"
     )
     not_callable = SandboxFailure(
         FailureKind.RAISED, "TypeError", "'int' object is not callable", TRAILER
     )
-    assert str(classify(not_callable, outcome())) == (
+    assert str(classify(not_callable, failure_context())) == (
         "invalid program: main must be a function defined with def main():"
     )
 

@@ -92,10 +92,10 @@ class FailureContext:
     error), in the order they were raised."""
 
 
-def classify(failure: BaseException, outcome: FailureContext) -> CodeModeError:
+def classify(failure: BaseException, context: FailureContext) -> CodeModeError:
     """The one CodeModeError for any failure of an execution."""
-    if outcome.killed_for is not None:
-        return outcome.killed_for
+    if context.killed_for is not None:
+        return context.killed_for
     if isinstance(failure, StopError):
         return failure.error
     if isinstance(failure, CodeModeError):
@@ -105,20 +105,20 @@ def classify(failure: BaseException, outcome: FailureContext) -> CodeModeError:
     if not isinstance(failure, SandboxFailure):
         return InternalError()
     if failure.kind is FailureKind.TIMED_OUT:
-        return exceeded(LimitKind.INTERPRETER_TIME, outcome.limits)
+        return exceeded(LimitKind.INTERPRETER_TIME, context.limits)
     if failure.kind is FailureKind.INTERRUPTED:
         return ExecutionCanceledError()
-    program = outcome.program
+    program = context.program
     if program is None or failure.kind not in (FailureKind.SYNTAX, FailureKind.RAISED):
         return InternalError()
     stack = _program_frames(failure.frames, program)
     where = stack[-1] if stack else None
     if failure.kind is FailureKind.SYNTAX:
         return _program_error(_text(failure), where)
-    limit = _limit(failure, outcome.limits, where)
+    limit = _limit(failure, context.limits, where)
     if limit is not None:
         return limit
-    injected = _injected(failure, where, outcome)
+    injected = _injected(failure, where, context)
     if injected is not None:
         return injected.replace(traceback=stack)
     if failure.exc_type == "NameError" and any(
@@ -130,8 +130,8 @@ def classify(failure: BaseException, outcome: FailureContext) -> CodeModeError:
     if where is None:
         return _entry_point_error(failure)
     text = _text(failure)
-    if outcome.programs is not None:
-        known = outcome.programs.known(program)
+    if context.programs is not None:
+        known = context.programs.known(program)
         text = explain(failure.exc_type, failure.message, known, where)
     return _program_error(text, where, stack)
 
@@ -159,7 +159,7 @@ _MEMORY_TRIP = re.compile(r"^memory limit exceeded: (\d+) bytes > \d+ bytes$")
 
 
 def _injected(
-    failure: SandboxFailure, where: Where | None, outcome: FailureContext
+    failure: SandboxFailure, where: Where | None, context: FailureContext
 ) -> CodeModeError | None:
     """The error a capability call raised in the program, if this is it, uncaught, placed.
 
@@ -172,8 +172,8 @@ def _injected(
     if where is None:
         return None
     awaited = where.source[where.column - 1 :].startswith("await")
-    passed = _passed_except(where, outcome.program)
-    for call, exc_type, message, error in reversed(outcome.injected):
+    passed = _passed_except(where, context.program)
+    for call, exc_type, message, error in reversed(context.injected):
         if (exc_type, message) != (failure.exc_type, failure.message):
             continue
         if awaited or _within(call, where):

@@ -215,7 +215,7 @@ class Execution:
         limits = self.setup.limits
         self.started = time.monotonic()
         self.clock = HostClock(self.started + limits.max_execution_seconds, self.setup.overdue)
-        self.outcome = FailureContext(limits, self.setup.programs)
+        self.failure_context = FailureContext(limits, self.setup.programs)
         self.printer = _Printer(limits.max_printed_bytes, self._on_flood)
         self.calls: list[str] = []
         self.calls_by_name: dict[str, int] = {}
@@ -243,7 +243,7 @@ class Execution:
             limits=limits,
             bridge=self.bridge,
             clock=self.clock,
-            stopped=lambda: self.outcome.killed_for,
+            stopped=lambda: self.failure_context.killed_for,
             emit=self.emit,
             trace_arguments=self.trace_arguments,
         )
@@ -256,9 +256,9 @@ class Execution:
     def stop(self, error: CodeModeError) -> None:
         """Stop the execution with `error`: the worker is killed and the driver unwinds."""
         with self.lock:
-            if self.finished or self.outcome.killed_for is not None:
+            if self.finished or self.failure_context.killed_for is not None:
                 return
-            self.outcome.killed_for = error
+            self.failure_context.killed_for = error
             run = self.run
             if run is not None:
                 run.kill()
@@ -288,7 +288,7 @@ class Execution:
 
     def _call_records(self) -> tuple[CallRecord, ...]:
         """The calls that ended, with their lines (built only for an error)."""
-        program = self.outcome.program
+        program = self.failure_context.program
         records = []
         for name, span, result in list(self.ended):
             where = None if program is None else program.where_at(*span)
@@ -308,8 +308,8 @@ class Execution:
 
     def overdue(self) -> CodeModeError | None:
         """Why the caller should stop waiting now: a stop, or the earliest deadline passed."""
-        if self.outcome.killed_for is not None:
-            return self.outcome.killed_for
+        if self.failure_context.killed_for is not None:
+            return self.failure_context.killed_for
         if time.monotonic() >= self.clock.next_deadline():
             return self.clock.overdue()
         return None
@@ -385,8 +385,8 @@ class Execution:
                 raise StopError(self.clock.overdue())
             return self._run()
         except BaseException as exc:
-            error = classify(exc, self.outcome)
-            if isinstance(error, InternalError) and error is not self.outcome.killed_for:
+            error = classify(exc, self.failure_context)
+            if isinstance(error, InternalError) and error is not self.failure_context.killed_for:
                 _log(logging.ERROR, "execution %s: internal failure", self.execution_id, exc=exc)
             return error
 
@@ -458,13 +458,13 @@ class Execution:
             program = self.setup.programs.prepare(self.source)
         except CodeModeError as error:  # the preflight's own verdict (it runs no host code)
             raise StopError(error) from None
-        self.outcome.program = program
+        self.failure_context.program = program
         with self.setup.sandbox.run(
             modules=self.setup.modules, roots=program.roots, limits=limits, printer=self.printer
         ) as run:
             with self.lock:
-                if self.outcome.killed_for is not None:
-                    raise StopError(self.outcome.killed_for)
+                if self.failure_context.killed_for is not None:
+                    raise StopError(self.failure_context.killed_for)
                 self.run = run
             try:
                 value = self._feed(run, program)
@@ -484,8 +484,8 @@ class Execution:
     def _feed(self, run: Run, program: Program) -> Any:
         step: Step = run.start(program.code)
         while True:
-            if self.outcome.killed_for is not None:
-                raise StopError(self.outcome.killed_for)
+            if self.failure_context.killed_for is not None:
+                raise StopError(self.failure_context.killed_for)
             if self.remaining() <= 0:
                 raise StopError(self.clock.overdue())
             if isinstance(step, Done):
@@ -597,7 +597,7 @@ class Execution:
         """Sleep, ended at once by a stop of the execution."""
         with contextlib.suppress(concurrent.futures.TimeoutError):
             self.halted.result(timeout=seconds)
-            raise StopError(self.outcome.killed_for or ExecutionCanceledError())
+            raise StopError(self.failure_context.killed_for or ExecutionCanceledError())
         return _SLEPT
 
     def _settle(self, pending: tuple[int, ...], program: Program) -> dict[int, Answer]:
@@ -638,8 +638,8 @@ class Execution:
                 )
             finally:
                 self.waiting = False
-            if self.outcome.killed_for is not None or self.halted.done():
-                raise StopError(self.outcome.killed_for or ExecutionCanceledError())
+            if self.failure_context.killed_for is not None or self.halted.done():
+                raise StopError(self.failure_context.killed_for or ExecutionCanceledError())
             waiting -= done
             if (done and not every) or not waiting:
                 return
@@ -651,7 +651,7 @@ class Execution:
         message = str(failure.error)
         where = program.where_at(*call.span)
         if where is not None:
-            self.outcome.injected.append((where, failure.exc_type, message, failure.error))
+            self.failure_context.injected.append((where, failure.exc_type, message, failure.error))
         return Injected(failure.exc_type, message)
 
     def _final(self, value: Any, program: Program, run: Run) -> tuple[JSONValue, int]:
@@ -673,8 +673,8 @@ class Execution:
             )
             if "type" not in program.names:  # the check asks the program's own `type`
                 _check_texts(run, texts)
-            if self.outcome.killed_for is not None:  # stopped while the check ran
-                raise StopError(self.outcome.killed_for)
+            if self.failure_context.killed_for is not None:  # stopped while the check ran
+                raise StopError(self.failure_context.killed_for)
         except TooDeepError:
             raise StopError(exceeded(LimitKind.VALUE_DEPTH, limits, where=where)) from None
         except TooBigError:
