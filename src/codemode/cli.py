@@ -8,7 +8,6 @@ e.g. `CODEMODE_SERVE_PORT=9000`.
 
 from __future__ import annotations
 
-import ast
 import importlib
 import json
 import logging
@@ -24,6 +23,7 @@ import click
 from click.core import ParameterSource
 
 import codemode
+from codemode import syntax
 from codemode.app import CodeMode
 from codemode.authz import VisibilityPolicy
 from codemode.errors import PROGRAM_FILE, CodeModeError, InvalidProgramError, Where
@@ -688,7 +688,7 @@ def _parses(source: str) -> None:
     from codemode.runtime.program import split_lines
 
     try:
-        ast.parse(source, filename=PROGRAM_FILE)
+        syntax.parse(source, filename=PROGRAM_FILE)
     except SyntaxError as error:
         lines = split_lines(source)
         line = min(max(error.lineno or 1, 1), max(len(lines), 1))

@@ -21,6 +21,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+from codemode import syntax
 from codemode.binding import closest_name, literal_problem, unknown_argument
 from codemode.capabilities import Capability, Parameter
 from codemode.capabilities import typehints as t
@@ -193,9 +194,7 @@ class _Checker:
     def compiles(self, tree: ast.Module) -> None:
         """What Python's compiler refuses in a tree that parsed: the first such mistake."""
         try:
-            compile(
-                tree, "<codemode>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True
-            )
+            syntax.compile_tree(tree, "<codemode>", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
         except SyntaxError as error:
             line = error.lineno or 1
             end_line = error.end_lineno or line

@@ -23,6 +23,7 @@ CORE_MODULES = frozenset(
         "codemode.limits",
         "codemode.payloads",
         "codemode.preflight",
+        "codemode.syntax",
         "codemode.testing",
         "codemode.tracing",
         "codemode.types",

@@ -17,6 +17,7 @@ import docstring_parser
 import pydantic
 from typing_extensions import TypedDict
 
+from codemode import syntax
 from codemode.capabilities import typehints as t
 from codemode.capabilities.naming import check_id, check_name
 from codemode.capabilities.results import Projection
@@ -243,7 +244,7 @@ def _example_problem(example: object, name: str, parameters: list[Parameter]) ->
     if not isinstance(example, str):
         return "must be a string"
     try:
-        call = ast.parse(example.strip(), mode="eval").body
+        call = syntax.parse(example.strip(), mode="eval").body
     except SyntaxError:
         return "is not a Python expression"
     if not isinstance(call, ast.Call) or ast.unparse(call.func) != name:

@@ -20,6 +20,7 @@ from typing import Any, get_args, get_origin
 
 from typing_extensions import is_typeddict
 
+from codemode import syntax
 from codemode.capabilities import Capability
 from codemode.capabilities import typehints as t
 from codemode.capabilities.naming import namespace_hint
@@ -226,7 +227,7 @@ def _subscripted(known: Known, where: Where | None) -> Any:
     if where is None:
         return None
     try:
-        tree = ast.parse(known.source)
+        tree = syntax.parse(known.source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     scope: ast.AST = tree

@@ -17,7 +17,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from codemode import preflight
+from codemode import preflight, syntax
 from codemode.capabilities import Capability
 from codemode.errors import (
     PROGRAM_FILE,
@@ -168,7 +168,7 @@ class Programs:
         if "\x00" in source:
             return InvalidProgramError("the program contains a NUL character")
         try:
-            tree: ast.Module | None = ast.parse(source, filename=PROGRAM_FILE)
+            tree: ast.Module | None = syntax.parse(source, filename=PROGRAM_FILE)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             tree = None  # newer syntax or a syntax error: the interpreter decides
         functions: tuple[tuple[int, int, str], ...] = ()
