@@ -42,16 +42,24 @@ class StaticTokens:
 
 
 def load_token_file(path: str | Path) -> dict[str, str]:
-    """Read a token file: a JSON object of token -> subject, or lines `subject:token`."""
+    """Read a token file: a JSON object of token -> subject, or lines `subject:token`.
+
+    A byte-order mark (what some editors write first) is dropped, and text that starts
+    like JSON must parse as JSON: read as lines, it would make a guessable token of its
+    last part and put the real secret into a subject name, which logs show.
+    """
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding="utf-8-sig")
     except UnicodeDecodeError:
         raise ValueError(f"{path}: not UTF-8 text") from None
     if text.lstrip().startswith("{"):
         try:
             data = json.loads(text)
-        except ValueError as exc:
-            raise ValueError(f"{path}: {exc}") from None
+        except json.JSONDecodeError as exc:
+            raise ValueError(
+                f"{path}:{exc.lineno}: this looks like JSON but does not parse;"
+                " a JSON token file is one object of token -> subject"
+            ) from None
         if not isinstance(data, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in data.items()
         ):
