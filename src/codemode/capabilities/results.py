@@ -180,9 +180,9 @@ def _entry(value: Any, key: str) -> Any:
 
 
 def _typed_dict(tp: Any, memo: dict[int, Keep]) -> Keep:
-    hints = t.field_hints(tp)
-    fields = {name: keeper(hint, memo) for name, hint in hints.items()}
-    required = frozenset(tp.__required_keys__)
+    crossing = t.fields_of(tp, result=True)
+    fields = {f.name: keeper(f.annotation, memo) for f in crossing}
+    required = frozenset(f.name for f in crossing if f.required)
 
     def keep(data: Any, value: Any) -> dict[str, Any]:
         data = _expect(data, dict)

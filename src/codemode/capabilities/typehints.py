@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, NotRequired, Required, Union, get_args, get_origin
 
 import pydantic
+from pydantic.fields import FieldInfo
 from typing_extensions import TypedDict, is_typeddict
 
 NoneType = type(None)
@@ -142,13 +143,19 @@ def fields_of(tp: Any, *, result: bool = False) -> list[Field]:
     """The fields of a TypedDict, dataclass or pydantic model, in declaration order.
 
     As an argument, a model's fields go by their alias (what validation takes). As a
-    `result`, a record has what crosses into the program: fields by name, `exclude=True`
-    ones left out, computed fields added, every one always present.
+    `result`, a named type has what crosses into the program: fields by name, those
+    pydantic's serialization leaves out (`Field(exclude=True)`, as a default or inside
+    `Annotated`) left out, a model's computed fields added, and a record's every field
+    always present.
     """
     if is_typeddict(tp):
         hints = field_hints(tp)
         required = tp.__required_keys__
-        return [Field(name, hint, name in required) for name, hint in hints.items()]
+        return [
+            Field(name, hint, name in required)
+            for name, hint in hints.items()
+            if not (result and FieldInfo.from_annotation(hint).exclude)
+        ]
     if isinstance(tp, type) and issubclass(tp, pydantic.BaseModel):
         if result:
             declared = [
@@ -164,6 +171,15 @@ def fields_of(tp: Any, *, result: bool = False) -> list[Field]:
         ]
     if dataclasses.is_dataclass(tp):
         hints = typing.get_type_hints(tp, include_extras=True)
+        infos = getattr(tp, "__pydantic_fields__", {})
+        if result:
+            kept = [
+                f
+                for f in dataclasses.fields(tp)
+                if not _dataclass_field_info(f, hints[f.name], infos).exclude
+            ]
+        else:
+            kept = [f for f in dataclasses.fields(tp) if f.init]
         return [
             Field(
                 f.name,
@@ -171,10 +187,20 @@ def fields_of(tp: Any, *, result: bool = False) -> list[Field]:
                 result
                 or (f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING),
             )
-            for f in dataclasses.fields(tp)
-            if result or f.init
+            for f in kept
         ]
     raise TypeError(f"{tp!r} has no fields")
+
+
+def _dataclass_field_info(
+    field: dataclasses.Field[Any], hint: Any, infos: dict[str, FieldInfo]
+) -> FieldInfo:
+    """The field as pydantic reads it: a pydantic dataclass's own record, else what the
+    hint's `Annotated[..., Field(...)]` and a `= Field(...)` default say together."""
+    if field.name in infos:
+        return infos[field.name]
+    default = field.default if field.default is not dataclasses.MISSING else ...
+    return FieldInfo.from_annotated_attribute(hint, default)
 
 
 def members(tp: Any, *, result: bool = False) -> tuple[Any, ...]:
@@ -359,7 +385,7 @@ def declared(tp: Any) -> Declared:
         return next((d for d in members if d != Declared()), Declared())
     if get_origin(tp) is not typing.Annotated:
         return Declared()
-    info = pydantic.fields.FieldInfo.from_annotation(tp)
+    info = FieldInfo.from_annotation(tp)
     found: dict[str, Any] = {}
     for item in info.metadata:
         for name in _BOUNDS:
