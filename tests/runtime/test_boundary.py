@@ -317,28 +317,49 @@ class TestErrorTextIsBounded:
         assert error.detail.endswith("EEE... (49995965 more bytes)")
 
 
-class TestPositionsFollowTheInterpretersLines:
-    def test_crlf_line_ends(self, cm: CodeMode) -> None:
-        error = run_error(cm, "x = 1\r\ndef main():\r\n    return y\r\n")
-        assert error.where is not None
-        assert (error.where.line, error.where.column, error.where.source) == (3, 12, "    return y")
+class TestPositionsAreWhatAnEditorShows:
+    """Line ends are normalized once at intake: \r\n and a lone \r are each one line end."""
 
-    def test_lone_cr_counts_as_the_interpreter_counts_it(self, cm: CodeMode) -> None:
-        """The interpreter numbers lines by \n alone; positions say what it says."""
-        error = run_error(cm, "x = 1\rdef main():\r    return y\n")
-        assert str(error) == "invalid program: <codemode>:1:30: NameError: name 'y' is not defined"
-
-    def test_preflight_positions_agree_after_a_lone_cr(self, cm: CodeMode) -> None:
-        error = run_error(cm, "x = 1\rdef main():\n    return users.lazzy()\n")
-        assert str(error).startswith(
-            'invalid program: <codemode>:2:12: unknown capability "users.lazzy"'
+    @pytest.mark.parametrize("end", ["\r\n", "\r"], ids=["crlf", "cr"])
+    def test_a_runtime_error(self, cm: CodeMode, end: str) -> None:
+        error = run_error(cm, f"def main():{end}    x = 1{end}    return [1][5]{end}")
+        assert str(error) == (
+            "invalid program: <codemode>:3:12: IndexError: list index out of range"
         )
+        assert error.where is not None
+        assert error.where.excerpt() == "    return [1][5]\n           ^^^^^^"
+
+    @pytest.mark.parametrize("end", ["\r\n", "\r"], ids=["crlf", "cr"])
+    def test_a_preflight_error(self, cm: CodeMode, end: str) -> None:
+        error = run_error(cm, f"x = 1{end}def main():{end}    return users.lazzy(){end}")
+        assert str(error).startswith(
+            'invalid program: <codemode>:3:12: unknown capability "users.lazzy"'
+        )
+        assert error.where is not None and error.where.source == "    return users.lazzy()"
+
+    def test_mixed_line_ends(self, cm: CodeMode) -> None:
+        error = run_error(cm, "x = 1\rdef main():\r\n    a = 2\n    return y\r")
+        assert str(error) == "invalid program: <codemode>:4:12: NameError: name 'y' is not defined"
+
+    def test_a_string_keeps_its_escaped_line_ends(self, cm: CodeMode) -> None:
+        result = cm.execute('def main():\r    return "a\\rb\\r\\nc"\r', subject="a")
+        assert result.value == "a\rb\r\nc"
 
     @pytest.mark.parametrize("separator", ["\u2028", "\x0c", "\x85"])
     def test_characters_that_are_not_line_ends(self, cm: CodeMode, separator: str) -> None:
         source = f"# a{separator}b\ndef main():\n    return y\n"
         error = run_error(cm, source)
         assert error.where is not None and error.where.line == 3
+
+    @pytest.mark.parametrize("separator", ["\u2028", "\x0c"])
+    def test_they_stay_inside_strings(self, cm: CodeMode, separator: str) -> None:
+        source = f'def main():\r    s = "a{separator}b"\r    return [s, s[9]]\r'
+        error = run_error(cm, source)
+        assert (
+            str(error) == "invalid program: <codemode>:3:16: IndexError: string index out of range"
+        )
+        result = cm.execute(f'def main():\r    return "a{separator}b"\r', subject="a")
+        assert result.value == f"a{separator}b"
 
 
 class TestInjectedErrorsAreRecognisedByTheirCall:

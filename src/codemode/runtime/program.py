@@ -10,11 +10,10 @@ the module body ran, a capability reached while the module loads fails by constr
 from __future__ import annotations
 
 import ast
-import dataclasses
 import functools
 import re
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from codemode import preflight, syntax
@@ -29,9 +28,9 @@ from codemode.errors import (
 from codemode.runtime.hints import Known, Vocabulary
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_PARSER_LINE_END = re.compile(r"\r\n|\r|\n")
-"""Line ends as Python's parser counts them (a lone \r too); the interpreter's positions
-count only \n, and neither counts \f, \x85 or \u2028."""
+_LINE_END = re.compile(r"\r\n?")
+"""The line ends an editor may write besides \n. Python's parser counts them, the
+interpreter only \n, and neither counts \f, \x85 or \u2028 (which stay as written)."""
 _ASYNC_MAIN = re.compile(r"^async\s+def\s+main\s*\(", re.MULTILINE)
 NO_MAIN = "the program must define main(): add def main(): at top level"
 RETURNED = "codemode_returned_"
@@ -86,27 +85,18 @@ class Program:
         return line, len(data[last:].decode("utf-8", errors="ignore")) + 1
 
 
+def normalized(source: str) -> str:
+    """The program with every line end as \n (\r\n and a lone \r too), done once at
+    intake, so the parser, the interpreter and an editor number lines alike."""
+    return _LINE_END.sub("\n", source)
+
+
 def split_lines(source: str) -> tuple[str, ...]:
-    """The program's lines as the interpreter numbers them: split at \n only."""
+    """The lines of a `normalized` program, as every position numbers them."""
     lines = source.split("\n")
     if lines[-1] == "":
         lines.pop()
-    return tuple(line[:-1] if line.endswith("\r") else line for line in lines)
-
-
-def _parser_positions(source: str) -> Callable[[int, int], tuple[int, int]] | None:
-    """Converts a (line, column) of Python's parser to the interpreter's numbering, for
-    sources where they differ (a lone \r); None when they agree."""
-    if "\r" not in source.replace("\r\n", ""):
-        return None
-    starts = [0, *(m.end() for m in _PARSER_LINE_END.finditer(source))]
-
-    def convert(line: int, column: int) -> tuple[int, int]:
-        offset = starts[min(line, len(starts)) - 1] + column - 1
-        before = source[:offset]
-        return before.count("\n") + 1, offset - before.rfind("\n")
-
-    return convert
+    return tuple(lines)
 
 
 def _where(
@@ -151,6 +141,7 @@ class Programs:
 
     def prepare(self, source: str) -> Program:
         """The program ready to feed, or the InvalidProgram/InvalidArguments error."""
+        source = normalized(source)
         found = self._cache.get(source)
         if found is None:
             found = self._prepare(source)
@@ -180,23 +171,16 @@ class Programs:
             is_async = bool(_ASYNC_MAIN.search(source))
         else:
             found = preflight.scan(tree)
-            parsed = split_parsed(source)
-            main, problems = _entry_point(tree, parsed)
-            problems += preflight.check(tree, parsed, self.capabilities, found)
-            convert = _parser_positions(source)
+            main, problems = _entry_point(tree, lines)
+            problems += preflight.check(tree, lines, self.capabilities, found)
             functions = tuple(found.functions)
-            if convert is not None:
-                problems = [_moved(p, convert) for p in problems]
-                functions = tuple(
-                    (convert(a, 1)[0], convert(b, 1)[0], name) for a, b, name in functions
-                )
             if problems or main is None:
                 ordered = sorted(dict.fromkeys(problems), key=lambda p: (p.line, p.column))
                 return _error(ordered, lines, functions, no_main=main is None)
             is_async = isinstance(main, ast.AsyncFunctionDef)
             names, keys = frozenset(found.bound), frozenset(found.keys)
-            returned = _returned(main, parsed, lines, convert)
-            tries = _tries(tree, convert)
+            returned = _returned(main, lines)
+            tries = _tries(tree)
         used = self.roots.intersection(_IDENTIFIER.findall(source))
         trailer = ["import " + ", ".join(sorted(used))] if used else []
         trailer.append(f"{RETURNED} = {'await main()' if is_async else 'main()'}")
@@ -207,43 +191,22 @@ class Programs:
         )
 
 
-def _tries(
-    tree: ast.Module, convert: Callable[[int, int], tuple[int, int]] | None
-) -> tuple[tuple[int, int, int, int], ...]:
+def _tries(tree: ast.Module) -> tuple[tuple[int, int, int, int], ...]:
     """Where each `try` statement's body and its handlers are (see `Program.tries`)."""
     found = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Try | ast.TryStar):
             continue
         for handler in node.handlers:
-            spans = (
-                node.body[0].lineno,
-                node.body[-1].end_lineno or node.body[-1].lineno,
-                handler.body[0].lineno,
-                handler.body[-1].end_lineno or handler.body[-1].lineno,
+            found.append(
+                (
+                    node.body[0].lineno,
+                    node.body[-1].end_lineno or node.body[-1].lineno,
+                    handler.body[0].lineno,
+                    handler.body[-1].end_lineno or handler.body[-1].lineno,
+                )
             )
-            if convert is not None:
-                spans = tuple(convert(line, 1)[0] for line in spans)  # type: ignore[assignment]
-            found.append(spans)
     return tuple(found)
-
-
-def split_parsed(source: str) -> tuple[str, ...]:
-    """The program's lines as Python's parser numbers them (what `ast` positions index)."""
-    lines = _PARSER_LINE_END.split(source)
-    if lines[-1] == "":
-        lines.pop()
-    return tuple(lines)
-
-
-def _moved(
-    problem: preflight.Problem, convert: Callable[[int, int], tuple[int, int]]
-) -> preflight.Problem:
-    line, column = convert(problem.line, problem.column)
-    end_line, end_column = convert(problem.end_line, problem.end_column)
-    return dataclasses.replace(
-        problem, line=line, column=column, end_line=end_line, end_column=end_column
-    )
 
 
 def _entry_point(
@@ -272,12 +235,7 @@ def _entry_point(
     return main, []
 
 
-def _returned(
-    main: ast.FunctionDef | ast.AsyncFunctionDef,
-    parsed: tuple[str, ...],
-    lines: tuple[str, ...],
-    convert: Callable[[int, int], tuple[int, int]] | None,
-) -> Where | None:
+def _returned(main: ast.FunctionDef | ast.AsyncFunctionDef, lines: tuple[str, ...]) -> Where | None:
     """The value of main()'s only `return <value>` (not counting nested functions)."""
     found: list[ast.expr] = []
     stack: list[ast.AST] = list(main.body)
@@ -291,16 +249,9 @@ def _returned(
     if len(found) != 1:
         return None
     value = found[0]
-    positions = [
-        (value.lineno, _characters(parsed, value.lineno, value.col_offset)),
-        (
-            value.end_lineno or value.lineno,
-            _characters(parsed, value.end_lineno or value.lineno, value.end_col_offset or 0),
-        ),
-    ]
-    if convert is not None:
-        positions = [convert(line, column) for line, column in positions]
-    (line, column), (end_line, end_column) = positions
+    line, end_line = value.lineno, value.end_lineno or value.lineno
+    column = _characters(lines, line, value.col_offset)
+    end_column = _characters(lines, end_line, value.end_col_offset or 0)
     return _where(lines, line, column, end_line, end_column, main.name)
 
 
@@ -346,4 +297,4 @@ def _error(
     return kind("\n".join(rendered), where=where)
 
 
-__all__ = ["NO_MAIN", "Program", "Programs", "split_lines"]
+__all__ = ["NO_MAIN", "Program", "Programs", "normalized", "split_lines"]
