@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import socket
 from pathlib import Path
 
 import pytest
@@ -148,6 +150,30 @@ def test_idle_connections_and_header_sizes_are_bounded(served: list[uvicorn.Conf
     assert result.exit_code == 0, result.stderr
     (config,) = served
     assert (config.timeout_keep_alive, config.h11_max_incomplete_event_size) == (5, 16 * 1024)
+
+
+def test_connections_the_listener_accepts_send_small_segments_at_once() -> None:
+    """asyncio sets TCP_NODELAY only on what a socket made as IPPROTO_TCP accepts, as
+    uvicorn's server does with the CLI's listener; without it a response's last small
+    segment waited for the client's delayed ACK, about 40 ms a request."""
+
+    async def accepted_option() -> list[int]:
+        options: list[int] = []
+
+        def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            options.append(
+                writer.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+            )
+            writer.close()
+
+        listening = cli._listen("127.0.0.1", 0)
+        async with await asyncio.start_server(accept, sock=listening):
+            reader, writer = await asyncio.open_connection(*listening.getsockname())
+            await reader.read()
+            writer.close()
+        return options
+
+    assert asyncio.run(accepted_option()) == [1]
 
 
 def test_an_empty_token_file_is_refused(tmp_path: Path) -> None:

@@ -277,9 +277,11 @@ def _serve_stdio(cm: CodeMode, subject: str) -> None:
 def _listen(host: str, port: int) -> socket.socket:
     """The listening socket, or one line of error and exit code 1 (before any banner).
     It listens at once, so a client that connects as soon as the banner is out waits
-    for the server instead of being refused."""
+    for the server instead of being refused. Made as a TCP socket by name, since asyncio
+    sets TCP_NODELAY only on connections such a socket accepts: without it every
+    response's last small segment waits for the client's delayed ACK (about 40 ms)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    listening = socket.socket(family, socket.SOCK_STREAM)
+    listening = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         listening.bind((host, port))
