@@ -48,6 +48,38 @@ def test_run_errors_without_a_position_show_the_message(tmp_path: Path) -> None:
     assert "CANARY" not in err
 
 
+OSC_CLIPBOARD = "\x1b]52;c;ZXZpbA==\x07"
+"""An escape sequence that writes the terminal's clipboard."""
+OSC_TITLE = "\x1b]0;pwned\x07"
+
+
+def test_run_never_writes_a_programs_escape_sequences_to_the_terminal(tmp_path: Path) -> None:
+    program = f'def main():\n    print("A{OSC_CLIPBOARD}\\tB\\x9b")\n    return "\\u202eC"'
+    code, out, err = run(tmp_path, program)
+    assert (code, err) == (0, "")
+    assert out == 'A\ufffd]52;c;ZXZpbA==\ufffd\tB\ufffd\n"\\u202eC"\n'
+
+
+def test_a_failing_line_with_an_escape_sequence_is_shown_inert(tmp_path: Path) -> None:
+    code, out, err = run(tmp_path, f'def main():\n    print("x")\n    return ["{OSC_TITLE}"][5]')
+    assert (code, out) == (1, "x\n")
+    assert err == (
+        '  File "<codemode>", line 3, in main\n'
+        '    return ["\ufffd]0;pwned\ufffd"][5]\n'
+        "           ^^^^^^^^^^^^^^^^^\n"
+        "invalid program: <codemode>:3:12: IndexError: list index out of range [invalid_program]\n"
+    )
+
+
+def test_check_shows_a_failing_line_inert(tmp_path: Path) -> None:
+    path = tmp_path / "p.py"
+    path.write_text(f'def main():\n    return records.nope("{OSC_TITLE}")\n')
+    result = CliRunner().invoke(main, ["check", "tests.conftest:build_host", str(path)])
+    assert result.exit_code == 1
+    assert "\x1b" not in result.stderr and "\x07" not in result.stderr
+    assert '    return records.nope("\ufffd]0;pwned\ufffd")\n' in result.stderr
+
+
 def test_bad_app_is_a_usage_error(tmp_path: Path) -> None:
     path = tmp_path / "p.py"
     path.write_text("def main():\n    return 1")

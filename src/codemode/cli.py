@@ -12,6 +12,7 @@ import importlib
 import json
 import logging
 import os
+import re
 import signal
 import socket
 import sys
@@ -112,6 +113,25 @@ def load_rego(files: list[str], data_file: str | None, decision: str, visible: s
         raise click.UsageError(str(exc)) from None
 
 
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+"""What a terminal obeys rather than shows: control characters but newline and tab (an
+escape sequence can set the title or write the clipboard), and the bidirectional
+overrides that make text read other than it is."""
+
+
+def for_terminal(text: str) -> str:
+    """Program-derived text as a terminal may show it: each control character replaced
+    by U+FFFD, one for one, so a caret under a source line still points where it did."""
+    return _CONTROL.sub("\ufffd", text)
+
+
+def json_for_terminal(value: Any) -> str:
+    """A value as indented JSON, each control character left in it as a \\u escape
+    (JSON keeps C1 controls and overrides as they are), so the value reads back the same."""
+    text = json.dumps(value, indent=2, ensure_ascii=False)
+    return _CONTROL.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+
+
 def render_error(error: CodeModeError) -> str:
     """The error for a person: the location and line with a caret, then the message."""
     lines = []
@@ -120,7 +140,7 @@ def render_error(error: CodeModeError) -> str:
         lines.append(f'  File "{where.file}", line {where.line}, in {where.func or "<module>"}')
         lines.append(where.excerpt())
     lines.append(f"{error} [{error.code.value}]")
-    return "\n".join(lines)
+    return for_terminal("\n".join(lines))
 
 
 def _check_allowed_hosts(
@@ -657,14 +677,14 @@ def run(app: str, file: Any, subject: str) -> None:
         result = cm.execute(file.read(), subject=subject)
     except CodeModeError as error:
         if error.printed:
-            click.echo(error.printed, nl=False)
+            click.echo(for_terminal(error.printed), nl=False)
         click.echo(render_error(error), err=True)
         sys.exit(1)
     finally:
         cm.close()
     if result.printed:
-        click.echo(result.printed, nl=False)
-    click.echo(json.dumps(result.value, indent=2, ensure_ascii=False))
+        click.echo(for_terminal(result.printed), nl=False)
+    click.echo(json_for_terminal(result.value))
 
 
 @main.command()
