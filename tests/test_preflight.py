@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Annotated
 
 import pytest
+from pydantic import Field
 
 from codemode import CodeMode
 from codemode.demo import create
@@ -178,3 +180,64 @@ def test_silent_where_unsure(cm: CodeMode, source: str) -> None:
 def test_multibyte_text_keeps_character_columns(cm: CodeMode) -> None:
     error = run_error(cm, 'def main():\n    x = "ééé"; return records.lookup(keu=x)')
     assert error.detail == '<codemode>:2:23: unknown argument "keu"; did you mean "key"?'
+
+
+def bounded_host(calls: list[str]) -> CodeMode:
+    """A capability whose arguments declare a length, a range and a pattern."""
+    cm = CodeMode(authorizer=lambda request: calls.append(request.capability_name))
+
+    @cm.capability("customers.search", summary="Find customers.")
+    def search(
+        *,
+        text: Annotated[str, Field(min_length=1, max_length=100)],
+        limit: Annotated[int, Field(ge=1, le=50)] = 10,
+        region: Annotated[str, Field(pattern=r"^[a-z]{2}-[0-9]$")] = "eu-1",
+        step: Annotated[int, Field(multiple_of=5)] = 5,
+    ) -> list[str]:
+        return []
+
+    return cm
+
+
+BOUNDED_MISTAKES = [
+    ('    a = customers.search(text="")\n', 'argument "text" must be 1 to 100 characters'),
+    (
+        '    c = customers.search(text="acme", limit=0)\n',
+        'argument "limit" must be from 1 to 50',
+    ),
+    (
+        '    d = customers.search(text="acme", region="EU1")\n',
+        'argument "region" must match the pattern ^[a-z]{2}-[0-9]$',
+    ),
+    (
+        '    e = customers.search(text="acme", step=7)\n',
+        'argument "step" must be a multiple of 5',
+    ),
+]
+
+
+@pytest.mark.parametrize("order", [[0, 1, 2, 3], [3, 2, 1, 0], [1, 0, 3, 2]], ids=str)
+def test_every_broken_bound_is_reported_in_any_order(order: list[int]) -> None:
+    """A literal that fits a parameter's bounds once no longer hides one that does not."""
+    calls: list[str] = []
+    mistakes = [BOUNDED_MISTAKES[i] for i in order]
+    source = "def main():\n" + "".join(line for line, _ in mistakes) + "    return 1\n"
+    with bounded_host(calls) as cm:
+        error = run_error(cm, source)
+    assert str(error) == "invalid capability arguments: " + "\n".join(
+        f"<codemode>:{line}:9: {message}" for line, (_, message) in enumerate(mistakes, 2)
+    )
+    assert error.code.value == "invalid_arguments"
+    assert calls == []
+
+
+def test_literals_within_their_bounds_pass() -> None:
+    calls: list[str] = []
+    source = (
+        "def main():\n"
+        '    customers.search(text="a", limit=50, region="eu-2", step=10)\n'
+        '    return customers.search(text="b" * 100, limit=1, region="xx-9")\n'
+    )
+    with bounded_host(calls) as cm:
+        assert cm.execute(source, subject="a").value == []
+    assert calls == ["customers.search", "customers.search"]

@@ -335,11 +335,11 @@ def _calls_main(statement: ast.stmt) -> bool:
 
 
 def _kind_only(annotation: Any) -> bool:
-    """Whether a scalar literal fits this type by its kind alone (no Literal, no enum)."""
-    tp = t.strip_annotated(annotation)
-    if t.is_union(tp):
-        return all(_kind_only(member) for member in get_args(tp))
-    return t.json_kind(tp) is not None
+    """Whether a scalar literal fits this type by its kind alone: no Literal, no enum, and
+    no `Annotated` part, which may declare a bound that one literal meets and another not."""
+    if t.is_union(annotation):
+        return all(_kind_only(member) for member in get_args(annotation))
+    return annotation is t.strip_annotated(annotation) and t.json_kind(annotation) is not None
 
 
 def _literal_problem(parameter: Parameter, value: ast.expr) -> str | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import sys
 import types
 import typing
@@ -17,7 +18,9 @@ from dataclasses import dataclass
 from typing import Any, Literal, NotRequired, Required, Union, get_args, get_origin
 
 import pydantic
+import pydantic_core
 from pydantic.fields import FieldInfo
+from pydantic_core import core_schema
 from typing_extensions import TypedDict, is_typeddict
 
 NoneType = type(None)
@@ -358,20 +361,55 @@ class Declared:
         return ", ".join(parts) or None
 
     def allows(self, value: object) -> bool:
-        """Whether a JSON value meets the declared bounds (patterns are not checked here)."""
+        """Whether a JSON value meets the declared bounds, as validation would judge it."""
         if isinstance(value, int | float) and not isinstance(value, bool):
             return not (
                 (self.ge is not None and value < self.ge)
                 or (self.gt is not None and value <= self.gt)
                 or (self.le is not None and value > self.le)
                 or (self.lt is not None and value >= self.lt)
+                or (_exact(value, self.multiple_of) and value % self.multiple_of != 0)
             )
         if isinstance(value, str | list):
             return not (
                 (self.min_length is not None and len(value) < self.min_length)
                 or (self.max_length is not None and len(value) > self.max_length)
+                or (
+                    isinstance(value, str)
+                    and self.pattern is not None
+                    and not matches(self.pattern, value)
+                )
             )
         return True
+
+
+def _exact(value: object, multiple_of: object) -> bool:
+    """Whether `multiple_of` can be judged without float rounding (ints only)."""
+    return isinstance(value, int) and type(multiple_of) is int and multiple_of > 0
+
+
+@functools.lru_cache(maxsize=1024)
+def _matcher(pattern: str) -> pydantic_core.SchemaValidator | None:
+    """A linear-time matcher of `pattern` (the Rust regex crate, pydantic's own engine), or
+    None when that engine cannot read it (lookaround, backreferences)."""
+    try:
+        return pydantic_core.SchemaValidator(core_schema.str_schema(pattern=pattern))
+    except pydantic_core.SchemaError:
+        return None
+
+
+def matches(pattern: str, text: str) -> bool:
+    """Whether `text` contains a match of `pattern`, in time linear in the text (so no
+    declared pattern can stall the host); True when the engine cannot read the pattern,
+    which is then left to whoever validates the value."""
+    matcher = _matcher(pattern)
+    if matcher is None:
+        return True
+    try:
+        matcher.validate_python(text)
+    except pydantic_core.ValidationError:
+        return False
+    return True
 
 
 _BOUNDS = ("ge", "gt", "le", "lt", "multiple_of", "min_length", "max_length", "pattern")
@@ -475,6 +513,7 @@ __all__ = [
     "is_scalar",
     "is_union",
     "json_kind",
+    "matches",
     "notation",
     "portable",
     "scalar_name",

@@ -20,10 +20,9 @@ from typing import Annotated, Any, Literal, NotRequired, Required, Union
 
 import jsonschema
 import pydantic
-import pydantic_core
-from pydantic_core import core_schema
 from typing_extensions import TypedDict
 
+from codemode.capabilities.typehints import matches
 from codemode.types import JSONObject
 
 NoneType = type(None)
@@ -93,27 +92,6 @@ def _linear(cls: Any) -> Any:
     )
 
 
-@functools.lru_cache(maxsize=1024)
-def _matcher(pattern: str) -> pydantic_core.SchemaValidator | None:
-    """A linear-time matcher of `pattern`, or None when that engine cannot read it
-    (lookaround, backreferences): such a pattern is left to the upstream to check."""
-    try:
-        return pydantic_core.SchemaValidator(core_schema.str_schema(pattern=pattern))
-    except pydantic_core.SchemaError:
-        return None
-
-
-def _search(pattern: str, text: str) -> bool:
-    matcher = _matcher(pattern)
-    if matcher is None:
-        return True
-    try:
-        matcher.validate_python(text)
-    except pydantic_core.ValidationError:
-        return False
-    return True
-
-
 def _unchecked(
     validator: Any, value: Any, instance: Any, schema: Mapping[str, Any]
 ) -> Iterator[jsonschema.ValidationError]:
@@ -123,7 +101,7 @@ def _unchecked(
 def _pattern(
     validator: Any, pattern: str, instance: Any, schema: Mapping[str, Any]
 ) -> Iterator[jsonschema.ValidationError]:
-    if validator.is_type(instance, "string") and not _search(pattern, instance):
+    if validator.is_type(instance, "string") and not matches(pattern, instance):
         yield jsonschema.ValidationError("does not match the pattern")
 
 
@@ -134,7 +112,7 @@ def _pattern_properties(
         return
     for pattern, subschema in patterns.items():
         for key, value in instance.items():
-            if _search(pattern, key):
+            if matches(pattern, key):
                 yield from validator.descend(value, subschema, path=key, schema_path=pattern)
 
 
@@ -148,7 +126,7 @@ def _additional_properties(
     extras = [
         key
         for key in instance
-        if key not in declared and not any(_search(p, key) for p in patterns)
+        if key not in declared and not any(matches(p, key) for p in patterns)
     ]
     if validator.is_type(additional, "object"):
         for key in extras:
