@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import socket
 from pathlib import Path
@@ -13,7 +14,8 @@ from click.testing import CliRunner
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
-from codemode import cli
+from codemode import CodeMode, cli
+from codemode.authz import AllowAll
 from codemode.cli import main
 
 
@@ -218,6 +220,87 @@ def test_an_empty_token_file_is_refused(tmp_path: Path) -> None:
     )
     assert result.exit_code == 2
     assert f"{tokens} holds no tokens" in result.stderr
+
+
+class OnlyAdmins(AllowAll):
+    """Shows every capability to `admin`, none to anyone else."""
+
+    def can_see(self, subject: str, capability_id: str, capability_name: str) -> bool:
+        return subject == "admin"
+
+
+def admins_only() -> CodeMode:
+    cm = CodeMode(authorizer=OnlyAdmins(), hide_forbidden=True)
+
+    @cm.capability("instances.list", summary="List the instances.")
+    def instances() -> list[str]:
+        return ["i-1"]
+
+    return cm
+
+
+BLIND = (
+    'codemode: subject "local" sees no capabilities: the policy lets it see none '
+    "(hide_forbidden); choose one with --subject\n"
+)
+
+
+def test_a_subject_that_sees_nothing_is_told_to_the_operator(tmp_path: Path) -> None:
+    path = tmp_path / "p.py"
+    path.write_text("def main():\n    return instances.list()\n")
+    host = "tests.test_cli:admins_only"
+    runner = CliRunner()
+    ran = runner.invoke(main, ["run", host, str(path)])
+    assert (ran.exit_code, ran.stderr) == (
+        1,
+        BLIND + '  File "<codemode>", line 2, in main\n'
+        "    return instances.list()\n"
+        "           ^^^^^^^^^\n"
+        "invalid program: <codemode>:2:12: NameError: name 'instances' is not defined; "
+        "no capabilities are available to you [invalid_program]\n",
+    )
+    searched = runner.invoke(main, ["search", host])
+    assert (searched.exit_code, searched.stderr) == (0, BLIND)
+    assert json.loads(searched.stdout) == {
+        "results": [],
+        "truncated": False,
+        "hint": "No capabilities are available to you.",
+    }
+    described = runner.invoke(main, ["describe", host, "instances.list"])
+    assert (described.exit_code, described.stderr) == (
+        1,
+        BLIND + "capability not found [not_found]\n",
+    )
+    checked = runner.invoke(main, ["check", host, str(path)])  # a name it cannot judge
+    assert (checked.exit_code, checked.stdout, checked.stderr) == (
+        0,
+        "ok: no problems found\n",
+        BLIND,
+    )
+
+
+def test_check_and_run_take_the_subject_that_sees(tmp_path: Path) -> None:
+    path = tmp_path / "p.py"
+    path.write_text("def main():\n    return instances.list()\n")
+    host = "tests.test_cli:admins_only"
+    checked = CliRunner().invoke(main, ["check", host, str(path), "--subject", "admin"])
+    assert (checked.exit_code, checked.stdout, checked.stderr) == (
+        0,
+        "ok: no problems found\n",
+        "",
+    )
+    ran = CliRunner().invoke(main, ["run", host, str(path), "--subject", "admin"])
+    assert (ran.exit_code, ran.stdout) == (0, '[\n  "i-1"\n]\n')
+
+
+@pytest.mark.parametrize("port", ["99999", "-1", "65536"])
+@pytest.mark.parametrize("command", ["serve", "demo"])
+def test_a_port_out_of_range_is_a_usage_error(command: str, port: str) -> None:
+    args = ["demo"] if command == "demo" else ["serve", "tests.conftest:build_host"]
+    result = CliRunner().invoke(main, [*args, "--transport", "http", "--port", port])
+    assert result.exit_code == 2
+    assert f"Invalid value for '--port': {port} is not in the range 0<=x<=65535." in (result.stderr)
+    assert "Traceback" not in result.stderr
 
 
 def test_hide_forbidden_without_a_policy_is_a_usage_error() -> None:

@@ -132,6 +132,22 @@ def json_for_terminal(value: Any) -> str:
     return _CONTROL.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
 
 
+PORT = click.IntRange(0, 65535)
+"""A TCP port (0 lets the system choose one)."""
+
+
+def _say_if_blind(cm: CodeMode, subject: str) -> None:
+    """Tell the operator, never the model, when `subject` sees no capability at all: the
+    answers below then look like typos (`NameError`, `capability not found`)."""
+    if cm.visible(subject):
+        return
+    if cm.visible():
+        reason = "the policy lets it see none (hide_forbidden); choose one with --subject"
+    else:
+        reason = "the app registers none"
+    click.echo(f'codemode: subject "{subject}" sees no capabilities: {reason}', err=True)
+
+
 def render_error(error: CodeModeError) -> str:
     """The error for a person: the location and line with a caret, then the message."""
     lines = []
@@ -377,7 +393,7 @@ def _serve_options(command: Any) -> Any:
             "--subject", default="local", show_default=True, help="Subject of stdio calls."
         ),
         click.option("--host", default="127.0.0.1", show_default=True),
-        click.option("--port", default=8000, show_default=True, type=int),
+        click.option("--port", default=8000, show_default=True, type=PORT),
         click.option(
             "--token-file",
             type=click.Path(exists=True, dir_okay=False),
@@ -674,6 +690,7 @@ def run(app: str, file: Any, subject: str) -> None:
     """Run the program in FILE against APP and print its result."""
     cm = load_app(app)
     try:
+        _say_if_blind(cm, subject)
         result = cm.execute(file.read(), subject=subject)
     except CodeModeError as error:
         if error.printed:
@@ -690,15 +707,16 @@ def run(app: str, file: Any, subject: str) -> None:
 @main.command()
 @click.argument("app")
 @click.argument("file", type=click.File("r", encoding="utf-8"))
-def check(app: str, file: Any) -> None:
+@click.option("--subject", default="local", show_default=True)
+def check(app: str, file: Any, subject: str) -> None:
     """Check the program in FILE against APP without running it (the static preflight)."""
     from codemode.runtime.program import Programs
 
-    source = file.read()
     with load_app(app) as cm:
+        _say_if_blind(cm, subject)
         try:
-            Programs(cm.catalog.enabled).prepare(source)
-            _parses(source)
+            program = Programs(cm.visible(subject)).prepare(file.read())
+            _parses(program.source)
         except CodeModeError as error:
             click.echo(render_error(error), err=True)
             sys.exit(1)
@@ -726,7 +744,7 @@ def _parses(source: str) -> None:
     "--transport", type=click.Choice(["http", "stdio"]), default="http", show_default=True
 )
 @click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", default=8000, show_default=True, type=int)
+@click.option("--port", default=8000, show_default=True, type=PORT)
 @click.option("--data", type=click.Path(dir_okay=False, path_type=Path), help="SQLite file to use.")
 @click.option("--web/--no-web", default=True, show_default=True, help="Serve the playground at /.")
 @ALLOWED_HOST
@@ -785,6 +803,7 @@ def search(app: str, query: str, subject: str, offset: int) -> None:
 
     cm = load_app(app)
     try:
+        _say_if_blind(cm, subject)
         found = cm.search(query, offset=offset, subject=subject)
         click.echo(json.dumps(search_payload(found), indent=2))
     finally:
@@ -801,6 +820,7 @@ def describe(app: str, name: str, subject: str) -> None:
 
     cm = load_app(app)
     try:
+        _say_if_blind(cm, subject)
         click.echo(json.dumps(describe_payload(cm.describe(name, subject=subject)), indent=2))
     except CodeModeError as error:
         click.echo(render_error(error), err=True)

@@ -96,6 +96,11 @@ class SearchHit:
     summary: str
 
 
+NONE_AVAILABLE = "no capabilities are available to you"
+"""What the model is told when its subject sees no capability (search's hint, a NameError
+on a namespace), never whether any are hidden."""
+
+
 @dataclass(frozen=True, slots=True)
 class SearchResult:
     """One page of what a search found, best first (an empty query lists all by name)."""
@@ -213,6 +218,8 @@ class SearchIndex:
             .strip()
         )
         limit = max(1, min(limit, MAX_RESULTS))
+        if not self.capabilities:
+            return SearchResult((), False, hint=f"{NONE_AVAILABLE.capitalize()}.")
         if query in LIST_ALL:
             return self._page(self.listing, limit, offset)
         exact = self.by_name.get(query)
@@ -268,12 +275,10 @@ class SearchIndex:
     def _hint(self) -> str:
         """What to try when nothing matched (names the model can see anyway)."""
         roots = sorted({c.name.split(".", 1)[0] for c in self.capabilities})
-        if not roots:
-            return "No capabilities are available."
         return (
             f"Nothing matched. Namespaces: {', '.join(roots[:50])}. Try fewer or other words, "
             "or an empty query to list every capability."
         )
 
 
-__all__ = ["LIST_ALL", "SYNONYMS", "SearchHit", "SearchIndex", "SearchResult", "tokenize"]
+__all__ = ["LIST_ALL", "NONE_AVAILABLE", "SYNONYMS", "SearchHit", "SearchIndex", "SearchResult", "tokenize"]

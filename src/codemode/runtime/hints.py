@@ -24,6 +24,7 @@ from codemode import syntax
 from codemode.capabilities import Capability
 from codemode.capabilities import typehints as t
 from codemode.capabilities.naming import namespace_hint
+from codemode.capabilities.search import NONE_AVAILABLE
 from codemode.errors import Where
 from codemode.language import INSTEAD, MODULES
 
@@ -164,11 +165,13 @@ def _name(name: str, known: Known, where: Where | None) -> str | None:
         return f'add "import {name}" at the top of the program'
     if hasattr(builtins, name) and not name.startswith("_"):
         return _unsupported(name if name[0].isupper() else f"{name}()", name)
-    candidates = known.names | known.roots | _builtin_names() | frozenset(MODULES)
-    close = _did_you_mean(name, candidates)
     used_as_namespace = where is not None and where.source[where.column - 1 :].startswith(
         f"{name}."
     )
+    if used_as_namespace and not known.capabilities:
+        return NONE_AVAILABLE  # a builtin's spelling would only mislead
+    candidates = known.names | known.roots | _builtin_names() | frozenset(MODULES)
+    close = _did_you_mean(name, candidates)
     if close is None and used_as_namespace and known.roots:
         return "the capability namespaces are " + ", ".join(sorted(known.roots))
     return close
