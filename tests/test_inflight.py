@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import anyio
 import pytest
+from starlette.types import Message
 
-from codemode.mcp.inflight import InFlight
+from codemode.mcp.inflight import InFlight, disconnected, watch_disconnect
 
 pytestmark = pytest.mark.anyio
 
@@ -85,3 +86,25 @@ async def _hold(calls: InFlight, subject: str, request_id: int) -> None:
 def test_a_misspelt_choice_is_refused() -> None:
     with pytest.raises(ValueError, match='on_disconnect must be "cancel" or "finish", not'):
         InFlight("finsh")  # type: ignore[arg-type]
+
+
+async def test_a_request_is_marked_once_its_client_disconnects() -> None:
+    """The mark a call's log line reads: set by the disconnect `receive` brings, and seen
+    through copies of the scope made after (a batch's messages are served on copies)."""
+    incoming: list[Message] = [
+        {"type": "http.request", "body": b"{}", "more_body": False},
+        {"type": "http.disconnect"},
+    ]
+
+    async def receive() -> Message:
+        return incoming.pop(0)
+
+    scope: dict[str, object] = {"type": "http"}
+    watched = watch_disconnect(scope, receive)
+    copy = {**scope}
+    assert not disconnected(scope)
+    assert (await watched())["type"] == "http.request"
+    assert not disconnected(scope) and not disconnected(copy)
+    assert (await watched())["type"] == "http.disconnect"
+    assert disconnected(scope) and disconnected(copy)
+    assert not disconnected({"type": "http"})  # a request never watched

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from mcp.types import Tool
 
-from codemode.mcp.intake import UNSUPPORTED_VERSION
+from codemode.capabilities.search import NONE_AVAILABLE
+from codemode.mcp.intake import POST_ONLY, UNSUPPORTED_VERSION
 from codemode.mcp.messages import (
     BAD_ID,
     EMPTY_BATCH,
@@ -18,6 +19,7 @@ from codemode.mcp.messages import (
     NOT_A_MESSAGE,
     PARSE_ERROR_MESSAGE,
 )
+from codemode.mcp.server import DROPPED
 from codemode.mcp.tools import TOOLS
 
 DOCS = Path(__file__).parents[2] / "docs" / "reference" / "mcp-tools.md"
@@ -45,3 +47,16 @@ def test_the_protocol_errors_are_documented_verbatim() -> None:
     ]
     documented = re.findall(r"^\| (-\d+) \| `([^`]+)` \|", section, re.MULTILINE)
     assert documented == [(str(code), message) for code, message in rows]
+
+
+def test_the_refused_methods_and_the_cancel_log_lines_are_documented_verbatim() -> None:
+    section = DOCS.read_text().split("## Protocol\n", 1)[1].split("\n## ", 1)[0]
+    refusal = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": POST_ONLY}}
+    assert f"`{json.dumps(refusal, separators=(',', ':'))}`" in section
+    assert f"ms canceled {DROPPED}`" in section
+
+
+def test_the_hint_for_a_subject_that_sees_nothing_is_documented_verbatim() -> None:
+    section = DOCS.read_text().split("## search_api\n", 1)[1].split("\n## ", 1)[0]
+    assert f"`{NONE_AVAILABLE.capitalize()}.`" in section
+    assert f"is not defined; {NONE_AVAILABLE}`" in " ".join(section.split())

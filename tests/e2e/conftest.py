@@ -63,15 +63,19 @@ def codemode_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "codemode", *args]
 
 
-def start_codemode(*args: str, port: int, **env: str) -> subprocess.Popen[bytes]:
-    """`codemode ARGS --port PORT` in a subprocess, once it listens."""
-    process = subprocess.Popen(
-        codemode_command(*args, "--port", str(port)),
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT), **env},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+def start_codemode(
+    *args: str, port: int, log: Path | None = None, **env: str
+) -> subprocess.Popen[bytes]:
+    """`codemode ARGS --port PORT` in a subprocess, once it listens; its output goes to
+    `log` when given."""
+    with log.open("wb") if log is not None else open(os.devnull, "wb") as sink:
+        process = subprocess.Popen(
+            codemode_command(*args, "--port", str(port)),
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT), **env},
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
     try:
         wait_for_port(port, process)
     except BaseException:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -23,7 +24,7 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from codemode.mcp.intake import BATCH_CONCURRENCY, UNSUPPORTED_VERSION
+from codemode.mcp.intake import BATCH_CONCURRENCY, POST_ONLY, UNSUPPORTED_VERSION
 from codemode.mcp.messages import (
     BAD_ID,
     EMPTY_BATCH,
@@ -43,6 +44,7 @@ WAIT = "def main():\n    return clock.wait(ms={ms})\n"
 class Served:
     url: str
     audit: Path
+    log: Path
 
     def events(self) -> list[dict[str, Any]]:
         if not self.audit.exists():
@@ -61,6 +63,20 @@ class Served:
     def outcomes(self) -> list[str]:
         return [e["outcome"] for e in self.wait_for("execution_finished")]
 
+    def tool_lines(self, count: int, timeout: float = 10) -> list[str]:
+        """The first `count` per-call lines of the server's log, each after its time
+        (its milliseconds as `N`)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            lines = [
+                re.sub(r"\d+\.\d ms", "N ms", line.split(" ", 2)[2])
+                for line in self.log.read_text().splitlines()
+                if " codemode: execute " in line
+            ]
+            if len(lines) >= count or time.monotonic() > deadline:
+                return lines
+            time.sleep(0.05)
+
 
 @contextmanager
 def serve(tmp_path: Path, *options: str) -> Iterator[Served]:
@@ -68,10 +84,13 @@ def serve(tmp_path: Path, *options: str) -> Iterator[Served]:
     tokens = tmp_path / "tokens"
     tokens.write_text("".join(f"{subject}:{token}\n" for token, subject in TOKENS.items()))
     audit = tmp_path / "audit.jsonl"
+    log = tmp_path / "server.log"
     args = ["serve", "tests.conftest:build_host", "--transport", "http", "--token-file"]
-    process = start_codemode(*args, str(tokens), "--audit-log", str(audit), *options, port=port)
+    process = start_codemode(
+        *args, str(tokens), "--audit-log", str(audit), *options, port=port, log=log
+    )
     try:
-        yield Served(f"http://127.0.0.1:{port}/mcp", audit)
+        yield Served(f"http://127.0.0.1:{port}/mcp", audit, log)
     finally:
         process.terminate()
         process.wait(10)
@@ -239,12 +258,40 @@ def test_a_dropped_connection_cancels_or_finishes_as_configured(
             assert finished == ["ok"] and len(completed) == 1
 
 
+def test_a_call_cancelled_by_notification_or_by_a_dropped_connection_is_logged(
+    plain: Served,
+) -> None:
+    """One INFO line each, in the same shape; the disconnect's says so (a 2025-03-26
+    batch's too). Before, a call whose connection dropped left no line at all."""
+    for calls, era in ((0, LEGACY), (2, MODERN)):
+        body, extra = call("run-1", WAIT.format(ms=8000), era)
+        running = Background(plain.url, body, headers(era, **extra))
+        plain.wait_for("call_authorized", count=calls + 1)
+        assert httpx.post(plain.url, json=cancel("run-1"), headers=headers(era)).status_code == 202
+        running.result()
+        plain.wait_for("execution_finished", count=calls + 1)
+        body, extra = call(2, WAIT.format(ms=8000), era)
+        with pytest.raises(httpx.ReadTimeout):  # the client gives up and closes the connection
+            httpx.post(plain.url, json=body, headers=headers(era, **extra), timeout=1)
+        plain.wait_for("execution_finished", count=calls + 2)
+    sent = headers(LEGACY)
+    del sent["MCP-Protocol-Version"]  # a 2025-03-26 batch
+    batch = [{"jsonrpc": "2.0", "id": 3, "method": "tools/call", **_args("clock.wait(ms=8000)")}]
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(plain.url, json=batch, headers=sent, timeout=1)
+    assert plain.wait_for("execution_finished", count=5) and plain.outcomes() == ["canceled"] * 5
+    notified = "INFO codemode: execute subject=alice N ms canceled"
+    dropped = f"{notified} (client disconnected)"
+    assert plain.tool_lines(5) == [notified, dropped, notified, dropped, dropped]
+    assert "clock.wait" not in plain.log.read_text()  # never the program
+
+
 def test_stopping_the_server_ends_a_call_that_outlives_its_connection(tmp_path: Path) -> None:
     port = free_port()
     audit = tmp_path / "audit.jsonl"
     args = ("serve", "tests.conftest:build_host", "--transport", "http", "--audit-log")
     process = start_codemode(*args, str(audit), "--on-disconnect", "finish", port=port)
-    served = Served(f"http://127.0.0.1:{port}/mcp", audit)
+    served = Served(f"http://127.0.0.1:{port}/mcp", audit, tmp_path / "no.log")
     body, extra = call(1, WAIT.format(ms=20000), LEGACY)
     with pytest.raises(httpx.ReadTimeout):
         httpx.post(served.url, json=body, headers=headers(LEGACY, **extra), timeout=1)
@@ -321,10 +368,35 @@ def test_a_malformed_message_gets_a_fixed_json_rpc_error(
     assert "pydantic" not in response.text
 
 
-def test_messages_are_checked_under_a_proxy_prefix_too(tmp_path: Path) -> None:
+ERAS = ["2025-03-26", LEGACY, MODERN]
+
+
+def test_messages_and_methods_are_checked_under_a_proxy_prefix_too(tmp_path: Path) -> None:
     with serve(tmp_path, "--root-path", "/codemode") as served:
         response = httpx.post(served.url, content=b"nope", headers=headers(LEGACY))
+        streams = [httpx.get(served.url, headers=headers(era), timeout=5) for era in ERAS]
     assert response.json() == error(-32700, PARSE_ERROR_MESSAGE)
+    for stream in streams:
+        assert (stream.status_code, stream.headers["allow"]) == (405, "POST")
+        assert stream.json() == error(-32600, POST_ONLY)
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_a_stateless_server_offers_no_stream_and_no_session_to_end(
+    shared: Served, era: str
+) -> None:
+    """GET (the stream a 2025-era client may ask for) and DELETE (the end of a session)
+    get the same 405: `Allow: POST`, a fixed JSON-RPC error, no event stream."""
+    sent = headers(era)
+    if era == "2025-03-26":
+        del sent["MCP-Protocol-Version"]  # that version's clients send none
+    for method in ("GET", "DELETE"):
+        response = httpx.request(method, shared.url, headers=sent, timeout=5)
+        assert response.status_code == 405
+        assert response.headers["allow"] == "POST"
+        assert response.headers["content-type"] == "application/json"
+        assert response.json() == error(-32600, POST_ONLY)
+    assert POST_ONLY == "Method Not Allowed: this stateless server takes each message by POST"
 
 
 def test_an_unknown_protocol_version_is_told_the_supported_ones(shared: Served) -> None:

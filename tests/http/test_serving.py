@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+import anyio
 import httpx
 import httpx2
 import pytest
@@ -79,7 +80,13 @@ def raw(port: int, head: str, host: str = "127.0.0.1") -> bytes:
 @pytest.mark.parametrize("era", ["2025", "2026"])
 async def test_the_sdk_client_of_both_eras_runs_with_its_token(server: Served, era: str) -> None:
     headers = {"Authorization": "Bearer tok-alice"}
-    async with httpx2.AsyncClient(headers=headers) as http:
+    answered: list[tuple[str, int]] = []
+
+    async def note(response: httpx2.Response) -> None:
+        answered.append((response.request.method, response.status_code))
+
+    hooks = {"response": [note]}
+    async with httpx2.AsyncClient(headers=headers, event_hooks=hooks) as http:
         transport = streamable_http_client(f"{server.base}/mcp", http_client=http)
         result: CallToolResult
         if era == "2025":
@@ -92,6 +99,62 @@ async def test_the_sdk_client_of_both_eras_runs_with_its_token(server: Served, e
     assert result.structured_content is not None
     assert result.structured_content["result"] == 1
     assert server.effects == ["alice:hi"]
+    # Without a session id the 2025-era client opens no GET stream and sends no DELETE
+    # (a client that does gets 405, below); every request it sends is served.
+    assert {method for method, _ in answered} == {"POST"}
+    assert all(status in (200, 202) for _, status in answered), answered
+
+
+POST_ONLY_BODY = (
+    b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,'
+    b'"message":"Method Not Allowed: this stateless server takes each message by POST"}}'
+)
+
+
+@pytest.mark.parametrize("method", ["GET", "DELETE", "PUT", "PATCH", "OPTIONS", "HEAD"])
+@pytest.mark.parametrize("era", [None, "2025-11-25", "2026-07-28"])
+def test_the_mcp_endpoint_answers_any_method_but_post_with_405(
+    server: Served, method: str, era: str | None
+) -> None:
+    """A stateless server has no stream for a GET to open and no session for a DELETE to
+    end: 405 at once, in every era, and the connection closes as asked. Before, a GET
+    without a 2026-07-28 header got 200 and an event stream that never ended."""
+    version = f"\r\nMCP-Protocol-Version: {era}" if era else ""
+    answer = raw(
+        server.port,
+        f"{method} /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer tok-alice"
+        f"\r\nAccept: text/event-stream{version}",
+    )
+    head, _, content = answer.partition(b"\r\n\r\n")
+    status, *fields = head.split(b"\r\n")
+    assert status == b"HTTP/1.1 405 Method Not Allowed"
+    assert {b"allow: POST", b"content-type: application/json"} <= set(fields)
+    assert f"content-length: {len(POST_ONLY_BODY)}".encode() in fields
+    assert content == (b"" if method == "HEAD" else POST_ONLY_BODY)
+    assert server.effects == []
+
+
+def test_a_get_without_a_token_is_refused_before_the_method_is(server: Served) -> None:
+    answer = raw(server.port, "GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream")
+    assert answer.startswith(b"HTTP/1.1 401 ")
+    assert answer.endswith(b'\r\n\r\n{"error":"invalid_token"}')
+
+
+@pytest.mark.anyio
+async def test_many_gets_at_once_are_each_answered_and_closed(server: Served) -> None:
+    """What 500 clients opening a stream each used to hold open (39 MB), answered now."""
+    auth = {"Authorization": "Bearer tok-alice", "Accept": "text/event-stream"}
+    statuses: list[int] = []
+    limits = httpx.Limits(max_connections=200)
+    async with httpx.AsyncClient(headers=auth, limits=limits, timeout=10) as http:
+
+        async def get() -> None:
+            statuses.append((await http.get(f"{server.base}/mcp")).status_code)
+
+        async with anyio.create_task_group() as group:
+            for _ in range(200):
+                group.start_soon(get)
+    assert statuses == [405] * 200
 
 
 def test_one_token_serves_mcp_and_the_api_and_no_token_gets_the_same_401(

@@ -5,17 +5,22 @@ answers and drops. Here every call runs in a cancel scope filed under its subjec
 JSON-RPC id, and a notification from the same subject cancels the call it names, in
 either protocol era and whichever request carried it, as long as it reaches this process.
 Ids compare as the SDK's dispatcher compares them: `"7"` and `7` are one id.
+
+A request whose client drops the connection is marked so (`watch_disconnect`), so that the
+call it cancels can tell that from its other ends (`disconnected`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator
-from typing import Literal
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import anyio
 from mcp.shared.dispatcher import coerce_request_id
+from starlette.types import Message, Receive, Scope
 
 from codemode.mcp.messages import is_request_id
 
@@ -26,6 +31,7 @@ OnDisconnect = Literal["cancel", "finish"]
 end and drop the answer. An explicit cancel ends it either way."""
 
 _Key = tuple[str, str | int]
+_CONNECTION_KEY = "codemode.connection"
 
 
 class InFlight:
@@ -86,4 +92,29 @@ class InFlight:
                 scope.cancel()
 
 
-__all__ = ["InFlight", "OnDisconnect"]
+@dataclass(slots=True)
+class _Connection:
+    dropped: bool = False
+
+
+def watch_disconnect(scope: Scope, receive: Receive) -> Receive:
+    """`receive`, marking the request's `scope` once it brings the client's disconnect. The
+    mark is one object shared by copies of the scope made after this call."""
+    connection = scope.setdefault(_CONNECTION_KEY, _Connection())
+
+    async def watched() -> Message:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            connection.dropped = True
+        return message
+
+    return watched
+
+
+def disconnected(scope: Mapping[str, Any]) -> bool:
+    """Whether the client of this request has dropped its connection."""
+    connection = scope.get(_CONNECTION_KEY)
+    return isinstance(connection, _Connection) and connection.dropped
+
+
+__all__ = ["InFlight", "OnDisconnect", "disconnected", "watch_disconnect"]

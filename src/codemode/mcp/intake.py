@@ -1,5 +1,8 @@
-"""Every JSON-RPC POST to the MCP endpoint, checked before the SDK sees it.
+"""Every request to the MCP endpoint, checked before the SDK sees it.
 
+- Only POST is served: a stateless server has no stream to offer a GET and no session
+  for a DELETE to end, so any other method gets 405 with `Allow: POST` and a fixed
+  JSON-RPC error (-32600, `POST_ONLY`), in both protocol eras.
 - A body that is not JSON gets -32700, one that is not a message (or whose id is null,
   a bool, a float or an object) gets -32600, each with a fixed text and HTTP 400.
 - An `MCP-Protocol-Version` header naming no version this server speaks gets 400 with
@@ -7,7 +10,9 @@
 - A batch is served for the protocol version that has them (2025-03-26, which a client
   sending no version header speaks): each message is answered as if posted alone, and
   the answers come back as one JSON array. Later versions get -32600.
-- `notifications/cancelled` cancels the call it names (see `InFlight`).
+- `notifications/cancelled` cancels the call it names (see `InFlight`), and a dropped
+  connection is noted on the request (`watch_disconnect`) so that the call it cancels
+  can say so in the log.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from __future__ import annotations
 import json
 
 import anyio
-from mcp.types import INTERNAL_ERROR, UNSUPPORTED_PROTOCOL_VERSION
+from mcp.types import INTERNAL_ERROR, INVALID_REQUEST, UNSUPPORTED_PROTOCOL_VERSION
 from mcp_types.version import (
     HANDSHAKE_PROTOCOL_VERSIONS,
     KNOWN_PROTOCOL_VERSIONS,
@@ -26,7 +31,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from codemode.http import route_path, subject_of
-from codemode.mcp.inflight import InFlight
+from codemode.mcp.inflight import InFlight, watch_disconnect
 from codemode.mcp.messages import JSON, Rejected, check, check_batch, decode
 
 BATCH_CONCURRENCY = 4
@@ -35,10 +40,12 @@ UNSUPPORTED_VERSION = (
     f"Unsupported protocol version; this server speaks {', '.join(MODERN_PROTOCOL_VERSIONS)}, "
     f"and {', '.join(HANDSHAKE_PROTOCOL_VERSIONS)} after initialize"
 )
+POST_ONLY = "Method Not Allowed: this stateless server takes each message by POST"
+"""The error of a request to the MCP endpoint by any other method (HTTP 405)."""
 
 
 class Intake:
-    """The ASGI layer in front of the SDK's streamable HTTP app, for POSTs to `path`."""
+    """The ASGI layer in front of the SDK's streamable HTTP app, for requests to `path`."""
 
     def __init__(self, app: ASGIApp, *, path: str, calls: InFlight) -> None:
         self.app = app
@@ -46,8 +53,13 @@ class Intake:
         self.calls = calls
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST" or route_path(scope) != self.path:
+        if scope["type"] != "http" or route_path(scope) != self.path:
             await self.app(scope, receive, send)
+            return
+        if scope["method"] != "POST":
+            # The SDK would hold a GET open as an event stream that never carries a
+            # message (2025 era); 405 is how a server says it offers none.
+            await _not_allowed(scope, receive, send)
             return
         body = await _body(receive)
         version = Headers(scope=scope).get("mcp-protocol-version")
@@ -63,7 +75,7 @@ class Intake:
             await _refuse(rejected, scope, receive, send)
             return
         self._notice(checked, scope)
-        await self.app(scope, _replay(body, receive), send)
+        await self.app(scope, _replay(body, watch_disconnect(scope, receive)), send)
 
     def _notice(self, message: dict[str, JSON], scope: Scope) -> None:
         """Act on a cancel notification (the SDK then acknowledges it)."""
@@ -77,6 +89,7 @@ class Intake:
         self, batch: list[JSON], version: str | None, scope: Scope, receive: Receive, send: Send
     ) -> None:
         check_batch(batch, version or "2025-03-26")  # no header: the spec's default
+        receive = watch_disconnect(scope, receive)  # before `_alone` copies the scope
         replies: list[bytes | None] = [None] * len(batch)
         limiter = anyio.CapacityLimiter(BATCH_CONCURRENCY)
 
@@ -209,4 +222,9 @@ async def _refuse(rejected: Rejected, scope: Scope, receive: Receive, send: Send
     await JSONResponse(rejected.reply(), status_code=400)(scope, receive, send)
 
 
-__all__ = ["BATCH_CONCURRENCY", "UNSUPPORTED_VERSION", "Intake"]
+async def _not_allowed(scope: Scope, receive: Receive, send: Send) -> None:
+    reply = Rejected(INVALID_REQUEST, POST_ONLY).reply()
+    await JSONResponse(reply, status_code=405, headers={"Allow": "POST"})(scope, receive, send)
+
+
+__all__ = ["BATCH_CONCURRENCY", "POST_ONLY", "UNSUPPORTED_VERSION", "Intake"]

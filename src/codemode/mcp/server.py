@@ -48,7 +48,7 @@ from codemode.http import (
     host_names,
     subject_of,
 )
-from codemode.mcp.inflight import InFlight, OnDisconnect
+from codemode.mcp.inflight import InFlight, OnDisconnect, disconnected
 from codemode.mcp.intake import Intake
 from codemode.mcp.stdio import serve_lines
 from codemode.mcp.tools import Handlers, check_arguments, failed, tools
@@ -104,9 +104,16 @@ def build_server(
             result = await call()
         else:
             result = failed(ExecutionCanceledError())  # unless it ends before a cancel
-            with calls.running(who, ctx.request_id) as scope:
-                if not scope.cancel_called:  # the server is stopping: do not start
-                    result = await call()
+            try:
+                with calls.running(who, ctx.request_id) as scope:
+                    if not scope.cancel_called:  # the server is stopping: do not start
+                        result = await call()
+            except anyio.get_cancelled_exc_class():
+                # Cancelled from outside its own scope: its request was ended, which a
+                # dropped connection does (with on_disconnect="cancel").
+                if _disconnected(ctx):
+                    _log_call(params.name, who, started, result, DROPPED)
+                raise
         _log_call(params.name, who, started, result)
         return result
 
@@ -124,13 +131,22 @@ def build_server(
     return server
 
 
-def _log_call(tool: str, who: str | None, started: float, result: CallToolResult) -> None:
-    """One line per tool call: `execute subject=alice 12.3 ms ok` (or the error code)."""
+DROPPED = "(client disconnected)"
+"""What the log line of a call cancelled by its client's dropped connection ends with."""
+
+
+def _log_call(
+    tool: str, who: str | None, started: float, result: CallToolResult, cause: str = ""
+) -> None:
+    """One line per tool call: `execute subject=alice 12.3 ms ok` (or the error code, and
+    for a call its dropped connection cancelled, `canceled (client disconnected)`)."""
     outcome = "ok"
     if result.is_error and isinstance(result.structured_content, dict):
         outcome = str(result.structured_content["error"]["code"])
     elapsed = (time.monotonic() - started) * 1000
-    log.info("%s subject=%s %.1f ms %s", tool, who or "-", elapsed, outcome)
+    log.info(
+        "%s subject=%s %.1f ms %s%s", tool, who or "-", elapsed, outcome, cause and f" {cause}"
+    )
 
 
 def _subject(ctx: ServerRequestContext[Any], fixed: str | None) -> str | None:
@@ -138,6 +154,11 @@ def _subject(ctx: ServerRequestContext[Any], fixed: str | None) -> str | None:
     if scope is not None:
         return subject_of(scope)
     return fixed
+
+
+def _disconnected(ctx: ServerRequestContext[Any]) -> bool:
+    scope = getattr(ctx.request, "scope", None)
+    return scope is not None and disconnected(scope)
 
 
 async def _no_leak(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
