@@ -121,7 +121,10 @@ def test_serve_refuses_policies_that_do_not_validate(tmp_path: Path) -> None:
         main, ["serve", "tests.conftest:build_host", "--policy-file", str(policy)]
     )
     assert result.exit_code == 2
-    assert 'policy "typo" (line 1): ' in result.stderr
+    assert result.stderr.endswith(
+        f"Error: {policy}: policy \"typo\" at line 2, column 30: unknown action "
+        '"records.lookp"; did you mean "records.entry.lookup"?\n'
+    )
 
 
 @pytest.fixture

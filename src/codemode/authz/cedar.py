@@ -5,6 +5,9 @@ Each capability call becomes a Cedar request: principal `User::"<subject>"`, act
 arguments as context (None values left out, floats as strings, since Cedar has neither).
 An upstream MCP tool's hints are attributes of its resource: `when { resource has
 destructiveHint && resource.destructiveHint }`.
+Policies, entities and requests are checked against one schema: the types of the host's
+entities (derived from the entities themselves unless the host gives a schema), the
+Capability type, and one action per capability with its arguments as context.
 Permit allows; forbid or no matching permit is `permission denied`; an evaluation error,
 a policy that does not parse or a timeout is `authorization policy failure`. The decision,
 the determining policies and the diagnostics go to the host log, never to the model.
@@ -15,26 +18,25 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from typing import Any
 
 import cedarpy
-from typing_extensions import is_typeddict
 
-from codemode.authz import HINTS, AuthorizationRequest, Denied
+from codemode.authz import AuthorizationRequest, Denied
+from codemode.authz.cedar_messages import mistakes, policy_lines
+from codemode.authz.cedar_schema import (
+    CATALOG_TYPES,
+    CedarPolicyError,
+    cedar_schema,
+    cedar_string,
+    with_catalog,
+)
 from codemode.capabilities import Capability
-from codemode.capabilities import typehints as t
 from codemode.types import JSONValue
 
 log = logging.getLogger("codemode.authz")
-
-NoneType = type(None)
-
-
-class CedarPolicyError(ValueError):
-    """Policies that do not parse or do not validate; the message names policy and line."""
 
 
 class CedarEvaluationError(RuntimeError):
@@ -49,7 +51,9 @@ class CedarAuthorizer:
     - `policies`: Cedar policy text.
     - `entities`: Cedar entities (a list of `{"uid", "attrs", "parents"}` or its JSON text);
       an `Action` and a `Capability` entity per capability are added when missing.
-    - `schema`: an explicit Cedar schema; `validate()` generates one when omitted.
+    - `schema`: a Cedar JSON schema of the host's own entity types, for when the entities
+      do not say them (`validate()` adds the Capability type and an action per capability
+      it does not declare); when omitted, the types are derived from the entities.
     - `timeout`: seconds one decision may take before it is a policy failure.
     """
 
@@ -100,42 +104,41 @@ class CedarAuthorizer:
     # -- start-up ---------------------------------------------------------------------
 
     def validate(self, capabilities: Iterable[Capability]) -> None:
-        """Check the policies against the schema of the registered capabilities.
+        """Check the policies and entities against the schema of the registered capabilities.
 
         Also adds the Action and Capability entities the requests need. Raises
-        CedarPolicyError naming each failing policy and the line it starts on.
+        CedarPolicyError naming each mistake once, at its policy's line and column, and
+        an entity Cedar would refuse (at start-up, rather than at every call).
         """
         capabilities = list(capabilities)
         for capability in capabilities:
-            for kind in ("Action", "Capability"):
+            for kind in CATALOG_TYPES:
                 if (kind, capability.id) not in self._known:
                     self._known.add((kind, capability.id))
                     attrs = dict(capability.annotations) if kind == "Capability" else {}
                     self.entities.append(
                         {"uid": {"type": kind, "id": capability.id}, "attrs": attrs, "parents": []}
                     )
-        schema = self.schema or cedar_schema(capabilities)
+        schema = (
+            with_catalog(self.schema, capabilities)
+            if self.schema
+            else cedar_schema(capabilities, self.entities)
+        )
+        contexts = {
+            action: spec["appliesTo"]["context"].get("attributes", {})
+            for namespace in schema.values()
+            for action, spec in namespace.get("actions", {}).items()
+            if "context" in spec.get("appliesTo", {})
+        }
         result = cedarpy.validate_policies(self.text, schema)
-        if result.validation_passed:
-            self._schema = cedarpy.Schema.from_json_str(json.dumps(schema))
-            self._contexts = {
-                action: spec["appliesTo"]["context"]["attributes"]
-                for namespace in schema.values()
-                for action, spec in namespace.get("actions", {}).items()
-                if "context" in spec.get("appliesTo", {})
-            }
-            return
-        starts = policy_lines(self.text)
-        names = result.id_annotations_by_policy_id
-        problems = []
-        for error in result.errors:
-            policy = error.policy_id
-            label = f'"{names[policy]}"' if policy in names else policy or "policies"
-            line = starts.get(policy)
-            where = f" (line {line})" if line else ""
-            text = re.sub(r"^for policy `policy\d+`, ", "", str(error.error))  # its own id
-            problems.append(f"policy {label}{where}: {text}")
-        raise CedarPolicyError("; ".join(dict.fromkeys(problems)))  # once per policy and text
+        if not result.validation_passed:
+            raise CedarPolicyError(mistakes(self.text, result, schema, contexts))
+        refused = cedarpy.is_authorized_partial({}, "", self.entities, schema).diagnostics.errors
+        if refused:  # Cedar says why only when it decides; its text repeats the entities
+            reason = refused[0].rpartition("error during entity deserialization: ")[2]
+            raise CedarPolicyError(f"the entities do not match the schema: {reason}")
+        self._schema = cedarpy.Schema.from_json_str(json.dumps(schema))
+        self._contexts = contexts
 
     # -- decisions ------------------------------------------------------------------------
 
@@ -188,9 +191,9 @@ class CedarAuthorizer:
         or a permit that still depends on the arguments hides the capability.
         """
         probe = {  # partial evaluation takes entity references as Cedar text only
-            "principal": f"User::{_cedar_string(subject)}",
-            "action": f"Action::{_cedar_string(capability_id)}",
-            "resource": f"Capability::{_cedar_string(capability_id)}",
+            "principal": f"User::{cedar_string(subject)}",
+            "action": f"Action::{cedar_string(capability_id)}",
+            "resource": f"Capability::{cedar_string(capability_id)}",
         }
         entities = self.entities
         if ("User", subject) not in self._known:
@@ -207,11 +210,6 @@ class CedarAuthorizer:
             policy.get("effect") == "permit" and not _never(policy)
             for policy in (result.residuals or {}).values()
         )
-
-
-def _cedar_string(text: str) -> str:
-    """A Cedar string literal with the text's own characters (Cedar reads no \\uXXXX)."""
-    return json.dumps(text, ensure_ascii=False)
 
 
 def _never(policy: Mapping[str, Any]) -> bool:
@@ -250,113 +248,6 @@ def _fitted(arguments: Mapping[str, JSONValue], attributes: Mapping[str, Any]) -
         return to_context({"v": value}).get("v")
 
     return fit(dict(arguments), {"type": "Record", "attributes": attributes})  # type: ignore[no-any-return]
-
-
-def cedar_schema(capabilities: Iterable[Capability]) -> dict[str, Any]:
-    """A Cedar schema: User (member of Role), Role, Capability, one action per capability."""
-    actions = {}
-    for capability in capabilities:
-        attributes = {}
-        for parameter in capability.parameters:
-            cedar_type = _cedar_type(parameter.annotation)
-            if cedar_type is not None:
-                attributes[parameter.name] = {
-                    **cedar_type,
-                    "required": parameter.required and not _optional(parameter.annotation),
-                }
-        actions[capability.id] = {
-            "appliesTo": {
-                "principalTypes": ["User"],
-                "resourceTypes": ["Capability"],
-                "context": {"type": "Record", "attributes": attributes},
-            }
-        }
-    return {
-        "": {
-            "entityTypes": {
-                "User": {"memberOfTypes": ["Role"]},
-                "Role": {},
-                "Capability": {
-                    "shape": {
-                        "type": "Record",
-                        "attributes": {
-                            hint: {"type": "Boolean", "required": False} for hint in HINTS
-                        },
-                    }
-                },
-            },
-            "actions": actions,
-        }
-    }
-
-
-def _optional(annotation: Any) -> bool:
-    return t.is_union(annotation) and NoneType in get_args(annotation)
-
-
-def _cedar_type(annotation: Any) -> dict[str, Any] | None:
-    """The Cedar type of a parameter, or None when Cedar cannot describe it."""
-    annotation = t.strip_annotated(annotation)
-    if t.is_union(annotation):
-        members = [m for m in get_args(annotation) if m is not NoneType]
-        return _cedar_type(members[0]) if len(members) == 1 else None
-    origin = get_origin(annotation)
-    if t.is_enum(annotation):
-        return _scalars_type(tuple(member.value for member in annotation))
-    if annotation is str or annotation is float:
-        return {"type": "String"}
-    if annotation is bool:
-        return {"type": "Boolean"}
-    if annotation is int:
-        return {"type": "Long"}
-    if origin is list:
-        element = _cedar_type(get_args(annotation)[0])
-        return {"type": "Set", "element": element} if element else None
-    if t.is_record(annotation) or is_typeddict(annotation):
-        attributes = {}
-        for f in t.fields_of(annotation):
-            inner = _cedar_type(f.annotation)
-            if inner is not None:
-                attributes[f.name] = {
-                    **inner,
-                    "required": f.required and not _optional(f.annotation),
-                }
-        return {"type": "Record", "attributes": attributes}
-    if origin is Literal:
-        return _scalars_type(get_args(annotation))
-    return None
-
-
-def _scalars_type(values: tuple[Any, ...]) -> dict[str, Any] | None:
-    """The Cedar type of a set of enum or Literal values, as they arrive (not as named)."""
-    if all(isinstance(v, str) for v in values):
-        return {"type": "String"}
-    if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-        return {"type": "Long"}
-    if all(isinstance(v, bool) for v in values):
-        return {"type": "Boolean"}
-    return None
-
-
-_TOKEN = re.compile(r'"(?:\\.|[^"\\])*"|//[^\n]*|;|\S', re.DOTALL)
-
-
-def policy_lines(text: str) -> dict[str, int]:
-    """The line each policy starts on, by Cedar's generated id (policy0, policy1, ...)."""
-    starts: dict[str, int] = {}
-    index = 0
-    expecting = True
-    for match in _TOKEN.finditer(text):
-        token = match.group()
-        if token.startswith("//"):
-            continue
-        if expecting:
-            starts[f"policy{index}"] = text.count("\n", 0, match.start()) + 1
-            expecting = False
-        if token == ";":
-            index += 1
-            expecting = True
-    return starts
 
 
 __all__ = [
