@@ -281,4 +281,12 @@ class SearchIndex:
         )
 
 
-__all__ = ["LIST_ALL", "NONE_AVAILABLE", "SYNONYMS", "SearchHit", "SearchIndex", "SearchResult", "tokenize"]
+__all__ = [
+    "LIST_ALL",
+    "NONE_AVAILABLE",
+    "SYNONYMS",
+    "SearchHit",
+    "SearchIndex",
+    "SearchResult",
+    "tokenize",
+]
