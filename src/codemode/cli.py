@@ -652,6 +652,8 @@ def _serve_reloading(
     its folder changes (for development)."""
     import uvicorn
 
+    from codemode.http.server import server_options
+
     _refuse_open(host, bool(setup["token_file"]), insecure)
     _listen(host, port).close()  # a busy port is one line of error, before any banner
     folder = app_folder(app)
@@ -665,10 +667,7 @@ def _serve_reloading(
         reload=True,
         reload_dirs=[folder],
         reload_excludes=[".venv", ".git", "node_modules"],
-        host=host,
-        port=port,
-        root_path=root_path,
-        log_level="warning",
+        **server_options(host=host, port=port, root_path=root_path),
     )
 
 

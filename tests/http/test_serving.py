@@ -232,3 +232,33 @@ def test_headers_still_incomplete_after_16_kib_are_refused(server: Served) -> No
         while chunk := connection.recv(65536):
             answer += chunk
     assert answer.startswith(b"HTTP/1.1 400 ")
+
+
+def test_every_connection_sends_small_segments_at_once_whatever_made_the_listener() -> None:
+    """uvicorn's --reload, --workers and --fd listeners are made without IPPROTO_TCP, so
+    asyncio leaves Nagle's algorithm on their connections; the server's own protocol
+    turns it off on each connection (read here from the accepted socket, in process)."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)  # as uvicorn binds one
+    listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    app = noting_host([]).http_app()
+    server = uvicorn.Server(server_config(app, host="127.0.0.1", port=port))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not server.started:
+            assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.02)
+        with socket.create_connection(("127.0.0.1", port)) as client:
+            while not server.server_state.connections:
+                assert time.monotonic() < deadline, "the connection was not accepted"
+                time.sleep(0.01)
+            (connection,) = server.server_state.connections
+            accepted = connection.transport.get_extra_info("socket")
+            assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
+            client.close()
+    finally:
+        server.should_exit = True
+        thread.join(20)
+        listener.close()
