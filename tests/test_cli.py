@@ -122,7 +122,7 @@ def test_serve_refuses_policies_that_do_not_validate(tmp_path: Path) -> None:
     )
     assert result.exit_code == 2
     assert result.stderr.endswith(
-        f"Error: {policy}: policy \"typo\" at line 2, column 30: unknown action "
+        f'Error: {policy}: policy "typo" at line 2, column 30: unknown action '
         '"records.lookp"; did you mean "records.entry.lookup"?\n'
     )
 
