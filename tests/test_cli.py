@@ -6,6 +6,8 @@ import asyncio
 import json
 import logging
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -80,6 +82,54 @@ def test_check_shows_a_failing_line_inert(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert "\x1b" not in result.stderr and "\x07" not in result.stderr
     assert '    return records.nope("\ufffd]0;pwned\ufffd")\n' in result.stderr
+
+
+def echoing_host() -> CodeMode:
+    """A host whose handler repeats its argument in an error, as many do."""
+    cm = CodeMode(authorizer=AllowAll())
+
+    @cm.capability("records.get", summary="Get a record.")
+    def get(*, key: str) -> int:
+        raise RuntimeError(f"no such key {key}")
+
+    return cm
+
+
+def test_the_host_log_on_the_terminal_shows_a_programs_text_inert(tmp_path: Path) -> None:
+    """A handler's message may repeat what the program passed it; its log line reaches
+    the operator's terminal with the escape sequence made inert."""
+    path = tmp_path / "p.py"
+    path.write_text(f'def main():\n    return records.get(key="{OSC_CLIPBOARD}\\u2028")\n')
+    ran = subprocess.run(
+        [sys.executable, "-m", "codemode", "run", "tests.test_cli:echoing_host", str(path)],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).parents[1],
+        timeout=60,
+    )
+    assert ran.returncode == 1
+    assert "RuntimeError: no such key \ufffd]52;c;ZXZpbA==\ufffd\ufffd" in ran.stderr
+    assert "\x1b" not in ran.stderr and "\x07" not in ran.stderr and "\u2028" not in ran.stderr
+
+
+@pytest.mark.parametrize("command", ["run", "check"])
+def test_a_program_file_with_a_byte_order_mark_is_read_as_python_reads_it(
+    tmp_path: Path, command: str
+) -> None:
+    path = tmp_path / "p.py"
+    path.write_bytes(b"\xef\xbb\xbfdef main():\r\n    return 1\r\n")
+    result = CliRunner().invoke(main, [command, "tests.conftest:build_host", str(path)])
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert result.stdout == ("1\n" if command == "run" else "ok: no problems found\n")
+
+
+@pytest.mark.parametrize("command", ["run", "check"])
+def test_a_program_file_that_is_not_utf8_is_a_usage_error(tmp_path: Path, command: str) -> None:
+    path = tmp_path / "p.py"
+    path.write_bytes(b"\xff\xfedef main():\n    return 1\n")
+    result = CliRunner().invoke(main, [command, "tests.conftest:build_host", str(path)])
+    assert result.exit_code == 2
+    assert result.stderr.endswith(f"Error: Invalid value for FILE: {path}: not UTF-8 text\n")
 
 
 def test_bad_app_is_a_usage_error(tmp_path: Path) -> None:
@@ -319,7 +369,7 @@ def test_hide_forbidden_without_a_policy_is_a_usage_error() -> None:
     [
         ("alice:tok-1\nbob:tok-1\n", "tokens:2: this token is already given on another line"),
         ("alice tok-1\n", "tokens:1: expected subject:token"),
-        ('{"tok": 3}', "tokens: expected a JSON object of token -> subject"),
+        ('{"tok": 3}', "tokens: expected a JSON object of token -> subject, each a string"),
     ],
 )
 def test_a_malformed_token_file_is_one_line_of_error(

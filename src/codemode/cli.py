@@ -113,10 +113,13 @@ def load_rego(files: list[str], data_file: str | None, decision: str, visible: s
         raise click.UsageError(str(exc)) from None
 
 
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_CONTROL = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
+)
 """What a terminal obeys rather than shows: control characters but newline and tab (an
-escape sequence can set the title or write the clipboard), and the bidirectional
-overrides that make text read other than it is."""
+escape sequence can set the title or write the clipboard), line and paragraph
+separators, and the bidirectional marks and overrides that make text read other than it
+is."""
 
 
 def for_terminal(text: str) -> str:
@@ -146,6 +149,15 @@ def _say_if_blind(cm: CodeMode, subject: str) -> None:
     else:
         reason = "the app registers none"
     click.echo(f'codemode: subject "{subject}" sees no capabilities: {reason}', err=True)
+
+
+def _program_text(file: Any) -> str:
+    """A program file's text, or a usage error naming the file when it is not UTF-8."""
+    try:
+        text: str = file.read().decode("utf-8")
+    except UnicodeDecodeError:
+        raise click.BadParameter(f"{file.name}: not UTF-8 text", param_hint="FILE") from None
+    return text
 
 
 def render_error(error: CodeModeError) -> str:
@@ -187,12 +199,20 @@ def main(log_level: str, verbose: bool) -> None:
     _log_to_stderr(logging.DEBUG if verbose else getattr(logging, log_level.upper()))
 
 
+class _InertFormatter(logging.Formatter):
+    """Log lines as a terminal may show them: a handler's error or an upstream's stderr
+    may repeat what a program passed it."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return for_terminal(super().format(record))
+
+
 def _log_to_stderr(level: int) -> None:
     """The host log on stderr: codemode's own lines at `level`, libraries' at warning."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_InertFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(
-        level=logging.DEBUG if level == logging.DEBUG else logging.WARNING,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        level=logging.DEBUG if level == logging.DEBUG else logging.WARNING, handlers=[handler]
     )
     logging.getLogger("codemode").setLevel(level)
 
@@ -683,14 +703,14 @@ def reloaded_app() -> Any:
 
 @main.command()
 @click.argument("app")
-@click.argument("file", type=click.File("r", encoding="utf-8"))
+@click.argument("file", type=click.File("rb"))
 @click.option("--subject", default="local", show_default=True)
 def run(app: str, file: Any, subject: str) -> None:
     """Run the program in FILE against APP and print its result."""
     cm = load_app(app)
     try:
         _say_if_blind(cm, subject)
-        result = cm.execute(file.read(), subject=subject)
+        result = cm.execute(_program_text(file), subject=subject)
     except CodeModeError as error:
         if error.printed:
             click.echo(for_terminal(error.printed), nl=False)
@@ -705,7 +725,7 @@ def run(app: str, file: Any, subject: str) -> None:
 
 @main.command()
 @click.argument("app")
-@click.argument("file", type=click.File("r", encoding="utf-8"))
+@click.argument("file", type=click.File("rb"))
 @click.option("--subject", default="local", show_default=True)
 def check(app: str, file: Any, subject: str) -> None:
     """Check the program in FILE against APP without running it (the static preflight)."""
@@ -714,7 +734,7 @@ def check(app: str, file: Any, subject: str) -> None:
     with load_app(app) as cm:
         _say_if_blind(cm, subject)
         try:
-            program = Programs(cm.visible(subject)).prepare(file.read())
+            program = Programs(cm.visible(subject)).prepare(_program_text(file))
             _parses(program.source)
         except CodeModeError as error:
             click.echo(render_error(error), err=True)

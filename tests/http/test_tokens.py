@@ -69,3 +69,58 @@ def test_text_that_looks_like_json_but_does_not_parse_is_refused(
         " a JSON token file is one object of token -> subject"
     )
     assert CANARY not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (f'# prod\n{{"{CANARY}": "alice"}}\n', ":2: a token is one word of printable characters"),
+        (f'[{{"{CANARY}": "alice"}}]', ":1: a token is one word of printable characters"),
+        (f'\u200b{{"{CANARY}": "alice"}}', ":1: a token is one word of printable characters"),
+        (f"{CANARY}: alice\n", ":1: a token is one word of printable characters"),
+        (f"alice:{CANARY} x\n", ":1: a token is one word of printable characters"),
+        (f'{{"{CANARY}": "alice", "{CANARY}": "bob"}}', ": a token is given twice"),
+        (f'{{" {CANARY}": "alice"}}', ": a token is one word of printable characters"),
+        (
+            f'{{"{CANARY}": "alice\\nbob"}}',
+            ": a subject is one word of printable characters, without quotes or brackets",
+        ),
+    ],
+    ids=[
+        "comment-then-json",
+        "json-array",
+        "zero-width",
+        "yaml",
+        "space",
+        "twice",
+        "padded",
+        "newline",
+    ],
+)
+def test_a_file_that_could_be_misread_is_refused(
+    tmp_path: Path, content: str, message: str
+) -> None:
+    """Each of these, read as lines, made a guessable token or put the secret into a
+    subject name (which every log line shows)."""
+    path = tmp_path / "tokens"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(ValueError) as caught:
+        load_token_file(path)
+    assert str(caught.value) == f"{path}{message}"
+    assert CANARY not in str(caught.value)
+
+
+def test_utf16_without_its_mark_is_not_read_as_lines(tmp_path: Path) -> None:
+    path = tmp_path / "tokens"
+    path.write_bytes(f"alice:{CANARY}\n".encode("utf-16-be"))
+    with pytest.raises(ValueError) as caught:
+        load_token_file(path)
+    assert str(caught.value) == f"{path}: not UTF-8 text"
+
+
+def test_an_unclosed_object_is_placed_at_its_last_line(tmp_path: Path) -> None:
+    path = tmp_path / "tokens.json"
+    path.write_text('{"tok-1": "x:y"\n', encoding="utf-8")
+    with pytest.raises(ValueError) as caught:
+        load_token_file(path)
+    assert str(caught.value).startswith(f"{path}:1: this looks like JSON but does not parse")

@@ -86,9 +86,10 @@ class Program:
 
 
 def normalized(source: str) -> str:
-    """The program with every line end as \n (\r\n and a lone \r too), done once at
-    intake, so the parser, the interpreter and an editor number lines alike."""
-    return _LINE_END.sub("\n", source)
+    """The program as an editor shows it, done once at intake so the parser, the
+    interpreter and an editor number lines alike: every line end as \n (\r\n and a lone
+    \r too), and no byte-order mark before its first line (as Python reads a file)."""
+    return _LINE_END.sub("\n", source.removeprefix("\ufeff"))
 
 
 def split_lines(source: str) -> tuple[str, ...]:
