@@ -170,7 +170,9 @@ def _name(name: str, known: Known, where: Where | None) -> str | None:
     )
     if used_as_namespace and not known.capabilities:
         return NONE_AVAILABLE  # a builtin's spelling would only mislead
-    candidates = known.names | known.roots | _builtin_names() | frozenset(MODULES)
+    candidates = known.names | known.roots | frozenset(MODULES)
+    if not used_as_namespace:  # `x.attr` is a namespace, a module or a value, not a builtin
+        candidates |= _builtin_names()
     close = _did_you_mean(name, candidates)
     if close is None and used_as_namespace and known.roots:
         return "the capability namespaces are " + ", ".join(sorted(known.roots))
