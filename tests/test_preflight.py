@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
@@ -12,6 +13,7 @@ from pydantic import Field
 
 from codemode import CodeMode
 from codemode.demo import create
+from codemode.payloads import describe_payload
 from tests.conftest import run_error
 
 CORPUS = sorted((Path(__file__).parent / "corpus").glob("*.py"))
@@ -241,3 +243,56 @@ def test_literals_within_their_bounds_pass() -> None:
     with bounded_host(calls) as cm:
         assert cm.execute(source, subject="a").value == []
     assert calls == ["customers.search", "customers.search"]
+
+
+def listed_host(calls: list[str]) -> CodeMode:
+    cm = CodeMode(authorizer=lambda request: calls.append(request.capability_name))
+
+    @cm.capability("instances.tag", summary="Tag an instance.")
+    def tag(
+        *,
+        tags: list[Annotated[str, Field(min_length=1, max_length=40)]],
+        codes: Annotated[str, Field(pattern=re.compile(r"^(a+)+$"))] | None = None,
+    ) -> int:
+        return len(tags)
+
+    return cm
+
+
+@pytest.mark.parametrize(
+    ("argument", "message"),
+    [
+        ('tags=["", "x" * 41]', 'argument "tags[0]" must be 1 to 40 characters'),
+        ('tags=[name, "x" * 41, ""]', 'argument "tags[2]" must be 1 to 40 characters'),
+        ('tags=["ok", 3, *more]', 'argument "tags[1]" must be a string'),
+    ],
+)
+def test_a_literal_item_beside_items_known_only_at_run_time_is_checked(
+    argument: str, message: str
+) -> None:
+    calls: list[str] = []
+    source = f'def main():\n    name, more = "a", []\n    return instances.tag({argument})\n'
+    with listed_host(calls) as cm:
+        error = run_error(cm, source)
+    assert str(error) == f"invalid capability arguments: <codemode>:3:12: {message}"
+    assert calls == []
+
+
+def test_items_after_a_spread_are_left_to_the_runtime() -> None:
+    calls: list[str] = []
+    source = 'def main():\n    more = ["a"]\n    return instances.tag(tags=[*more, "b"])\n'
+    with listed_host(calls) as cm:
+        assert cm.execute(source, subject="a").value == 2
+
+
+def test_a_compiled_pattern_is_matched_by_its_text_in_linear_time() -> None:
+    """Python's engine would backtrack for 2^40 steps on this literal."""
+    calls: list[str] = []
+    source = f'def main():\n    return instances.tag(tags=["a"], codes="{"a" * 40}!")\n'
+    with listed_host(calls) as cm:
+        assert "matching the pattern ^(a+)+$" in str(describe_payload(cm.describe("instances.tag")))
+        error = run_error(cm, source)
+    assert str(error) == (
+        "invalid capability arguments: <codemode>:2:12: "
+        'argument "codes" must match the pattern ^(a+)+$'
+    )

@@ -214,9 +214,11 @@ def literal_problem(annotation: Any, value: JSONValue, path: str) -> str | None:
     if tp is Any:
         return None
     if t.is_union(tp):
-        if any(literal_problem(member, value, path) is None for member in get_args(tp)):
+        problems = [(member, literal_problem(member, value, path)) for member in get_args(tp)]
+        if any(problem is None for _, problem in problems):
             return None
-        return _must_be(tp, path)
+        fitting = [p for m, p in problems if _fits(t.strip_annotated(m), value)]
+        return fitting[0] if fitting else _must_be(tp, path)  # the bound it breaks, if one
     origin = get_origin(tp)
     if origin is Literal:
         return None if any(_same(value, v) for v in get_args(tp)) else _must_be(tp, path)

@@ -19,7 +19,7 @@ import math
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any, Literal, get_args, get_origin
 
 from codemode import syntax
 from codemode.binding import closest_name, literal_problem, unknown_argument
@@ -352,11 +352,44 @@ def _literal_problem(parameter: Parameter, value: ast.expr) -> str | None:
         return literal_problem(parameter.annotation, value.value, parameter.name)
     if not isinstance(value, ast.List | ast.Tuple | ast.Dict | ast.UnaryOp):
         return None
+    literal = _literal(value)
+    if literal is not _UNKNOWN:
+        return literal_problem(parameter.annotation, literal, parameter.name)
+    item_type = _item_type(parameter.annotation)
+    if isinstance(value, ast.List | ast.Tuple) and item_type is not None:
+        for index, element in enumerate(value.elts):  # some items known: each checked alone
+            if isinstance(element, ast.Starred):
+                break  # the items after a *spread have unknown positions
+            item = _literal(element)
+            path = f"{parameter.name}[{index}]"
+            if item is not _UNKNOWN and (problem := literal_problem(item_type, item, path)):
+                return problem
+    return None
+
+
+_UNKNOWN: Any = object()
+"""A value the program only knows when it runs."""
+
+
+def _literal(node: ast.expr) -> Any:
+    """The JSON value of a literal expression, or _UNKNOWN."""
     try:
-        literal = json.loads(json.dumps(ast.literal_eval(value), allow_nan=False))
+        return json.loads(json.dumps(ast.literal_eval(node), allow_nan=False))
     except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
-        return None
-    return literal_problem(parameter.annotation, literal, parameter.name)
+        return _UNKNOWN
+
+
+def _item_type(annotation: Any) -> Any:
+    """The item type of a `list[T]` (or `tuple[T, ...]`, either or None) parameter, else
+    None."""
+    tp = t.strip_annotated(annotation)
+    if t.is_union(tp):
+        present = [member for member in get_args(tp) if member is not type(None)]
+        return _item_type(present[0]) if len(present) == 1 else None
+    args = get_args(tp)
+    if get_origin(tp) is list or (get_origin(tp) is tuple and args[-1:] == (Ellipsis,)):
+        return args[0]
+    return None
 
 
 def _nodes(tree: ast.AST) -> Iterator[ast.AST]:

@@ -47,6 +47,18 @@ class AnnotatedDataclass:
     internal_api_key: HIDDEN = CANARY
 
 
+@dataclasses.dataclass
+class DefaultFieldDataclass:
+    name: str
+    internal_api_key: str = pydantic.Field(default=CANARY, exclude=True)
+
+
+@dataclasses.dataclass
+class MetadataDataclass:
+    name: str
+    internal_api_key: str = dataclasses.field(default=CANARY, metadata={"exclude": True})
+
+
 class Row(TypedDict):
     name: str
     internal_api_key: HIDDEN
@@ -58,6 +70,8 @@ RECORDS = [
     PydanticDataclass,
     AnnotatedPydanticDataclass,
     AnnotatedDataclass,
+    DefaultFieldDataclass,
+    MetadataDataclass,
 ]
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
+import re
 import sys
 import types
 import typing
@@ -199,10 +200,11 @@ def _dataclass_field_info(
     field: dataclasses.Field[Any], hint: Any, infos: dict[str, FieldInfo]
 ) -> FieldInfo:
     """The field as pydantic reads it: a pydantic dataclass's own record, else what the
-    hint's `Annotated[..., Field(...)]` and a `= Field(...)` default say together."""
+    hint's `Annotated[..., Field(...)]` says with a `= Field(...)` default or the field's
+    `metadata`."""
     if field.name in infos:
         return infos[field.name]
-    default = field.default if field.default is not dataclasses.MISSING else ...
+    default = field.default if isinstance(field.default, FieldInfo) else field
     return FieldInfo.from_annotated_attribute(hint, default)
 
 
@@ -393,7 +395,9 @@ def _matcher(pattern: str) -> pydantic_core.SchemaValidator | None:
     """A linear-time matcher of `pattern` (the Rust regex crate, pydantic's own engine), or
     None when that engine cannot read it (lookaround, backreferences)."""
     try:
-        return pydantic_core.SchemaValidator(core_schema.str_schema(pattern=pattern))
+        return pydantic_core.SchemaValidator(
+            core_schema.str_schema(pattern=pattern, regex_engine="rust-regex")
+        )
     except pydantic_core.SchemaError:
         return None
 
@@ -428,6 +432,8 @@ def declared(tp: Any) -> Declared:
     for item in info.metadata:
         for name in _BOUNDS:
             value = getattr(item, name, None)
+            if isinstance(value, re.Pattern):  # described, and matched, by its text
+                value = value.pattern
             if value is not None:
                 found[name] = value
     return Declared(
