@@ -10,7 +10,7 @@ import pytest
 
 from codemode import CodeMode
 from codemode.authz.cedar import CedarAuthorizer, CedarPolicyError, cedar_schema
-from tests.conftest import run_error
+from tests.conftest import CANARY, run_error
 
 SEARCH = 'def main():\n    return customers.search(sandbox="dev")'
 
@@ -136,7 +136,7 @@ def _group(name: str) -> dict[str, str]:
         ),
         (
             [user("bob", score=1.5)],
-            'entity User::"bob": attribute "score" is 1.5, which Cedar cannot type',
+            'entity User::"bob": attribute "score" is a number with a fraction, which Cedar cannot type',
         ),
     ],
     ids=["two-types", "two-set-types", "set-or-not", "nested", "mixed-set", "float"],
@@ -230,3 +230,63 @@ def test_each_mistake_is_said_once_at_its_line_and_column_with_the_name_it_may_m
 )
 def test_other_mistakes_are_said_once_where_they_are(policy: str, expected: str) -> None:
     assert refusal(policy, [user("alice", department="eng")]) == expected
+
+
+ANY = "permit(principal, action, resource);"
+
+
+@pytest.mark.parametrize(
+    ("entities", "message"),
+    [
+        (
+            [user("alice", ip={"__extn": {"fn": "ip", "arg": CANARY}})],
+            "the entities do not match the schema: failed to evaluate attribute `ip` of "
+            '`User::"alice"`: error while evaluating `ipaddr` extension function: '
+            "invalid IP address: <value>",
+        ),
+        (
+            [user("alice", dept=CANARY), user("alice", dept="ops")],
+            'the entities do not match the schema: duplicate entity entry `User::"alice"`',
+        ),
+        (
+            [user("alice", key={"__extn": {"fn": "nope", "arg": CANARY}})],
+            'entity User::"alice": attribute "key" is an unknown extension value, '
+            "which Cedar cannot type",
+        ),
+    ],
+    ids=["extension", "duplicate", "unknown-extension"],
+)
+def test_a_start_up_error_names_the_entity_never_an_attribute_value(
+    entities: list[dict[str, Any]], message: str
+) -> None:
+    assert refusal(ANY, entities) == message
+
+
+@pytest.mark.parametrize(
+    "entities",
+    [["alice"], [{"uid": 'User::"alice"', "attrs": {}}], [{"uid": {"type": "User", "id": 5}}]],
+    ids=["not-an-object", "uid-as-text", "id-not-a-string"],
+)
+def test_an_entity_that_is_not_one_is_named_by_its_place(entities: list[Any]) -> None:
+    with pytest.raises(CedarPolicyError) as caught:
+        CedarAuthorizer(ANY, entities)
+    assert str(caught.value) == "entity 1 is not an object whose uid is {type, id}, both strings"
+
+
+def test_attributes_nested_past_any_use_are_one_error() -> None:
+    deep: dict[str, Any] = {}
+    for _ in range(3000):
+        deep = {"a": deep}
+    assert refusal(ANY, [user("alice", n=deep)]) == "the entities' attributes are nested too deeply"
+
+
+def test_an_evaluation_error_in_the_log_names_the_policy_by_its_id(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    policy = '@id("ops")\npermit(principal, action, resource) when { principal.dept == "ops" };'
+    authorizer = CedarAuthorizer(policy, [user("alice", dept="ops")])
+    with host(authorizer) as cm, caplog.at_level("INFO", logger="codemode.authz"):
+        error = run_error(cm, SEARCH, subject="nobody")
+    assert str(error) == "authorization policy failure"
+    decision = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("cedar"))
+    assert "`ops`" in decision and "policy0" not in decision

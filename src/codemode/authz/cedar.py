@@ -18,7 +18,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -75,13 +76,11 @@ class CedarAuthorizer:
             for policy_id, policy in self.policies.to_pst().static_policies.items()
         }
         """Each policy's `@id` annotation (or Cedar's own id), as logs and reasons name it."""
-        self.entities: list[dict[str, Any]] = list(
-            json.loads(entities) if isinstance(entities, str) else map(dict, entities)
-        )
+        self.entities = _entities(json.loads(entities) if isinstance(entities, str) else entities)
         self.schema = dict(schema) if schema is not None else None
         self.timeout = timeout
         self._known: set[tuple[str, str]] = {
-            (e["uid"]["type"], e["uid"]["id"]) for e in self.entities if "uid" in e
+            (e["uid"]["type"], e["uid"]["id"]) for e in self.entities
         }
         self._contexts: dict[str, dict[str, Any]] = {}
         """Each action's context attributes in the validated schema."""
@@ -134,9 +133,10 @@ class CedarAuthorizer:
         if not result.validation_passed:
             raise CedarPolicyError(mistakes(self.text, result, schema, contexts))
         refused = cedarpy.is_authorized_partial({}, "", self.entities, schema).diagnostics.errors
-        if refused:  # Cedar says why only when it decides; its text repeats the entities
-            reason = refused[0].rpartition("error during entity deserialization: ")[2]
-            raise CedarPolicyError(f"the entities do not match the schema: {reason}")
+        if refused:  # Cedar says why only when it decides
+            raise CedarPolicyError(
+                f"the entities do not match the schema: {_reason(refused[0], self.entities)}"
+            )
         self._schema = cedarpy.Schema.from_json_str(json.dumps(schema))
         self._contexts = contexts
 
@@ -168,16 +168,20 @@ class CedarAuthorizer:
             raise CedarEvaluationError("the Cedar decision timed out") from None
         diagnostics = result.diagnostics
         policies = ", ".join(self.names.get(r, r) for r in diagnostics.reasons) or "none"
+        errors = [  # named as the policies name themselves, not by Cedar's own ids
+            _OWN_IDS.sub(lambda m: f"`{self.names.get(m[1], m[1])}`", error)
+            for error in diagnostics.errors
+        ]
         log.info(
             "cedar %s: subject=%s capability=%s policies=%s errors=%s",
             result.decision.name,
             request.subject,
             request.capability_id,
             policies,
-            diagnostics.errors,
+            errors,
         )
         if diagnostics.errors or result.decision == cedarpy.Decision.NoDecision:
-            raise CedarEvaluationError("; ".join(diagnostics.errors) or "no decision")
+            raise CedarEvaluationError("; ".join(errors) or "no decision")
         if not result.allowed:
             if diagnostics.reasons:
                 raise Denied(f"cedar Deny by {policies}")
@@ -218,6 +222,56 @@ def _never(policy: Mapping[str, Any]) -> bool:
         condition.get("kind") == "when" and condition.get("body") == {"Value": False}
         for condition in policy.get("conditions", ())
     )
+
+
+_OWN_IDS = re.compile(r"`(policy\d+)`")
+
+
+def _entities(given: Any) -> list[dict[str, Any]]:
+    """The entities as Cedar's JSON form has them, each uid as `{"type", "id"}`; a
+    CedarPolicyError names the first that is not an entity at all."""
+    if isinstance(given, Mapping) or not isinstance(given, Iterable):
+        raise CedarPolicyError("the entities are a list of {uid, attrs, parents} objects")
+    entities = []
+    for index, entity in enumerate(given):
+        uid = entity.get("uid") if isinstance(entity, Mapping) else None
+        uid = uid.get("__entity", uid) if isinstance(uid, Mapping) else None
+        if not isinstance(uid, Mapping) or not all(
+            isinstance(uid.get(key), str) for key in ("type", "id")
+        ):
+            raise CedarPolicyError(
+                f"entity {index + 1} is not an object whose uid is {{type, id}}, both strings"
+            )
+        entities.append({**entity, "uid": {"type": uid["type"], "id": uid["id"]}})
+    return entities
+
+
+def _reason(refusal: str, entities: Iterable[Mapping[str, Any]]) -> str:
+    """Cedar's reason for refusing the entities, without the entities it quotes (their
+    JSON, an attribute's value in an extension error): an attribute may hold a secret."""
+    reason = refusal.rpartition("error during entity deserialization: ")[2]
+    if reason.startswith("failed to parse entities from:"):
+        reason = reason.rpartition("]: ")[2]
+    values = sorted({v for e in entities for v in _strings(e.get("attrs")) if len(v) > 2}, key=len)
+    for value in reversed(values):  # longest first, so no value is left half hidden
+        reason = re.sub(rf"(?<!\w){re.escape(value)}(?!\w)", "<value>", reason)
+    return reason
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string inside an attribute value, keys aside."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str) and item:
+            yield item
+        elif isinstance(item, Mapping) and "__extn" in item:  # its function is a name
+            extension = item["__extn"]
+            stack.append(extension.get("arg") if isinstance(extension, Mapping) else extension)
+        elif isinstance(item, Mapping) and "__entity" not in item:  # a reference is a name
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
 
 
 def to_context(arguments: Mapping[str, JSONValue]) -> dict[str, Any]:

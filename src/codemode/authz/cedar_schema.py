@@ -42,7 +42,11 @@ def cedar_schema(
     Raises CedarPolicyError for an attribute the entities give two types, or one Cedar
     cannot type."""
     schema: dict[str, Any] = {}
-    for name, declaration in _entity_types(entities).items():
+    try:
+        types = _entity_types(entities)
+    except RecursionError:
+        raise CedarPolicyError("the entities' attributes are nested too deeply") from None
+    for name, declaration in types.items():
         namespace, _, base = name.rpartition("::")
         part = schema.setdefault(namespace, {"entityTypes": {}, "actions": {}})
         part["entityTypes"][base] = declaration
@@ -117,11 +121,11 @@ def _entity_types(entities: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, 
     """The entity that first had each attribute of each type (with its type known, and at
     all), as a conflict names it."""
     for entity in entities:
-        kind, name = _uid(entity.get("uid"))
+        kind, name = entity_uid(entity.get("uid"))
         if kind is None or kind in CATALOG_TYPES:
             continue
         declaration = types.setdefault(kind, {})
-        referenced = [_uid(parent)[0] for parent in entity.get("parents") or ()]
+        referenced = [entity_uid(parent)[0] for parent in entity.get("parents") or ()]
         parents = [p for p in referenced if p is not None]
         if parents:
             members = declaration.setdefault("memberOfTypes", [])
@@ -151,7 +155,7 @@ def _entity_types(entities: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, 
     return types
 
 
-def _uid(value: Any) -> tuple[str | None, str]:
+def entity_uid(value: Any) -> tuple[str | None, str]:
     """An entity reference's type and its Cedar text (`User::"alice"`), or None as type
     when it is not one (Cedar refuses it, and says why)."""
     if isinstance(value, Mapping):
@@ -184,7 +188,7 @@ def _value_type(value: Any, path: str, referenced: list[str | None]) -> dict[str
                 ) from None
         return spec
     if isinstance(value, dict) and value.keys() == {"__entity"}:
-        kind = _uid(value)[0]
+        kind = entity_uid(value)[0]
         if kind is not None:
             referenced.append(kind)
             return {"type": "Entity", "name": kind}
@@ -199,9 +203,22 @@ def _value_type(value: Any, path: str, referenced: list[str | None]) -> dict[str
             inner_path = f"{path}.{key}" if path else key
             attributes[key] = {**_value_type(inner, inner_path, referenced), "required": True}
         return {"type": "Record", "attributes": attributes}
-    text = json.dumps(value, ensure_ascii=False, default=repr)
-    shown = text if len(text) <= 40 else text[:39] + "…"
-    raise _Untyped(path, f"is {shown}, which Cedar cannot type")
+    raise _Untyped(path, f"is {_kind(value)}, which Cedar cannot type")
+
+
+def _kind(value: Any) -> str:
+    """What a value is, never the value itself (an attribute may hold a secret)."""
+    if value is None:
+        return "null"
+    if isinstance(value, float):
+        return "a number with a fraction"
+    if isinstance(value, int):
+        return "an integer beyond 64 bits"
+    if isinstance(value, dict) and "__extn" in value:
+        return "an unknown extension value"
+    if isinstance(value, dict) and "__entity" in value:
+        return "an entity reference without a type"
+    return f"a {type(value).__name__}"
 
 
 def _merge(seen: dict[str, Any], new: dict[str, Any], path: str) -> dict[str, Any]:
@@ -321,5 +338,6 @@ __all__ = [
     "attribute_paths",
     "cedar_schema",
     "cedar_string",
+    "entity_uid",
     "with_catalog",
 ]
