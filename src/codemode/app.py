@@ -507,7 +507,7 @@ class CodeMode:
             if inspect.isawaitable(decision):
                 bridge = self._running_engine().private_bridge()
                 seconds = self.limits.max_execution_seconds
-                decision = bridge.run(decision, seconds, InternalError())
+                decision = bridge.run(decision, seconds, InternalError)
         except BaseException:
             log.exception("can_see failed for %s", capability.name)
             return False

@@ -129,3 +129,22 @@ def test_a_hardened_worker_launch_runs_without_network_and_new_privileges(tmp_pa
     with cm:
         assert cm.execute(P + "    return probe.worker()", subject="a").value == "ok"
     assert seen["no_new_privs"].split() == ["NoNewPrivs:", "1"]
+
+
+def test_a_hanging_async_authorizer_gives_the_same_text_whoever_notices_first() -> None:
+    """The driver and the waiting caller both notice the deadline; whichever answers, the
+    text is built by one clock. Here the caller's loop is blocked past the deadline, so
+    the driver answers alone (it once placed the error at the call, the caller not)."""
+
+    async def blocked_caller(cm: CodeMode) -> str:
+        task = asyncio.ensure_future(cm.execute_async(P + "    return a.b()", subject="a"))
+        await asyncio.sleep(0.1)  # the driver is in the authorizer now
+        time.sleep(1.5)  # the loop does nothing else: the driver's own wait runs out
+        with pytest.raises(CodeModeError) as caught:
+            await task
+        return str(caught.value)
+
+    with CodeMode(authorizer=hang_async, limits=Limits(max_execution_seconds=1)) as cm:
+        cm.capability("a.b", summary="x")(one)
+        texts = {asyncio.run(blocked_caller(cm)), str(run_error(cm, P + "    return a.b()"))}
+    assert texts == {"resource limit exceeded: execution time (limit 1 s)"}

@@ -133,7 +133,11 @@ class Bridge:
         self.closed = False
         self.lock = threading.Lock()
 
-    def run(self, awaitable: Awaitable[T], timeout: float, on_timeout: CodeModeError) -> T:
+    def run(
+        self, awaitable: Awaitable[T], timeout: float, on_timeout: Callable[[], CodeModeError]
+    ) -> T:
+        """The coroutine's value; past `timeout` it is cancelled and `on_timeout()` raised
+        (built then, so it says what the waiting caller would say at that moment)."""
         future = asyncio.run_coroutine_threadsafe(_guarded(awaitable), self.loop)
         with self.lock:
             if self.closed:
@@ -143,7 +147,7 @@ class Bridge:
             return future.result(timeout=max(timeout, 0.0))
         except concurrent.futures.TimeoutError:
             future.cancel()
-            raise StopError(on_timeout) from None
+            raise StopError(on_timeout()) from None
         except concurrent.futures.CancelledError:  # the execution was stopped meanwhile
             raise StopError(ExecutionCanceledError()) from None
         finally:
@@ -297,7 +301,7 @@ class Dispatcher:
         try:  # bounded by the execution deadline, which the waiting caller watches
             decision = self.authorizer(request)
             if inspect.isawaitable(decision):
-                decision = self.bridge.run(decision, self.remaining(), self.clock.error)
+                decision = self.bridge.run(decision, self.remaining(), self.clock.overdue)
         except StopError:
             raise
         except BaseException as exc:
@@ -343,7 +347,7 @@ class Dispatcher:
             try:
                 if capability.is_async:
                     coroutine = capability.handler(**kwargs)
-                    value = self.bridge.run(coroutine, min(budget, remaining), on_timeout)
+                    value = self.bridge.run(coroutine, min(budget, remaining), self.clock.overdue)
                 else:
                     value = capability.handler(**kwargs)
                 return capability.projection.project(value, self.limits.max_result_bytes)

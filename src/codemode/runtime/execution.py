@@ -538,8 +538,8 @@ class Execution:
         except StopError as stop:
             error = stop.error
             self.ended.append((capability.name, call.span, error.code.value))
-            if error.where is not None:
-                raise
+            if error.where is not None or _overdue(error):
+                raise  # the clock placed an overdue execution, as the waiting caller does
             where = program.where_at(*call.span)  # positions only on failure
             raise StopError(error.replace(where=where)) from None
         self.ended.append((capability.name, call.span, "ok"))
@@ -700,6 +700,11 @@ def _log(level: int, message: str, *args: object, exc: BaseException | None = No
 
 
 _SLEPT = Projected(None, 0, has_records=False)
+
+
+def _overdue(error: CodeModeError) -> bool:
+    """Whether the error is the execution's own time running out (see `HostClock.overdue`)."""
+    return isinstance(error, ResourceLimitError) and error.kind == LimitKind.EXECUTION_TIME
 
 
 def _not_an_object(value: object) -> str:
