@@ -26,20 +26,27 @@ from tests.http.conftest import ADD, TOKENS, noting_host
 
 
 @contextmanager
-def serving(app: ASGIApp, host: str) -> Iterator[int]:
-    """Serve `app` with the settings `codemode serve` uses, in a thread; yield the port."""
-    with socket.socket() as probe:
-        probe.bind((host, 0))
-        port = int(probe.getsockname()[1])
+def serving(
+    app: ASGIApp, host: str, listener: socket.socket | None = None
+) -> Iterator[uvicorn.Server]:
+    """Serve `app` with the settings `codemode serve` uses, in a thread (on `listener`,
+    when given); yield the server, started."""
+    if listener is None:
+        with socket.socket() as probe:
+            probe.bind((host, 0))
+            port = int(probe.getsockname()[1])
+    else:
+        port = listener.getsockname()[1]
     server = uvicorn.Server(server_config(app, host=host, port=port))
-    thread = threading.Thread(target=server.run, daemon=True)
+    sockets = None if listener is None else [listener]
+    thread = threading.Thread(target=server.run, kwargs={"sockets": sockets}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
     while not server.started:
         assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
         time.sleep(0.02)
     try:
-        yield port
+        yield server
     finally:
         server.should_exit = True
         thread.join(20)
@@ -56,7 +63,8 @@ class Served:
 def served() -> Iterator[Served]:
     effects: list[str] = []
     app = noting_host(effects).http_app(tokens=TOKENS, web=True)
-    with serving(app, "127.0.0.1") as port:
+    with serving(app, "127.0.0.1") as server:
+        port = server.config.port
         yield Served(f"http://127.0.0.1:{port}", port, effects)
 
 
@@ -216,7 +224,8 @@ def test_a_chunked_body_past_the_limit_gets_413_before_it_is_all_sent(server: Se
 
 def test_a_server_bound_to_another_loopback_address_is_protected() -> None:
     """127.0.0.2 is loopback too: its own name passes, a rebinding name does not."""
-    with serving(noting_host([]).http_app(host="127.0.0.2"), "127.0.0.2") as port:
+    with serving(noting_host([]).http_app(host="127.0.0.2"), "127.0.0.2") as server:
+        port = server.config.port
         own = raw(port, f"GET / HTTP/1.1\r\nHost: 127.0.0.2:{port}", "127.0.0.2")
         foreign = raw(port, "GET / HTTP/1.1\r\nHost: evil.example", "127.0.0.2")
     assert own.startswith(b"HTTP/1.1 404 ")  # past the checks, and no route at /
@@ -238,27 +247,16 @@ def test_every_connection_sends_small_segments_at_once_whatever_made_the_listene
     """uvicorn's --reload, --workers and --fd listeners are made without IPPROTO_TCP, so
     asyncio leaves Nagle's algorithm on their connections; the server's own protocol
     turns it off on each connection (read here from the accepted socket, in process)."""
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)  # as uvicorn binds one
-    listener.bind(("127.0.0.1", 0))
-    port = listener.getsockname()[1]
-    app = noting_host([]).http_app()
-    server = uvicorn.Server(server_config(app, host="127.0.0.1", port=port))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 20
-        while not server.started:
-            assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.02)
-        with socket.create_connection(("127.0.0.1", port)) as client:
-            while not server.server_state.connections:
-                assert time.monotonic() < deadline, "the connection was not accepted"
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:  # as uvicorn's
+        listener.bind(("127.0.0.1", 0))
+        with (
+            serving(noting_host([]).http_app(), "127.0.0.1", listener) as server,
+            socket.create_connection(listener.getsockname()),
+        ):
+            for _ in range(2000):  # until the server has taken the connection in
+                if server.server_state.connections:
+                    break
                 time.sleep(0.01)
             (connection,) = server.server_state.connections
             accepted = connection.transport.get_extra_info("socket")
             assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
-            client.close()
-    finally:
-        server.should_exit = True
-        thread.join(20)
-        listener.close()
