@@ -122,13 +122,13 @@ separators, and the bidirectional marks and overrides that make text read other 
 is."""
 
 
-def for_terminal(text: str) -> str:
+def _for_terminal(text: str) -> str:
     """Program-derived text as a terminal may show it: each control character replaced
     by U+FFFD, one for one, so a caret under a source line still points where it did."""
     return _CONTROL.sub("\ufffd", text)
 
 
-def json_for_terminal(value: Any) -> str:
+def _json_for_terminal(value: Any) -> str:
     """A value as indented JSON, each control character left in it as a \\u escape
     (JSON keeps C1 controls and overrides as they are), so the value reads back the same."""
     text = json.dumps(value, indent=2, ensure_ascii=False)
@@ -168,7 +168,7 @@ def render_error(error: CodeModeError) -> str:
         lines.append(f'  File "{where.file}", line {where.line}, in {where.func or "<module>"}')
         lines.append(where.excerpt())
     lines.append(f"{error} [{error.code.value}]")
-    return for_terminal("\n".join(lines))
+    return _for_terminal("\n".join(lines))
 
 
 def _check_allowed_hosts(
@@ -204,7 +204,7 @@ class _InertFormatter(logging.Formatter):
     may repeat what a program passed it."""
 
     def format(self, record: logging.LogRecord) -> str:
-        return for_terminal(super().format(record))
+        return _for_terminal(super().format(record))
 
 
 def _log_to_stderr(level: int) -> None:
@@ -713,14 +713,14 @@ def run(app: str, file: Any, subject: str) -> None:
         result = cm.execute(_program_text(file), subject=subject)
     except CodeModeError as error:
         if error.printed:
-            click.echo(for_terminal(error.printed), nl=False)
+            click.echo(_for_terminal(error.printed), nl=False)
         click.echo(render_error(error), err=True)
         sys.exit(1)
     finally:
         cm.close()
     if result.printed:
-        click.echo(for_terminal(result.printed), nl=False)
-    click.echo(json_for_terminal(result.value))
+        click.echo(_for_terminal(result.printed), nl=False)
+    click.echo(_json_for_terminal(result.value))
 
 
 @main.command()
