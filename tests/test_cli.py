@@ -153,9 +153,17 @@ def test_check_reports_every_problem_without_running(tmp_path: Path) -> None:
     path.write_text('def main():\n    records.lokup(key="a")\n    return records.lookup(keu=1)')
     result = CliRunner().invoke(main, ["check", "tests.conftest:build_host", str(path)])
     assert result.exit_code == 1
-    assert result.stderr.endswith(
-        'invalid program: <codemode>:2:5: unknown capability "records.lokup"; did you mean "records.lookup"?\n'
-        '<codemode>:3:12: unknown argument "keu"; did you mean "key"? [invalid_program]\n'
+    assert result.stderr == (  # each mistake with its own line and caret
+        '  File "<codemode>", line 2, in main\n'
+        '    records.lokup(key="a")\n'
+        "    ^^^^^^^^^^^^^^^^^^^^^^\n"
+        'invalid program: <codemode>:2:5: unknown capability "records.lokup"; '
+        'did you mean "records.lookup"? [invalid_program]\n'
+        '  File "<codemode>", line 3, in main\n'
+        "    return records.lookup(keu=1)\n"
+        "           ^^^^^^^^^^^^^^^^^^^^^\n"
+        'invalid capability arguments: <codemode>:3:12: unknown argument "keu"; '
+        'did you mean "key"? [invalid_arguments]\n'
     )
     path.write_text('def main():\n    return records.lookup(key="a")')
     result = CliRunner().invoke(main, ["check", "tests.conftest:build_host", str(path)])

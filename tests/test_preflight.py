@@ -12,8 +12,10 @@ import pytest
 from pydantic import Field
 
 from codemode import CodeMode
+from codemode.authz import AllowAll
 from codemode.demo import create
 from codemode.payloads import describe_payload
+from codemode.runtime.program import NO_MAIN
 from tests.conftest import run_error
 
 CORPUS = sorted((Path(__file__).parent / "corpus").glob("*.py"))
@@ -296,3 +298,68 @@ def test_a_compiled_pattern_is_matched_by_its_text_in_linear_time() -> None:
         "invalid capability arguments: <codemode>:2:12: "
         'argument "codes" must match the pattern ^(a+)+$'
     )
+
+
+def test_check_lists_each_mistake_with_its_place_and_runs_nothing() -> None:
+    calls: list[str] = []
+    source = (
+        "def main():\n"
+        '    a = customers.search(text="")\n'
+        "    b = customers.serch(text='x')\n"
+        '    return customers.search(text="acme", limit=0)\n'
+    )
+    with bounded_host(calls) as cm:
+        found = cm.check(source)
+        assert cm._engine is None  # no sandbox was started for it
+    assert [str(error) for error in found] == [
+        'invalid capability arguments: <codemode>:2:9: argument "text" must be 1 to 100 characters',
+        'invalid program: <codemode>:3:9: unknown capability "customers.serch"; '
+        'did you mean "customers.search"?',
+        'invalid capability arguments: <codemode>:4:12: argument "limit" must be from 1 to 50',
+    ]
+    assert [(e.where.line, e.where.column, e.where.func) for e in found if e.where] == [
+        (2, 9, "main"),
+        (3, 9, "main"),
+        (4, 12, "main"),
+    ]
+    assert calls == []
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ('def main():\n    return customers.search(text="a")\n', []),
+        (
+            "def main(:\n    return 1\n",
+            ["invalid program: <codemode>:1:10: SyntaxError: invalid syntax"],
+        ),
+        ("x = 1\n", [f"invalid program: {NO_MAIN}"]),
+        (
+            "# " + "x" * 70_000,
+            ["resource limit exceeded: source size (limit 64 KiB, reached 68.36 KiB)"],
+        ),
+    ],
+    ids=["clean", "syntax", "no-main", "too-big"],
+)
+def test_check_of_a_clean_or_unreadable_program(source: str, expected: list[str]) -> None:
+    with bounded_host([]) as cm:
+        assert [str(error) for error in cm.check(source)] == expected
+
+
+def test_check_sees_what_the_subject_sees() -> None:
+    class OnlyAdmins(AllowAll):
+        def can_see(self, subject: str, capability_id: str, capability_name: str) -> bool:
+            return subject == "admin"
+
+    with CodeMode(authorizer=OnlyAdmins(), hide_forbidden=True) as cm:
+
+        @cm.capability("customers.search", summary="Find customers.")
+        def search(*, text: str) -> list[str]:
+            return []
+
+        source = "def main():\n    return customers.serch(text='a')\n"
+        assert [str(e) for e in cm.check(source, subject="admin")] == [
+            'invalid program: <codemode>:2:12: unknown capability "customers.serch"; '
+            'did you mean "customers.search"?'
+        ]
+        assert cm.check(source, subject="guest") == []  # not a namespace it knows

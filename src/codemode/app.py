@@ -29,9 +29,10 @@ from codemode.errors import (
     UnauthenticatedError,
 )
 from codemode.events import EventHandler
-from codemode.limits import Limits
+from codemode.limits import LimitKind, Limits, exceeded, size
 from codemode.runtime import Engine, Execution, ExecutionResult
 from codemode.runtime.dispatch import Bridge
+from codemode.runtime.program import Programs
 from codemode.runtime.sandbox import MontySandbox, Sandbox
 
 if TYPE_CHECKING:
@@ -397,6 +398,19 @@ class CodeMode:
             view = await self._off_loop(lambda: self.visible(subject), subject)
             execution = self._execution(source, subject, engine, bridge, view)
             return await engine.execute_async(execution)
+
+    def check(self, source: str, *, subject: str | None = None) -> list[CodeModeError]:
+        """What the static preflight finds in a program, without running anything: each
+        mistake as an error of its own with its `where`, in source order (`str()` of each
+        names `<codemode>:LINE:COL`, as `execute` does); empty when there is nothing to
+        report. With `subject`, against the capabilities that subject sees."""
+        self._freeze()
+        if not isinstance(source, str):
+            raise InvalidRequestError("the program must be a string")
+        written = len(source.encode("utf-8", errors="surrogatepass"))
+        if written > self.limits.max_source_bytes:
+            return [exceeded(LimitKind.SOURCE_SIZE, self.limits, amount=size(written))]
+        return Programs(self.visible(subject)).check(source)
 
     # -- serving -------------------------------------------------------------------------
 

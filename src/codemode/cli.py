@@ -24,10 +24,9 @@ import click
 from click.core import ParameterSource
 
 import codemode
-from codemode import syntax
 from codemode.app import CodeMode
 from codemode.authz import VisibilityPolicy
-from codemode.errors import PROGRAM_FILE, CodeModeError, InvalidProgramError, Where
+from codemode.errors import CodeModeError, Where
 
 
 def load_app(spec: str) -> CodeMode:
@@ -729,33 +728,14 @@ def run(app: str, file: Any, subject: str) -> None:
 @click.option("--subject", default="local", show_default=True)
 def check(app: str, file: Any, subject: str) -> None:
     """Check the program in FILE against APP without running it (the static preflight)."""
-    from codemode.runtime.program import Programs
-
     with load_app(app) as cm:
         _say_if_blind(cm, subject)
-        try:
-            program = Programs(cm.visible(subject)).prepare(_program_text(file))
-            _parses(program.source)
-        except CodeModeError as error:
-            click.echo(render_error(error), err=True)
-            sys.exit(1)
+        errors = cm.check(_program_text(file), subject=subject)
+    for error in errors:
+        click.echo(render_error(error), err=True)
+    if errors:
+        sys.exit(1)
     click.echo("ok: no problems found")
-
-
-def _parses(source: str) -> None:
-    """Raise the syntax error Python's parser finds (the run would refuse the program too)."""
-    from codemode.runtime.program import split_lines
-
-    try:
-        syntax.parse(source, filename=PROGRAM_FILE)
-    except SyntaxError as error:
-        lines = split_lines(source)
-        line = min(max(error.lineno or 1, 1), max(len(lines), 1))
-        text = lines[line - 1] if lines else ""
-        column = min(max(error.offset or 1, 1), len(text) + 1)
-        where = Where(PROGRAM_FILE, line, column, line, column + 1, None, text)
-        detail = f"{where.render()}: SyntaxError: {error.msg}"
-        raise InvalidProgramError(detail, where=where) from None
 
 
 @main.command()

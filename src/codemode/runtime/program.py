@@ -115,6 +115,15 @@ def _function_at(functions: tuple[tuple[int, int, str], ...], line: int) -> str:
     return max(inside)[1] if inside else "<module>"
 
 
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A program the preflight refuses: the one error `execute` raises, and each mistake
+    as an error of its own (what `check` lists)."""
+
+    error: CodeModeError
+    each: tuple[CodeModeError, ...]
+
+
 class Programs:
     """Prepared programs by source, for one set of capabilities (small LRU cache)."""
 
@@ -122,7 +131,7 @@ class Programs:
         self.capabilities = capabilities
         self.roots = frozenset(name.split(".", 1)[0] for name in capabilities)
         self.size = size
-        self._cache: OrderedDict[str, Program | CodeModeError] = OrderedDict()
+        self._cache: OrderedDict[str, Program | Refused] = OrderedDict()
 
     @functools.cached_property
     def vocabulary(self) -> Vocabulary:
@@ -142,7 +151,23 @@ class Programs:
 
     def prepare(self, source: str) -> Program:
         """The program ready to feed, or the InvalidProgram/InvalidArguments error."""
+        found = self._prepared(normalized(source))
+        if isinstance(found, Refused):
+            raise found.error.replace()
+        return found
+
+    def check(self, source: str) -> list[CodeModeError]:
+        """Each mistake the preflight is sure of, as an error of its own with its `where`,
+        in source order; a syntax error as Python's parser words it (the interpreter
+        refuses the program too). Empty when there is nothing to report."""
         source = normalized(source)
+        found = self._prepared(source)
+        if isinstance(found, Refused):
+            return [error.replace() for error in found.each]
+        problem = _syntax_error(source)
+        return [] if problem is None else [problem]
+
+    def _prepared(self, source: str) -> Program | Refused:
         found = self._cache.get(source)
         if found is None:
             found = self._prepare(source)
@@ -151,14 +176,13 @@ class Programs:
                 self._cache.popitem(last=False)
         else:
             self._cache.move_to_end(source)
-        if isinstance(found, CodeModeError):
-            raise found.replace()
         return found
 
-    def _prepare(self, source: str) -> Program | CodeModeError:
+    def _prepare(self, source: str) -> Program | Refused:
         lines = split_lines(source)
         if "\x00" in source:
-            return InvalidProgramError("the program contains a NUL character")
+            error = InvalidProgramError("the program contains a NUL character")
+            return Refused(error, (error,))
         try:
             tree: ast.Module | None = syntax.parse(source, filename=PROGRAM_FILE)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -280,22 +304,43 @@ def _error(
     functions: tuple[tuple[int, int, str], ...],
     *,
     no_main: bool,
-) -> CodeModeError:
-    """One error listing every problem, one per line, `where` on the first."""
+) -> Refused:
+    """One error listing every problem, one per line, `where` on the first; and each
+    problem alone."""
     rendered = [f"{PROGRAM_FILE}:{p.line}:{p.column}: {p.message}" for p in problems]
+    wheres = [
+        _where(lines, p.line, p.column, p.end_line, p.end_column, _function_at(functions, p.line))
+        for p in problems
+    ]
+    each: list[CodeModeError] = [
+        (InvalidArgumentsError if p.kind == "arguments" else InvalidProgramError)(text, where=where)
+        for p, text, where in zip(problems, rendered, wheres, strict=True)
+    ]
     if no_main:
         rendered.append(NO_MAIN)
-    first = problems[0] if problems else None
-    where = None
-    if first is not None:
-        func = _function_at(functions, first.line)
-        where = _where(lines, first.line, first.column, first.end_line, first.end_column, func)
+        each.append(InvalidProgramError(NO_MAIN))
     kind = (
         InvalidArgumentsError
         if problems and not no_main and all(p.kind == "arguments" for p in problems)
         else InvalidProgramError
     )
-    return kind("\n".join(rendered), where=where)
+    return Refused(kind("\n".join(rendered), where=wheres[0] if wheres else None), tuple(each))
 
 
-__all__ = ["NO_MAIN", "Program", "Programs", "normalized", "split_lines"]
+def _syntax_error(source: str) -> CodeModeError | None:
+    """The syntax error Python's parser finds in the program, at its position, or None."""
+    try:
+        syntax.parse(source, filename=PROGRAM_FILE)
+    except SyntaxError as error:
+        lines = split_lines(source)
+        line = min(max(error.lineno or 1, 1), max(len(lines), 1))
+        text = lines[line - 1] if lines else ""
+        column = min(max(error.offset or 1, 1), len(text) + 1)
+        where = Where(PROGRAM_FILE, line, column, line, column + 1, None, text)
+        return InvalidProgramError(f"{where.render()}: SyntaxError: {error.msg}", where=where)
+    except (ValueError, RecursionError, MemoryError):
+        pass  # the interpreter decides
+    return None
+
+
+__all__ = ["NO_MAIN", "Program", "Programs", "Refused", "normalized", "split_lines"]
