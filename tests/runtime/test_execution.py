@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 
 import pytest
@@ -181,3 +182,42 @@ def test_close_cancels_running_executions() -> None:
     assert seconds < 2
     assert outcome == ["execution canceled"]
     assert finished == ["canceled"]
+
+
+def test_gathered_sleeps_are_timers_and_hold_no_thread() -> None:
+    """256 gathered sleeps of one `async def main` once queued on 64 call threads of its
+    own (1.2 s for 0.3 s sleeps); as timers on the event loop none holds a thread."""
+    source = (
+        "import asyncio\nasync def main():\n"
+        "    await asyncio.gather(*[asyncio.sleep(0.2) for _ in range(256)])\n"
+        "    return 256\n"
+    )
+    names: set[str] = set()
+    with CodeMode(authorizer=AllowAll()) as cm:
+        done = threading.Event()
+
+        def sample() -> None:
+            while not done.wait(0.005):
+                names.update(t.name.split("_")[0] for t in threading.enumerate())
+
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        try:
+            assert cm.execute(source, subject="a").value == 256
+        finally:
+            done.set()
+            sampler.join()
+    assert not any(name.startswith("codemode-call") for name in names), names
+
+
+def test_a_program_that_fails_leaves_its_timers_behind_as_no_abandoned_work(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    source = (
+        "import asyncio\nasync def boom():\n    raise ValueError('no')\n"
+        "async def main():\n    await asyncio.gather(asyncio.sleep(0.8), boom())\n"
+    )
+    with CodeMode(authorizer=AllowAll()) as cm:
+        assert str(run_error(cm, source)) == ("invalid program: <codemode>:3:11: ValueError: no")
+        assert cm.execute(P + "    return 2", subject="a").value == 2
+    assert "left running in host code" not in caplog.text

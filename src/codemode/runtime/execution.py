@@ -427,8 +427,8 @@ class Execution:
         if self.call_threads is not None:
             # Calls not started never start; a call still running is left to finish.
             self.call_threads.shutdown(wait=False, cancel_futures=True)
-            for future, _ in self.tasks.values():
-                if not future.done():
+            for future, call in self.tasks.values():
+                if not future.done() and call.name != _SLEEP:  # a timer is no host code
                     count = self.setup.abandoned_calls.add(future)
                     self.report_abandoned("a capability call", count)
 
@@ -583,8 +583,8 @@ class Execution:
             where = program.where_at(*sleep.span)
             raise StopError(exceeded(LimitKind.EXECUTION_TIME, self.setup.limits, where=where))
         if sleep.call_id is not None and program.is_async:
-            future = self._threads().submit(self._nap, seconds)
-            self.tasks[sleep.call_id] = (future, Call("sleep", (), {}, sleep.call_id, sleep.span))
+            call = Call(_SLEEP, (), {}, sleep.call_id, sleep.span)
+            self.tasks[sleep.call_id] = (self._timer(seconds), call)
             return run.defer()
         self.waiting = True
         try:
@@ -592,6 +592,22 @@ class Execution:
         finally:
             self.waiting = False
         return run.answer(Returned(None))
+
+    def _timer(self, seconds: float) -> concurrent.futures.Future[Projected]:
+        """An awaited sleep of `async def main`: a timer on the event loop, so waiting
+        holds no thread (a stop ends the wait for it, as for every call)."""
+        rung: concurrent.futures.Future[Projected] = concurrent.futures.Future()
+
+        def ring() -> None:
+            if not rung.done():
+                rung.set_result(_SLEPT)
+
+        loop = self.bridge.loop
+        try:
+            loop.call_soon_threadsafe(loop.call_later, seconds, ring)
+        except RuntimeError:  # the loop is closed: the engine is closing
+            rung.set_exception(StopError(ExecutionCanceledError()))
+        return rung
 
     def _nap(self, seconds: float) -> Projected:
         """Sleep, ended at once by a stop of the execution."""
@@ -700,6 +716,9 @@ def _log(level: int, message: str, *args: object, exc: BaseException | None = No
 
 
 _SLEPT = Projected(None, 0, has_records=False)
+_SLEEP = "sleep"
+"""The name a sleep of `async def main` is kept under among its calls (no capability's:
+those all have a namespace)."""
 
 
 def _overdue(error: CodeModeError) -> bool:
