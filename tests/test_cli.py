@@ -16,9 +16,10 @@ from click.testing import CliRunner
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
-from codemode import CodeMode, cli
+from codemode import CodeMode, CodeModeError, cli
 from codemode.authz import AllowAll
 from codemode.cli import main
+from tests.conftest import build_host
 
 
 def run(tmp_path: Path, program: str, *extra: str) -> tuple[int, str, str]:
@@ -437,3 +438,21 @@ def test_the_log_level_sets_what_the_host_log_shows() -> None:
     assert logging.getLogger("codemode").level == logging.WARNING
     CliRunner().invoke(main, ["search", "tests.conftest:build_host"])
     assert logging.getLogger("codemode").level == logging.INFO
+
+
+def test_a_stop_by_signal_never_waits_on_the_thread_it_interrupted() -> None:
+    """A signal handler runs on the thread it interrupts. One that interrupted the event
+    loop while it held the engine's lock (as it does while filing an execution away)
+    once closed the CodeMode right there, and the process waited on itself for ever."""
+    cm = build_host()
+    assert cm.execute("def main():\n    return 1", subject="a").value == 1
+    engine = cm._engine
+    assert engine is not None
+    with engine._lock:  # what the interrupted thread holds
+        closer = cli._close_aside(cm)  # returns at once: the close waits for the lock
+        assert closer.is_alive()
+    closer.join(20)
+    assert not closer.is_alive()
+    with pytest.raises(CodeModeError) as closed:  # a closed CodeMode starts nothing
+        cm.execute("def main():\n    return 1", subject="a")
+    assert str(closed.value) == "execution canceled"

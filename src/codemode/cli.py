@@ -16,6 +16,7 @@ import re
 import signal
 import socket
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -284,7 +285,7 @@ def _serve(
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: Any) -> None:
-            cm.close()  # running executions end `canceled` now, answered before shutdown
+            _close_aside(cm)  # running executions end `canceled` now, answered before shutdown
             super().handle_exit(sig, frame)
 
     server = Server(server_config(app, host=host, port=port, root_path=root_path))
@@ -295,6 +296,19 @@ def _serve(
         except KeyboardInterrupt:  # Ctrl-C: a stop asked for, not a failure to report
             click.echo("codemode: stopped", err=True)
             sys.exit(130)
+
+
+_CLOSE_SECONDS = 2.0
+"""How long a stop by signal waits for the CodeMode to close before the process exits."""
+
+
+def _close_aside(cm: CodeMode) -> threading.Thread:
+    """Close `cm` on a thread of its own, started now. A signal handler runs between two
+    statements of the thread it interrupts, which may hold a lock that `close()` takes:
+    closed from the handler itself, the process would wait on itself for ever."""
+    closer = threading.Thread(target=cm.close, name="codemode-close", daemon=True)
+    closer.start()
+    return closer
 
 
 def _refuse_open(host: str, tokens: bool, insecure: bool) -> None:
@@ -312,7 +326,7 @@ def _serve_stdio(cm: CodeMode, subject: str) -> None:
     would otherwise hold it until the next line arrives)."""
 
     def interrupted(signum: int, frame: object) -> None:
-        cm.close()
+        _close_aside(cm).join(_CLOSE_SECONDS)
         os._exit(128 + signum)
 
     try:
