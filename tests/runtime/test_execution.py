@@ -221,3 +221,25 @@ def test_a_program_that_fails_leaves_its_timers_behind_as_no_abandoned_work(
         assert str(run_error(cm, source)) == ("invalid program: <codemode>:3:11: ValueError: no")
         assert cm.execute(P + "    return 2", subject="a").value == 2
     assert "left running in host code" not in caplog.text
+
+
+def test_the_usage_of_gathered_calls_counts_their_time_once() -> None:
+    """Ten gathered calls overlap: the program waited for them once, so the time in
+    capability calls is never more than the execution took, and the program's own time
+    is what is left (it read 0 when the calls' times were added up)."""
+    with CodeMode(authorizer=AllowAll()) as cm:
+
+        @cm.capability("clock.wait", summary="Waits.")
+        async def wait() -> int:
+            await asyncio.sleep(0.1)
+            return 1
+
+        source = (
+            "import asyncio\nasync def main():\n"
+            "    return sum(await asyncio.gather(*[clock.wait() for _ in range(10)]))\n"
+        )
+        usage = cm.execute(source, subject="a").usage
+    shown = usage.to_dict()
+    assert usage.host_seconds <= usage.duration_seconds
+    assert shown["sandbox_ms"] == round((usage.duration_seconds - usage.host_seconds) * 1000, 3)
+    assert shown["sandbox_ms"] > 0

@@ -15,6 +15,7 @@ import functools
 import inspect
 import itertools
 import logging
+import math
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -193,7 +194,8 @@ class Dispatcher:
 
     def __post_init__(self) -> None:
         self.result_bytes = 0
-        self.host_seconds = 0.0
+        self._spans: list[tuple[float, float]] = []
+        """When each call ran (monotonic start, end)."""
         self.lock = threading.Lock()
         self.span = Span()
         """The execution's span, parent of every call span."""
@@ -395,10 +397,23 @@ class Dispatcher:
                 raise StopError(InternalError()) from None
 
     def _finished(self, started: float) -> float:
-        elapsed = time.monotonic() - started
+        ended = time.monotonic()
         with self.lock:
-            self.host_seconds += elapsed
-        return elapsed
+            self._spans.append((started, ended))
+        return ended - started
+
+    @property
+    def host_seconds(self) -> float:
+        """The time at least one call was running: gathered calls overlap, and the program
+        waits for them once, so their times are not added up."""
+        with self.lock:
+            spans = sorted(self._spans)
+        total, reach = 0.0, -math.inf
+        for start, end in spans:
+            if end > reach:
+                total += end - max(start, reach)
+                reach = end
+        return total
 
     def _log(self, what: str, capability: Capability, exc: BaseException) -> None:
         log.warning(

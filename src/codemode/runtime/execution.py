@@ -82,7 +82,8 @@ class Usage:
     capability_calls: tuple[str, ...]
     """Names of the capabilities called, in the order the calls started."""
     host_seconds: float = 0.0
-    """Time spent in capability calls (binding, authorization, handlers)."""
+    """Time spent in capability calls (binding, authorization, handlers); calls that ran
+    at once (gathered) count once."""
     result_bytes: int = 0
     """JSON bytes of all capability results together."""
     return_bytes: int = 0
