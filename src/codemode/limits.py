@@ -29,6 +29,20 @@ class LimitKind(StrEnum):
     PRINTED_OUTPUT = "printed output"
     HOST_CALLS = "host calls"
     """Everything a program asks of the host: capability calls, vars(), sleeps, clock reads."""
+    CALLS_LEFT_RUNNING = "calls left running past their deadline"
+    """A subject's sync host code still running past its deadline, across its executions:
+    past its share, that subject's new executions are refused (see `subject_share`)."""
+
+
+MAX_ABANDONED = 64
+"""Runs whose driver may be left stuck in host code past its deadline before the engine
+refuses new executions; each may hold a worker checkout until that code returns."""
+
+
+def subject_share(total: int) -> int:
+    """How much of a bound on host code left running one subject may hold: half, so no
+    subject can take what the others need."""
+    return total // 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +117,8 @@ _FIELDS: dict[LimitKind, str] = {
     LimitKind.VALUE_DEPTH: "max_value_depth",
     LimitKind.PRINTED_OUTPUT: "max_printed_bytes",
 }
-"""The `Limits` field behind each kind but `HOST_CALLS` (derived from the capability calls);
+"""The `Limits` field behind each kind but `HOST_CALLS` (derived from the capability calls)
+and `CALLS_LEFT_RUNNING` (a share of the engine's bound);
 a test checks every kind has a bound."""
 
 
@@ -117,6 +132,8 @@ def bound(kind: LimitKind, limits: Limits) -> str:
     """The bound of a kind of limit as the model reads it: `100`, `1 MiB`, `10 s`."""
     if kind is LimitKind.HOST_CALLS:
         return str(host_calls(limits))
+    if kind is LimitKind.CALLS_LEFT_RUNNING:
+        return str(subject_share(MAX_ABANDONED))
     name = _FIELDS[kind]
     value = getattr(limits, name)
     if name.endswith("_bytes"):
@@ -147,6 +164,7 @@ def seconds(value: float) -> str:
 
 __all__ = [
     "KIB",
+    "MAX_ABANDONED",
     "MIB",
     "LimitKind",
     "Limits",
@@ -155,4 +173,5 @@ __all__ = [
     "host_calls",
     "seconds",
     "size",
+    "subject_share",
 ]

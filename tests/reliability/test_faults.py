@@ -148,3 +148,33 @@ def test_a_hanging_async_authorizer_gives_the_same_text_whoever_notices_first() 
         cm.capability("a.b", summary="x")(one)
         texts = {asyncio.run(blocked_caller(cm)), str(run_error(cm, P + "    return a.b()"))}
     assert texts == {"resource limit exceeded: execution time (limit 1 s)"}
+
+
+def test_a_subject_whose_calls_are_left_running_cannot_lock_out_another() -> None:
+    """mallory's programs each leave a sync handler stuck past its timeout. Once they hold
+    her share of the engine's room for such calls, her next program is refused with the
+    documented limit, and alice's still run (the engine-wide bound once refused both)."""
+    release = threading.Event()
+    limits = Limits(max_capability_seconds=0.05)
+    with CodeMode(authorizer=AllowAll(), limits=limits) as cm:
+
+        @cm.capability("slow.get", summary="Hangs.")
+        def get() -> int:
+            release.wait(30)
+            return 1
+
+        try:
+            stuck = [
+                str(run_error(cm, P + "    return slow.get()", subject="mallory"))
+                for _ in range(32)
+            ]
+            assert set(stuck) == {
+                "resource limit exceeded: capability time (limit 0.05 s) at <codemode>:2:12"
+            }
+            refused = run_error(cm, P + "    return 1", subject="mallory")
+            assert str(refused) == (
+                "resource limit exceeded: calls left running past their deadline (limit 32)"
+            )
+            assert cm.execute(P + "    return 2", subject="alice").value == 2
+        finally:
+            release.set()

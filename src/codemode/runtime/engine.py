@@ -18,12 +18,12 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from codemode.capabilities import Capability
-from codemode.errors import ExecutionCanceledError, InternalError
-from codemode.limits import LimitKind, Limits, exceeded
+from codemode.errors import ExecutionCanceledError, InternalError, ResourceLimitError
+from codemode.limits import MAX_ABANDONED, LimitKind, Limits, exceeded
 from codemode.runtime.dispatch import Bridge
 from codemode.runtime.execution import CALL_THREADS, Abandoned, Execution, ExecutionResult, Setup
 from codemode.runtime.program import Programs
-from codemode.runtime.sandbox import MAX_ABANDONED, Sandbox
+from codemode.runtime.sandbox import Sandbox
 
 log = logging.getLogger("codemode")
 
@@ -150,6 +150,19 @@ class Engine:
         yield None
 
     def _submit(self, execution: Execution) -> concurrent.futures.Future[None]:
+        for abandoned in (self.abandoned, self.abandoned_calls):
+            if abandoned.share_used(execution.subject):
+                log.warning(
+                    "refusing execution %s of %s: its calls left running past their deadline "
+                    "hold its share (%d of %d)",
+                    execution.execution_id,
+                    execution.subject,
+                    abandoned.share,
+                    abandoned.limit,
+                )
+                execution.caller_answered()
+                error = ResourceLimitError(LimitKind.CALLS_LEFT_RUNNING, bound=str(abandoned.share))
+                raise error if execution.disclose_limits else error.opaque()
         if self.abandoned.full or self.abandoned_calls.full:
             log.error(
                 "refusing execution %s: %d drivers and %d call threads are stuck in host "
@@ -172,7 +185,7 @@ class Engine:
             self._running.discard(execution)
         if future.done() or execution.stoppable():
             return  # finished, or the stop that answered it ends its run at once
-        count = self.abandoned.add(future)
+        count = self.abandoned.add(future, execution.subject)
         if not execution.finished:  # past the answer it only delivers its last event
             execution.report_abandoned("the driver", count)
 

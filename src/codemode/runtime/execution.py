@@ -38,7 +38,7 @@ from codemode.events import (
     ExecutionStarted,
     HostCodeAbandoned,
 )
-from codemode.limits import LimitKind, Limits, exceeded, size
+from codemode.limits import LimitKind, Limits, exceeded, size, subject_share
 from codemode.runtime.classify import FailureContext, InjectedError, StopError, classify
 from codemode.runtime.dispatch import Bridge, Dispatcher, HostClock
 from codemode.runtime.program import RETURNED, Program, Programs
@@ -116,31 +116,45 @@ class ExecutionResult:
 
 
 class Abandoned:
-    """Threads left running in host code past their deadline, counted engine-wide.
+    """Threads left running in host code past their deadline, counted engine-wide and
+    per subject.
 
     A thread stuck in a handler cannot be stopped; it is left to finish on its own,
-    holding no slot. Past `limit` of them the engine refuses new executions.
+    holding no slot. Past `limit` of them the engine refuses new executions, and past
+    its share (`subject_share`) a subject's own, so one subject cannot exhaust what the
+    others need.
     """
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
+        self.share = subject_share(limit)
         self.count = 0
+        self.by_subject: Counter[str] = Counter()
         self._lock = threading.Lock()
 
-    def add(self, future: concurrent.futures.Future[Any]) -> int:
+    def add(self, future: concurrent.futures.Future[Any], subject: str) -> int:
         with self._lock:
             self.count += 1
+            self.by_subject[subject] += 1
             count = self.count
-        future.add_done_callback(self._done)
+        future.add_done_callback(lambda _: self._done(subject))
         return count
 
-    def _done(self, future: concurrent.futures.Future[Any]) -> None:
+    def _done(self, subject: str) -> None:
         with self._lock:
             self.count -= 1
+            self.by_subject[subject] -= 1
+            if not self.by_subject[subject]:
+                del self.by_subject[subject]
 
     @property
     def full(self) -> bool:
         return self.count >= self.limit
+
+    def share_used(self, subject: str) -> bool:
+        """Whether `subject` holds its whole share."""
+        with self._lock:
+            return self.by_subject[subject] >= self.share
 
 
 @dataclass(frozen=True, slots=True)
@@ -430,7 +444,7 @@ class Execution:
             self.call_threads.shutdown(wait=False, cancel_futures=True)
             for future, call in self.tasks.values():
                 if not future.done() and call.name != _SLEEP:  # a timer is no host code
-                    count = self.setup.abandoned_calls.add(future)
+                    count = self.setup.abandoned_calls.add(future, self.subject)
                     self.report_abandoned("a capability call", count)
 
     def _deliver(self, event: Event) -> bool:

@@ -22,15 +22,11 @@ from typing import Any, Protocol
 import pydantic_monty as pm
 
 from codemode.errors import PROGRAM_FILE
-from codemode.limits import Limits, host_calls
+from codemode.limits import MAX_ABANDONED, Limits, host_calls
 from codemode.values import RecordValue
 
 Printer = Callable[[str, str], None]
 """Receives each piece of printed output: (stream, text)."""
-
-MAX_ABANDONED = 64
-"""Runs whose driver may be left stuck in host code past its deadline before the engine
-refuses new executions; each may hold a worker checkout until that code returns."""
 
 
 # -- what a run reports ---------------------------------------------------------------
@@ -446,7 +442,6 @@ def _placeholder(*args: Any, **kwargs: Any) -> Any:
 
 __all__ = [
     "FAILURE_KINDS",
-    "MAX_ABANDONED",
     "Answer",
     "Call",
     "Done",
