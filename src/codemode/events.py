@@ -117,7 +117,8 @@ class ExecutionFinished(Event):
     outcome: str
     """"ok" or the error code."""
     duration_seconds: float
-    """Wall-clock time from start to answer."""
+    """Wall-clock time from `ExecutionStarted` to the caller's answer, so that the
+    executions running at any moment can be read from the events."""
     capability_calls: tuple[str, ...] = ()
     """The names of the capabilities called, in call order."""
     result_bytes: int = 0

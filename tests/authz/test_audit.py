@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -216,3 +217,29 @@ def test_a_denial_is_one_log_line_and_a_host_failure_keeps_its_traceback(
         run_error(cm, "def main():\n    return records.flaky()")
         failures = [r for r in caplog.records if "authorizer failed on" in r.getMessage()]
         assert len(failures) == 1 and failures[0].exc_info is not None
+
+
+def test_an_execution_ends_in_the_events_no_later_than_its_answer() -> None:
+    """The finished event measures from the started event to the caller's answer, so the
+    events tell which executions ran at once (the driver's last steps came after the
+    answer, and the time before the started event was counted too)."""
+    events: list[Event] = []
+    delivered = threading.Event()
+
+    def sink(event: Event) -> None:
+        events.append(event)
+        if isinstance(event, ExecutionFinished):
+            delivered.set()
+
+    with CodeMode(authorizer=AllowAll(), on_event=sink) as cm:
+        cm.capability("a.b", summary="x")(_one)
+        cm.execute("def main():\n    return a.b()", subject="a")
+        answered = time.time()
+        assert delivered.wait(10)
+    started = next(e for e in events if isinstance(e, ExecutionStarted))
+    finished = next(e for e in events if isinstance(e, ExecutionFinished))
+    assert started.time + finished.duration_seconds <= answered
+
+
+def _one() -> int:
+    return 1

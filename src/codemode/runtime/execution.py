@@ -229,6 +229,10 @@ class Execution:
     def __post_init__(self) -> None:
         limits = self.setup.limits
         self.started = time.monotonic()
+        self.began = self.started
+        """When the `ExecutionStarted` event was made, from which its end is measured."""
+        self.answered_at: float | None = None
+        """When the caller was given its answer (by the driver or by a stop)."""
         self.clock = HostClock(self.started + limits.max_execution_seconds, self.setup.overdue)
         self.failure_context = FailureContext(limits, self.setup.programs)
         self.printer = _Printer(limits.max_printed_bytes, self._on_flood)
@@ -292,6 +296,7 @@ class Execution:
         with self.lock:
             if self.answer.done():
                 return
+            self.answered_at = time.monotonic()
             if isinstance(outcome, ExecutionResult):
                 self.answer.set_result(outcome)
                 return
@@ -387,7 +392,7 @@ class Execution:
                 subject=self.subject,
                 time=time.time(),
                 outcome="ok" if isinstance(outcome, ExecutionResult) else outcome.code.value,
-                duration_seconds=time.monotonic() - self.started,
+                duration_seconds=(self.answered_at or time.monotonic()) - self.began,
                 capability_calls=tuple(self.calls),
                 result_bytes=self.dispatcher.result_bytes,
             )
@@ -406,6 +411,7 @@ class Execution:
             return error
 
     def _started(self) -> None:
+        self.began = time.monotonic()
         if self.emit is None:
             return
         encoded = self.source.encode("utf-8", errors="surrogatepass")
