@@ -8,6 +8,8 @@ import logging
 import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -456,3 +458,25 @@ def test_a_stop_by_signal_never_waits_on_the_thread_it_interrupted() -> None:
     with pytest.raises(CodeModeError) as closed:  # a closed CodeMode starts nothing
         cm.execute("def main():\n    return 1", subject="a")
     assert str(closed.value) == "execution canceled"
+
+
+def test_a_second_close_returns_once_the_first_has_ended_everything() -> None:
+    """A signal's closer runs beside the server's own close at shutdown: the second must
+    not return (and let the process end) while the first is still stopping workers."""
+    cm = build_host()
+    assert cm.execute("def main():\n    return 1", subject="a").value == 1
+    engine = cm._engine
+    assert engine is not None
+    seen: list[bool] = []
+    with engine._lock:  # the first close waits here
+        first = threading.Thread(target=cm.close)
+        first.start()
+        while not cm._closed:
+            time.sleep(0.01)
+        second = threading.Thread(target=lambda: (cm.close(), seen.append(engine.timers._closed)))
+        second.start()
+        second.join(0.2)
+        assert second.is_alive()  # waiting for the first, not returned at once
+    first.join(20)
+    second.join(20)
+    assert seen == [True]  # it returned once the engine was closed

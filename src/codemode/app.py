@@ -108,6 +108,8 @@ class CodeMode:
         """The upstream MCP servers' `codemode.gateway.Gateway`, made on first use."""
         self._engine_lock = threading.Lock()
         self._closed = False
+        self._close_done = threading.Event()
+        """Set once the first `close()` has ended everything; later ones wait for it."""
         self._indexes: dict[int, tuple[View, SearchIndex]] = {}
         self._views: dict[str, tuple[View, float]] = {}
         """Each subject's view and when it expires."""
@@ -497,13 +499,19 @@ class CodeMode:
         MCP session (never waits on host code: a handler still running is left to finish
         on its own). A closed CodeMode starts nothing more: executions end `canceled`."""
         with self._engine_lock:
-            self._closed = True
+            first, self._closed = not self._closed, True
             engine, self._engine = self._engine, None
             gateway, self._gateway = self._gateway, None
-        if engine is not None:
-            engine.close()
-        if gateway is not None:
-            gateway.close()
+        if not first:  # closing already (a signal's closer, say): it ends when that does
+            self._close_done.wait(CLOSE_WAIT_SECONDS)
+            return
+        try:
+            if engine is not None:
+                engine.close()
+            if gateway is not None:
+                gateway.close()
+        finally:
+            self._close_done.set()
 
     def __enter__(self) -> CodeMode:
         return self
@@ -558,6 +566,8 @@ class CodeMode:
         )
 
 
+CLOSE_WAIT_SECONDS = 10.0
+"""How long a second `close()` waits for the first to end the workers and upstreams."""
 VISIBILITY_SECONDS = 30.0
 """How long what a subject may see is remembered before `can_see` is asked again, so a
 change of policies or entities shows within this time (at once when the authorizer or

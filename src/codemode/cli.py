@@ -326,8 +326,10 @@ def _serve_stdio(cm: CodeMode, subject: str) -> None:
     would otherwise hold it until the next line arrives)."""
 
     def interrupted(signum: int, frame: object) -> None:
-        _close_aside(cm).join(_CLOSE_SECONDS)
-        os._exit(128 + signum)
+        try:
+            _close_aside(cm).join(_CLOSE_SECONDS)
+        finally:  # even when no thread could be started to close it
+            os._exit(128 + signum)
 
     try:
         os.read(0, 0)  # fails on a closed or write-only stdin, blocks on none

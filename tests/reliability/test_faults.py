@@ -178,3 +178,34 @@ def test_a_subject_whose_calls_are_left_running_cannot_lock_out_another() -> Non
             assert cm.execute(P + "    return 2", subject="alice").value == 2
         finally:
             release.set()
+
+
+def test_a_handler_that_returns_past_its_timeout_fails_whoever_was_watching() -> None:
+    """The caller's loop is blocked, so nobody watches `a.quick` run past its 0.2 s: it
+    once succeeded, and its overrun was later blamed on the next call. The driver now
+    fails it itself, at its own line, and the next call never runs."""
+    later: list[str] = []
+    with CodeMode(authorizer=AllowAll()) as cm:
+
+        @cm.capability("a.quick", summary="Slower than its timeout.", timeout=0.2)
+        def quick() -> int:
+            time.sleep(0.3)
+            return 1
+
+        @cm.capability("b.slow", summary="Never reached.")
+        def slow() -> int:
+            later.append("ran")
+            return 2
+
+        async def blocked_caller() -> str:
+            source = P + "    a.quick()\n    return b.slow()"
+            task = asyncio.ensure_future(cm.execute_async(source, subject="a"))
+            await asyncio.sleep(0.05)
+            time.sleep(0.6)  # the loop does nothing else meanwhile
+            with pytest.raises(CodeModeError) as caught:
+                await task
+            return str(caught.value)
+
+        text = asyncio.run(blocked_caller())
+    assert text == "resource limit exceeded: capability time (limit 0.2 s) at <codemode>:2:5"
+    assert later == []

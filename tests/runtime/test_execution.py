@@ -9,8 +9,9 @@ import time
 import pytest
 
 from codemode import CodeMode, ErrorCode, Limits
-from codemode.authz import AllowAll
+from codemode.authz import AllowAll, Denied
 from codemode.events import ExecutionFinished
+from codemode.runtime.timers import Timers
 from tests.conftest import build_host, close_while_running, run_error
 
 P = "def main():\n"
@@ -243,3 +244,56 @@ def test_the_usage_of_gathered_calls_counts_their_time_once() -> None:
     assert usage.host_seconds <= usage.duration_seconds
     assert shown["sandbox_ms"] == round((usage.duration_seconds - usage.host_seconds) * 1000, 3)
     assert shown["sandbox_ms"] > 0
+
+
+def test_a_sleep_is_not_held_up_by_a_blocked_event_loop() -> None:
+    """The caller's loop runs async host code; a sleep's timer is the engine's own, so a
+    loop that is busy elsewhere does not stretch it past the execution's time."""
+
+    async def blocked_caller(cm: CodeMode) -> object:
+        task = asyncio.ensure_future(
+            cm.execute_async(
+                "import asyncio\nasync def main():\n"
+                "    await asyncio.gather(asyncio.sleep(0.3))\n    return 1\n",
+                subject="a",
+            )
+        )
+        await asyncio.sleep(0.05)
+        time.sleep(1.2)  # the loop does nothing else meanwhile
+        return (await task).value
+
+    with CodeMode(authorizer=AllowAll(), limits=Limits(max_execution_seconds=1)) as cm:
+        assert asyncio.run(blocked_caller(cm)) == 1
+
+
+def test_timers_ring_in_the_order_of_their_moments_and_cancelled_ones_never() -> None:
+    rung: list[str] = []
+    timers = Timers()
+    now = time.monotonic()
+    late = timers.at(now + 0.2, "late")
+    early = timers.at(now + 0.1, "early")
+    never = timers.at(now + 0.15, "never")
+    for future in (late, early):
+        future.add_done_callback(lambda f: rung.append(f.result()))
+    timers.cancel([never])
+    assert late.result(10) == "late"
+    assert rung == ["early", "late"] and never.cancelled()
+    timers.close()
+    assert timers.at(time.monotonic(), "after").cancelled()
+
+
+def test_the_time_a_refused_call_took_is_time_in_capability_calls() -> None:
+    async def slow_no(request: object) -> None:
+        await asyncio.sleep(0.2)
+        raise Denied("no")
+
+    with CodeMode(authorizer=slow_no) as cm:
+
+        @cm.capability("a.b", summary="x")
+        def b() -> int:
+            return 1
+
+        source = P + "    try:\n        a.b()\n    except Exception:\n        return 1\n"
+        usage = cm.execute(source, subject="a").usage
+    assert usage.host_seconds >= 0.2  # the authorizer's own sleep
+    assert usage.host_seconds <= usage.duration_seconds

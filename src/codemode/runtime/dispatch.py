@@ -231,6 +231,22 @@ class Dispatcher:
         locate: Locate,
     ) -> Projected:
         started = time.monotonic()
+        try:
+            return self._bind_authorize_invoke(capability, args, kwargs, span, locate, started)
+        finally:  # bound, authorized, run or refused: the program waited for it
+            ended = time.monotonic()
+            with self.lock:
+                self._spans.append((started, ended))
+
+    def _bind_authorize_invoke(
+        self,
+        capability: Capability,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        span: Span,
+        locate: Locate,
+        started: float,
+    ) -> Projected:
         base: dict[str, Any] = (
             {}
             if self.emit is None
@@ -278,11 +294,11 @@ class Dispatcher:
                 CallFailed,
                 **base,
                 code=failure.error.code.value,
-                duration_seconds=self._finished(started),
+                duration_seconds=time.monotonic() - started,
                 error=cause if isinstance(cause, BaseException) else None,
             )
             raise
-        elapsed = self._finished(started)
+        elapsed = time.monotonic() - started
         if self.emit is not None:
             self._event(CallCompleted, **base, duration_seconds=elapsed)
         stopped = self.stopped()
@@ -352,7 +368,10 @@ class Dispatcher:
                     value = self.bridge.run(coroutine, min(budget, remaining), self.clock.overdue)
                 else:
                     value = capability.handler(**kwargs)
-                return capability.projection.project(value, self.limits.max_result_bytes)
+                projected = capability.projection.project(value, self.limits.max_result_bytes)
+                if time.monotonic() >= deadline:  # past it, whether or not a waiter saw it
+                    raise StopError(self.clock.overdue())
+                return projected
             finally:
                 self.clock.leave(token)
         except (StopError, InjectedError):
@@ -395,12 +414,6 @@ class Dispatcher:
             )
             if required:
                 raise StopError(InternalError()) from None
-
-    def _finished(self, started: float) -> float:
-        ended = time.monotonic()
-        with self.lock:
-            self._spans.append((started, ended))
-        return ended - started
 
     @property
     def host_seconds(self) -> float:

@@ -24,6 +24,7 @@ from codemode.runtime.dispatch import Bridge
 from codemode.runtime.execution import CALL_THREADS, Abandoned, Execution, ExecutionResult, Setup
 from codemode.runtime.program import Programs
 from codemode.runtime.sandbox import Sandbox
+from codemode.runtime.timers import Timers
 
 log = logging.getLogger("codemode")
 
@@ -51,6 +52,7 @@ class Engine:
         self.slots = threading.BoundedSemaphore(limits.max_concurrent_executions)
         self.abandoned = Abandoned(MAX_ABANDONED)
         self.abandoned_calls = Abandoned(MAX_ABANDONED_CALLS)
+        self.timers = Timers()
         self.drivers = concurrent.futures.ThreadPoolExecutor(
             limits.max_concurrent_executions + MAX_ABANDONED, "codemode-driver"
         )
@@ -76,6 +78,7 @@ class Engine:
                 slots=self.slots,
                 abandoned=self.abandoned,
                 abandoned_calls=self.abandoned_calls,
+                timers=self.timers,
                 shortest_budget=min(
                     (
                         c.timeout or self.limits.max_capability_seconds
@@ -196,6 +199,7 @@ class Engine:
         for execution in running:
             execution.stop(ExecutionCanceledError())
         self.drivers.shutdown(wait=False, cancel_futures=True)
+        self.timers.close()
         self.sandbox.close()
         with self._lock:
             loop_and_thread, self._loop = self._loop, None

@@ -53,6 +53,7 @@ from codemode.runtime.sandbox import (
     Sleep,
     Step,
 )
+from codemode.runtime.timers import Timers
 from codemode.tracing import execution_span
 from codemode.types import JSONObject, JSONValue
 from codemode.values import (
@@ -174,6 +175,8 @@ class Setup:
     """Drivers left stuck in host code (each holds a worker checkout)."""
     abandoned_calls: Abandoned
     """Capability-call threads of `async def main` programs left stuck in host code."""
+    timers: Timers
+    """Where the sleeps of `async def main` wait."""
     shortest_budget: float
     """The shortest time any of these capabilities' handlers may run: how long the caller
     may sleep without missing a handler's deadline."""
@@ -445,10 +448,12 @@ class Execution:
         with self.lock:
             self.finished = True
         self.bridge.cancel_all()  # no async handler outlives its execution
+        pending = [(future, call) for future, call in self.tasks.values() if not future.done()]
+        self.setup.timers.cancel(future for future, call in pending if call.name == _SLEEP)
         if self.call_threads is not None:
             # Calls not started never start; a call still running is left to finish.
             self.call_threads.shutdown(wait=False, cancel_futures=True)
-            for future, call in self.tasks.values():
+            for future, call in pending:
                 if not future.done() and call.name != _SLEEP:  # a timer is no host code
                     count = self.setup.abandoned_calls.add(future, self.subject)
                     self.report_abandoned("a capability call", count)
@@ -605,7 +610,10 @@ class Execution:
             raise StopError(exceeded(LimitKind.EXECUTION_TIME, self.setup.limits, where=where))
         if sleep.call_id is not None and program.is_async:
             call = Call(_SLEEP, (), {}, sleep.call_id, sleep.span)
-            self.tasks[sleep.call_id] = (self._timer(seconds), call)
+            self.tasks[sleep.call_id] = (
+                self.setup.timers.at(time.monotonic() + seconds, _SLEPT),
+                call,
+            )
             return run.defer()
         self.waiting = True
         try:
@@ -613,22 +621,6 @@ class Execution:
         finally:
             self.waiting = False
         return run.answer(Returned(None))
-
-    def _timer(self, seconds: float) -> concurrent.futures.Future[Projected]:
-        """An awaited sleep of `async def main`: a timer on the event loop, so waiting
-        holds no thread (a stop ends the wait for it, as for every call)."""
-        rung: concurrent.futures.Future[Projected] = concurrent.futures.Future()
-
-        def ring() -> None:
-            if not rung.done():
-                rung.set_result(_SLEPT)
-
-        loop = self.bridge.loop
-        try:
-            loop.call_soon_threadsafe(loop.call_later, seconds, ring)
-        except RuntimeError:  # the loop is closed: the engine is closing
-            rung.set_exception(StopError(ExecutionCanceledError()))
-        return rung
 
     def _nap(self, seconds: float) -> Projected:
         """Sleep, ended at once by a stop of the execution."""
