@@ -473,7 +473,12 @@ def test_a_second_close_returns_once_the_first_has_ended_everything() -> None:
         first.start()
         while not cm._closed:
             time.sleep(0.01)
-        second = threading.Thread(target=lambda: (cm.close(), seen.append(engine.timers._closed)))
+
+        def close_again() -> None:
+            cm.close()
+            seen.append(engine.timers._closed)
+
+        second = threading.Thread(target=close_again)
         second.start()
         second.join(0.2)
         assert second.is_alive()  # waiting for the first, not returned at once
