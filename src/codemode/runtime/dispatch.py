@@ -211,34 +211,24 @@ class Dispatcher:
         locate: Locate = _nowhere,
     ) -> Projected:
         """Run one call and return what the program receives (or raise StopError/InjectedError)."""
-        if self.span.span is None:
-            return self._call(capability, args, kwargs, self.span, locate)
-        with call_span(self.span, capability.name, capability.id) as span:
-            try:
-                value = self._call(capability, args, kwargs, span, locate)
-            except (StopError, InjectedError) as failure:
-                span.outcome(failure.error.code.value)
-                raise
-            span.outcome("ok")
-            return value
-
-    def _call(
-        self,
-        capability: Capability,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        span: Span,
-        locate: Locate,
-    ) -> Projected:
         started = time.monotonic()
         try:
-            return self._bind_authorize_invoke(capability, args, kwargs, span, locate, started)
+            if self.span.span is None:
+                return self._call(capability, args, kwargs, self.span, locate, started)
+            with call_span(self.span, capability.name, capability.id) as span:
+                try:
+                    value = self._call(capability, args, kwargs, span, locate, started)
+                except (StopError, InjectedError) as failure:
+                    span.outcome(failure.error.code.value)
+                    raise
+                span.outcome("ok")
+                return value
         finally:  # bound, authorized, run or refused: the program waited for it
             ended = time.monotonic()
             with self.lock:
                 self._spans.append((started, ended))
 
-    def _bind_authorize_invoke(
+    def _call(
         self,
         capability: Capability,
         args: tuple[Any, ...],
