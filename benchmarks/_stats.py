@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 
@@ -46,6 +46,22 @@ def measure_interleaved(
         for name, fn in variants.items():
             started = time.perf_counter()
             fn()
+            times[name].append(time.perf_counter() - started)
+    return {name: summarize(taken) for name, taken in times.items()}
+
+
+async def measure_interleaved_async(
+    variants: Mapping[str, Callable[[], Awaitable[object]]], samples: int = 30, warmup: int = 3
+) -> dict[str, Stats]:
+    """As `measure_interleaved`, for coroutines, awaited in turns on the running loop."""
+    for _ in range(warmup):
+        for fn in variants.values():
+            await fn()
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(samples):
+        for name, fn in variants.items():
+            started = time.perf_counter()
+            await fn()
             times[name].append(time.perf_counter() - started)
     return {name: summarize(taken) for name, taken in times.items()}
 

@@ -13,8 +13,6 @@ import json
 import os
 import sys
 import tempfile
-import time
-from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -22,7 +20,7 @@ from typing import Any
 import anyio
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-from benchmarks._stats import Stats, summarize
+from benchmarks._stats import measure_interleaved_async
 
 ROOT = Path(__file__).parents[1]
 NPM = Path(os.environ.get("CODEMODE_NPM_TOOLS", Path.home() / ".cache" / "codemode" / "npm"))
@@ -49,21 +47,6 @@ async def _open(
     session = await stack.enter_async_context(ClientSession(read, write))
     await session.initialize()
     return session
-
-
-async def _turns(
-    variants: dict[str, Callable[[], Awaitable[object]]], samples: int = 30
-) -> dict[str, Stats]:
-    for _ in range(3):
-        for call in variants.values():
-            await call()
-    times: dict[str, list[float]] = {name: [] for name in variants}
-    for _ in range(samples):
-        for name, call in variants.items():
-            started = time.perf_counter()
-            await call()
-            times[name].append(time.perf_counter() - started)
-    return {name: summarize(taken) for name, taken in times.items()}
 
 
 async def _run() -> dict[str, Any]:
@@ -131,8 +114,10 @@ async def _run() -> dict[str, Any]:
         async def proxied_twenty() -> object:
             return await proxy.call_tool("execute", {"source": TWENTY_CALLS})
 
-        one = await _turns({"direct": direct_one, "proxied": proxied_one})
-        twenty = await _turns({"direct": direct_twenty, "proxied": proxied_twenty})
+        one = await measure_interleaved_async({"direct": direct_one, "proxied": proxied_one})
+        twenty = await measure_interleaved_async(
+            {"direct": direct_twenty, "proxied": proxied_twenty}
+        )
     all_direct = sum(direct_bytes.values())
     return {
         "context": {

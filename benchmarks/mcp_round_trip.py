@@ -20,7 +20,7 @@ import httpx2
 from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from benchmarks._stats import Stats, summarize
+from benchmarks._stats import measure_interleaved_async, summarize
 from benchmarks.hosts import FIVE_CALLS, bench_host
 
 ROOT = Path(__file__).parents[1]
@@ -32,20 +32,6 @@ KERNEL_TIMERS_MS = (40.0, 200.0)
 defect (a socket option, a poll interval) to find, not noise."""
 
 Call = Callable[[], Awaitable[Any]]
-
-
-async def _interleaved(calls: dict[str, Call], samples: int = 30) -> dict[str, Stats]:
-    """Each call in turn, so every one sees the same machine (it is small and shared)."""
-    for _ in range(3):
-        for call in calls.values():
-            await call()
-    times: dict[str, list[float]] = {name: [] for name in calls}
-    for _ in range(samples):
-        for name, call in calls.items():
-            started = time.perf_counter()
-            await call()
-            times[name].append(time.perf_counter() - started)
-    return {name: summarize(taken) for name, taken in times.items()}
 
 
 def _port() -> int:
@@ -158,7 +144,7 @@ async def _run() -> dict[str, Any]:
         sessionless = await stack.enter_async_context(
             Client(streamable_http_client(url, http_client=http))
         )
-        eras = await _interleaved(
+        eras = await measure_interleaved_async(
             {
                 "stdio": _execute(stdio),
                 "http_2025": _execute(handshake),

@@ -29,7 +29,7 @@ from typing import Any
 
 import pydantic_monty as pm
 
-from benchmarks._stats import Stats, summarize
+from benchmarks._stats import measure_interleaved_async
 from benchmarks.hosts import BENCH_LIMITS, bench_host, noop
 
 TRIVIAL = "def main():\n    return 1\nmain()"
@@ -189,19 +189,6 @@ async def run_async(pool: pm.AsyncMonty, code: str) -> Any:
 Variant = Callable[[], Awaitable[object]]
 
 
-async def _interleaved(variants: dict[str, Variant], samples: int) -> dict[str, Stats]:
-    for variant in variants.values():
-        for _ in range(3):
-            await variant()
-    times: dict[str, list[float]] = {name: [] for name in variants}
-    for _ in range(samples):
-        for name, variant in variants.items():
-            started = time.perf_counter()
-            await variant()
-            times[name].append(time.perf_counter() - started)
-    return {name: summarize(taken) for name, taken in times.items()}
-
-
 async def _load(variant: Variant, programs: int) -> dict[str, float]:
     """`programs` runs of a variant at once: the wall time, the threads added at the
     peak, and the memory the process grew by."""
@@ -246,11 +233,11 @@ async def _run() -> dict[str, Any]:
                     None, functools.partial(cm.execute, code, subject="bench")
                 )
 
-            trivial = await _interleaved(shapes(TRIVIAL), 100)
-            calls = await _interleaved(shapes(CALLS), 20)
+            trivial = await measure_interleaved_async(shapes(TRIVIAL), 100)
+            calls = await measure_interleaved_async(shapes(CALLS), 20)
             wide = gathered(256)
             fed = wide + "await main()"
-            gather = await _interleaved(
+            gather = await measure_interleaved_async(
                 {
                     "sync_steps": shapes(fed)["sync_steps"],
                     "async": shapes(fed)["async"],
