@@ -468,7 +468,7 @@ def test_a_second_close_returns_once_the_first_has_ended_everything() -> None:
     engine = cm._engine
     assert engine is not None
     seen: list[bool] = []
-    with engine._lock:  # the first close waits here
+    with engine.admission._lock:  # the first close waits here
         first = threading.Thread(target=cm.close)
         first.start()
         while not cm._closed:
@@ -476,7 +476,7 @@ def test_a_second_close_returns_once_the_first_has_ended_everything() -> None:
 
         def close_again() -> None:
             cm.close()
-            seen.append(engine.timers._closed)
+            seen.append(engine.clock._closed)
 
         second = threading.Thread(target=close_again)
         second.start()

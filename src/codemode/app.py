@@ -31,7 +31,7 @@ from codemode.errors import (
 from codemode.events import EventHandler
 from codemode.limits import LimitKind, Limits, exceeded, size
 from codemode.runtime import Engine, Execution, ExecutionResult
-from codemode.runtime.dispatch import Bridge
+from codemode.runtime.clock import Clock
 from codemode.runtime.program import Programs
 from codemode.runtime.sandbox import MontySandbox, Sandbox
 
@@ -69,6 +69,12 @@ class CodeMode:
     - `disclose_limits`: a limit error names the bound and the amount reached
       (`capability calls (limit 100)`), as a limit is the program's own budget; False
       names only the kind of limit.
+    - `host_loop`: the event loop async handlers, async authorizers and an async
+      `can_see` run on; by default the engine's own loop, on a thread of its own, never
+      the caller's. Give it when host coroutines use objects bound to one loop (a client
+      made in a web app's lifespan): they run there, and are still cancelled on time.
+    - `clock`: the time deadlines, budgets and sleeps go by; the system's unless given
+      (tests pass a `codemode.testing.ManualClock`).
     """
 
     def __init__(
@@ -84,6 +90,8 @@ class CodeMode:
         worker_binary: str | os.PathLike[str] | None = None,
         sandbox: Sandbox | None = None,
         disclose_limits: bool = True,
+        host_loop: asyncio.AbstractEventLoop | None = None,
+        clock: Clock | None = None,
     ) -> None:
         if isinstance(disabled, str):
             raise TypeError("disabled must be a collection of capability ids, not a string")
@@ -99,6 +107,8 @@ class CodeMode:
         self.worker_binary = worker_binary
         self.sandbox = sandbox
         self._disclose_limits = disclose_limits
+        self.host_loop = host_loop
+        self.clock = clock
         self._frozen = False
         """Set by the first search, describe, execution or serving: from then on the
         configuration is what they were built with."""
@@ -387,18 +397,17 @@ class CodeMode:
         self._freeze()
         with _last_resort("execute"):
             engine = self._engine_for(subject)
-            bridge = engine.private_bridge()
-            execution = self._execution(source, subject, engine, bridge, self.visible(subject))
+            execution = self._execution(source, subject, engine, self.visible(subject))
             return engine.execute(execution)
 
     async def execute_async(self, source: str, *, subject: str) -> ExecutionResult:
-        """As `execute`; async handlers and authorizers run on the calling event loop."""
+        """As `execute`, awaiting. Async handlers and authorizers run on the engine's own
+        event loop (or on `host_loop`), never on the calling one."""
         self._freeze()
         with _last_resort("execute_async"):
             engine = self._engine_for(subject)
-            bridge = Bridge(asyncio.get_running_loop())
             view = await self._off_loop(lambda: self.visible(subject), subject)
-            execution = self._execution(source, subject, engine, bridge, view)
+            execution = self._execution(source, subject, engine, view)
             return await engine.execute_async(execution)
 
     def check(self, source: str, *, subject: str | None = None) -> list[CodeModeError]:
@@ -527,9 +536,8 @@ class CodeMode:
         try:
             decision = can_see(subject, capability.id, capability.name)
             if inspect.isawaitable(decision):
-                bridge = self._running_engine().private_bridge()
-                seconds = self.limits.max_execution_seconds
-                decision = bridge.run(decision, seconds, InternalError)
+                loop = self._running_engine().loop
+                decision = loop.run(decision, self.limits.max_execution_seconds)
         except BaseException:
             log.exception("can_see failed for %s", capability.name)
             return False
@@ -546,12 +554,12 @@ class CodeMode:
                 raise ExecutionCanceledError()
             if self._engine is None:
                 sandbox = self.sandbox or MontySandbox(self.limits, self.worker_binary)
-                self._engine = Engine(self.limits, sandbox)
+                self._engine = Engine(
+                    self.limits, sandbox, clock=self.clock, host_loop=self.host_loop
+                )
             return self._engine
 
-    def _execution(
-        self, source: str, subject: str, engine: Engine, bridge: Bridge, view: View
-    ) -> Execution:
+    def _execution(self, source: str, subject: str, engine: Engine, view: View) -> Execution:
         if not isinstance(source, str):
             raise InvalidRequestError("the program must be a string")
         return Execution(
@@ -559,7 +567,7 @@ class CodeMode:
             subject=subject,
             setup=engine.setup(view),
             authorizer=self.authorizer,
-            bridge=bridge,
+            services=engine.services,
             emit=self.on_event,
             trace_arguments=self.trace_arguments,
             disclose_limits=self.disclose_limits,

@@ -34,15 +34,20 @@ class LimitKind(StrEnum):
     past its share, that subject's new executions are refused (see `subject_share`)."""
 
 
-MAX_ABANDONED = 64
-"""Runs whose driver may be left stuck in host code past its deadline before the engine
-refuses new executions; each may hold a worker checkout until that code returns."""
+WORK_THREADS = 16
+"""The fewest threads the engine runs interpreter steps and sync host code on."""
+
+
+def work_threads(limits: Limits) -> int:
+    """Threads the engine runs interpreter steps and sync host code on: 16, or twice the
+    executions that may run at once, so each can step while as many wait in host code."""
+    return max(WORK_THREADS, 2 * limits.max_concurrent_executions)
 
 
 def subject_share(total: int) -> int:
-    """How much of a bound on host code left running one subject may hold: half, so no
-    subject can take what the others need."""
-    return total // 2
+    """How much of a shared bound one subject may hold (threads in use, host code left
+    running past its deadline): half, so no subject can take what the others need."""
+    return max(total // 2, 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +138,7 @@ def bound(kind: LimitKind, limits: Limits) -> str:
     if kind is LimitKind.HOST_CALLS:
         return str(host_calls(limits))
     if kind is LimitKind.CALLS_LEFT_RUNNING:
-        return str(subject_share(MAX_ABANDONED))
+        return str(subject_share(work_threads(limits)))
     name = _FIELDS[kind]
     value = getattr(limits, name)
     if name.endswith("_bytes"):
@@ -164,8 +169,8 @@ def seconds(value: float) -> str:
 
 __all__ = [
     "KIB",
-    "MAX_ABANDONED",
     "MIB",
+    "WORK_THREADS",
     "LimitKind",
     "Limits",
     "bound",
@@ -174,4 +179,5 @@ __all__ = [
     "seconds",
     "size",
     "subject_share",
+    "work_threads",
 ]

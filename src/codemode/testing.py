@@ -10,6 +10,10 @@ yielding the capability calls it makes and receiving their answers. Everything e
 (preflight, binding, authorization, handlers, projection, limits, classification, audit)
 runs for real.
 
+`ManualClock` stands for time: `CodeMode(clock=ManualClock())` makes every deadline,
+budget and sleep wait until the test calls `advance()`, so a test asserts the order of
+events ("answered before the handler returned"), never elapsed time.
+
     def script(program: ScriptedProgram) -> Generator[Any, Any, Any]:
         user = yield program.call("users.get", line=2, id="u-1")
         return user.name
@@ -21,13 +25,16 @@ runs for real.
 from __future__ import annotations
 
 import contextlib
+import heapq
 import itertools
+import threading
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from codemode.errors import CodeModeError
 from codemode.limits import Limits
+from codemode.runtime.clock import Timer
 from codemode.runtime.sandbox import (
     Answer,
     Call,
@@ -214,6 +221,47 @@ class ScriptedSandbox:
         return None
 
 
+class ManualClock:
+    """A `Clock` that moves only when told; its timers ring in `advance`, in the order
+    of their moments, on the thread that calls it."""
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self._now = start
+        self._due: list[tuple[float, int, Timer]] = []
+        self._order = itertools.count()
+        self._lock = threading.Lock()
+
+    def now(self) -> float:
+        """The time the clock was moved to."""
+        return self._now
+
+    def call_at(self, when: float, callback: Callable[[], None]) -> Timer:
+        """Ring `callback` in the `advance` that reaches `when`."""
+        timer = Timer(when, callback)
+        with self._lock:
+            heapq.heappush(self._due, (when, next(self._order), timer))
+        return timer
+
+    def advance(self, seconds: float) -> None:
+        """Move time on by `seconds`, ringing every timer whose moment comes."""
+        with self._lock:
+            target = self._now + seconds
+        while True:
+            with self._lock:
+                if not self._due or self._due[0][0] > target:
+                    self._now = target
+                    return
+                when, _, timer = heapq.heappop(self._due)
+                self._now = max(self._now, when)
+            timer.ring()
+
+    @property
+    def pending(self) -> int:
+        """Timers not yet rung nor cancelled."""
+        with self._lock:
+            return sum(1 for _, _, timer in self._due if not timer.cancelled)
+
+
 @dataclass(frozen=True, slots=True)
 class RunResult:
     """What a program gave: its value, or the payload of its error (as MCP sends it)."""
@@ -273,6 +321,7 @@ def assert_no_canary(canary: str, *outcomes: RunResult | CodeModeError | Any) ->
 
 __all__ = [
     "Gather",
+    "ManualClock",
     "ProgramRaised",
     "RecordingAuthorizer",
     "RunResult",

@@ -38,6 +38,23 @@ class Span:
             if code != "ok" and trace is not None:
                 self.span.set_status(trace.Status(trace.StatusCode.ERROR, code))
 
+    def end(self) -> None:
+        if self.span is not None:
+            self.span.end()
+
+    @contextmanager
+    def active(self) -> Iterator[None]:
+        """Make this span the current one on this thread (or task) while host code runs
+        in it, so spans the host code starts are its children."""
+        if self.context is None or otel_context is None:
+            yield
+            return
+        token = otel_context.attach(self.context)
+        try:
+            yield
+        finally:
+            otel_context.detach(token)
+
     def arguments(self, arguments: JSONObject) -> None:
         if self.span is not None:
             self.span.set_attribute("codemode.arguments", json.dumps(arguments, ensure_ascii=False))
@@ -51,36 +68,31 @@ def enabled() -> bool:
     return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
 
 
-@contextmanager
-def execution_span(execution_id: str, subject: str) -> Iterator[Span]:
+def execution_span(execution_id: str, subject: str) -> Span:
+    """A started span for one execution (ended with `Span.end`, on any thread)."""
     if trace is None or not enabled():
-        yield Span()
-        return
-    tracer = trace.get_tracer("codemode")
-    with tracer.start_as_current_span(
+        return Span()
+    span = trace.get_tracer("codemode").start_span(
         "codemode.execute",
         attributes={"codemode.execution_id": execution_id, "codemode.subject": subject},
         record_exception=False,
         set_status_on_exception=False,
-    ) as span:
-        yield Span(span)
+    )
+    return Span(span)
 
 
-@contextmanager
-def call_span(parent: Span, name: str, capability_id: str) -> Iterator[Span]:
+def call_span(parent: Span, name: str, capability_id: str) -> Span:
+    """A started span for one call, a child of its execution's."""
     if trace is None or parent.span is None:
-        yield Span()
-        return
-    attributes = {"codemode.capability": name, "codemode.capability_id": capability_id}
-    tracer = trace.get_tracer("codemode")
-    with tracer.start_as_current_span(
+        return Span()
+    span = trace.get_tracer("codemode").start_span(
         f"codemode.call {name}",
         context=parent.context,
-        attributes=attributes,
+        attributes={"codemode.capability": name, "codemode.capability_id": capability_id},
         record_exception=False,
         set_status_on_exception=False,
-    ) as span:
-        yield Span(span)
+    )
+    return Span(span)
 
 
 __all__ = ["Span", "call_span", "enabled", "execution_span"]

@@ -76,6 +76,7 @@ def test_testing_exports() -> None:
 
     assert sorted(codemode.testing.__all__) == [
         "Gather",
+        "ManualClock",
         "ProgramRaised",
         "RecordingAuthorizer",
         "RunResult",

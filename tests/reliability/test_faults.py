@@ -15,6 +15,7 @@ from pydantic_monty._binary import find_monty_binary
 
 from codemode import CodeMode, CodeModeError, ExecutionResult, Limits
 from codemode.authz import AllowAll, AuthorizationRequest
+from codemode.limits import subject_share, work_threads
 from tests.conftest import monty_workers, run_error
 
 SECURITY_MD = Path(__file__).parents[2] / "docs" / "reference" / "security.md"
@@ -152,7 +153,7 @@ def test_a_hanging_async_authorizer_gives_the_same_text_whoever_notices_first() 
 
 def test_a_subject_whose_calls_are_left_running_cannot_lock_out_another() -> None:
     """mallory's programs each leave a sync handler stuck past its timeout. Once they hold
-    her share of the engine's room for such calls, her next program is refused with the
+    her share of the engine's threads (8 of 16), her next program is refused with the
     documented limit, and alice's still run (the engine-wide bound once refused both)."""
     release = threading.Event()
     limits = Limits(max_capability_seconds=0.05)
@@ -163,17 +164,18 @@ def test_a_subject_whose_calls_are_left_running_cannot_lock_out_another() -> Non
             release.wait(30)
             return 1
 
+        share = subject_share(work_threads(cm.limits))
         try:
             stuck = [
                 str(run_error(cm, P + "    return slow.get()", subject="mallory"))
-                for _ in range(32)
+                for _ in range(share)
             ]
             assert set(stuck) == {
                 "resource limit exceeded: capability time (limit 0.05 s) at <codemode>:2:12"
             }
             refused = run_error(cm, P + "    return 1", subject="mallory")
             assert str(refused) == (
-                "resource limit exceeded: calls left running past their deadline (limit 32)"
+                f"resource limit exceeded: calls left running past their deadline (limit {share})"
             )
             assert cm.execute(P + "    return 2", subject="alice").value == 2
         finally:

@@ -77,7 +77,7 @@ async def test_callers_that_give_up_while_waiting_for_a_slot_leave_nothing_stuck
         await asyncio.gather(*waiting, return_exceptions=True)
         await asyncio.sleep(0.3)
         engine = cm._running_engine()
-        assert engine.abandoned.count == 0
+        assert engine.pool.abandoned() == 0
         busy.join()
         assert cm.execute(P + "    return 'next'\n", subject="c").value == "next"
 
@@ -98,4 +98,4 @@ def test_a_stopped_sleep_is_not_host_code_left_running() -> None:
 
             asyncio.run(cancel_soon())
             time.sleep(0.2)
-            assert cm._running_engine().abandoned.count == 0
+            assert cm._running_engine().pool.abandoned() == 0

@@ -821,7 +821,7 @@ async def test_a_cancelled_caller_leaves_a_stuck_driver_counted() -> None:
         with pytest.raises(asyncio.CancelledError):
             await task
         engine = app._engine
-        assert engine is not None and engine.abandoned.count == 1
+        assert engine is not None and engine.pool.abandoned() == 1
         for _ in range(50):
             if any(type(e).__name__ == "HostCodeAbandoned" for e in events):
                 break

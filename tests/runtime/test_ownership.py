@@ -8,7 +8,7 @@ import time
 from codemode import CodeMode, Limits
 from codemode.authz import AllowAll
 from codemode.events import CallCompleted, CallEvent, Event
-from codemode.runtime.execution import CALL_THREADS
+from codemode.limits import subject_share, work_threads
 from tests.conftest import hanging, run_error
 
 
@@ -24,7 +24,8 @@ def test_a_call_queued_when_the_execution_fails_never_runs_later() -> None:
             time.sleep(2.0)
             return n
 
-        calls = CALL_THREADS + 10
+        threads = subject_share(work_threads(cm.limits))  # the subject's share of the pool
+        calls = threads + 10
         source = (
             "import asyncio\nasync def main():\n"
             f"    return await asyncio.gather(*[db.write(n=i) for i in range({calls})])"
@@ -34,7 +35,7 @@ def test_a_call_queued_when_the_execution_fails_never_runs_later() -> None:
             == "resource limit exceeded: capability time (limit 1 s) at <codemode>:3:35"
         )
         time.sleep(2.5)  # long enough for any queued call to have started
-    assert len(started) == CALL_THREADS
+    assert len(started) == threads
 
 
 def test_calls_never_awaited_finish_before_the_execution_ends() -> None:
@@ -53,6 +54,11 @@ def test_calls_never_awaited_finish_before_the_execution_ends() -> None:
         )
         result = cm.execute(source, subject="a")
         assert result.value == "sent"
+        assert cm._running_engine().admission.executions() == []
+        for _ in range(200):  # the last event follows the answer
+            if any(type(e).__name__ == "ExecutionFinished" for e in events):
+                break
+            time.sleep(0.01)
         assert sorted(finished) == [0, 1, 2]  # all ran, within the execution
         completed = [e for e in events if isinstance(e, CallCompleted)]
         assert len(completed) == 3

@@ -1,4 +1,10 @@
-"""One capability call: bind -> authorize -> invoke -> project.
+"""One capability call: bind -> authorize -> invoke -> project, as a plan.
+
+A call is a generator that runs its sync steps (binding, a sync authorizer or handler,
+the projection) where it is driven, on a thread of the engine's pool, and yields each
+coroutine of host code (an async authorizer or handler) as `Awaiting`, which the engine's
+loop awaits before the plan goes on with its value. So one definition of a call serves a
+sync `main()` (driven inline, no thread switch) and an `async def main` (a task).
 
 Failures the program may handle (denied, policy failure, handler failure) are raised
 inside the program with only their fixed text; failures of the program itself (arguments
@@ -9,16 +15,14 @@ that do not bind, limits) stop the execution. Host exceptions, whatever they are
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import copy
 import functools
 import inspect
-import itertools
 import logging
 import math
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -30,11 +34,9 @@ from codemode.context import CallContext
 from codemode.errors import (
     AgentError,
     CodeModeError,
-    ExecutionCanceledError,
     ExpectedError,
     InternalError,
     ResourceLimitError,
-    Where,
 )
 from codemode.events import (
     CallAttempted,
@@ -53,6 +55,7 @@ from codemode.runtime.classify import (
     authorizer_failure,
     handler_failure,
 )
+from codemode.runtime.deadline import Deadline, Locate, nowhere
 from codemode.tracing import Span, call_span
 
 log = logging.getLogger("codemode")
@@ -64,107 +67,21 @@ class HostExit(Exception):
     carried as an ordinary failure so that it ends the call, never the server."""
 
 
-def _nowhere() -> Where | None:
-    return None
+@dataclass(frozen=True, slots=True)
+class Awaiting:
+    """A coroutine of host code, for the engine's loop to await; the plan goes on with
+    its value (or its exception)."""
+
+    awaitable: Awaitable[Any]
+    span: Span
+    """The call's span, current while the coroutine runs."""
 
 
-Locate = Callable[[], "Where | None"]
-"""Finds the call site of a capability call (positions are built only when needed)."""
+Plan = Generator[Awaiting, Any, Projected]
+"""One call: yields what must be awaited, returns what the program receives."""
 
 
-class HostClock:
-    """Deadlines of the host code running now for one execution.
-
-    Whoever waits on the execution (the caller, or the loop of an async program) reads
-    the earliest deadline and the error it means, so a handler that never returns is
-    answered on time without a thread of its own. Starting a deadline wakes nobody (that
-    would cost every call a thread switch): the waiter sleeps at most the shortest handler
-    budget at a time, so it still sees any deadline before it passes.
-    """
-
-    def __init__(self, deadline: float, error: CodeModeError) -> None:
-        self.deadline = deadline
-        """The execution's own deadline (monotonic seconds)."""
-        self.error = error
-        """What passing the execution's own deadline means."""
-        self._running: dict[int, tuple[float, CodeModeError, Locate]] = {}
-        self._expired: tuple[float, CodeModeError, Locate] | None = None
-        """The last host code that left past its deadline: the caller may look a moment
-        after it left, and must still name its call site."""
-        self._lock = threading.Lock()
-        self._tokens = itertools.count()
-
-    def enter(self, deadline: float, error: CodeModeError, locate: Locate = _nowhere) -> int:
-        """Host code runs until `deadline`; past it the execution fails with `error`, at
-        the call site `locate` finds. Returns the token to `leave` with."""
-        token = next(self._tokens)
-        with self._lock:
-            self._running[token] = (deadline, error, locate)
-        return token
-
-    def leave(self, token: int) -> None:
-        with self._lock:
-            entry = self._running.pop(token)
-            if time.monotonic() >= entry[0]:  # it ran out: its call site still explains it
-                self._expired = entry
-
-    def next_deadline(self) -> float:
-        """The earliest deadline now in force (monotonic seconds)."""
-        with self._lock:
-            return min((entry[0] for entry in self._running.values()), default=self.deadline)
-
-    def overdue(self) -> CodeModeError:
-        """The error of the earliest deadline, placed at its call site."""
-        earliest: tuple[float, CodeModeError, Locate] = (self.deadline, self.error, _nowhere)
-        with self._lock:
-            entries = [*self._running.values(), *([self._expired] if self._expired else [])]
-            for entry in entries:
-                if entry[0] <= earliest[0]:  # a call's own site, where it has one
-                    earliest = entry
-        _, error, locate = earliest
-        return error.replace(where=locate())
-
-
-class Bridge:
-    """Runs coroutines (async handlers and authorizers) on an event loop from a thread."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        self.pending: set[concurrent.futures.Future[Any]] = set()
-        self.closed = False
-        self.lock = threading.Lock()
-
-    def run(
-        self, awaitable: Awaitable[T], timeout: float, on_timeout: Callable[[], CodeModeError]
-    ) -> T:
-        """The coroutine's value; past `timeout` it is cancelled and `on_timeout()` raised
-        (built then, so it says what the waiting caller would say at that moment)."""
-        future = asyncio.run_coroutine_threadsafe(_guarded(awaitable), self.loop)
-        with self.lock:
-            if self.closed:
-                future.cancel()
-            self.pending.add(future)
-        try:
-            return future.result(timeout=max(timeout, 0.0))
-        except concurrent.futures.TimeoutError:
-            future.cancel()
-            raise StopError(on_timeout()) from None
-        except concurrent.futures.CancelledError:  # the execution was stopped meanwhile
-            raise StopError(ExecutionCanceledError()) from None
-        finally:
-            with self.lock:
-                self.pending.discard(future)
-
-    def cancel_all(self) -> None:
-        """Cancel every coroutine still running for this execution, and any started later."""
-        with self.lock:
-            self.closed = True
-            pending = list(self.pending)
-        for future in pending:
-            future.cancel()
-
-
-async def _guarded(awaitable: Awaitable[T]) -> T:
+async def guarded(awaitable: Awaitable[T]) -> T:
     """Await host code; an exit it raises must not stop the event loop it runs on."""
     try:
         return await awaitable
@@ -182,10 +99,9 @@ class Dispatcher:
     subject: str
     authorizer: Authorizer
     limits: Limits
-    bridge: Bridge
-    clock: HostClock
-    stopped: Callable[[], CodeModeError | None]
-    """Why the execution was stopped, if it was (checked after host code returns)."""
+    deadline: Deadline
+    stopped: Callable[[], bool]
+    """Whether the execution was answered already (checked after host code returns)."""
     emit: Callable[[Event], None] | None
     """Where audit events go; None builds none at all. A failure to record an event before
     a handler runs means the call does not run."""
@@ -200,31 +116,29 @@ class Dispatcher:
         self.span = Span()
         """The execution's span, parent of every call span."""
 
-    def remaining(self) -> float:
-        return self.clock.deadline - time.monotonic()
-
     def call(
         self,
         capability: Capability,
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
-        locate: Locate = _nowhere,
-    ) -> Projected:
-        """Run one call and return what the program receives (or raise StopError/InjectedError)."""
-        started = time.monotonic()
+        locate: Locate = nowhere,
+    ) -> Plan:
+        """One call, as a plan: returns what the program receives, or raises
+        StopError/InjectedError."""
+        clock = self.deadline.clock
+        started = clock.now()
+        span = call_span(self.span, capability.name, capability.id)
         try:
-            if self.span.span is None:
-                return self._call(capability, args, kwargs, self.span, locate, started)
-            with call_span(self.span, capability.name, capability.id) as span:
-                try:
-                    value = self._call(capability, args, kwargs, span, locate, started)
-                except (StopError, InjectedError) as failure:
-                    span.outcome(failure.error.code.value)
-                    raise
-                span.outcome("ok")
-                return value
+            projected = yield from self._call(capability, args, kwargs, span, locate, started)
+        except (StopError, InjectedError) as failure:
+            span.outcome(failure.error.code.value)
+            raise
+        else:
+            span.outcome("ok")
+            return projected
         finally:  # bound, authorized, run or refused: the program waited for it
-            ended = time.monotonic()
+            span.end()
+            ended = clock.now()
             with self.lock:
                 self._spans.append((started, ended))
 
@@ -236,7 +150,7 @@ class Dispatcher:
         span: Span,
         locate: Locate,
         started: float,
-    ) -> Projected:
+    ) -> Plan:
         base: dict[str, Any] = (
             {}
             if self.emit is None
@@ -267,7 +181,7 @@ class Dispatcher:
             span.arguments(bound.arguments)
         if self.emit is not None:
             self._event(CallAttempted, required=True, **base)
-        self._authorize(capability, bound.arguments, base)
+        yield from self._authorize(capability, bound.arguments, base, span)
         if self.emit is not None:
             self._event(CallAuthorized, required=True, **base)
         handler_kwargs = bound.handler_kwargs
@@ -277,27 +191,28 @@ class Dispatcher:
                 self.subject, capability.name, capability.id, self.execution_id
             )
         try:
-            projected = self._invoke(capability, handler_kwargs, locate)
+            projected = yield from self._invoke(capability, handler_kwargs, locate, span)
         except (StopError, InjectedError) as failure:
             cause = failure.__cause__
             self._event(
                 CallFailed,
                 **base,
                 code=failure.error.code.value,
-                duration_seconds=time.monotonic() - started,
+                duration_seconds=self.deadline.clock.now() - started,
                 error=cause if isinstance(cause, BaseException) else None,
             )
             raise
-        elapsed = time.monotonic() - started
+        elapsed = self.deadline.clock.now() - started
         if self.emit is not None:
             self._event(CallCompleted, **base, duration_seconds=elapsed)
-        stopped = self.stopped()
-        if stopped is not None:
-            raise StopError(stopped)
+        if self.stopped():
+            raise StopError(InternalError())  # answered meanwhile: nobody reads this
         self._count(projected.size)
         return projected
 
-    def _authorize(self, capability: Capability, arguments: Any, base: dict[str, Any]) -> None:
+    def _authorize(
+        self, capability: Capability, arguments: Any, base: dict[str, Any], span: Span
+    ) -> Generator[Awaiting, Any, None]:
         request = AuthorizationRequest(
             self.subject,
             capability.id,
@@ -306,13 +221,16 @@ class Dispatcher:
             self.execution_id,
             capability.annotations,
         )
-        try:  # bounded by the execution deadline, which the waiting caller watches
-            decision = self.authorizer(request)
+        try:  # bounded by the execution's deadline, which cancels an awaited decision
+            with span.active():
+                decision = self.authorizer(request)
             if inspect.isawaitable(decision):
-                decision = self.bridge.run(decision, self.remaining(), self.clock.overdue)
+                decision = yield Awaiting(decision, span)
         except StopError:
             raise
         except BaseException as exc:
+            if isinstance(exc, GeneratorExit):
+                raise  # the execution was answered while the decision was awaited
             failure = authorizer_failure(exc)
             if isinstance(exc, Denied):  # an expected event: one line, no traceback
                 log.info("execution %s: denied %s", self.execution_id, capability.name)
@@ -340,31 +258,31 @@ class Dispatcher:
             self._event(CallDenied, **base, code=refused.error.code.value)
             raise refused
 
-    def _invoke(self, capability: Capability, kwargs: dict[str, Any], locate: Locate) -> Projected:
+    def _invoke(
+        self, capability: Capability, kwargs: dict[str, Any], locate: Locate, span: Span
+    ) -> Plan:
         """Run the handler and project its result, within its time budget.
 
-        A sync handler runs on this thread; past its deadline whoever waits on the
-        execution answers for it and abandons this thread, so nothing here waits on a pool.
+        Past the budget the deadline answers the caller (a coroutine is cancelled; a sync
+        handler's thread is left to finish, counted as abandoned); a handler that returns
+        late fails at its own call site.
         """
         budget = capability.timeout or self.limits.max_capability_seconds
-        remaining = self.remaining()
-        on_timeout = capability_time(budget) if budget < remaining else self.clock.error
+        token = self.deadline.enter(budget, capability_time(budget), locate)
         try:
-            deadline = min(time.monotonic() + budget, self.clock.deadline)
-            token = self.clock.enter(deadline, on_timeout, locate)
             try:
                 if capability.is_async:
-                    coroutine = capability.handler(**kwargs)
-                    value = self.bridge.run(coroutine, min(budget, remaining), self.clock.overdue)
+                    value = yield Awaiting(capability.handler(**kwargs), span)
                 else:
-                    value = capability.handler(**kwargs)
+                    with span.active():
+                        value = capability.handler(**kwargs)
                 projected = capability.projection.project(value, self.limits.max_result_bytes)
-                if time.monotonic() >= deadline:  # past it, whether or not a waiter saw it
-                    raise StopError(self.clock.overdue())
-                return projected
             finally:
-                self.clock.leave(token)
-        except (StopError, InjectedError):
+                late = self.deadline.leave(token)
+            if late is not None:  # past its deadline, whether or not the timer rang first
+                raise StopError(late)
+            return projected
+        except (StopError, InjectedError, GeneratorExit):
             raise
         except BaseException as exc:
             if isinstance(exc, AgentError):
@@ -436,4 +354,4 @@ def capability_time(budget: float) -> ResourceLimitError:
     return ResourceLimitError(LimitKind.CAPABILITY_TIME, bound=seconds(budget))
 
 
-__all__ = ["Bridge", "Dispatcher", "HostClock", "HostExit", "capability_time"]
+__all__ = ["Awaiting", "Dispatcher", "HostExit", "Plan", "capability_time", "guarded"]

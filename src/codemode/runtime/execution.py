@@ -1,34 +1,39 @@
-"""The dispatch loop of one execution: one run in the sandbox, one feed.
+"""One execution of one program, as an explicit state machine.
 
-Each capability call suspends the program; the driver binds, authorizes and runs it,
-then answers. Everything this loop learns of the run goes through the `Sandbox` seam,
-and every failure, whatever raised it, leaves `drive()` as exactly one CodeModeError.
+An execution is in one `State` at a time, and only the methods here change it, under one
+lock. Its program advances in jobs on the engine's thread pool: a job runs interpreter
+steps, and the sync host code of a sync `main()`'s calls inline (no thread switch), until
+the program ends or must wait. Waiting holds no thread: a sleep is a timer of the clock,
+a coroutine of host code is a task of the engine's loop, and each call of an
+`async def main` is a job of its own; whichever finishes what the program waits for
+submits its next job. The `Deadline` decides when time is up and answers the caller at
+once, whatever runs; host code still running then is left to finish, counted against its
+subject. Every failure, whatever raised it, ends the execution as exactly one
+CodeModeError.
 """
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import contextlib
 import hashlib
 import logging
-import math
 import threading
 import time
 import uuid
-from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from codemode.authz import Authorizer
 from codemode.capabilities import Capability
-from codemode.capabilities.results import Projected
 from codemode.errors import (
     CallRecord,
     CodeModeError,
     ExecutionCanceledError,
     InternalError,
-    InvalidProgramError,
     ResourceLimitError,
 )
 from codemode.events import (
@@ -38,10 +43,17 @@ from codemode.events import (
     ExecutionStarted,
     HostCodeAbandoned,
 )
-from codemode.limits import LimitKind, Limits, exceeded, size, subject_share
+from codemode.limits import LimitKind, Limits, exceeded, size
 from codemode.runtime.classify import FailureContext, InjectedError, StopError, classify
-from codemode.runtime.dispatch import Bridge, Dispatcher, HostClock
-from codemode.runtime.program import RETURNED, Program, Programs
+from codemode.runtime.clock import Clock, Timer
+from codemode.runtime.crossing import returned
+from codemode.runtime.deadline import Deadline
+from codemode.runtime.dispatch import Awaiting, Dispatcher, Plan
+from codemode.runtime.guest import sleep_problem, undefined, vars_of
+from codemode.runtime.loop import EngineLoop
+from codemode.runtime.outcome import ExecutionResult, Usage
+from codemode.runtime.pool import Job, WorkPool
+from codemode.runtime.program import Program, Programs
 from codemode.runtime.sandbox import (
     Answer,
     Call,
@@ -52,110 +64,28 @@ from codemode.runtime.sandbox import (
     Sandbox,
     Sleep,
     Step,
+    Wait,
 )
-from codemode.runtime.timers import Timers
-from codemode.tracing import execution_span
-from codemode.types import JSONObject, JSONValue
-from codemode.values import (
-    FUNCTION_TEXT,
-    VALUE_TEXT,
-    CrossingError,
-    TooBigError,
-    TooDeepError,
-    json_size,
-    kind_of,
-    object_fields,
-    to_json,
-)
+from codemode.tracing import Span, execution_span
 
 log = logging.getLogger("codemode")
 
-CALL_THREADS = 64
-"""Threads one `async def main` may run capability calls on at once (started as needed);
-more calls queue."""
 
+class State(StrEnum):
+    """Where an execution is; one at a time."""
 
-@dataclass(frozen=True, slots=True)
-class Usage:
-    """What one execution used: the program's own doing, safe to show the model."""
-
-    duration_seconds: float
-    capability_calls: tuple[str, ...]
-    """Names of the capabilities called, in the order the calls started."""
-    host_seconds: float = 0.0
-    """Time spent in capability calls (binding, authorization, handlers); calls that ran
-    at once (gathered) count once."""
-    result_bytes: int = 0
-    """JSON bytes of all capability results together."""
-    return_bytes: int = 0
-    """JSON bytes of the value main() returned."""
-
-    def to_dict(self) -> JSONObject:
-        """The form the agent sees: durations in milliseconds, calls counted by name."""
-        counts = Counter(self.capability_calls)
-        calls: dict[str, JSONValue] = {name: counts[name] for name in counts}
-        return {
-            "duration_ms": round(self.duration_seconds * 1000, 3),
-            "sandbox_ms": round(max(self.duration_seconds - self.host_seconds, 0.0) * 1000, 3),
-            "capability_ms": round(self.host_seconds * 1000, 3),
-            "calls": calls,
-            "result_bytes": self.result_bytes,
-            "return_bytes": self.return_bytes,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class ExecutionResult:
-    """The outcome of a successful execution."""
-
-    value: JSONValue
-    """What main() returned, as JSON-compatible data."""
-    printed: str
-    """Captured print() output, bounded; "" when nothing was printed."""
-    usage: Usage
-    execution_id: str
-
-
-class Abandoned:
-    """Threads left running in host code past their deadline, counted engine-wide and
-    per subject.
-
-    A thread stuck in a handler cannot be stopped; it is left to finish on its own,
-    holding no slot. Past `limit` of them the engine refuses new executions, and past
-    its share (`subject_share`) a subject's own, so one subject cannot exhaust what the
-    others need.
-    """
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.share = subject_share(limit)
-        self.count = 0
-        self.by_subject: Counter[str] = Counter()
-        self._lock = threading.Lock()
-
-    def add(self, future: concurrent.futures.Future[Any], subject: str) -> int:
-        with self._lock:
-            self.count += 1
-            self.by_subject[subject] += 1
-            count = self.count
-        future.add_done_callback(lambda _: self._done(subject))
-        return count
-
-    def _done(self, subject: str) -> None:
-        with self._lock:
-            self.count -= 1
-            self.by_subject[subject] -= 1
-            if not self.by_subject[subject]:
-                del self.by_subject[subject]
-
-    @property
-    def full(self) -> bool:
-        return self.count >= self.limit
-
-    def share_used(self, subject: str) -> bool:
-        """Whether `subject` holds its whole share."""
-        with self._lock:
-            return self.by_subject[subject] >= self.share
+    QUEUED = "queued"
+    """Admitted, waiting for a slot: holds nothing."""
+    RUNNING = "running"
+    """Its job is on the pool: the interpreter runs a step, or is about to."""
+    IN_HOST = "in host code"
+    """Its job runs sync host code (a call of a sync `main()`, the audit sink)."""
+    AWAITING = "awaiting"
+    """Holds its worker and no thread: waits for calls and sleeps (tasks and timers)."""
+    WAITING = "waiting"
+    """Holds no worker and no thread, its deadline suspended: paused for a person."""
+    SETTLED = "settled"
+    """The caller has its answer; only host code left running may still run."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,19 +99,19 @@ class Setup:
     """The sandbox's namespaces for these capabilities."""
     sandbox: Sandbox
     limits: Limits
-    slots: threading.BoundedSemaphore
-    """One per execution allowed to run at once."""
-    abandoned: Abandoned
-    """Drivers left stuck in host code (each holds a worker checkout)."""
-    abandoned_calls: Abandoned
-    """Capability-call threads of `async def main` programs left stuck in host code."""
-    timers: Timers
-    """Where the sleeps of `async def main` wait."""
-    shortest_budget: float
-    """The shortest time any of these capabilities' handlers may run: how long the caller
-    may sleep without missing a handler's deadline."""
     overdue: ResourceLimitError
     """The error for an execution past its own deadline (built once; copied when raised)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    """What the engine lends its executions."""
+
+    clock: Clock
+    pool: WorkPool
+    loop: EngineLoop
+    settled: Callable[[Execution], None]
+    """Told once an execution's caller has its answer (its slot is free)."""
 
 
 class _Printer:
@@ -213,208 +143,522 @@ class _Printer:
         return "".join(self.parts)
 
 
-@dataclass(eq=False, kw_only=True)
+class _Answered(Exception):
+    """The caller was answered while a job worked: the job stops where it is."""
+
+
+class _Failed(Exception):
+    """Ends a run that failed, so its worker is never reused."""
+
+
+Pending = Answer | BaseException
+"""What a call or sleep the program waits for ended with."""
+Resume = Callable[[], Step]
+_SLEEP = -1
+"""The key of a sleep that blocks the program (no call id: nothing else runs meanwhile)."""
+
+
 class Execution:
-    """One run of one program: the driver's state, shared with the waiting caller."""
+    """One run of one program: its state, and the jobs that advance it."""
 
-    source: str
-    subject: str
-    setup: Setup
-    authorizer: Authorizer
-    bridge: Bridge
-    emit: EventHandler | None = None
-    """Where audit events go; None when nobody listens."""
-    trace_arguments: bool = False
-    disclose_limits: bool = True
-    """Whether a limit error names the bound and the amount (else only the kind)."""
-    execution_id: str = field(default_factory=lambda: uuid.uuid4().hex)
-
-    def __post_init__(self) -> None:
-        limits = self.setup.limits
-        self.started = time.monotonic()
-        self.began = self.started
-        """When the `ExecutionStarted` event was made, from which its end is measured."""
+    def __init__(
+        self,
+        *,
+        source: str,
+        subject: str,
+        setup: Setup,
+        authorizer: Authorizer,
+        services: Services,
+        emit: EventHandler | None = None,
+        trace_arguments: bool = False,
+        disclose_limits: bool = True,
+        execution_id: str | None = None,
+    ) -> None:
+        self.source = source
+        self.subject = subject
+        self.setup = setup
+        self.services = services
+        self.emit = emit
+        self.disclose_limits = disclose_limits
+        """Whether a limit error names the bound and the amount (else only the kind)."""
+        self.execution_id = execution_id or uuid.uuid4().hex
+        limits = setup.limits
+        clock = services.clock
+        self.state = State.QUEUED
+        self.lock = threading.Lock()
+        self.answer: concurrent.futures.Future[ExecutionResult] = concurrent.futures.Future()
+        """What the caller waits for: set once, by the program's end or by `fail`."""
+        self.created = clock.now()
+        self.began: float | None = None
+        """When interpreter work started (`ExecutionStarted`), from which its end counts."""
         self.answered_at: float | None = None
-        """When the caller was given its answer (by the driver or by a stop)."""
-        self.clock = HostClock(self.started + limits.max_execution_seconds, self.setup.overdue)
-        self.failure_context = FailureContext(limits, self.setup.programs)
+        self.deadline = Deadline(clock, limits.max_execution_seconds, setup.overdue, self.fail)
+        self.failure_context = FailureContext(limits, setup.programs)
         self.printer = _Printer(limits.max_printed_bytes, self._on_flood)
         self.calls: list[str] = []
         self.calls_by_name: dict[str, int] = {}
-        self.ended: list[tuple[str, tuple[int, int], str]] = []
+        self.ended_calls: list[tuple[str, tuple[int, int], str]] = []
         """(capability, call span, outcome) of every call that ended, in that order."""
-        self.lock = threading.Lock()
-        self.halted: concurrent.futures.Future[None] = concurrent.futures.Future()
-        """Done when the execution is stopped: ends the driver's waits (a sleep, a slot,
-        the program's calls) at once."""
-        self.waiting = False
-        """Whether the driver waits where `halted` ends the wait."""
-        self.finished = False
-        self.caller_done = False
-        self.holds_slot = False
+        self.ended = threading.Event()
+        """Set once the execution's run is over and its last event delivered."""
         self.run: Run | None = None
-        self.answer: concurrent.futures.Future[ExecutionResult] = concurrent.futures.Future()
-        """What the caller waits for: set once, by the driver or by a stop."""
-        self.call_threads: concurrent.futures.ThreadPoolExecutor | None = None
-        self.tasks: dict[int, tuple[concurrent.futures.Future[Any], Call]] = {}
-        """Calls of an `async def main` not yet answered, by call id."""
+        self._program: Program | None = None
+        self._exit = contextlib.ExitStack()
+        self._answers: dict[int, Pending] = {}
+        """Calls and sleeps that ended and the program has not yet taken, by call id."""
+        self._pending: set[int] = set()
+        """Calls and sleeps of an `async def main` started and not yet ended."""
+        self._awaits: Callable[[], bool] | None = None
+        self._resume: Resume | None = None
+        """While AWAITING: whether what it waits for is there, and the step that goes on."""
+        self._step_job: Job | None = None
+        self._host_jobs: dict[int, Job] = {}
+        """The job running each call of an `async def main` now, by call id."""
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._timers: list[Timer] = []
+        self._sandbox_seconds = 0.0
+        self._finished = False
+        self._span = Span()
         self.dispatcher = Dispatcher(
             execution_id=self.execution_id,
-            subject=self.subject,
-            authorizer=self.authorizer,
+            subject=subject,
+            authorizer=authorizer,
             limits=limits,
-            bridge=self.bridge,
-            clock=self.clock,
-            stopped=lambda: self.failure_context.killed_for,
-            emit=self.emit,
-            trace_arguments=self.trace_arguments,
+            deadline=self.deadline,
+            stopped=lambda: self.state is State.SETTLED,
+            emit=emit,
+            trace_arguments=trace_arguments,
         )
 
-    def remaining(self) -> float:
-        return self.clock.deadline - time.monotonic()
+    # -- state ---------------------------------------------------------------------------
 
-    # -- from the caller's side ---------------------------------------------------------
-
-    def stop(self, error: CodeModeError) -> None:
-        """Stop the execution with `error`: the worker is killed and the driver unwinds."""
+    def begin(self) -> bool:
+        """A slot is free: start the program (False if the caller was answered already)."""
         with self.lock:
-            if self.finished or self.failure_context.killed_for is not None:
+            if self.state is not State.QUEUED:
+                return False
+            self.state = State.RUNNING
+        self._submit(self._start)
+        return True
+
+    def fail(self, error: CodeModeError) -> None:
+        """Answer the caller with `error` now, whatever runs: the deadline, a stop, a flood
+        or a cancelled caller. The interpreter is killed, coroutines and timers cancelled;
+        sync host code cannot be stopped and is left to finish, counted against the subject."""
+        with self.lock:
+            if self.state is State.SETTLED:
                 return
+            previous, self.state = self.state, State.SETTLED
             self.failure_context.killed_for = error
             run = self.run
-            if run is not None:
-                run.kill()
-        self.bridge.cancel_all()
-        with contextlib.suppress(concurrent.futures.InvalidStateError):
-            self.halted.set_result(None)
-        if run is None or not run.busy:  # the driver may be in host code: answer now
-            self.settle(error)
+            stuck = [
+                (job, "a capability call")
+                for job in self._host_jobs.values()
+                if not job.future.cancel()
+            ]
+            if previous is State.IN_HOST and self._step_job is not None:
+                stuck.append((self._step_job, "the driver"))  # a sync main()'s own thread
+            self.answered_at = self.services.clock.now()
+        if isinstance(error, ResourceLimitError) and not self.disclose_limits:
+            error = error.opaque()
+        self.answer.set_exception(error.replace(printed=self.printer.text, calls=self._records()))
+        if run is not None:
+            run.kill()
+        self.deadline.cancel()
+        self._cancel_waits()
+        for job, what in stuck:
+            self._abandon(job, what)
+        self.services.settled(self)
+        if previous is State.AWAITING:  # no job of its program runs: end it on one
+            self._submit(self._finish)
 
-    def settle(self, outcome: ExecutionResult | CodeModeError) -> None:
-        """Give the caller its answer, once: the first of the driver and a stop wins.
+    def _end_span(self, outcome: str) -> None:
+        """End the execution's span, once (before the answer where the program's own job
+        gives it, so a caller that reads its spans finds it)."""
+        span, self._span = self._span, Span()
+        span.outcome(outcome)
+        span.end()
 
-        An error is answered as a fresh copy carrying what the program printed so far and
-        the calls it made.
-        """
+    def _succeed(self, result: ExecutionResult) -> None:
         with self.lock:
-            if self.answer.done():
+            if self.state is State.SETTLED:
                 return
-            self.answered_at = time.monotonic()
-            if isinstance(outcome, ExecutionResult):
-                self.answer.set_result(outcome)
-                return
-            if isinstance(outcome, ResourceLimitError) and not self.disclose_limits:
-                outcome = outcome.opaque()
-            self.answer.set_exception(
-                outcome.replace(printed=self.printer.text, calls=self._call_records())
-            )
+            self.state = State.SETTLED
+            self.answered_at = self.services.clock.now()
+        self.answer.set_result(result)
+        self.services.settled(self)
 
-    def _call_records(self) -> tuple[CallRecord, ...]:
-        """The calls that ended, with their lines (built only for an error)."""
-        program = self.failure_context.program
-        records = []
-        for name, span, result in list(self.ended):
-            where = None if program is None else program.where_at(*span)
-            records.append(CallRecord(name, None if where is None else where.line, result))
-        return tuple(records)
-
-    def stoppable(self) -> bool:
-        """Whether the driver is where a stop ends it at once: in the interpreter, or in one
-        of its own waits (else it may be in host code, which nothing can end)."""
-        run = self.run
-        return self.waiting or (run is not None and run.busy)
-
-    def next_wake(self) -> float:
-        """Seconds the caller may sleep before it must look at the deadlines again."""
-        now = time.monotonic()
-        return min(self.clock.next_deadline(), now + self.setup.shortest_budget) - now
-
-    def overdue(self) -> CodeModeError | None:
-        """Why the caller should stop waiting now: a stop, or the earliest deadline passed."""
-        if self.failure_context.killed_for is not None:
-            return self.failure_context.killed_for
-        if time.monotonic() >= self.clock.next_deadline():
-            return self.clock.overdue()
-        return None
-
-    def caller_answered(self) -> None:
-        """The caller has its answer: its concurrency slot is free from now on."""
+    def _enter(self, state: State) -> None:
+        """Move between the states of a running program (never out of SETTLED)."""
         with self.lock:
-            self.caller_done = True
-            if self.holds_slot:
-                self.holds_slot = False
-                self.setup.slots.release()
+            if self.state is State.SETTLED:
+                raise _Answered()
+            self.state = state
 
-    def report_abandoned(self, what: str, count: int) -> None:
-        _log(
-            logging.WARNING,
-            "execution %s: %s left running in host code past its deadline (%d abandoned now)",
-            self.execution_id,
-            what,
-            count,
-        )
-        if self.emit is None:
-            return
-        event = HostCodeAbandoned(
-            execution_id=self.execution_id,
-            subject=self.subject,
-            time=time.time(),
-            what=what,
-            abandoned=count,
-        )
-        # The sink is host code and the caller may be an event loop: deliver it elsewhere.
-        threading.Thread(target=self._deliver, args=(event,), daemon=True).start()
+    def _await(self, ready: Callable[[], bool], resume: Resume) -> Step | None:
+        """Wait, holding no thread, until `ready()`; then `resume` is the next step. The
+        next step at once if it is ready already; None when this job's work is done."""
+        with self.lock:
+            if self.state is State.SETTLED:
+                raise _Answered()
+            if not ready():
+                self.state, self._awaits, self._resume = State.AWAITING, ready, resume
+                return None
+        return self._step(resume)
 
-    def _on_flood(self) -> None:
-        self.stop(exceeded(LimitKind.PRINTED_OUTPUT, self.setup.limits))
+    def _complete(self, key: int, outcome: Pending) -> None:
+        """A call or sleep ended (on any thread): the program goes on if it waited for it."""
+        with self.lock:
+            self._answers[key] = outcome
+            self._pending.discard(key)
+            self._host_jobs.pop(key, None)
+            resume, awaits = self._resume, self._awaits
+            if self.state is not State.AWAITING or resume is None or awaits is None:
+                return
+            if not awaits():
+                return
+            self.state, self._awaits, self._resume = State.RUNNING, None, None
+        self._submit(lambda: self._advance(resume))
 
-    # -- the driver ----------------------------------------------------------------------
+    # -- jobs ----------------------------------------------------------------------------
 
-    def drive(self) -> None:
-        """Run the program and settle the answer: its result, or exactly one CodeModeError.
+    def _submit(self, work: Callable[[], None]) -> None:
+        self._step_job = self.services.pool.submit(self.subject, lambda: self._job(work))
 
-        The one last-resort net: whatever raises here (the program, handlers, an audit
-        sink, a tracing hook) ends as one CodeModeError, and the caller is answered before
-        the execution's last event is delivered.
-        """
-        outcome: ExecutionResult | CodeModeError = InternalError()
+    def _job(self, work: Callable[[], None]) -> None:
+        """The one last-resort net of every job of the program: whatever raises here (the
+        program, handlers, an audit sink, a tracing hook) ends as one CodeModeError."""
         try:
-            with execution_span(self.execution_id, self.subject) as span:
-                self.dispatcher.span = span
-                outcome = self._outcome()
-                span.outcome("ok" if isinstance(outcome, ExecutionResult) else outcome.code.value)
-        except BaseException as exc:  # a tracing hook is host code too
-            _log(logging.ERROR, "execution %s: internal failure", self.execution_id, exc=exc)
-            if isinstance(outcome, ExecutionResult):
-                outcome = InternalError()
-        self._close()
-        self.settle(outcome)
-        self._deliver(
-            ExecutionFinished(
-                execution_id=self.execution_id,
-                subject=self.subject,
-                time=time.time(),
-                outcome="ok" if isinstance(outcome, ExecutionResult) else outcome.code.value,
-                duration_seconds=(self.answered_at or time.monotonic()) - self.began,
-                capability_calls=tuple(self.calls),
-                result_bytes=self.dispatcher.result_bytes,
-            )
-        )
-
-    def _outcome(self) -> ExecutionResult | CodeModeError:
-        try:
-            self._started()
-            if not self._take_slot():
-                raise StopError(self.clock.overdue())
-            return self._run()
+            work()
+        except _Answered:
+            pass
         except BaseException as exc:
             error = classify(exc, self.failure_context)
             if isinstance(error, InternalError) and error is not self.failure_context.killed_for:
                 _log(logging.ERROR, "execution %s: internal failure", self.execution_id, exc=exc)
-            return error
+            if self.state is not State.SETTLED:
+                with contextlib.suppress(BaseException):  # a tracing hook is host code too
+                    self._end_span(error.code.value)
+            self.fail(error)
+        if self.state is State.SETTLED:
+            self._finish()
+
+    def _start(self) -> None:
+        limits = self.setup.limits
+        self._enter(State.IN_HOST)
+        self._started()
+        self._enter(State.RUNNING)
+        source_bytes = len(self.source.encode("utf-8", errors="surrogatepass"))
+        if source_bytes > limits.max_source_bytes:
+            raise StopError(exceeded(LimitKind.SOURCE_SIZE, limits, amount=size(source_bytes)))
+        try:
+            program = self.setup.programs.prepare(self.source)
+        except CodeModeError as error:  # the preflight's own verdict (it runs no host code)
+            raise StopError(error) from None
+        self.failure_context.program = self._program = program
+        run = self._exit.enter_context(
+            self.setup.sandbox.run(
+                modules=self.setup.modules,
+                roots=program.roots,
+                limits=limits,
+                printer=self.printer,
+            )
+        )
+        with self.lock:
+            if self.state is State.SETTLED:
+                raise _Answered()
+            self.run = run
+        self._advance(lambda: run.start(program.code))
+
+    def _advance(self, resume: Resume) -> None:
+        """Run the program until it ends or must wait."""
+        step: Step | None = self._step(resume)
+        while step is not None:
+            if isinstance(step, Call):
+                step = self._on_call(step)
+            elif isinstance(step, Sleep):
+                step = self._on_sleep(step)
+            elif isinstance(step, Wait):
+                step = self._on_wait(step)
+            else:
+                step = self._on_done(step)
+
+    def _step(self, resume: Resume) -> Step:
+        """One step of the interpreter, within the deadline."""
+        self._enter(State.RUNNING)
+        overdue = self.deadline.check()
+        if overdue is not None:
+            raise StopError(overdue)
+        clock = self.services.clock
+        started = clock.now()
+        try:
+            return resume()
+        finally:
+            self._sandbox_seconds += clock.now() - started
+
+    def _finish(self) -> None:
+        """End the run and deliver the last event, once, after the caller's answer."""
+        with self.lock:
+            if self._finished:
+                return
+            self._finished = True
+        try:
+            self.deadline.cancel()
+            self._cancel_waits()
+            error = self.answer.exception()
+            outcome = "ok" if not isinstance(error, CodeModeError) else error.code.value
+            with contextlib.suppress(BaseException):  # a tracing hook is host code too
+                self._end_span(outcome)
+            if self.began is not None:
+                self._deliver(
+                    ExecutionFinished(
+                        execution_id=self.execution_id,
+                        subject=self.subject,
+                        time=time.time(),
+                        outcome=outcome,
+                        duration_seconds=(self.answered_at or self.services.clock.now())
+                        - self.began,
+                        capability_calls=tuple(self.calls),
+                        result_bytes=self.dispatcher.result_bytes,
+                    )
+                )
+            with contextlib.suppress(BaseException):  # a worker that failed is never reused
+                if error is not None:
+                    self._exit.__exit__(_Failed, _Failed(), None)
+                else:
+                    self._exit.close()
+        finally:
+            self.ended.set()
+
+    # -- what the program does ---------------------------------------------------------
+
+    def _on_call(self, call: Call) -> Step | None:
+        run, program = self._current()
+        capability = self.setup.capabilities.get(call.name)
+        if capability is None:
+            found = (
+                vars_of(call, self.setup.limits) if call.name == "vars" else undefined(call.name)
+            )
+            return self._step(lambda: run.answer(found))
+        limits = self.setup.limits
+        if len(self.calls) >= limits.max_capability_calls:
+            where = program.where_at(*call.span)
+            raise StopError(exceeded(LimitKind.CAPABILITY_CALLS, limits, where=where))
+        count = self.calls_by_name.get(capability.name, 0) + 1
+        allowed = capability.max_calls_per_execution or limits.max_calls_per_capability
+        if count > allowed:
+            where = program.where_at(*call.span)
+            raise StopError(
+                ResourceLimitError(f"calls to {capability.name}", bound=str(allowed), where=where)
+            )
+        self.calls_by_name[capability.name] = count
+        self.calls.append(capability.name)
+        plan = self.dispatcher.call(
+            capability, call.args, call.kwargs, lambda: program.where_at(*call.span)
+        )
+        key = call.call_id
+        if program.is_async:  # a job of its own, so gathered calls run at once
+            with self.lock:
+                self._pending.add(key)
+                self._host_jobs[key] = self.services.pool.submit(
+                    self.subject, lambda: self._plan_job(call, capability.name, plan, None, None)
+                )
+            return self._step(run.defer)
+        self._enter(State.IN_HOST)
+        outcome = self._drive(call, capability.name, plan, None, None)
+        if isinstance(outcome, Awaiting):
+            self._hand_off(call, capability.name, plan, outcome)
+            return self._await(lambda: key in self._answers, lambda: run.answer(self._take(key)))
+        return self._step(lambda: run.answer(outcome))
+
+    def _on_sleep(self, sleep: Sleep) -> Step | None:
+        """`time.sleep` and `asyncio.sleep`: wait, within the execution time; an awaited
+        `asyncio.sleep` lets the program's other calls and sleeps go on meanwhile. A sleep
+        that would end past the deadline fails at once rather than waste the wait."""
+        run, program = self._current()
+        problem = sleep_problem(sleep.seconds)
+        if problem is not None:
+            return self._step(lambda: run.answer(problem))
+        seconds = float(sleep.seconds)  # type: ignore[arg-type]
+        if seconds >= self.deadline.remaining():
+            where = program.where_at(*sleep.span)
+            raise StopError(exceeded(LimitKind.EXECUTION_TIME, self.setup.limits, where=where))
+        if sleep.call_id is not None and program.is_async:
+            self._sleep(sleep.call_id, seconds)
+            return self._step(run.defer)
+        self._sleep(_SLEEP, seconds)
+        return self._await(lambda: _SLEEP in self._answers, lambda: run.answer(self._take(_SLEEP)))
+
+    def _on_wait(self, wait: Wait) -> Step | None:
+        run, _ = self._current()
+        ids = wait.call_ids
+        return self._await(
+            lambda: any(key in self._answers for key in ids),
+            lambda: run.settle(self._take_ready(ids)),
+        )
+
+    def _on_done(self, done: Done) -> Step | None:
+        if self._pending:  # calls never awaited still run: the execution ends after them
+            return self._await(lambda: not self._pending, lambda: done)
+        run, program = self._current()
+        limits = self.setup.limits
+        value, written = returned(done.value, program, run, self.setup.capabilities, limits)
+        clock = self.services.clock
+        usage = Usage(
+            duration_seconds=clock.now() - self.created,
+            capability_calls=tuple(self.calls),
+            host_seconds=self.dispatcher.host_seconds,
+            sandbox_seconds=self._sandbox_seconds,
+            result_bytes=self.dispatcher.result_bytes,
+            return_bytes=written,
+        )
+        with contextlib.suppress(BaseException):  # a tracing hook is host code too
+            self._end_span("ok")
+        self._succeed(ExecutionResult(value, self.printer.text, usage, self.execution_id))
+        return None
+
+    # -- calls and sleeps ----------------------------------------------------------------
+
+    def _plan_job(
+        self, call: Call, name: str, plan: Plan, value: Any, exc: BaseException | None
+    ) -> None:
+        """A job: drive one call of an `async def main` until it ends or awaits."""
+        if self.state is State.SETTLED:
+            plan.close()
+            return
+        try:
+            outcome: Pending | Awaiting = self._drive(call, name, plan, value, exc)
+        except BaseException as failure:  # taken by the program when it awaits the call
+            outcome = failure
+        if isinstance(outcome, Awaiting):
+            self._hand_off(call, name, plan, outcome)
+        else:
+            self._complete(call.call_id, outcome)
+
+    def _drive(
+        self, call: Call, name: str, plan: Plan, value: Any, exc: BaseException | None
+    ) -> Answer | Awaiting:
+        """Run the plan's sync steps here, until it ends (its answer) or awaits."""
+        try:
+            item = plan.send(value) if exc is None else plan.throw(exc)
+        except StopIteration as stop:
+            self.ended_calls.append((name, call.span, "ok"))
+            return Returned(stop.value.value, stop.value.has_records)
+        except InjectedError as failure:
+            self.ended_calls.append((name, call.span, failure.error.code.value))
+            return self._inject(failure, call)
+        except StopError as stop:
+            error = stop.error
+            self.ended_calls.append((name, call.span, error.code.value))
+            if error.where is not None or _overdue(error):
+                raise  # the deadline placed it, as the caller was told
+            raise StopError(error.replace(where=self._where(call))) from None
+        return item
+
+    def _hand_off(self, call: Call, name: str, plan: Plan, item: Awaiting) -> None:
+        """The plan awaits host code: the engine's loop awaits it, holding no thread, and
+        the plan goes on in a job of the pool."""
+
+        async def await_host() -> None:
+            task = asyncio.current_task()
+            assert task is not None
+            self._tasks.add(task)
+            value: Any = None
+            failure: BaseException | None = None
+            if self.state is State.SETTLED:  # answered before it began: nothing ran
+                self._tasks.discard(task)
+                _close(item, plan)
+                return
+            try:
+                with item.span.active():
+                    value = await self.services.loop.host(item.awaitable)
+            except asyncio.CancelledError:
+                if self._settled():  # cancelled with its execution
+                    with contextlib.suppress(BaseException):
+                        plan.close()
+                    return
+                failure = StopError(ExecutionCanceledError())
+            except BaseException as exc:
+                failure = exc
+            finally:
+                self._tasks.discard(task)
+            job = self.services.pool.submit(
+                self.subject, lambda: self._plan_job(call, name, plan, value, failure)
+            )
+            with self.lock:
+                if call.call_id not in self._answers:  # else it ended already
+                    self._host_jobs[call.call_id] = job
+
+        self.services.loop.spawn(await_host)
+
+    def _sleep(self, key: int, seconds: float) -> None:
+        clock = self.services.clock
+        with self.lock:
+            if key != _SLEEP:
+                self._pending.add(key)
+            self._timers.append(
+                clock.call_at(clock.now() + seconds, lambda: self._complete(key, _SLEPT))
+            )
+
+    def _take(self, key: int) -> Answer:
+        with self.lock:
+            outcome = self._answers.pop(key)
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    def _take_ready(self, ids: tuple[int, ...]) -> dict[int, Answer]:
+        with self.lock:
+            ready = [key for key in ids if key in self._answers]
+        return {key: self._take(key) for key in ready}
+
+    def _cancel_waits(self) -> None:
+        with self.lock:
+            timers, self._timers = self._timers, []
+        for timer in timers:
+            timer.cancel()
+        self.services.loop.cancel(self._tasks)
+
+    def _abandon(self, job: Job, what: str) -> None:
+        count = self.services.pool.abandon(job)
+        if job.abandoned:
+            self._report_abandoned(what, count)
+
+    def _inject(self, failure: InjectedError, call: Call) -> Injected:
+        """Raise a failure inside the program, remembering which call raised it."""
+        message = str(failure.error)
+        where = self._where(call)
+        if where is not None:
+            self.failure_context.injected.append((where, failure.exc_type, message, failure.error))
+        return Injected(failure.exc_type, message)
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def _settled(self) -> bool:
+        return self.state is State.SETTLED
+
+    def _current(self) -> tuple[Run, Program]:
+        run, program = self.run, self._program
+        assert run is not None and program is not None
+        return run, program
+
+    def _where(self, call: Call) -> Any:
+        program = self._program
+        return None if program is None else program.where_at(*call.span)
+
+    def _records(self) -> tuple[CallRecord, ...]:
+        """The calls that ended, with their lines (built only for an error)."""
+        program = self._program
+        records = []
+        for name, span, result in list(self.ended_calls):
+            where = None if program is None else program.where_at(*span)
+            records.append(CallRecord(name, None if where is None else where.line, result))
+        return tuple(records)
 
     def _started(self) -> None:
-        self.began = time.monotonic()
+        self._span = execution_span(self.execution_id, self.subject)
+        self.dispatcher.span = self._span
+        self.began = self.services.clock.now()
         if self.emit is None:
             return
         encoded = self.source.encode("utf-8", errors="surrogatepass")
@@ -427,36 +671,6 @@ class Execution:
         )
         if not self._deliver(event):
             raise StopError(InternalError())  # an execution that cannot be audited does not run
-
-    def _take_slot(self) -> bool:
-        """Wait for a concurrency slot, within the deadline; a stop ends the wait."""
-        self.waiting = True
-        try:
-            while not self.setup.slots.acquire(timeout=min(max(self.remaining(), 0), 0.05)):
-                if self.halted.done() or self.caller_done or self.remaining() <= 0:
-                    return False
-        finally:
-            self.waiting = False
-        with self.lock:
-            if self.caller_done:  # the caller gave up while this driver waited
-                self.setup.slots.release()
-                return False
-            self.holds_slot = True
-        return True
-
-    def _close(self) -> None:
-        with self.lock:
-            self.finished = True
-        self.bridge.cancel_all()  # no async handler outlives its execution
-        pending = [(future, call) for future, call in self.tasks.values() if not future.done()]
-        self.setup.timers.cancel(future for future, call in pending if call.name == _SLEEP)
-        if self.call_threads is not None:
-            # Calls not started never start; a call still running is left to finish.
-            self.call_threads.shutdown(wait=False, cancel_futures=True)
-            for future, call in pending:
-                if not future.done() and call.name != _SLEEP:  # a timer is no host code
-                    count = self.setup.abandoned_calls.add(future, self.subject)
-                    self.report_abandoned("a capability call", count)
 
     def _deliver(self, event: Event) -> bool:
         """Hand an event to the sink; a failing sink is logged, and reported as False."""
@@ -475,250 +689,37 @@ class Execution:
             return False
         return True
 
-    def _run(self) -> ExecutionResult:
-        limits = self.setup.limits
-        source_bytes = len(self.source.encode("utf-8", errors="surrogatepass"))
-        if source_bytes > limits.max_source_bytes:
-            raise StopError(exceeded(LimitKind.SOURCE_SIZE, limits, amount=size(source_bytes)))
-        try:
-            program = self.setup.programs.prepare(self.source)
-        except CodeModeError as error:  # the preflight's own verdict (it runs no host code)
-            raise StopError(error) from None
-        self.failure_context.program = program
-        with self.setup.sandbox.run(
-            modules=self.setup.modules, roots=program.roots, limits=limits, printer=self.printer
-        ) as run:
-            with self.lock:
-                if self.failure_context.killed_for is not None:
-                    raise StopError(self.failure_context.killed_for)
-                self.run = run
-            try:
-                value = self._feed(run, program)
-                final, returned = self._final(value, program, run)
-            finally:
-                with self.lock:
-                    self.run = None
-        usage = Usage(
-            duration_seconds=time.monotonic() - self.started,
-            capability_calls=tuple(self.calls),
-            host_seconds=self.dispatcher.host_seconds,
-            result_bytes=self.dispatcher.result_bytes,
-            return_bytes=returned,
+    def _report_abandoned(self, what: str, count: int) -> None:
+        _log(
+            logging.WARNING,
+            "execution %s: %s left running in host code past its deadline (%d abandoned now)",
+            self.execution_id,
+            what,
+            count,
         )
-        return ExecutionResult(final, self.printer.text, usage, self.execution_id)
+        if self.emit is None:
+            return
+        event = HostCodeAbandoned(
+            execution_id=self.execution_id,
+            subject=self.subject,
+            time=time.time(),
+            what=what,
+            abandoned=count,
+        )
+        # The sink is host code and this may be the clock's thread: deliver it elsewhere.
+        threading.Thread(target=self._deliver, args=(event,), daemon=True).start()
 
-    def _feed(self, run: Run, program: Program) -> Any:
-        step: Step = run.start(program.code)
-        while True:
-            if self.failure_context.killed_for is not None:
-                raise StopError(self.failure_context.killed_for)
-            if self.remaining() <= 0:
-                raise StopError(self.clock.overdue())
-            if isinstance(step, Done):
-                self._drain()
-                return step.value
-            if isinstance(step, Call):
-                step = self._on_call(run, step, program)
-            elif isinstance(step, Sleep):
-                step = self._on_sleep(run, step, program)
-            else:
-                step = run.settle(self._settle(step.call_ids, program))
+    def _on_flood(self) -> None:
+        self.fail(exceeded(LimitKind.PRINTED_OUTPUT, self.setup.limits))
 
-    def _on_call(self, run: Run, call: Call, program: Program) -> Step:
-        capability = self.setup.capabilities.get(call.name)
-        if capability is None:
-            if call.name == "vars":
-                return run.answer(self._vars(call))
-            return run.answer(_undefined(call.name))
-        limits = self.setup.limits
-        if len(self.calls) >= limits.max_capability_calls:
-            where = program.where_at(*call.span)
-            raise StopError(exceeded(LimitKind.CAPABILITY_CALLS, limits, where=where))
-        count = self.calls_by_name.get(capability.name, 0) + 1
-        allowed = capability.max_calls_per_execution or limits.max_calls_per_capability
-        if count > allowed:
-            where = program.where_at(*call.span)
-            raise StopError(
-                ResourceLimitError(f"calls to {capability.name}", bound=str(allowed), where=where)
-            )
-        self.calls_by_name[capability.name] = count
-        self.calls.append(capability.name)
-        if program.is_async:
-            future = self._threads().submit(self._call, capability, call, program)
-            self.tasks[call.call_id] = (future, call)
-            return run.defer()
-        try:
-            projected = self._call(capability, call, program)
-        except InjectedError as failure:
-            return run.answer(self._inject(failure, call, program))
-        return run.answer(Returned(projected.value, projected.has_records))
 
-    def _call(self, capability: Capability, call: Call, program: Program) -> Any:
-        try:
-            projected = self.dispatcher.call(
-                capability, call.args, call.kwargs, lambda: program.where_at(*call.span)
-            )
-        except InjectedError as failure:
-            self.ended.append((capability.name, call.span, failure.error.code.value))
-            raise
-        except StopError as stop:
-            error = stop.error
-            self.ended.append((capability.name, call.span, error.code.value))
-            if error.where is not None or _overdue(error):
-                raise  # the clock placed an overdue execution, as the waiting caller does
-            where = program.where_at(*call.span)  # positions only on failure
-            raise StopError(error.replace(where=where)) from None
-        self.ended.append((capability.name, call.span, "ok"))
-        return projected
-
-    def _vars(self, call: Call) -> Answer:
-        """`vars(obj)`: a result object (or a dataclass the program built) as the dict that
-        returning it gives, nested objects included."""
-        if len(call.args) != 1 or call.kwargs:
-            return Injected("TypeError", "vars() takes one object: a result object or a dataclass")
-        if object_fields(call.args[0]) is None:
-            return Injected("TypeError", _not_an_object(call.args[0]))
-        limits = self.setup.limits
-        try:
-            value = to_json(
-                call.args[0],
-                max_depth=limits.max_value_depth,
-                root="vars()",
-                max_bytes=limits.max_result_bytes,
-            )
-        except (TooDeepError, TooBigError):
-            return Injected("ValueError", "vars() of an object this large is not supported")
-        except CrossingError as problem:
-            return Injected("TypeError", f"{problem.path} {problem.reason}")
-        return Returned(value)
-
-    def _threads(self) -> concurrent.futures.ThreadPoolExecutor:
-        """The threads an `async def main` runs its calls and sleeps on (started once)."""
-        if self.call_threads is None:
-            self.call_threads = concurrent.futures.ThreadPoolExecutor(CALL_THREADS, "codemode-call")
-        return self.call_threads
-
-    def _on_sleep(self, run: Run, sleep: Sleep, program: Program) -> Step:
-        """`time.sleep` and `asyncio.sleep`: wait, within the execution time; an awaited
-        `asyncio.sleep` lets the program's other calls and sleeps go on meanwhile. A sleep
-        that would end past the deadline fails at once rather than waste the wait."""
-        seconds = sleep.seconds
-        if not (isinstance(seconds, int | float) and math.isfinite(seconds) and seconds >= 0):
-            return run.answer(Injected("ValueError", "sleep length must be a non-negative number"))
-        if seconds >= self.remaining():
-            where = program.where_at(*sleep.span)
-            raise StopError(exceeded(LimitKind.EXECUTION_TIME, self.setup.limits, where=where))
-        if sleep.call_id is not None and program.is_async:
-            call = Call(_SLEEP, (), {}, sleep.call_id, sleep.span)
-            self.tasks[sleep.call_id] = (
-                self.setup.timers.at(time.monotonic() + seconds, _SLEPT),
-                call,
-            )
-            return run.defer()
-        self.waiting = True
-        try:
-            self._nap(seconds)
-        finally:
-            self.waiting = False
-        return run.answer(Returned(None))
-
-    def _nap(self, seconds: float) -> Projected:
-        """Sleep, ended at once by a stop of the execution."""
-        with contextlib.suppress(concurrent.futures.TimeoutError):
-            self.halted.result(timeout=seconds)
-            raise StopError(self.failure_context.killed_for or ExecutionCanceledError())
-        return _SLEPT
-
-    def _settle(self, pending: tuple[int, ...], program: Program) -> dict[int, Answer]:
-        tasks = self.tasks
-        self._wait([tasks[call_id][0] for call_id in pending if call_id in tasks], every=False)
-        answers: dict[int, Answer] = {}
-        for call_id in pending:
-            task = tasks.get(call_id)
-            if task is None or not task[0].done():
-                continue
-            del tasks[call_id]
-            future, call = task
-            try:
-                projected = future.result()
-            except InjectedError as failure:
-                answers[call_id] = self._inject(failure, call, program)
-            else:
-                answers[call_id] = Returned(projected.value, projected.has_records)
-        return answers
-
-    def _drain(self) -> None:
-        """Calls that `async def main` started and never awaited still run: the execution
-        ends when they have, within its deadline, so no call outlives it unowned."""
-        self._wait([future for future, _ in self.tasks.values()], every=True)
-
-    def _wait(self, futures: list[concurrent.futures.Future[Any]], *, every: bool) -> None:
-        """Wait for the first of these calls (or `every` one) to finish, within the earliest
-        deadline in force: past it, or once the execution is stopped, it ends at once."""
-        waiting = set(futures)
-        while waiting:
-            deadline = self.clock.next_deadline()
-            self.waiting = True
-            try:
-                done, _ = concurrent.futures.wait(
-                    [*waiting, self.halted],
-                    timeout=max(deadline - time.monotonic(), 0),
-                    return_when="FIRST_COMPLETED",
-                )
-            finally:
-                self.waiting = False
-            if self.failure_context.killed_for is not None or self.halted.done():
-                raise StopError(self.failure_context.killed_for or ExecutionCanceledError())
-            waiting -= done
-            if (done and not every) or not waiting:
-                return
-            if time.monotonic() >= deadline:
-                raise StopError(self.clock.overdue())
-
-    def _inject(self, failure: InjectedError, call: Call, program: Program) -> Injected:
-        """Raise a failure inside the program, remembering which call raised it."""
-        message = str(failure.error)
-        where = program.where_at(*call.span)
-        if where is not None:
-            self.failure_context.injected.append((where, failure.exc_type, message, failure.error))
-        return Injected(failure.exc_type, message)
-
-    def _final(self, value: Any, program: Program, run: Run) -> tuple[JSONValue, int]:
-        limits = self.setup.limits
-        where = program.returned
-        texts: list[tuple[str, str]] = []
-        capabilities = self.setup.capabilities
-        try:
-            result = to_json(
-                value,
-                max_depth=limits.max_value_depth,
-                root="result",
-                max_bytes=limits.max_return_bytes,
-                suspect=lambda text: (
-                    text in capabilities
-                    or (text.startswith("<") and bool(VALUE_TEXT.fullmatch(text)))
-                ),
-                suspects=texts,
-            )
-            if "type" not in program.names:  # the check asks the program's own `type`
-                _check_texts(run, texts)
-            if self.failure_context.killed_for is not None:  # stopped while the check ran
-                raise StopError(self.failure_context.killed_for)
-        except TooDeepError:
-            raise StopError(exceeded(LimitKind.VALUE_DEPTH, limits, where=where)) from None
-        except TooBigError:
-            raise StopError(exceeded(LimitKind.RETURN_VALUE_SIZE, limits, where=where)) from None
-        except CrossingError as problem:
-            text = f"main() returned a value that is not JSON: {problem.path} {problem.reason}"
-            if where is not None:
-                text = f"{where.render()}: {text}"
-            raise StopError(InvalidProgramError(text, where=where)) from None
-        returned = json_size(result)
-        if returned > limits.max_return_bytes:
-            raise StopError(
-                exceeded(LimitKind.RETURN_VALUE_SIZE, limits, amount=size(returned), where=where)
-            )
-        return result, returned
+def _close(item: Awaiting, plan: Plan) -> None:
+    """End a plan whose execution was answered before its host coroutine began."""
+    with contextlib.suppress(BaseException):
+        plan.close()
+    awaitable = item.awaitable
+    if asyncio.iscoroutine(awaitable):
+        awaitable.close()
 
 
 def _log(level: int, message: str, *args: object, exc: BaseException | None = None) -> None:
@@ -728,51 +729,12 @@ def _log(level: int, message: str, *args: object, exc: BaseException | None = No
         log.log(level, message, *args, exc_info=exc)
 
 
-_SLEPT = Projected(None, 0, has_records=False)
-_SLEEP = "sleep"
-"""The name a sleep of `async def main` is kept under among its calls (no capability's:
-those all have a namespace)."""
+_SLEPT = Returned(None)
 
 
 def _overdue(error: CodeModeError) -> bool:
-    """Whether the error is the execution's own time running out (see `HostClock.overdue`)."""
+    """Whether the error is the execution's own time running out (no call's budget)."""
     return isinstance(error, ResourceLimitError) and error.kind == LimitKind.EXECUTION_TIME
 
 
-def _not_an_object(value: object) -> str:
-    """What vars() says of a value it cannot turn into a dict (named by its kind only)."""
-    if isinstance(value, dict):
-        return "vars() got a dict, which is already one: use it as it is"
-    if isinstance(value, list | tuple):
-        return "vars() got a list: turn each item, [vars(x) for x in items]"
-    return f"vars() takes a result object or a dataclass, not {kind_of(value)}"
-
-
-def _check_texts(run: Run, texts: list[tuple[str, str]]) -> None:
-    """The interpreter hands some values main() returned over as text (a function, a call
-    never awaited, a capability itself): of the strings at `texts` (path, text) that read
-    so, those that were such values in the program are not JSON (CrossingError)."""
-    if not texts:
-        return
-    names = run.type_names([RETURNED + path[len("result") :] for path, _ in texts])
-    for (path, text), name in zip(texts, names or (), strict=False):
-        if name == "str":
-            continue
-        if name == "coroutine":
-            what = "a capability call that was never awaited (await it)"
-        elif (found := FUNCTION_TEXT.fullmatch(text)) is not None:
-            what = f"the {found[1]} function"
-        else:
-            what = f"the capability {text} itself, not called"
-        raise CrossingError(path, f"is {what}, which JSON cannot hold")
-
-
-def _undefined(name: str) -> Injected:
-    """The error for a call to a name the program never defined (the name is its own)."""
-    module, _, attribute = name.rpartition(".")
-    if module:
-        return Injected("AttributeError", f"module '{module}' has no attribute '{attribute}'")
-    return Injected("NameError", f"name '{name}' is not defined")
-
-
-__all__ = ["CALL_THREADS", "Abandoned", "Execution", "ExecutionResult", "Setup", "Usage"]
+__all__ = ["Execution", "Services", "Setup", "State"]

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import pydantic_monty as pm
 
 from codemode.errors import PROGRAM_FILE
-from codemode.limits import MAX_ABANDONED, Limits, host_calls
+from codemode.limits import Limits, host_calls, work_threads
 from codemode.values import RecordValue
 
 Printer = Callable[[str, str], None]
@@ -227,10 +227,10 @@ class MontySandbox:
                 pool = pm.Monty(
                     binary_path=None if self.binary is None else os.fspath(self.binary),
                     min_processes=1,
-                    # A run whose driver is stuck in host code keeps its (killed) worker
-                    # checked out until that code returns: room for them all, besides
-                    # the executions allowed to run at once.
-                    max_processes=2 * self.limits.max_concurrent_executions + MAX_ABANDONED,
+                    # A run whose thread is stuck in host code keeps its (killed) worker
+                    # checked out until that code returns: room for one per thread of
+                    # the engine, besides the executions allowed to run at once.
+                    max_processes=self.limits.max_concurrent_executions + work_threads(self.limits),
                     checkout_timeout=self.limits.max_execution_seconds,
                     request_timeout=self.limits.max_execution_seconds + 5,
                 )

@@ -1,0 +1,116 @@
+"""The time the runtime goes by: what it is now, and callbacks at a moment.
+
+Every wait of the runtime (an execution's deadline, a handler's budget, a sleep of the
+program) is a callback at a moment on one `Clock`, so tests drive time by hand
+(`codemode.testing.ManualClock`) and assert the order of events, not elapsed time.
+`SystemClock` rings its callbacks on one thread of its own, on which no host code runs:
+neither a blocked event loop nor a busy handler delays them, and a wait holds no thread.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+log = logging.getLogger("codemode")
+
+
+class Timer:
+    """One callback at a moment; `cancel()` before it rings and it never does."""
+
+    __slots__ = ("callback", "cancelled", "when")
+
+    def __init__(self, when: float, callback: Callable[[], None]) -> None:
+        self.when = when
+        self.callback: Callable[[], None] | None = callback
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        self.callback = None  # nothing the callback holds outlives the cancel
+
+    def ring(self) -> None:
+        callback, self.callback = self.callback, None
+        if callback is not None and not self.cancelled:
+            callback()
+
+
+class Clock(Protocol):
+    """Monotonic seconds, and callbacks at a moment of them."""
+
+    def now(self) -> float: ...
+
+    def call_at(self, when: float, callback: Callable[[], None]) -> Timer:
+        """Run `callback` at `when` (at once if that has passed), on the clock's thread.
+        Callbacks must be quick and never run host code."""
+        ...
+
+
+class SystemClock:
+    """`time.monotonic`, with the callbacks rung on the clock's own thread.
+
+    Registering a timer wakes that thread only when the timer is the earliest one, so a
+    stream of later deadlines (each execution's, each call's) costs no thread switch.
+    """
+
+    def __init__(self) -> None:
+        self._due: list[tuple[float, int, Timer]] = []
+        self._order = itertools.count()
+        self._changed = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    def call_at(self, when: float, callback: Callable[[], None]) -> Timer:
+        timer = Timer(when, callback)
+        with self._changed:
+            if self._closed:
+                timer.cancel()
+                return timer
+            earliest = not self._due or when < self._due[0][0]
+            heapq.heappush(self._due, (when, next(self._order), timer))
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._ring, name="codemode-clock", daemon=True
+                )
+                self._thread.start()
+            elif earliest:
+                self._changed.notify()
+        return timer
+
+    def close(self) -> None:
+        """Cancel every timer; the thread ends."""
+        with self._changed:
+            self._closed = True
+            for _, _, timer in self._due:
+                timer.cancel()
+            self._due.clear()
+            self._changed.notify()
+
+    def _ring(self) -> None:
+        while True:
+            with self._changed:
+                if self._closed:
+                    return
+                now = time.monotonic()
+                due: list[Timer] = []
+                while self._due and self._due[0][0] <= now:
+                    due.append(heapq.heappop(self._due)[2])
+                if not due:
+                    self._changed.wait(self._due[0][0] - now if self._due else None)
+                    continue
+            for timer in due:  # outside the lock: a callback may set another timer
+                try:
+                    timer.ring()
+                except BaseException:  # the runtime's own callback: never host code
+                    log.exception("a timer callback failed")
+
+
+__all__ = ["Clock", "SystemClock", "Timer"]

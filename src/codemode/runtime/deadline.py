@@ -1,0 +1,164 @@
+"""The deadline of one execution: the only judge of "overdue", and the only place that
+builds the error for it.
+
+An execution has its own deadline, and host code it runs (a handler) may have a shorter
+budget of its own. Both are entries here; one timer on the clock is armed at the
+earliest of them, so starting a call costs a comparison, not a thread switch. The first
+entry to pass, whoever notices it (the timer, or host code returning late), decides the
+error once, placed at that entry's call site: the same program hitting the same limit
+gives the same text every time.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import threading
+from collections.abc import Callable
+
+from codemode.errors import CodeModeError, Where
+from codemode.runtime.clock import Clock, Timer
+
+Locate = Callable[[], "Where | None"]
+"""Finds the call site of host code (positions are built only when needed)."""
+
+
+def nowhere() -> Where | None:
+    return None
+
+
+class Deadline:
+    """The execution's time, and the budgets of the host code it runs now."""
+
+    def __init__(
+        self,
+        clock: Clock,
+        seconds: float,
+        error: CodeModeError,
+        on_expire: Callable[[CodeModeError], None],
+    ) -> None:
+        self.clock = clock
+        self.ends_at = clock.now() + seconds
+        self.error = error
+        """What passing the execution's own deadline means (no position: no call ran out)."""
+        self._on_expire = on_expire
+        self._entries: dict[int, tuple[float, CodeModeError, Locate]] = {}
+        self._tokens = itertools.count()
+        self._lock = threading.Lock()
+        self._timer: Timer | None = None
+        self._armed = math.inf
+        self._suspended: float | None = None
+        """Seconds left while suspended (a program paused for a person holds no clock)."""
+        self.expired: CodeModeError | None = None
+        """The error, once the deadline or a budget passed."""
+        self._arm(self.ends_at)
+
+    def remaining(self) -> float:
+        if self._suspended is not None:
+            return self._suspended
+        return self.ends_at - self.clock.now()
+
+    def enter(self, budget: float, error: CodeModeError, locate: Locate = nowhere) -> int:
+        """Host code runs with `budget` seconds; past them the execution fails with
+        `error` at the call site `locate` finds (past the execution's own deadline first,
+        with the execution's error). Returns the token to `leave` with."""
+        now = self.clock.now()
+        token = next(self._tokens)
+        with self._lock:
+            if now + budget < self.ends_at:
+                entry = (now + budget, error, locate)
+            else:
+                entry = (self.ends_at, self.error, locate)
+            self._entries[token] = entry
+            if entry[0] < self._armed and self._suspended is None:
+                self._arm(entry[0])
+        return token
+
+    def leave(self, token: int) -> CodeModeError | None:
+        """Host code returned: the error if it ran past its deadline (it fails at its own
+        call site, whether or not the timer rang first)."""
+        with self._lock:
+            entry = self._entries.pop(token)
+        if self.clock.now() >= entry[0]:
+            return self._expire(entry)
+        return self.expired
+
+    def check(self) -> CodeModeError | None:
+        """The error if the execution is overdue now (every wait asks this)."""
+        if self.expired is not None:
+            return self.expired
+        entry = self._earliest()
+        if entry is not None and self.clock.now() >= entry[0]:
+            return self._expire(entry)
+        return None
+
+    def suspend(self) -> None:
+        """Stop the clock: nothing expires until `resume`."""
+        with self._lock:
+            if self._suspended is None:
+                self._suspended = self.ends_at - self.clock.now()
+                self._disarm()
+
+    def resume(self) -> None:
+        """Start the clock again with the time that was left."""
+        with self._lock:
+            if self._suspended is None:
+                return
+            self.ends_at = self.clock.now() + self._suspended
+            self._suspended = None
+            self._arm(self.ends_at)
+
+    def cancel(self) -> None:
+        """The execution ended: its timer never rings."""
+        with self._lock:
+            self._disarm()
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _earliest(self) -> tuple[float, CodeModeError, Locate] | None:
+        with self._lock:
+            if self._suspended is not None:
+                return None
+            earliest: tuple[float, CodeModeError, Locate] = (self.ends_at, self.error, nowhere)
+            for entry in self._entries.values():
+                if entry[0] <= earliest[0]:  # a call's own site, where it has one
+                    earliest = entry
+            return earliest
+
+    def _arm(self, when: float) -> None:
+        """Ring at `when` (called with the lock held)."""
+        self._disarm()
+        self._armed = when
+        self._timer = self.clock.call_at(when, self._ring)
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer, self._armed = None, math.inf
+
+    def _ring(self) -> None:
+        """The timer rang: expire, or arm again at the earliest entry still in force."""
+        with self._lock:
+            self._timer, self._armed = None, math.inf
+        entry = self._earliest()
+        if entry is None:
+            return
+        if self.clock.now() >= entry[0]:
+            self._expire(entry)
+            return
+        with self._lock:
+            if self._suspended is None and entry[0] < self._armed:
+                self._arm(entry[0])
+
+    def _expire(self, entry: tuple[float, CodeModeError, Locate]) -> CodeModeError:
+        """Decide the error, once; the first decision stands."""
+        with self._lock:
+            if self.expired is not None:
+                return self.expired
+            self.expired = entry[1].replace(where=entry[2]())
+            self._disarm()
+        self._on_expire(self.expired)
+        return self.expired
+
+
+__all__ = ["Deadline", "Locate", "nowhere"]
