@@ -167,6 +167,8 @@ def write(results: dict[str, Any], out: Path) -> None:
             *[f"- {line}" for line in results[name]["summary"]],
             "",
         ]
+        if results[name].get("table"):
+            lines += [*results[name]["table"], ""]
     if plotted:
         lines += ["![ratios](results/ratios.png)", ""]
     (out / "results.md").write_text("\n".join(lines))

@@ -39,6 +39,9 @@ CALLS = (
     "    return 1\nmain()"
 )
 SLEEP_SECONDS = 0.3
+CM_TRIVIAL = "def main():\n    return 1\n"
+CM_CALLS = f"def main():\n    for i in range({N_CALLS}):\n        bench.noop(i=i)\n    return 1\n"
+"""The same programs as codemode takes them (it calls main itself)."""
 
 
 def gathered(count: int) -> str:
@@ -233,8 +236,12 @@ async def _run() -> dict[str, Any]:
                     None, functools.partial(cm.execute, code, subject="bench")
                 )
 
-            trivial = await measure_interleaved_async(shapes(TRIVIAL), 100)
-            calls = await measure_interleaved_async(shapes(CALLS), 20)
+            trivial = await measure_interleaved_async(
+                {**shapes(TRIVIAL), "codemode": lambda: today(CM_TRIVIAL)}, 100
+            )
+            calls = await measure_interleaved_async(
+                {**shapes(CALLS), "codemode": lambda: today(CM_CALLS)}, 20
+            )
             wide = gathered(256)
             fed = wide + "await main()"
             gather = await measure_interleaved_async(
@@ -273,6 +280,7 @@ async def _run() -> dict[str, Any]:
         ),
     ]
     return {
+        "table": _table(trivial, per_call, gather, loads),
         "trivial": {k: s.to_dict() for k, s in trivial.items()},
         "per_call_us": per_call,
         "gather_256": {k: s.to_dict() for k, s in gather.items()},
@@ -280,6 +288,46 @@ async def _run() -> dict[str, Any]:
         "step_threads": STEP_THREADS,
         "summary": summary,
     }
+
+
+SHAPES = {
+    "sync": "sync API, the whole program on one thread (every wait holds it)",
+    "sync_steps": "sync API, each step a job of a step pool (a hop per step)",
+    "async": "AsyncMonty on the loop (its worker I/O off the loop, a hop per step)",
+    "codemode": (
+        "chosen: sync steps and a sync main()'s host code inline in pool jobs, "
+        "every wait a timer or a task"
+    ),
+}
+
+
+def _table(
+    trivial: dict[str, Any],
+    per_call: dict[str, float],
+    gather: dict[str, Any],
+    loads: dict[str, dict[str, Any]],
+) -> list[str]:
+    """The shapes side by side: what decided the runtime core's."""
+    lines = [
+        "| shape | trivial p50 | per call | 256 gathered sleeps | 8 x 64 gathered sleeps |",
+        "|---|---|---|---|---|",
+    ]
+    for name, what in SHAPES.items():
+        gathered_here = (
+            f"{gather[name].p50 / SLEEP_SECONDS:.2f}x one sleep" if name in gather else "-"
+        )
+        load = loads.get(name)
+        loaded = (
+            f"{load['seconds']:.2f} s, +{load['threads_added']} threads, "
+            f"+{load['rss_added_mib']:.0f} MiB"
+            if load
+            else "-"
+        )
+        lines.append(
+            f"| {name}: {what} | {trivial[name].p50 * 1e3:.3f} ms | {per_call[name]:.1f} us "
+            f"| {gathered_here} | {loaded} |"
+        )
+    return lines
 
 
 def run() -> dict[str, Any]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 try:
@@ -20,6 +20,9 @@ except ImportError:  # the `otel` extra is not installed
     otel_context = None  # type: ignore[assignment]
 
 from codemode.types import JSONObject
+
+
+_NOTHING = nullcontext()
 
 
 class Span:
@@ -42,13 +45,16 @@ class Span:
         if self.span is not None:
             self.span.end()
 
-    @contextmanager
-    def active(self) -> Iterator[None]:
+    def active(self) -> AbstractContextManager[None]:
         """Make this span the current one on this thread (or task) while host code runs
         in it, so spans the host code starts are its children."""
         if self.context is None or otel_context is None:
-            yield
-            return
+            return _NOTHING  # no tracing: nothing to attach, at no cost per call
+        return self._attached()
+
+    @contextmanager
+    def _attached(self) -> Iterator[None]:
+        assert otel_context is not None
         token = otel_context.attach(self.context)
         try:
             yield

@@ -83,12 +83,14 @@ class Deadline:
             return self._expire(entry)
         return self.expired
 
-    def check(self) -> CodeModeError | None:
-        """The error if the execution is overdue now (every wait asks this)."""
+    def check(self, now: float) -> CodeModeError | None:
+        """The error if the execution is overdue at `now` (every wait asks this)."""
         if self.expired is not None:
             return self.expired
+        if now < self._armed:  # the timer is at or before every deadline in force
+            return None
         entry = self._earliest()
-        if entry is not None and self.clock.now() >= entry[0]:
+        if entry is not None and now >= entry[0]:
             return self._expire(entry)
         return None
 

@@ -202,8 +202,8 @@ class Dispatcher:
                 error=cause if isinstance(cause, BaseException) else None,
             )
             raise
-        elapsed = self.deadline.clock.now() - started
         if self.emit is not None:
+            elapsed = self.deadline.clock.now() - started
             self._event(CallCompleted, **base, duration_seconds=elapsed)
         if self.stopped():
             raise StopError(InternalError())  # answered meanwhile: nobody reads this

@@ -386,15 +386,15 @@ class Execution:
     def _step(self, resume: Resume) -> Step:
         """One step of the interpreter, within the deadline."""
         self._enter(State.RUNNING)
-        overdue = self.deadline.check()
+        now = self.services.clock.now
+        started = now()
+        overdue = self.deadline.check(started)
         if overdue is not None:
             raise StopError(overdue)
-        clock = self.services.clock
-        started = clock.now()
         try:
             return resume()
         finally:
-            self._sandbox_seconds += clock.now() - started
+            self._sandbox_seconds += now() - started
 
     def _finish(self) -> None:
         """End the run and deliver the last event, once, after the caller's answer."""
@@ -582,12 +582,10 @@ class Execution:
                 failure = exc
             finally:
                 self._tasks.discard(task)
-            job = self.services.pool.submit(
-                self.subject, lambda: self._plan_job(call, name, plan, value, failure)
-            )
-            with self.lock:
-                if call.call_id not in self._answers:  # else it ended already
-                    self._host_jobs[call.call_id] = job
+            with self.lock:  # held, so the job cannot end before it is known
+                self._host_jobs[call.call_id] = self.services.pool.submit(
+                    self.subject, lambda: self._plan_job(call, name, plan, value, failure)
+                )
 
         self.services.loop.spawn(await_host)
 
