@@ -21,6 +21,7 @@ from starlette.testclient import TestClient
 from codemode import CodeMode, CodeModeError, cli
 from codemode.authz import AllowAll
 from codemode.cli import main
+from codemode.runtime.clock import SystemClock
 from tests.conftest import build_host
 
 
@@ -476,6 +477,7 @@ def test_a_second_close_returns_once_the_first_has_ended_everything() -> None:
 
         def close_again() -> None:
             cm.close()
+            assert isinstance(engine.clock, SystemClock)
             seen.append(engine.clock._closed)
 
         second = threading.Thread(target=close_again)

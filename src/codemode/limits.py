@@ -32,6 +32,9 @@ class LimitKind(StrEnum):
     CALLS_LEFT_RUNNING = "calls left running past their deadline"
     """A subject's sync host code still running past its deadline, across its executions:
     past its share, that subject's new executions are refused (see `subject_share`)."""
+    PROGRAMS_WAITING = "programs waiting to run"
+    """A subject's executions queued for a slot: past its share of the queue, or with the
+    queue full, its new executions are refused (see `queued`)."""
 
 
 WORK_THREADS = 16
@@ -42,6 +45,11 @@ def work_threads(limits: Limits) -> int:
     """Threads the engine runs interpreter steps and sync host code on: 16, or twice the
     executions that may run at once, so each can step while as many wait in host code."""
     return max(WORK_THREADS, 2 * limits.max_concurrent_executions)
+
+
+def queued(limits: Limits) -> int:
+    """Executions that may wait for a slot, across subjects: 32 per slot."""
+    return 32 * limits.max_concurrent_executions
 
 
 def subject_share(total: int) -> int:
@@ -72,8 +80,9 @@ class Limits:
     - `max_return_bytes` (1 MiB): JSON size of the value `main()` returns.
     - `max_value_depth` (64): nesting of any value that crosses the sandbox boundary.
     - `max_printed_bytes` (64 KiB): captured `print()` output.
-    - `max_concurrent_executions` (8): executions running at once per `CodeMode`;
-      more wait, within their own execution time.
+    - `max_concurrent_executions` (8): executions running at once per `CodeMode`, at
+      most half of them (at least one) of one subject; more wait, within their own
+      execution time.
     - `max_calls_per_capability` (100): calls of any one capability per execution,
       unless the capability sets `max_calls_per_execution`.
     - `max_capability_seconds` (10): how long one handler may run, unless the capability
@@ -123,7 +132,7 @@ _FIELDS: dict[LimitKind, str] = {
     LimitKind.PRINTED_OUTPUT: "max_printed_bytes",
 }
 """The `Limits` field behind each kind but `HOST_CALLS` (derived from the capability calls)
-and `CALLS_LEFT_RUNNING` (a share of the engine's bound);
+and `CALLS_LEFT_RUNNING` and `PROGRAMS_WAITING` (shares of the engine's bounds);
 a test checks every kind has a bound."""
 
 
@@ -139,6 +148,8 @@ def bound(kind: LimitKind, limits: Limits) -> str:
         return str(host_calls(limits))
     if kind is LimitKind.CALLS_LEFT_RUNNING:
         return str(subject_share(work_threads(limits)))
+    if kind is LimitKind.PROGRAMS_WAITING:
+        return str(subject_share(queued(limits)))
     name = _FIELDS[kind]
     value = getattr(limits, name)
     if name.endswith("_bytes"):
@@ -176,6 +187,7 @@ __all__ = [
     "bound",
     "exceeded",
     "host_calls",
+    "queued",
     "seconds",
     "size",
     "subject_share",

@@ -13,11 +13,13 @@ import pytest
 
 from codemode import CodeMode, CodeModeError, Limits
 from codemode.authz import AllowAll, AuthorizationRequest
-from codemode.errors import InternalError, ResourceLimitError
+from codemode.errors import ExecutionCanceledError, InternalError, ResourceLimitError, Where
 from codemode.events import Event, ExecutionStarted, HostCodeAbandoned
 from codemode.limits import LimitKind
+from codemode.runtime.clock import COMPACT_AFTER, SystemClock
 from codemode.runtime.deadline import Deadline
 from codemode.runtime.execution import State
+from codemode.runtime.pool import WorkPool
 from codemode.testing import ManualClock, ScriptedProgram, ScriptedSandbox
 
 SOURCE = "def main():\n    return h.work()\n"
@@ -46,7 +48,7 @@ class Host:
             on_event=self.events.append,
             **options,
         )
-        self.callers = concurrent.futures.ThreadPoolExecutor(32)
+        self.callers = concurrent.futures.ThreadPoolExecutor(80)
 
     def start(self, source: str = SOURCE, subject: str = "a") -> concurrent.futures.Future[Any]:
         return self.callers.submit(self.cm.execute, source, subject=subject)
@@ -77,6 +79,16 @@ def error_of(future: concurrent.futures.Future[Any]) -> str:
 
 def one() -> int:
     return 1
+
+
+def eventually(found: Callable[[], object]) -> object:
+    """What `found` gives once it gives something (an event delivered off the thread)."""
+    stop = threading.Event()
+    for _ in range(1000):
+        if value := found():
+            return value
+        stop.wait(0.01)
+    return None
 
 
 def wait_for(event: threading.Event) -> None:
@@ -112,6 +124,7 @@ def test_a_sync_handler_past_its_budget_is_answered_before_it_returns(
     release.set()
     wait_for(returned)
     assert order == ["answered", "handler returned"]
+    assert eventually(lambda: [e.what for e in host.events if isinstance(e, HostCodeAbandoned)])
     assert [e.what for e in host.events if isinstance(e, HostCodeAbandoned)] == ["the driver"]
 
 
@@ -251,11 +264,11 @@ def test_a_subject_whose_calls_were_left_running_is_refused_and_others_are_answe
         release.set()
 
 
-def test_a_free_slot_goes_to_the_subject_running_the_fewest(
+def test_a_subject_runs_at_most_half_the_slots_and_a_free_one_goes_to_the_fewest(
     make_host: Callable[..., Host],
 ) -> None:
-    host = make_host(limits=Limits(max_concurrent_executions=2))
-    releases = {n: threading.Event() for n in range(5)}
+    host = make_host(limits=Limits(max_concurrent_executions=4))
+    releases = {n: threading.Event() for n in range(7)}
     entered = threading.Semaphore(0)
 
     @host.cm.capability("h.work", summary="Waits for the test.")
@@ -270,25 +283,64 @@ def test_a_free_slot_goes_to_the_subject_running_the_fewest(
         return (yield program.call("h.work", line=2, n=n))
 
     host.cm.sandbox.script = script  # type: ignore[union-attr]
+    admission = host.cm._running_engine().admission
     source = "def main():\n    return h.work(n={})\n".format
-    busy = [host.start(source(n), subject="mallory") for n in (0, 1)]
-    for _ in busy:
-        assert entered.acquire(timeout=10)
-    queued = [host.start(source(n), subject="mallory") for n in (2, 3)]
-    while len(host.cm._running_engine().admission._queue) < 2:
-        threading.Event().wait(0.001)
-    alice = host.start(source(4), subject="alice")
-    while len(host.cm._running_engine().admission._queue) < 3:
-        threading.Event().wait(0.001)
-    releases[0].set()
-    assert busy[0].result(10).value == 0
+
+    def start(n: int, subject: str, waiting: int) -> concurrent.futures.Future[Any]:
+        """Start program `n`; `waiting`: how many wait for a slot after it."""
+        runs = waiting == admission.waiting()
+        answer = host.start(source(n), subject=subject)
+        if runs:
+            assert entered.acquire(timeout=10)
+        while admission.waiting() < waiting:
+            threading.Event().wait(0.001)
+        return answer
+
+    answers = [
+        start(0, "mallory", 0),
+        start(1, "mallory", 0),
+        start(2, "mallory", 1),  # two slots are free, but mallory runs her half
+        start(3, "mallory", 2),
+        start(4, "bob", 2),
+        start(5, "carol", 2),
+        start(6, "carol", 3),  # the slots are full
+    ]
+    releases[4].set()  # bob's slot: carol runs one, mallory her half
+    assert answers[4].result(10).value == 4
     assert entered.acquire(timeout=10)
     started = [e.subject for e in host.events if isinstance(e, ExecutionStarted)]
-    assert started == ["mallory", "mallory", "alice"]
+    assert started == ["mallory", "mallory", "bob", "carol", "carol"]
     for event in releases.values():
         event.set()
-    assert alice.result(10).value == 4
-    assert sorted(f.result(10).value for f in [*busy, *queued]) == [0, 1, 2, 3]
+    assert sorted(a.result(10).value for a in answers) == list(range(7))
+
+
+def test_a_subject_past_its_share_of_the_queue_is_refused(
+    make_host: Callable[..., Host],
+) -> None:
+    host = make_host(limits=Limits(max_concurrent_executions=2))
+    release = threading.Event()
+    entered = threading.Semaphore(0)
+
+    @host.cm.capability("h.work", summary="Waits for the test.")
+    def work() -> int:
+        entered.release()
+        release.wait(10)
+        return 1
+
+    admission = host.cm._running_engine().admission
+    running = host.start(subject="mallory")
+    assert entered.acquire(timeout=10)
+    queued = [host.start(subject="mallory") for _ in range(admission.queue_share)]
+    while admission.waiting() < admission.queue_share:
+        threading.Event().wait(0.001)
+    refused = host.start(subject="mallory")
+    assert error_of(refused) == "resource limit exceeded: programs waiting to run (limit 32)"
+    alice = host.start(subject="alice")
+    assert entered.acquire(timeout=10)
+    release.set()
+    assert alice.result(10).value == 1
+    assert [a.result(10).value for a in [running, *queued]] == [1] * (1 + len(queued))
 
 
 def test_a_queued_execution_answered_while_it_waited_never_starts(
@@ -306,7 +358,7 @@ def test_a_queued_execution_answered_while_it_waited_never_starts(
     first = host.start()
     wait_for(entered)
     queued = host.start()
-    while not host.cm._running_engine().admission._queue:
+    while not host.cm._running_engine().admission.waiting():
         threading.Event().wait(0.001)
     host.clock.advance(host.cm.limits.max_execution_seconds)
     assert error_of(queued) == "resource limit exceeded: execution time (limit 10 s)"
@@ -403,3 +455,95 @@ def test_a_refusal_when_every_thread_is_stuck_is_internal(
         assert isinstance(host.start().exception(10), InternalError)
     finally:
         engine.pool._abandoned.clear()
+
+
+def test_calls_that_run_out_at_one_moment_are_named_by_the_first_in_the_source() -> None:
+    clock = ManualClock()
+    late, told = deadline(clock)
+    second = Where("<codemode>", 5, 9, 5, 20, "main", "h.b()")
+    first = Where("<codemode>", 4, 9, 4, 20, "main", "h.a()")
+    late.enter(60, BUDGET, lambda: second)  # both capped at the execution's own end
+    late.enter(60, BUDGET, lambda: first)
+    clock.advance(10)
+    assert told == ["resource limit exceeded: execution time (limit 10 s) at <codemode>:4:9"]
+
+
+def test_cancelled_timers_do_not_pile_up_in_the_clock() -> None:
+    clock = SystemClock()
+    try:
+        later = clock.now() + 3600
+        for n in range(5000):
+            clock.call_at(later + n, lambda: None).cancel()
+        assert len(clock._due) <= COMPACT_AFTER + 1
+        kept = clock.call_at(later, lambda: None)
+        assert not kept.cancelled and any(entry[2] is kept for entry in clock._due)
+    finally:
+        clock.close()
+
+
+def test_a_handler_never_runs_once_its_authorization_outlived_the_execution(
+    make_host: Callable[..., Host],
+) -> None:
+    entered, release = threading.Event(), threading.Event()
+    ran: list[str] = []
+
+    def slow(request: AuthorizationRequest) -> None:
+        entered.set()
+        release.wait(10)
+
+    host = make_host(authorizer=slow)
+
+    @host.cm.capability("h.work", summary="Has an effect.")
+    def work() -> int:
+        ran.append("effect")
+        return 1
+
+    answer = host.start()
+    wait_for(entered)
+    host.clock.advance(host.cm.limits.max_execution_seconds)
+    assert error_of(answer) == "resource limit exceeded: execution time (limit 10 s)"
+    release.set()
+    assert eventually(lambda: any(type(e).__name__ == "CallFailed" for e in host.events))
+    assert ran == []
+
+
+@pytest.mark.parametrize("exc", [GeneratorExit, asyncio.CancelledError])
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_handler_raising_an_exit_of_its_own_is_a_failed_call(
+    make_host: Callable[..., Host], kind: str, exc: type[BaseException]
+) -> None:
+    host = make_host()
+
+    def sync_work() -> int:
+        raise exc()
+
+    async def async_work() -> int:
+        raise exc()
+
+    host.cm.capability("h.work", summary="Raises.")(sync_work if kind == "sync" else async_work)
+    assert error_of(host.start()) == "capability failed"
+
+
+def test_two_jobs_submitted_at_once_both_find_a_thread() -> None:
+    pool = WorkPool(4)
+    blocker, both = threading.Event(), threading.Semaphore(0)
+    try:
+        pool.submit("a", lambda: blocker.wait(10))
+        for _ in range(2):
+            pool.submit("b", both.release)
+        assert both.acquire(timeout=10) and both.acquire(timeout=10)
+    finally:
+        blocker.set()
+        pool.close()
+
+
+def test_an_execution_admitted_after_close_is_answered_canceled(
+    make_host: Callable[..., Host],
+) -> None:
+    host = make_host()
+    host.cm.capability("h.work", summary="x")(one)
+    engine = host.cm._running_engine()
+    execution = host.cm._execution(SOURCE, "a", engine, host.cm.visible("a"))
+    engine.admission.close()
+    with pytest.raises(ExecutionCanceledError):
+        engine.execute(execution)

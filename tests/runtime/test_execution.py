@@ -13,6 +13,7 @@ from codemode import CodeMode, ErrorCode, Limits
 from codemode.authz import AllowAll, Denied
 from codemode.events import ExecutionFinished
 from codemode.runtime.clock import SystemClock
+from codemode.testing import ManualClock
 from tests.conftest import build_host, close_while_running, run_error
 
 P = "def main():\n"
@@ -356,3 +357,31 @@ def test_waiting_programs_hold_no_threads_of_their_own() -> None:
             sampler.join()
     added = peak - before - 1 - 8  # neither the sampler nor the eight callers
     assert added <= 24, added
+
+
+def test_a_sleep_never_awaited_holds_nothing_up() -> None:
+    """An `asyncio.sleep()` the program never awaits does nothing, as in Python: the
+    execution ends without its timer ringing (the clock here never moves)."""
+    with CodeMode(authorizer=AllowAll(), clock=ManualClock()) as cm:
+        source = "import asyncio\nasync def main():\n    asyncio.sleep(3)\n    return 1\n"
+        assert cm.execute(source, subject="a").value == 1
+
+
+def test_gathered_sleeps_all_end_at_one_tick_of_the_clock() -> None:
+    """256 gathered sleeps of 0.3 s cost one sleep: one advance of the clock ends them."""
+    clock = ManualClock()
+    with (
+        CodeMode(authorizer=AllowAll(), clock=clock) as cm,
+        concurrent.futures.ThreadPoolExecutor(1) as caller,
+    ):
+        source = (
+            "import asyncio\nasync def main():\n"
+            "    await asyncio.gather(*[asyncio.sleep(0.3) for _ in range(256)])\n"
+            "    return 256\n"
+        )
+        answer = caller.submit(cm.execute, source, subject="a")
+        while clock.pending < 257 and not answer.done():  # the sleeps and the deadline
+            time.sleep(0.001)
+        assert not answer.done()
+        clock.advance(0.3)
+        assert answer.result(10).value == 256

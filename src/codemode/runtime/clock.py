@@ -19,20 +19,33 @@ from typing import Protocol
 
 log = logging.getLogger("codemode")
 
+COMPACT_AFTER = 1024
+"""Cancelled timers the heap may hold before they are dropped (when they are most of it)."""
+
 
 class Timer:
     """One callback at a moment; `cancel()` before it rings and it never does."""
 
-    __slots__ = ("callback", "cancelled", "when")
+    __slots__ = ("callback", "cancelled", "on_cancel", "when")
 
-    def __init__(self, when: float, callback: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        when: float,
+        callback: Callable[[], None],
+        on_cancel: Callable[[], None] | None = None,
+    ) -> None:
         self.when = when
         self.callback: Callable[[], None] | None = callback
         self.cancelled = False
+        self.on_cancel = on_cancel
 
     def cancel(self) -> None:
+        if self.cancelled:
+            return
         self.cancelled = True
         self.callback = None  # nothing the callback holds outlives the cancel
+        if self.on_cancel is not None:
+            self.on_cancel()
 
     def ring(self) -> None:
         callback, self.callback = self.callback, None
@@ -64,12 +77,14 @@ class SystemClock:
         self._changed = threading.Condition()
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._cancelled = 0
+        """Cancelled timers still in the heap (at most; some have rung since)."""
 
     def now(self) -> float:
         return time.monotonic()
 
     def call_at(self, when: float, callback: Callable[[], None]) -> Timer:
-        timer = Timer(when, callback)
+        timer = Timer(when, callback, self._forget)
         with self._changed:
             if self._closed:
                 timer.cancel()
@@ -84,6 +99,16 @@ class SystemClock:
             elif earliest:
                 self._changed.notify()
         return timer
+
+    def _forget(self) -> None:
+        """A timer was cancelled: once most of the heap is cancelled ones, drop them, so
+        a stream of finished executions leaves nothing behind until its moments pass."""
+        with self._changed:
+            self._cancelled += 1
+            if self._cancelled > COMPACT_AFTER and 2 * self._cancelled > len(self._due):
+                self._due = [entry for entry in self._due if not entry[2].cancelled]
+                heapq.heapify(self._due)
+                self._cancelled = 0
 
     def close(self) -> None:
         """Cancel every timer; the thread ends."""
@@ -102,7 +127,11 @@ class SystemClock:
                 now = time.monotonic()
                 due: list[Timer] = []
                 while self._due and self._due[0][0] <= now:
-                    due.append(heapq.heappop(self._due)[2])
+                    timer = heapq.heappop(self._due)[2]
+                    if timer.cancelled:
+                        self._cancelled = max(self._cancelled - 1, 0)
+                    else:
+                        due.append(timer)
                 if not due:
                     self._changed.wait(self._due[0][0] - now if self._due else None)
                     continue

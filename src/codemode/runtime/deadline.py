@@ -118,14 +118,17 @@ class Deadline:
     # -- internals ------------------------------------------------------------------------
 
     def _earliest(self) -> tuple[float, CodeModeError, Locate] | None:
+        """The entry that passes first; of several at one moment (calls capped at the
+        execution's own deadline), the one first in the source, whatever order they
+        started in, so the text never depends on which thread won."""
         with self._lock:
             if self._suspended is not None:
                 return None
-            earliest: tuple[float, CodeModeError, Locate] = (self.ends_at, self.error, nowhere)
-            for entry in self._entries.values():
-                if entry[0] <= earliest[0]:  # a call's own site, where it has one
-                    earliest = entry
-            return earliest
+            first = min((entry[0] for entry in self._entries.values()), default=math.inf)
+            if first > self.ends_at:
+                return (self.ends_at, self.error, nowhere)
+            ties = [entry for entry in self._entries.values() if entry[0] == first]
+        return ties[0] if len(ties) == 1 else min(ties, key=_position)
 
     def _arm(self, when: float) -> None:
         """Ring at `when` (called with the lock held)."""
@@ -161,6 +164,11 @@ class Deadline:
             self._disarm()
         self._on_expire(self.expired)
         return self.expired
+
+
+def _position(entry: tuple[float, CodeModeError, Locate]) -> tuple[float, float]:
+    where = entry[2]()
+    return (math.inf, math.inf) if where is None else (where.line, where.column)
 
 
 __all__ = ["Deadline", "Locate", "nowhere"]

@@ -81,6 +81,19 @@ Plan = Generator[Awaiting, Any, Projected]
 """One call: yields what must be awaited, returns what the program receives."""
 
 
+class Abandon(BaseException):
+    """Thrown into a plan whose execution was answered while it awaited host code: it
+    ends there (its spans and budgets closed), never mistaken for host code's own."""
+
+
+def abandon(plan: Plan) -> None:
+    """End a plan early, whatever state it is in."""
+    try:
+        plan.throw(Abandon())
+    except BaseException:  # Abandon itself, or the plan already ended
+        return
+
+
 async def guarded(awaitable: Awaitable[T]) -> T:
     """Await host code; an exit it raises must not stop the event loop it runs on."""
     try:
@@ -100,8 +113,8 @@ class Dispatcher:
     authorizer: Authorizer
     limits: Limits
     deadline: Deadline
-    stopped: Callable[[], bool]
-    """Whether the execution was answered already (checked after host code returns)."""
+    stopped: Callable[[], CodeModeError | None]
+    """What the execution was answered with early, if it was (checked around host code)."""
     emit: Callable[[Event], None] | None
     """Where audit events go; None builds none at all. A failure to record an event before
     a handler runs means the call does not run."""
@@ -182,6 +195,10 @@ class Dispatcher:
         if self.emit is not None:
             self._event(CallAttempted, required=True, **base)
         yield from self._authorize(capability, bound.arguments, base, span)
+        stopped = self.stopped()
+        if stopped is not None:  # answered while it was authorized: the handler never runs
+            self._event(CallFailed, **base, code=stopped.code.value, duration_seconds=0)
+            raise StopError(stopped)
         if self.emit is not None:
             self._event(CallAuthorized, required=True, **base)
         handler_kwargs = bound.handler_kwargs
@@ -205,8 +222,9 @@ class Dispatcher:
         if self.emit is not None:
             elapsed = self.deadline.clock.now() - started
             self._event(CallCompleted, **base, duration_seconds=elapsed)
-        if self.stopped():
-            raise StopError(InternalError())  # answered meanwhile: nobody reads this
+        stopped = self.stopped()
+        if stopped is not None:  # answered meanwhile: what the caller was told stands
+            raise StopError(stopped)
         self._count(projected.size)
         return projected
 
@@ -229,7 +247,7 @@ class Dispatcher:
         except StopError:
             raise
         except BaseException as exc:
-            if isinstance(exc, GeneratorExit):
+            if isinstance(exc, Abandon):
                 raise  # the execution was answered while the decision was awaited
             failure = authorizer_failure(exc)
             if isinstance(exc, Denied):  # an expected event: one line, no traceback
@@ -282,7 +300,7 @@ class Dispatcher:
             if late is not None:  # past its deadline, whether or not the timer rang first
                 raise StopError(late)
             return projected
-        except (StopError, InjectedError, GeneratorExit):
+        except (StopError, InjectedError, Abandon):
             raise
         except BaseException as exc:
             if isinstance(exc, AgentError):
@@ -354,4 +372,13 @@ def capability_time(budget: float) -> ResourceLimitError:
     return ResourceLimitError(LimitKind.CAPABILITY_TIME, bound=seconds(budget))
 
 
-__all__ = ["Awaiting", "Dispatcher", "HostExit", "Plan", "capability_time", "guarded"]
+__all__ = [
+    "Abandon",
+    "Awaiting",
+    "Dispatcher",
+    "HostExit",
+    "Plan",
+    "abandon",
+    "capability_time",
+    "guarded",
+]

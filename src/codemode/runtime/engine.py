@@ -14,16 +14,22 @@ import asyncio
 import logging
 import threading
 import time
-from collections import Counter, OrderedDict
+from collections import Counter, OrderedDict, deque
 from collections.abc import Mapping
 from typing import Any
 
 from codemode.capabilities import Capability
-from codemode.errors import ExecutionCanceledError, InternalError, ResourceLimitError
-from codemode.limits import LimitKind, Limits, exceeded, work_threads
+from codemode.errors import (
+    CodeModeError,
+    ExecutionCanceledError,
+    InternalError,
+    ResourceLimitError,
+)
+from codemode.limits import LimitKind, Limits, exceeded, queued, subject_share, work_threads
 from codemode.runtime.clock import Clock, SystemClock
-from codemode.runtime.execution import Execution, Services, Setup, State
+from codemode.runtime.execution import Execution, Services, Setup
 from codemode.runtime.loop import EngineLoop
+from codemode.runtime.notices import Notices
 from codemode.runtime.outcome import ExecutionResult
 from codemode.runtime.pool import WorkPool
 from codemode.runtime.program import Programs
@@ -44,52 +50,100 @@ def _read(future: asyncio.Future[Any]) -> None:
 
 
 class Admission:
-    """At most `slots` executions run at once; more wait in a queue, holding nothing.
-    When slots are scarce the next free one goes to the queued execution whose subject
-    runs the fewest, so a busy subject cannot keep another out."""
+    """At most `slots` executions run at once, and at most half of them (at least one) of
+    one subject, so a busy subject always leaves room for others. More wait in a bounded
+    queue, holding nothing, within their own deadline; a free slot goes to the subject
+    running the fewest. A subject past its share of the queue, or a full queue, is refused
+    with a documented limit error."""
 
-    def __init__(self, slots: int) -> None:
-        self.slots = slots
+    def __init__(self, limits: Limits) -> None:
+        self.slots = limits.max_concurrent_executions
+        self.share = subject_share(self.slots)
+        self.queue_size = queued(limits)
+        self.queue_share = subject_share(self.queue_size)
         self._lock = threading.Lock()
-        self._queue: list[Execution] = []
+        self._waiting: dict[str, deque[Execution]] = {}
+        """Each subject's queue, oldest first (answered ones are skipped when picked)."""
+        self._queued: Counter[str] = Counter()
         self._running: set[Execution] = set()
         self._by_subject: Counter[str] = Counter()
+        self._closed = False
 
-    def enter(self, execution: Execution) -> None:
+    def enter(self, execution: Execution) -> CodeModeError | None:
+        """Queue the execution (it starts when picked); the error that refuses it, if any."""
+        subject = execution.subject
         with self._lock:
-            self._queue.append(execution)
+            if self._closed:
+                return ExecutionCanceledError()
+            total = sum(self._queued.values())
+            if self._queued[subject] >= self.queue_share or total >= self.queue_size:
+                return ResourceLimitError(LimitKind.PROGRAMS_WAITING, bound=str(self.queue_share))
+            self._waiting.setdefault(subject, deque()).append(execution)
+            execution.queued = True
+            self._queued[subject] += 1
             picked = self._pick()
         self._begin(picked)
+        return None
 
     def leave(self, execution: Execution) -> None:
         """The execution's caller has its answer: its slot (or its place) is free."""
+        subject = execution.subject
         with self._lock:
             if execution in self._running:
                 self._running.discard(execution)
-                self._by_subject[execution.subject] -= 1
-                if not self._by_subject[execution.subject]:
-                    del self._by_subject[execution.subject]
-            elif execution in self._queue:
-                self._queue.remove(execution)
+                self._by_subject[subject] -= 1
+                if not self._by_subject[subject]:
+                    del self._by_subject[subject]
+            elif execution.queued:
+                execution.queued = False  # its entry is skipped when the queue reaches it
+                self._queued[subject] -= 1
+                if not self._queued[subject]:
+                    del self._queued[subject]
             picked = self._pick()
         self._begin(picked)
 
-    def executions(self) -> list[Execution]:
+    def close(self) -> list[Execution]:
+        """Admit nothing more; the executions running or queued now."""
         with self._lock:
-            return [*self._running, *self._queue]
+            self._closed = True
+        return self.executions()
+
+    def executions(self) -> list[Execution]:
+        """The executions running or queued now."""
+        with self._lock:
+            waiting = [e for queue in self._waiting.values() for e in queue if e.queued]
+            return [*self._running, *waiting]
+
+    def waiting(self) -> int:
+        """Executions queued for a slot."""
+        with self._lock:
+            return sum(self._queued.values())
 
     def _pick(self) -> list[Execution]:
+        """Executions to start now: while slots are free, the oldest queued execution of
+        the subject running the fewest, among subjects below their share."""
         picked = []
-        while self._queue and len(self._running) < self.slots:
-            index = min(
-                range(len(self._queue)),
-                key=lambda i: (self._by_subject[self._queue[i].subject], i),
-            )
-            execution = self._queue.pop(index)
-            if execution.state is not State.QUEUED:
-                continue  # answered while it waited
+        while len(self._running) < self.slots:
+            candidates = [
+                subject
+                for subject, queue in self._waiting.items()
+                if queue and self._by_subject[subject] < self.share
+            ]
+            if not candidates:
+                break
+            subject = min(candidates, key=lambda s: self._by_subject[s])
+            queue = self._waiting[subject]
+            execution = queue.popleft()
+            if not queue:
+                del self._waiting[subject]
+            if not execution.queued:
+                continue  # answered while it waited: its count was taken back then
+            execution.queued = False
+            self._queued[subject] -= 1
+            if not self._queued[subject]:
+                del self._queued[subject]
             self._running.add(execution)
-            self._by_subject[execution.subject] += 1
+            self._by_subject[subject] += 1
             picked.append(execution)
         return picked
 
@@ -115,8 +169,8 @@ class Engine:
         self.clock = clock or SystemClock()
         self.pool = WorkPool(work_threads(limits))
         self.loop = EngineLoop(host_loop)
-        self.admission = Admission(limits.max_concurrent_executions)
-        self.services = Services(self.clock, self.pool, self.loop, self.admission.leave)
+        self.admission = Admission(limits)
+        self.services = Services(self.clock, self.pool, self.loop, Notices(), self.admission.leave)
         self._lock = threading.Lock()
         self._setups: OrderedDict[int, tuple[Mapping[str, Capability], Setup]] = OrderedDict()
 
@@ -185,11 +239,22 @@ class Engine:
             )
             execution.fail(InternalError())
         else:
-            self.admission.enter(execution)
+            refused = self.admission.enter(execution)
+            if refused is not None:
+                if isinstance(refused, ResourceLimitError):
+                    log.warning(
+                        "refusing execution %s of %s: %d of its programs wait to run already",
+                        execution.execution_id,
+                        execution.subject,
+                        self.admission.queue_share,
+                    )
+                    if not execution.disclose_limits:
+                        refused = refused.opaque()
+                execution.fail(refused)
 
     def close(self) -> None:
         """Cancel running executions and stop the workers, without waiting on host code."""
-        executions = self.admission.executions()
+        executions = self.admission.close()
         for execution in executions:
             execution.fail(ExecutionCanceledError())
         until = time.monotonic() + UNWIND_SECONDS

@@ -48,9 +48,10 @@ from codemode.runtime.classify import FailureContext, InjectedError, StopError, 
 from codemode.runtime.clock import Clock, Timer
 from codemode.runtime.crossing import returned
 from codemode.runtime.deadline import Deadline
-from codemode.runtime.dispatch import Awaiting, Dispatcher, Plan
+from codemode.runtime.dispatch import Awaiting, Dispatcher, Plan, abandon
 from codemode.runtime.guest import sleep_problem, undefined, vars_of
 from codemode.runtime.loop import EngineLoop
+from codemode.runtime.notices import Notices
 from codemode.runtime.outcome import ExecutionResult, Usage
 from codemode.runtime.pool import Job, WorkPool
 from codemode.runtime.program import Program, Programs
@@ -110,6 +111,7 @@ class Services:
     clock: Clock
     pool: WorkPool
     loop: EngineLoop
+    notices: Notices
     settled: Callable[[Execution], None]
     """Told once an execution's caller has its answer (its slot is free)."""
 
@@ -185,6 +187,8 @@ class Execution:
         limits = setup.limits
         clock = services.clock
         self.state = State.QUEUED
+        self.queued = False
+        """Whether it waits in the admission queue (kept by `Admission`)."""
         self.lock = threading.Lock()
         self.answer: concurrent.futures.Future[ExecutionResult] = concurrent.futures.Future()
         """What the caller waits for: set once, by the program's end or by `fail`."""
@@ -207,7 +211,10 @@ class Execution:
         self._answers: dict[int, Pending] = {}
         """Calls and sleeps that ended and the program has not yet taken, by call id."""
         self._pending: set[int] = set()
-        """Calls and sleeps of an `async def main` started and not yet ended."""
+        """Calls of an `async def main` started and not yet ended (the program ends only
+        after them)."""
+        self._sleeping: set[int] = set()
+        """Sleeps of an `async def main` not yet ended (nothing to wait for at its end)."""
         self._awaits: Callable[[], bool] | None = None
         self._resume: Resume | None = None
         """While AWAITING: whether what it waits for is there, and the step that goes on."""
@@ -225,7 +232,7 @@ class Execution:
             authorizer=authorizer,
             limits=limits,
             deadline=self.deadline,
-            stopped=lambda: self.state is State.SETTLED,
+            stopped=lambda: self.failure_context.killed_for,
             emit=emit,
             trace_arguments=trace_arguments,
         )
@@ -233,7 +240,10 @@ class Execution:
     # -- state ---------------------------------------------------------------------------
 
     def begin(self) -> bool:
-        """A slot is free: start the program (False if the caller was answered already)."""
+        """A slot is free: start the program (False if the caller was answered already,
+        or its time ran out as it waited: then the deadline answers it now)."""
+        if self.deadline.check(self.services.clock.now()) is not None:
+            return False
         with self.lock:
             if self.state is not State.QUEUED:
                 return False
@@ -241,36 +251,46 @@ class Execution:
         self._submit(self._start)
         return True
 
-    def fail(self, error: CodeModeError) -> None:
+    def fail(self, error: CodeModeError, *, span: bool = False) -> None:
         """Answer the caller with `error` now, whatever runs: the deadline, a stop, a flood
         or a cancelled caller. The interpreter is killed, coroutines and timers cancelled;
-        sync host code cannot be stopped and is left to finish, counted against the subject."""
+        sync host code cannot be stopped and is left to finish, counted against the subject
+        before the caller is answered. `span`: the program's own job ends the span too."""
+        here = threading.get_ident()
         with self.lock:
             if self.state is State.SETTLED:
                 return
             previous, self.state = self.state, State.SETTLED
             self.failure_context.killed_for = error
             run = self.run
-            stuck = [
-                (job, "a capability call")
-                for job in self._host_jobs.values()
-                if not job.future.cancel()
-            ]
-            if previous is State.IN_HOST and self._step_job is not None:
-                stuck.append((self._step_job, "the driver"))  # a sync main()'s own thread
+            jobs = [(job, "a capability call") for job in self._host_jobs.values()]
+            step = self._step_job
+            if step is not None and previous is State.IN_HOST:
+                jobs.append((step, "the driver"))  # a sync main()'s own thread
+            # A job not started never starts; one running here is returning now.
+            stuck = [(j, w) for j, w in jobs if not j.future.cancel() and j.thread != here]
+            unstarted = previous is State.RUNNING and step is not None and step.future.cancel()
             self.answered_at = self.services.clock.now()
+        for job, _ in stuck:
+            self.services.pool.abandon(job)
         if isinstance(error, ResourceLimitError) and not self.disclose_limits:
             error = error.opaque()
+        if span:
+            with contextlib.suppress(BaseException):  # a tracing hook is host code too
+                self._end_span(error.code.value)
         self.answer.set_exception(error.replace(printed=self.printer.text, calls=self._records()))
         if run is not None:
             run.kill()
         self.deadline.cancel()
         self._cancel_waits()
-        for job, what in stuck:
-            self._abandon(job, what)
         self.services.settled(self)
-        if previous is State.AWAITING:  # no job of its program runs: end it on one
-            self._submit(self._finish)
+        for job, what in stuck:
+            if job.abandoned:
+                self._report_abandoned(what)
+        if previous is State.QUEUED:
+            self.ended.set()  # nothing of it ever ran
+        elif previous is State.AWAITING or unstarted:  # no job of its program runs now
+            self._submit(self._finish, exempt=True)
 
     def _end_span(self, outcome: str) -> None:
         """End the execution's span, once (before the answer where the program's own job
@@ -285,6 +305,8 @@ class Execution:
                 return
             self.state = State.SETTLED
             self.answered_at = self.services.clock.now()
+        with contextlib.suppress(BaseException):  # a tracing hook is host code too
+            self._end_span("ok")
         self.answer.set_result(result)
         self.services.settled(self)
 
@@ -311,6 +333,7 @@ class Execution:
         with self.lock:
             self._answers[key] = outcome
             self._pending.discard(key)
+            self._sleeping.discard(key)
             self._host_jobs.pop(key, None)
             resume, awaits = self._resume, self._awaits
             if self.state is not State.AWAITING or resume is None or awaits is None:
@@ -322,8 +345,12 @@ class Execution:
 
     # -- jobs ----------------------------------------------------------------------------
 
-    def _submit(self, work: Callable[[], None]) -> None:
-        self._step_job = self.services.pool.submit(self.subject, lambda: self._job(work))
+    def _submit(self, work: Callable[[], None], *, exempt: bool = False) -> None:
+        job = self.services.pool.submit(self.subject, lambda: self._job(work), exempt=exempt)
+        self._step_job = job
+        if job.future.cancelled():  # the engine is closing: nothing will run it
+            self.fail(ExecutionCanceledError())
+            self.ended.set()
 
     def _job(self, work: Callable[[], None]) -> None:
         """The one last-resort net of every job of the program: whatever raises here (the
@@ -336,10 +363,7 @@ class Execution:
             error = classify(exc, self.failure_context)
             if isinstance(error, InternalError) and error is not self.failure_context.killed_for:
                 _log(logging.ERROR, "execution %s: internal failure", self.execution_id, exc=exc)
-            if self.state is not State.SETTLED:
-                with contextlib.suppress(BaseException):  # a tracing hook is host code too
-                    self._end_span(error.code.value)
-            self.fail(error)
+            self.fail(error, span=True)
         if self.state is State.SETTLED:
             self._finish()
 
@@ -512,8 +536,6 @@ class Execution:
             result_bytes=self.dispatcher.result_bytes,
             return_bytes=written,
         )
-        with contextlib.suppress(BaseException):  # a tracing hook is host code too
-            self._end_span("ok")
         self._succeed(ExecutionResult(value, self.printer.text, usage, self.execution_id))
         return None
 
@@ -524,7 +546,7 @@ class Execution:
     ) -> None:
         """A job: drive one call of an `async def main` until it ends or awaits."""
         if self.state is State.SETTLED:
-            plan.close()
+            abandon(plan)
             return
         try:
             outcome: Pending | Awaiting = self._drive(call, name, plan, value, exc)
@@ -572,12 +594,11 @@ class Execution:
             try:
                 with item.span.active():
                     value = await self.services.loop.host(item.awaitable)
-            except asyncio.CancelledError:
-                if self._settled():  # cancelled with its execution
-                    with contextlib.suppress(BaseException):
-                        plan.close()
+            except asyncio.CancelledError as cancelled:
+                if self._settled() or task.cancelling():  # cancelled with its execution
+                    abandon(plan)
                     return
-                failure = StopError(ExecutionCanceledError())
+                failure = cancelled  # host code raised it itself: a failure of its own
             except BaseException as exc:
                 failure = exc
             finally:
@@ -593,7 +614,7 @@ class Execution:
         clock = self.services.clock
         with self.lock:
             if key != _SLEEP:
-                self._pending.add(key)
+                self._sleeping.add(key)
             self._timers.append(
                 clock.call_at(clock.now() + seconds, lambda: self._complete(key, _SLEPT))
             )
@@ -616,11 +637,6 @@ class Execution:
         for timer in timers:
             timer.cancel()
         self.services.loop.cancel(self._tasks)
-
-    def _abandon(self, job: Job, what: str) -> None:
-        count = self.services.pool.abandon(job)
-        if job.abandoned:
-            self._report_abandoned(what, count)
 
     def _inject(self, failure: InjectedError, call: Call) -> Injected:
         """Raise a failure inside the program, remembering which call raised it."""
@@ -687,7 +703,8 @@ class Execution:
             return False
         return True
 
-    def _report_abandoned(self, what: str, count: int) -> None:
+    def _report_abandoned(self, what: str) -> None:
+        count = self.services.pool.abandoned()
         _log(
             logging.WARNING,
             "execution %s: %s left running in host code past its deadline (%d abandoned now)",
@@ -705,7 +722,7 @@ class Execution:
             abandoned=count,
         )
         # The sink is host code and this may be the clock's thread: deliver it elsewhere.
-        threading.Thread(target=self._deliver, args=(event,), daemon=True).start()
+        self.services.notices.send(lambda: self._deliver(event))
 
     def _on_flood(self) -> None:
         self.fail(exceeded(LimitKind.PRINTED_OUTPUT, self.setup.limits))
@@ -713,8 +730,7 @@ class Execution:
 
 def _close(item: Awaiting, plan: Plan) -> None:
     """End a plan whose execution was answered before its host coroutine began."""
-    with contextlib.suppress(BaseException):
-        plan.close()
+    abandon(plan)
     awaitable = item.awaitable
     if asyncio.iscoroutine(awaitable):
         awaitable.close()

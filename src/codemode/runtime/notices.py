@@ -1,0 +1,46 @@
+"""Audit events sent from where no host code may run (the clock's thread, a failing
+execution): one thread of their own delivers them, in order, from a bounded queue."""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable
+
+log = logging.getLogger("codemode")
+
+MAX_WAITING = 1024
+"""Notices waiting for a slow audit sink before new ones are dropped (and logged)."""
+
+
+class Notices:
+    """Deliveries to host code, off the thread that sends them."""
+
+    def __init__(self) -> None:
+        self._queue: queue.Queue[Callable[[], object]] = queue.Queue(MAX_WAITING)
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def send(self, deliver: Callable[[], object]) -> None:
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._serve, name="codemode-notices", daemon=True
+                )
+                self._thread.start()
+        try:
+            self._queue.put_nowait(deliver)
+        except queue.Full:
+            log.error("an audit notice was dropped: %d wait for a slow sink", MAX_WAITING)
+
+    def _serve(self) -> None:
+        while True:
+            deliver = self._queue.get()
+            try:
+                deliver()
+            except BaseException:  # each delivery logs its own failure; never stop
+                log.exception("an audit notice failed")
+
+
+__all__ = ["Notices"]
