@@ -73,6 +73,9 @@ class CodeMode:
       `can_see` run on; by default the engine's own loop, on a thread of its own, never
       the caller's. Give it when host coroutines use objects bound to one loop (a client
       made in a web app's lifespan): they run there, and are still cancelled on time.
+      Call `execute_async` from that loop, never the sync `execute` (it would block the
+      loop the handlers need). It is read when the engine starts (the first search,
+      describe or execution): in a lifespan, assign `cm.host_loop` before that.
     - `clock`: the time deadlines, budgets and sleeps go by; the system's unless given
       (tests pass a `codemode.testing.ManualClock`).
     """

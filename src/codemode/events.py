@@ -186,9 +186,11 @@ class HostCodeAbandoned(Event):
     """
 
     what: str
-    """"the driver" or "a capability call"."""
+    """"the driver" (a call of a sync `main()`, on the program's own thread) or "a
+    capability call" (a call of an `async def main`)."""
     abandoned: int
-    """Threads abandoned and still running in this CodeMode, this one included."""
+    """Threads abandoned and still running in this CodeMode, across subjects, this one
+    included."""
 
 
 EventHandler = Callable[[Event], None]

@@ -81,8 +81,8 @@ class Limits:
     - `max_value_depth` (64): nesting of any value that crosses the sandbox boundary.
     - `max_printed_bytes` (64 KiB): captured `print()` output.
     - `max_concurrent_executions` (8): executions running at once per `CodeMode`, at
-      most half of them (at least one) of one subject; more wait, within their own
-      execution time.
+      most half of them (at least one) of one subject; up to 32 per slot more wait
+      (half of them of one subject), within their own execution time.
     - `max_calls_per_capability` (100): calls of any one capability per execution,
       unless the capability sets `max_calls_per_execution`.
     - `max_capability_seconds` (10): how long one handler may run, unless the capability

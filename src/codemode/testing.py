@@ -12,7 +12,18 @@ runs for real.
 
 `ManualClock` stands for time: `CodeMode(clock=ManualClock())` makes every deadline,
 budget and sleep wait until the test calls `advance()`, so a test asserts the order of
-events ("answered before the handler returned"), never elapsed time.
+events ("answered before the handler returned"), never elapsed time. `execute` blocks
+until answered, so run it on another thread and advance once the program is where the
+test wants it (a handler set a `threading.Event`, or `clock.pending` counts the timers
+armed). The interpreter's own `max_interpreter_seconds` is real time, not this clock's;
+scripts cannot sleep (use the real sandbox to test sleeps).
+
+    clock = ManualClock()
+    cm = CodeMode(authorizer=AllowAll(), sandbox=ScriptedSandbox(script), clock=clock)
+    answer = concurrent.futures.ThreadPoolExecutor(1).submit(cm.execute, source, subject="a")
+    entered.wait()                  # the handler runs (and blocks)
+    clock.advance(1)                # its 1 s budget passes
+    assert str(answer.exception()).startswith("resource limit exceeded: capability time")
 
     def script(program: ScriptedProgram) -> Generator[Any, Any, Any]:
         user = yield program.call("users.get", line=2, id="u-1")

@@ -60,3 +60,25 @@ def test_the_hint_for_a_subject_that_sees_nothing_is_documented_verbatim() -> No
     section = DOCS.read_text().split("## search_api\n", 1)[1].split("\n## ", 1)[0]
     assert f"`{NONE_AVAILABLE.capitalize()}.`" in section
     assert f"is not defined; {NONE_AVAILABLE}`" in " ".join(section.split())
+
+
+def test_the_shared_bounds_the_references_name_are_the_engines() -> None:
+    """The numbers the references give for the engine's shared bounds are the code's."""
+    from codemode import Limits
+    from codemode.limits import LimitKind, bound, queued, subject_share, work_threads
+
+    limits = Limits()
+    left_running = bound(LimitKind.CALLS_LEFT_RUNNING, limits)
+    waiting = bound(LimitKind.PROGRAMS_WAITING, limits)
+    assert (left_running, waiting) == ("8", "128")
+    assert work_threads(limits) == 16 and queued(limits) == 256
+    assert subject_share(limits.max_concurrent_executions) == 4
+    references = DOCS.parent
+    security = (references / "security.md").read_text()
+    for name in ("errors.md", "mcp-tools.md"):
+        text = (references / name).read_text()
+        assert f"`(limit {left_running})` by default, half of the server's 16 threads" in text
+        assert f"`(limit {waiting})` by default, half of the server's queue of 32 per slot" in text
+        assert f"`(limit {queued(limits)})`" in text
+    assert f"(limit {waiting})` by default, or `(limit {queued(limits)})`" in security
+    assert f"deadline (limit {left_running})`" in security

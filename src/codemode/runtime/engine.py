@@ -75,9 +75,10 @@ class Admission:
         with self._lock:
             if self._closed:
                 return ExecutionCanceledError()
-            total = sum(self._queued.values())
-            if self._queued[subject] >= self.queue_share or total >= self.queue_size:
+            if self._queued[subject] >= self.queue_share:
                 return ResourceLimitError(LimitKind.PROGRAMS_WAITING, bound=str(self.queue_share))
+            if sum(self._queued.values()) >= self.queue_size:  # every subject's, together
+                return ResourceLimitError(LimitKind.PROGRAMS_WAITING, bound=str(self.queue_size))
             self._waiting.setdefault(subject, deque()).append(execution)
             execution.queued = True
             self._queued[subject] += 1
@@ -243,10 +244,10 @@ class Engine:
             if refused is not None:
                 if isinstance(refused, ResourceLimitError):
                     log.warning(
-                        "refusing execution %s of %s: %d of its programs wait to run already",
+                        "refusing execution %s of %s: the queue for a slot is full (%s)",
                         execution.execution_id,
                         execution.subject,
-                        self.admission.queue_share,
+                        refused.bound,
                     )
                     if not execution.disclose_limits:
                         refused = refused.opaque()
@@ -259,7 +260,8 @@ class Engine:
             execution.fail(ExecutionCanceledError())
         until = time.monotonic() + UNWIND_SECONDS
         for execution in executions:  # a killed program unwinds at once; host code may not
-            execution.ended.wait(max(until - time.monotonic(), 0))
+            if not execution.stuck:
+                execution.ended.wait(max(until - time.monotonic(), 0))
         self.pool.close()
         if isinstance(self.clock, SystemClock):
             self.clock.close()

@@ -84,7 +84,8 @@ class State(StrEnum):
     AWAITING = "awaiting"
     """Holds its worker and no thread: waits for calls and sleeps (tasks and timers)."""
     WAITING = "waiting"
-    """Holds no worker and no thread, its deadline suspended: paused for a person."""
+    """Holds no worker and no thread, its deadline suspended (`Deadline.suspend`): for a
+    program paused while a person approves a call. Reserved: nothing enters it yet."""
     SETTLED = "settled"
     """The caller has its answer; only host code left running may still run."""
 
@@ -189,6 +190,8 @@ class Execution:
         self.state = State.QUEUED
         self.queued = False
         """Whether it waits in the admission queue (kept by `Admission`)."""
+        self.stuck = False
+        """Whether host code was left running when it was answered (nothing waits on it)."""
         self.lock = threading.Lock()
         self.answer: concurrent.futures.Future[ExecutionResult] = concurrent.futures.Future()
         """What the caller waits for: set once, by the program's end or by `fail`."""
@@ -273,6 +276,7 @@ class Execution:
             self.answered_at = self.services.clock.now()
         for job, _ in stuck:
             self.services.pool.abandon(job)
+        self.stuck = bool(stuck)
         if isinstance(error, ResourceLimitError) and not self.disclose_limits:
             error = error.opaque()
         if span:
