@@ -451,7 +451,7 @@ def test_a_stop_by_signal_never_waits_on_the_thread_it_interrupted() -> None:
     assert cm.execute("def main():\n    return 1", subject="a").value == 1
     engine = cm._engine
     assert engine is not None
-    with engine._lock:  # what the interrupted thread holds
+    with engine.admission._lock:  # what the interrupted thread holds
         closer = cli._close_aside(cm)  # returns at once: the close waits for the lock
         assert closer.is_alive()
     closer.join(20)

@@ -21,7 +21,6 @@ except ImportError:  # the `otel` extra is not installed
 
 from codemode.types import JSONObject
 
-
 _NOTHING = nullcontext()
 
 

@@ -226,6 +226,18 @@ def test_gathered_calls_and_concurrent_executions_share_one_session(up: CodeMode
     assert len(set(pids)) == 1
 
 
+def test_gathered_calls_are_in_flight_upstream_together(up: CodeMode, events: Path) -> None:
+    """The one session sends each request while others still wait for their answers."""
+    events.write_text("")
+    program = (
+        "import asyncio\n"
+        "async def main():\n"
+        "    return await asyncio.gather(*[up.slow(seconds=0.5) for _ in range(8)])\n"
+    )
+    assert up.execute(program, subject="alice").value == ["slept"] * 8
+    assert _events(events, 16) == ["start"] * 8 + ["finished"] * 8
+
+
 def test_every_call_is_authorized_with_the_tools_hints(
     up: CodeMode, requests: list[AuthorizationRequest]
 ) -> None:

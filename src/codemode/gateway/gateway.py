@@ -51,12 +51,14 @@ class Gateway:
         """The capability names each upstream's tools have now."""
         self._portal_context = anyio.from_thread.start_blocking_portal(name="codemode-gateway")
         self._portal = self._portal_context.__enter__()
-        self._supervisor, self._group = self._portal.start_task(self._supervise)
+        self._supervisor, (self._group, loop) = self._portal.start_task(self._supervise)
+        self.loop: asyncio.AbstractEventLoop = loop
+        """The gateway's own event loop, the portal's: every upstream session lives on it."""
 
     async def _supervise(self, *, task_status: anyio.abc.TaskStatus[Any]) -> None:
         """Hold the task group that upstream sessions and refreshes run in."""
         async with anyio.create_task_group() as group:
-            task_status.started(group)
+            task_status.started((group, asyncio.get_running_loop()))
             await anyio.sleep_forever()
 
     def _spawn(self, function: Any, *args: Any) -> None:
@@ -132,10 +134,22 @@ class Gateway:
         return capabilities
 
     def _sender(self, upstream: Upstream, timeout: float | None) -> Any:
-        portal = self._portal
+        loop = self.loop
 
         async def send(tool: str, arguments: dict[str, Any]) -> mt.CallToolResult:
-            future = portal.start_task_soon(upstream.call, tool, arguments, timeout)
+            call = upstream.call(tool, arguments, timeout)
+            if asyncio.get_running_loop() is loop:  # called on the gateway's loop: no hop
+                return await call
+            # Not the portal's `start_task_soon`, which blocks this loop's thread until the
+            # gateway's loop has started the task: gathered calls would start one by one.
+            # Cancelling the awaited future cancels the task, and so the request.
+            try:
+                future = asyncio.run_coroutine_threadsafe(call, loop)
+            except RuntimeError:  # the gateway's loop is closed
+                call.close()
+                raise UpstreamError(
+                    f'MCP server "{upstream.name}": the gateway is closed'
+                ) from None
             return await asyncio.wrap_future(future)
 
         return send
