@@ -1,4 +1,4 @@
-"""Scenarios 1-4: codemode against a plain pydantic-monty pool of its own, and against CPython.
+"""Scenarios 1-5: codemode against a plain pydantic-monty pool of its own, and against CPython.
 
 Only codemode's public API is used: the runtime behind it changes, the comparison must not.
 The raw baseline is a `pydantic_monty.Monty()` pool this module creates and enters itself,
@@ -13,14 +13,16 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import functools
+import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypedDict
 
 import pydantic_monty as pm
 
 from benchmarks._stats import Stats, measure, measure_interleaved, measure_pair, ratio
 from benchmarks.hosts import BENCH_LIMITS, TRIVIAL, bench_host, noop
 from codemode import CodeMode, Limits
+from codemode.authz import AllowAll
 
 N_CALLS = 1000
 CALLS = f"def main():\n    for i in range({N_CALLS}):\n        bench.noop(i=i)\n    return 1\n"
@@ -31,7 +33,40 @@ FAN_OUT = (
     "    return sum(waits)\n"
 )
 COMPUTE_RESULT = sum(i * i for i in range(1000000))
-RAW_MODULES = {"bench": pm.ExternalModule({"noop": noop})}
+N_ROWS = 16_666
+"""Rows of about 60 bytes each: 1 MB of JSON, within the default 1 MiB result size."""
+ROWS = "def main():\n    return bench.rows()\n"
+
+
+class Row(TypedDict):
+    id: int
+    name: str
+    score: int
+    ok: bool
+
+
+@dataclasses.dataclass
+class RowRecord:
+    """The same row as a record, read by attribute in the program."""
+
+    id: int
+    name: str
+    score: int
+    ok: bool
+
+
+def rows() -> list[Row]:
+    return [
+        {"id": i, "name": f"name-{i:010d}", "score": (i * 37) % 101, "ok": i % 3 == 0}
+        for i in range(N_ROWS)
+    ]
+
+
+def row_records() -> list[RowRecord]:
+    return [RowRecord(**row) for row in rows()]
+
+
+RAW_MODULES = {"bench": pm.ExternalModule({"noop": noop, "rows": rows})}
 
 LEAD_SECONDS = 60.0
 """The long deadline of the lead in issue 11 (a call costs more with 60 s deadlines)."""
@@ -88,6 +123,45 @@ def raw_calls(pool: pm.Monty, feed_seconds: float) -> None:
                 snap = snap.resume({"return_value": None})
             else:
                 snap = snap.resume_auto()
+
+
+def raw_rows(pool: pm.Monty) -> str:
+    """The bare crossing of a big result: hand the rows in, json.dumps what comes out."""
+    with pool.checkout(limits=raw_limits(BENCH_LIMITS), external_modules=RAW_MODULES) as session:
+        snap = session.feed_start("import bench\n" + ROWS + "main()")
+        while not isinstance(snap, pm.MontyComplete):
+            if isinstance(snap, pm.FunctionSnapshot) and snap.function_name != "import":
+                snap = snap.resume({"return_value": rows()})
+            else:
+                snap = snap.resume_auto()
+        return json.dumps(snap.output, ensure_ascii=False, separators=(",", ":"))
+
+
+def cpython_rows() -> str:
+    return json.dumps(rows(), ensure_ascii=False, separators=(",", ":"))
+
+
+def rows_host(handler: Callable[[], object]) -> CodeMode:
+    """codemode with one capability, `bench.rows()`, returning the rows from `handler`."""
+    cm = CodeMode(authorizer=AllowAll(), limits=BENCH_LIMITS)
+    cm.capability("bench.rows", summary="Many small rows.")(handler)
+    return cm
+
+
+def big_result(pool: pm.Monty) -> dict[str, Stats]:
+    """A capability's 1 MB result that the program returns, as dicts and as records, against
+    the raw crossing of the same rows (as dicts) and CPython building and dumping them."""
+    expected = rows()
+    with rows_host(rows) as dicts, rows_host(row_records) as records:
+        return measure_interleaved(
+            {
+                "codemode": lambda: executes(dicts, ROWS, expected),
+                "codemode_records": lambda: executes(records, ROWS, expected),
+                "raw_monty": lambda: raw_rows(pool),
+                "cpython": cpython_rows,
+            },
+            samples=30,
+        )
 
 
 def thread_hops(threads: concurrent.futures.Executor) -> None:
@@ -156,6 +230,9 @@ def _run(
         await cm.execute_async(FAN_OUT, subject="bench")
 
     fan_out_loop = measure(lambda: asyncio.run(fan_out_async()), samples=30)
+    big = big_result(pool)
+    big_cm, big_raw, big_cpython = big["codemode"], big["raw_monty"], big["cpython"]
+    big_mb = len(cpython_rows()) / 1e6
 
     lead = {
         "codemode_deadlines_60s_over_default": ratio(calls["codemode_deadlines_60s"], calls_cm),
@@ -200,6 +277,16 @@ def _run(
             "async_caller": fan_out_loop.to_dict(),
             "sequential_would_be_ms": 20 * 50,
         },
+        "big_result": {
+            "rows": N_ROWS,
+            "json_mb": big_mb,
+            **{name: stats.to_dict() for name, stats in big.items()},
+            "ratio_to_raw": ratio(big_cm, big_raw),
+            "records_ratio_to_raw": ratio(big["codemode_records"], big_raw),
+            "raw_ratio_to_cpython": ratio(big_raw, big_cpython),
+            "ratio_to_cpython": ratio(big_cm, big_cpython),
+            "target": 1.5,
+        },
         "summary": [
             f"trivial execute: codemode {trivial_cm.ms()} vs raw Monty (own pool) {trivial_raw.ms()}: "
             f"{ratio(trivial_cm, trivial_raw):.2f}x (target <= 1.5x)",
@@ -221,5 +308,12 @@ def _run(
             f"{ratio(compute_cm, compute_cpython):.2f}x",
             f"fan-out (20 x 50 ms gathered): p50 {fan_out.p50 * 1e3:.1f} ms "
             f"(async caller {fan_out_loop.p50 * 1e3:.1f} ms; sequential would be 1000 ms)",
+            f"big result ({N_ROWS} rows, {big_mb:.2f} MB of JSON, returned): codemode "
+            f"{big_cm.p50 * 1e3:.1f} ms vs raw Monty {big_raw.p50 * 1e3:.1f} ms "
+            f"({ratio(big_cm, big_raw):.2f}x, target <= 1.5x); as records "
+            f"{big['codemode_records'].p50 * 1e3:.1f} ms "
+            f"({ratio(big['codemode_records'], big_raw):.2f}x the raw dicts); CPython builds and "
+            f"dumps them in {big_cpython.p50 * 1e3:.1f} ms (raw {ratio(big_raw, big_cpython):.2f}x, "
+            f"codemode {ratio(big_cm, big_cpython):.2f}x)",
         ],
     }

@@ -8,7 +8,7 @@ import json
 import math
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import pydantic_monty as pm
 
@@ -41,6 +41,8 @@ class RecordValue:
     """
 
     __slots__ = ()
+    __match_args__: ClassVar[tuple[str, ...]] = ()
+    """The fields it carries, in order (as the generated dataclass lists its init fields)."""
 
 
 _WIDE_INT_BITS = 14_000
@@ -89,6 +91,8 @@ def kind_of(value: object) -> str:
 
 def object_fields(value: object) -> dict[str, Any] | None:
     """The fields of a projected record or of a dataclass the program built."""
+    if isinstance(value, RecordValue):
+        return record_fields(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
     if isinstance(value, pm.MontyClassProxy) and value.is_dataclass:
@@ -138,8 +142,42 @@ def to_json(
     (path, text), for the caller to check: only through lists and dicts (never through an
     object, whose own code reading it back could run), and `MAX_SUSPECTS` at most.
     """
+    data, _ = to_json_sized(
+        value,
+        max_depth=max_depth,
+        root=root,
+        max_bytes=max_bytes,
+        suspect=suspect,
+        suspects=suspects,
+    )
+    return data
+
+
+def to_json_sized(
+    value: Any,
+    *,
+    max_depth: int,
+    root: str,
+    max_bytes: int | None = None,
+    suspect: Callable[[str], bool] | None = None,
+    suspects: list[tuple[str, str]] | None = None,
+) -> tuple[JSONValue, int | None]:
+    """`to_json`, and `json_size` of its result, measured in the same walk.
+
+    The size is None when the result holds text that UTF-8 cannot encode (a lone
+    surrogate), which `json_size` refuses: the caller measures that result itself, so it
+    fails where it always did.
+    """
     active: set[int] = set()
     remaining = max_bytes if max_bytes is not None else math.inf
+    # The JSON text's bytes: each value counts itself and a comma after it, and a container
+    # its brackets, less the comma after its last item.
+    written = 0
+    measurable = True
+    key_sizes: dict[str, int] = {}
+    watching = suspect is not None and suspects is not None
+    picks = suspect if suspect is not None else _never
+    found = suspects if suspects is not None else []
 
     def spend(amount: int) -> None:
         nonlocal remaining
@@ -150,56 +188,193 @@ def to_json(
     def problem(trail: Trail, reason: str) -> CrossingError:
         return CrossingError(render(trail, root), reason)
 
+    def text_size(text: str) -> int:
+        nonlocal measurable
+        encoded = _ENCODE_STRING(text)
+        if str.isascii(text):
+            return len(encoded)
+        try:
+            return len(encoded.encode("utf-8"))
+        except UnicodeEncodeError:
+            measurable = False
+            return 0
+
+    def key_size(key: str) -> int:
+        if type(key) is not str:
+            return text_size(key)
+        size = key_sizes.get(key)
+        if size is None:
+            size = key_sizes[key] = text_size(key)
+        return size
+
+    def enter(item: Any, trail: Trail, depth: int) -> None:
+        nonlocal remaining, written
+        if depth >= max_depth:
+            raise TooDeepError(render(trail, root))
+        if id(item) in active:
+            raise problem(trail, "contains itself")
+        active.add(id(item))
+        remaining -= 2
+        if remaining < 0:
+            raise TooBigError
+        written += 3
+
+    # The loops over a list's items and a dict's entries take the exact str, int, bool and
+    # None items themselves, as `convert` would, without a call each: a big result is mostly
+    # those. Nothing is caught on the way out, so a failure leaves `active` as it is.
+
+    def items(
+        item: list[Any] | tuple[Any, ...], trail: Trail, depth: int, plain: bool
+    ) -> list[JSONValue]:
+        nonlocal remaining, written
+        enter(item, trail, depth)
+        out: list[JSONValue] = []
+        add = out.append
+        for index, v in enumerate(item):
+            kind = type(v)
+            if kind is str:
+                remaining -= len(v) + 3
+                if remaining < 0:
+                    raise TooBigError
+                if plain and watching and len(found) < MAX_SUSPECTS and picks(v):
+                    found.append((render((trail, index), root), v))
+                written += (len(_ENCODE_STRING(v)) if v.isascii() else text_size(v)) + 1
+                add(v)
+            elif kind is int and -_NARROW < v < _NARROW:
+                digits = len(str(v))
+                remaining -= digits
+                if remaining < 0:
+                    raise TooBigError
+                written += digits + 1
+                add(v)
+            elif v is None or kind is bool:
+                remaining -= 2
+                if remaining < 0:
+                    raise TooBigError
+                written += 6 if v is False else 5
+                add(v)
+            elif kind is dict:
+                add(entries(v, (trail, index), depth + 1, plain))
+            elif isinstance(v, RecordValue):
+                add(record(v, (trail, index), depth + 1))
+            else:
+                add(convert(v, (trail, index), depth + 1, plain))
+        if out:
+            written -= 1
+        active.discard(id(item))
+        return out
+
+    def entries(
+        item: dict[Any, Any], trail: Trail, depth: int, plain: bool
+    ) -> dict[str, JSONValue]:
+        nonlocal remaining, written
+        enter(item, trail, depth)
+        out: dict[str, JSONValue] = {}
+        for key, v in item.items():
+            if not isinstance(key, str):
+                raise problem(trail, f"has the key {key!r}; JSON keys must be strings")
+            remaining -= len(key) + 3
+            if remaining < 0:
+                raise TooBigError
+            known = key_sizes.get(key) if type(key) is str else None
+            written += (known if known is not None else key_size(key)) + 1
+            kind = type(v)
+            if kind is str:
+                remaining -= len(v) + 3
+                if remaining < 0:
+                    raise TooBigError
+                if plain and watching and len(found) < MAX_SUSPECTS and picks(v):
+                    found.append((render((trail, key), root), v))
+                written += (len(_ENCODE_STRING(v)) if v.isascii() else text_size(v)) + 1
+                out[key] = v
+            elif kind is int and -_NARROW < v < _NARROW:
+                digits = len(str(v))
+                remaining -= digits
+                if remaining < 0:
+                    raise TooBigError
+                written += digits + 1
+                out[key] = v
+            elif v is None or kind is bool:
+                remaining -= 2
+                if remaining < 0:
+                    raise TooBigError
+                written += 6 if v is False else 5
+                out[key] = v
+            elif kind is dict:
+                out[key] = entries(v, (trail, key), depth + 1, plain)
+            elif isinstance(v, RecordValue):
+                out[key] = record(v, (trail, key), depth + 1)
+            else:
+                out[key] = convert(v, (trail, key), depth + 1, plain)
+        if out:
+            written -= 1
+        active.discard(id(item))
+        return out
+
+    def record(item: RecordValue, trail: Trail, depth: int) -> dict[str, JSONValue]:
+        """A projected record, as `convert` takes it (its fields, read as an object's)."""
+        if depth >= max_depth:
+            raise TooDeepError(render(trail, root))
+        if id(item) in active:
+            raise problem(trail, "contains itself")
+        return entries(record_fields(item), trail, depth, False)
+
     def convert(item: Any, trail: Trail, depth: int, plain: bool) -> JSONValue:
+        nonlocal written
         if item is None or isinstance(item, bool | str):
             spend(len(item) + 3 if isinstance(item, str) else 2)
-            if (
-                plain
-                and suspect is not None
-                and suspects is not None
-                and len(suspects) < MAX_SUSPECTS
-                and isinstance(item, str)
-                and suspect(item)
-            ):
-                suspects.append((render(trail, root), item))
+            if isinstance(item, str):
+                if plain and watching and len(found) < MAX_SUSPECTS and picks(item):
+                    found.append((render(trail, root), item))
+                written += text_size(item) + 1
+            else:
+                written += 6 if item is False else 5
             return item
         if isinstance(item, int):
             spend(int_size(item))
             if is_wide_int(item):
                 raise problem(trail, "is an integer of more than 4300 digits; use str(n)")
+            written += len(int.__repr__(item)) + 1
             return item
         if isinstance(item, float):
             if not math.isfinite(item):
                 raise problem(trail, f"is {kind_of(item)}, which JSON cannot hold")
             spend(2)
+            written += len(float.__repr__(item)) + 1
             return item
         if isinstance(item, enum.Enum):
             return convert(item.value, trail, depth, plain)
+        kind = type(item)
+        if kind is dict:
+            return entries(item, trail, depth, plain)
+        if kind is list or kind is tuple:
+            return items(item, trail, depth, plain)
         if depth >= max_depth:
             raise TooDeepError(render(trail, root))
         if id(item) in active:
             raise problem(trail, "contains itself")
         fields = object_fields(item)
         if fields is not None:
-            item, plain = fields, False
-        active.add(id(item))
-        spend(2)
-        try:
-            if isinstance(item, list | tuple):
-                return [convert(v, (trail, i), depth + 1, plain) for i, v in enumerate(item)]
-            if isinstance(item, dict):
-                out: dict[str, JSONValue] = {}
-                for key, v in item.items():
-                    if not isinstance(key, str):
-                        raise problem(trail, f"has the key {key!r}; JSON keys must be strings")
-                    spend(len(key) + 3)
-                    out[key] = convert(v, (trail, key), depth + 1, plain)
-                return out
-        finally:
-            active.discard(id(item))
+            return entries(fields, trail, depth, False)
+        if isinstance(item, list | tuple):
+            return items(item, trail, depth, plain)
+        if isinstance(item, dict):
+            return entries(item, trail, depth, plain)
+        enter(item, trail, depth)
         raise problem(trail, f"is {kind_of(item)}, which JSON cannot hold")
 
-    return convert(value, None, 0, True)
+    data = convert(value, None, 0, True)
+    if not isinstance(data, dict | list):
+        return data, json_size(data)  # a scalar alone is measured as `json_size` has it
+    return data, written - 1 if measurable else None
+
+
+def _never(text: str) -> bool:
+    return False
+
+
+_NARROW = 1 << 59
+"""Ints between -_NARROW and _NARROW have fewer than 60 bits: `int_size` is their digits."""
 
 
 _ENCODE_STRING = json.encoder.encode_basestring
@@ -226,7 +401,7 @@ def json_size(value: Any) -> int:
 
 def record_fields(value: RecordValue) -> dict[str, Any]:
     """The fields a projected record carries into the program."""
-    return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}  # type: ignore[arg-type]
+    return {name: getattr(value, name) for name in value.__match_args__}
 
 
 def _record(value: Any) -> Any:
@@ -264,4 +439,5 @@ __all__ = [
     "object_fields",
     "record_fields",
     "to_json",
+    "to_json_sized",
 ]

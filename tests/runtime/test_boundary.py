@@ -437,7 +437,9 @@ class TestNoStarvation:
         assert outcome == ["execution canceled"]
 
     def test_a_stopped_execution_never_kills_a_worker_serving_another(self) -> None:
-        limits = Limits(max_execution_seconds=0.3, max_concurrent_executions=1)
+        # The hang is stopped by its budget; the programs after it have time to spare for
+        # a worker started in place of the killed one, on a loaded machine too.
+        limits = Limits(max_capability_seconds=0.3, max_concurrent_executions=1)
         with hanging(limits=limits) as host:
             run_error(host.cm, P + "    return h.hang()")  # abandoned with its worker killed
             host.release.set()  # its driver now finishes while others run

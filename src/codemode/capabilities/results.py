@@ -10,6 +10,10 @@ its declared JSON kind. So neither a subclass's extra attributes, nor a model's
 the declared name, never the runtime one. Only a part declared `Any` (or
 `dict[str, Any]`) crosses whole, as pydantic serializes it.
 
+A result that is already plain data of exactly the declared types (the common case) is
+projected in one walk instead (`_plain`), which keeps and measures exactly what the steps
+above would; anything it is not sure of goes through them.
+
 The projection runs in the host, inside the call's own failure handling: anything raised
 while reading, converting or checking a result is `capability failed`, never
 interpreter text.
@@ -25,6 +29,7 @@ import pydantic
 from typing_extensions import is_typeddict
 
 from codemode.capabilities import typehints as t
+from codemode.capabilities._plain import NotPlain, plain_walk
 from codemode.values import RecordValue, json_size
 
 Keep = Callable[[Any, Any], Any]
@@ -63,16 +68,26 @@ class Projection:
         self.adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(t.portable(annotation))
         self.serialize = serialize
         """False for JSON data (an upstream tool's), which is only kept."""
-        self.keep = keeper(annotation, {})
+        keeps = _Keeps()
+        self.keep = keeper(annotation, keeps)
         self.has_records = any(t.is_record(inner) for inner in t.walk(annotation, result=True))
         self.scalar = next((p for p in _PLAIN if annotation is p), None)
         """A plain scalar type, whose exact instances are their own projection."""
+        self.plain = plain_walk(annotation, keeps.carriers)
+        """The one walk that projects plain data of the declared type (see `_plain`)."""
 
     def project(self, value: Any, max_items: int) -> Projected:
         """What of `value` crosses. `max_items` bounds the items serialization may read,
         so a lazy or endless iterable is refused before it is consumed."""
         if type(value) is self.scalar:
             return Projected(value, json_size(value), False)
+        if self.plain is not None:
+            try:
+                kept, size = self.plain(value, max_items)
+            except NotPlain:
+                pass  # the full projection below decides, and refuses alike
+            else:
+                return Projected(kept, size, self.has_records)
         _check_bounded(value, max_items)
         data = (
             self.adapter.dump_python(value, mode="json", by_alias=False, warnings="error")
@@ -93,10 +108,16 @@ def _check_bounded(value: Any, max_items: int) -> None:
     stack = [value]
     while stack:
         item = stack.pop()
-        if isinstance(item, str | bytes | int | float | bool) or item is None:
+        kind = type(item)  # the exact types first: the isinstance checks below are slower
+        if kind is str or kind is int or kind is bool or kind is float or item is None:
             continue
-        if isinstance(item, dict):
-            members: Iterable[Any] = item.values()
+        members: Iterable[Any]
+        if kind is list or kind is tuple:
+            members, size = item, len(item)
+        elif isinstance(item, str | bytes | int | float | bool):
+            continue
+        elif isinstance(item, dict):
+            members = item.values()
             size = len(item)
         elif isinstance(item, list | tuple | set | frozenset):
             members, size = item, len(item)
@@ -114,6 +135,15 @@ def _check_bounded(value: Any, max_items: int) -> None:
         if budget < 0:
             raise Undeclared("a result holds more items than the result size allows")
         stack.extend(members)
+
+
+class _Keeps(dict[int, Keep]):
+    """`keeper`'s memo for one declared type, which also keeps the class each of its records
+    is carried as (by `id` of the record type), for the plain walk to make the same."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.carriers: dict[int, Callable[..., RecordValue]] = {}
 
 
 def keeper(tp: Any, memo: dict[int, Keep]) -> Keep:
@@ -224,7 +254,10 @@ class _RecordKeep:
 
 
 def _record(tp: type[Any], memo: dict[int, Keep]) -> Keep:
-    return _RecordKeep(tp, memo)
+    kept = _RecordKeep(tp, memo)
+    if isinstance(memo, _Keeps):
+        memo.carriers[id(tp)] = kept.carrier
+    return kept
 
 
 def _union(members: tuple[Any, ...], memo: dict[int, Keep]) -> Keep:

@@ -18,7 +18,7 @@ from codemode.values import (
     TooBigError,
     TooDeepError,
     json_size,
-    to_json,
+    to_json_sized,
 )
 
 
@@ -30,7 +30,7 @@ def returned(
     where = program.returned
     texts: list[tuple[str, str]] = []
     try:
-        result = to_json(
+        result, written = to_json_sized(
             value,
             max_depth=limits.max_value_depth,
             root="result",
@@ -51,7 +51,8 @@ def returned(
         if where is not None:
             text = f"{where.render()}: {text}"
         raise StopError(InvalidProgramError(text, where=where)) from None
-    written = json_size(result)
+    if written is None:
+        written = json_size(result)  # text UTF-8 cannot hold: refused as it always was
     if written > limits.max_return_bytes:
         raise StopError(
             exceeded(LimitKind.RETURN_VALUE_SIZE, limits, amount=size(written), where=where)

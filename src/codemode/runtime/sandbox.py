@@ -10,12 +10,13 @@ stand in for fast unit tests.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import signal
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import KW_ONLY, dataclass, fields
+from dataclasses import KW_ONLY, dataclass
 from enum import StrEnum
 from typing import Any, Protocol
 
@@ -398,12 +399,16 @@ class MontyRun:
 
     def _guest(self, value: Any) -> Any:
         """Records become objects the program reads by attribute; the rest is JSON data."""
+        kind = type(value)
+        if kind is str or kind is int or kind is bool or kind is float or value is None:
+            return value
         if isinstance(value, RecordValue):
             return _Record(
                 value,
-                eager_attrs=[f.name for f in fields(value)],  # type: ignore[arg-type]
-                class_type=self.record_type(type(value)),
+                eager_attrs=value.__match_args__,
+                class_type=self.record_type(kind),
                 guest=self._guest,
+                id=_record_id(),
             )
         if isinstance(value, list):
             return [self._guest(item) for item in value]
@@ -421,8 +426,36 @@ class _Record(pm.ClassInstance):
     _: KW_ONLY
     guest: Callable[[Any], Any] = lambda value: value
 
+    def get_eager_attrs(self) -> dict[str, Any]:
+        """The declared fields, as the base class sends them (through `convert_value`), but
+        without a call for each str, int, bool or None: most fields are those."""
+        names, value, guest = self.eager_attrs, self.value, self.guest
+        assert isinstance(names, tuple)
+        attributes = {}
+        for name in names:
+            field = getattr(value, name)
+            kind = type(field)
+            if kind is str or kind is int or kind is bool or field is None:
+                attributes[name] = field
+            else:
+                attributes[name] = guest(field)
+        return attributes
+
     def convert_value(self, /, name: str, value: Any) -> Any:
         return self.guest(value)
+
+
+_RECORD_IDS = itertools.count(int.from_bytes(os.urandom(8), "big") << 64)
+"""Ids of records sent into the program: unique in the process, from a random start."""
+
+
+def _record_id() -> uuid.UUID:
+    """A fresh record id, at half the cost of a uuid4 (which reads the OS's randomness each
+    time): a big result hands thousands of records over at once."""
+    return uuid.UUID(int=next(_RECORD_IDS) & _UUID_MASK)
+
+
+_UUID_MASK = (1 << 128) - 1
 
 
 def _silent(stream: str, text: str) -> None:
