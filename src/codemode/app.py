@@ -9,14 +9,15 @@ import logging
 import os
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import anyio
 
-from codemode.authz import Authorizer, VisibilityPolicy
+from codemode.authz import Authorizer, CatalogPolicy, VisibilityPolicy
 from codemode.binding import closest_name
-from codemode.capabilities import Capability, Catalog, View, build_capability
+from codemode.capabilities import Capability, Catalog, Snapshot, View, build_capability
 from codemode.capabilities.info import CapabilityInfo
 from codemode.capabilities.search import SearchIndex, SearchResult
 from codemode.errors import (
@@ -123,10 +124,11 @@ class CodeMode:
         self._closed = False
         self._close_done = threading.Event()
         """Set once the first `close()` has ended everything; later ones wait for it."""
-        self._indexes: dict[int, tuple[View, SearchIndex]] = {}
-        self._views: dict[str, tuple[View, float]] = {}
-        """Each subject's view and when it expires."""
-        self._views_of: tuple[View, object] | None = None
+        self._cache_lock = threading.Lock()
+        self._indexes: OrderedDict[tuple[int, frozenset[str]], SearchIndex] = OrderedDict()
+        """The search index of each view, by its key (snapshot version and ids)."""
+        self._views: OrderedDict[tuple[int, str], tuple[View, float]] = OrderedDict()
+        """What each subject sees of each snapshot (by its version), and until when."""
 
     def __repr__(self) -> str:
         return f"CodeMode(name={self.name!r}, capabilities={len(self.catalog.enabled)})"
@@ -188,7 +190,7 @@ class CodeMode:
         policy that reads the capabilities check itself against them."""
         if not self._frozen:
             self.catalog.check_disabled()
-            self._check_policy(self.catalog.enabled.values())
+            self.catalog.adopt(self._policy_for)
             self._frozen = True
 
     def _prepare(self) -> None:
@@ -268,8 +270,10 @@ class CodeMode:
         passes its text on as an `AgentError`'s; `timeout` bounds one call in seconds (a
         `capability failed` the program can catch). The session stays open
         (`connect="first_use"` closes it until the first call), is shared by every
-        execution, reopens after a crash, and ends with `close()`. Returns the new
-        capability names; raises `RegistrationError`.
+        execution, reopens after a crash, and ends with `close()`. It may be called at any
+        time: once the `CodeMode` is in use, the policy checks the new capabilities before
+        any program can see them. Returns the new capability names; raises
+        `RegistrationError` (also when the policy refuses them).
         """
         from codemode.gateway import Gateway, ServerOptions, Target, namespace
 
@@ -302,15 +306,16 @@ class CodeMode:
         )
         with self._engine_lock:
             if self._gateway is None:
-                self._gateway = Gateway(self.catalog, on_change=self._check_policy)
+                self._gateway = Gateway(self.catalog)
             gateway = self._gateway
         return tuple(c.name for c in gateway.add(name, target, options))
 
-    def _check_policy(self, capabilities: Iterable[Capability]) -> None:
-        """Let an authorizer whose policy reads the capabilities see them (at the first use,
-        and whenever an upstream's tools change) before it decides; it refuses by raising."""
-        if isinstance(self._authorizer, _ReadsCapabilities):
-            self._authorizer.validate(list(capabilities))
+    def _policy_for(self, capabilities: Sequence[Capability]) -> Authorizer:
+        """The authorizer that decides for one snapshot's enabled capabilities: built from
+        them when its policy reads them (it refuses them by raising), else the one given."""
+        if isinstance(self._authorizer, CatalogPolicy):
+            return self._authorizer.prepare(capabilities)
+        return self._authorizer
 
     # -- discovery -----------------------------------------------------------------------
 
@@ -323,13 +328,17 @@ class CodeMode:
 
     def _index(self, visible: View) -> SearchIndex:
         """The search index of a view (built once per view)."""
-        found = self._indexes.get(id(visible))
-        if found is None or found[0] is not visible:
-            found = (visible, SearchIndex(list(visible.values())))
-            self._indexes[id(visible)] = found
+        with self._cache_lock:
+            found = self._indexes.get(visible.key)
+            if found is not None:
+                self._indexes.move_to_end(visible.key)
+                return found
+        index = SearchIndex(list(visible.values()))  # outside the lock: it may take a while
+        with self._cache_lock:
+            self._indexes[visible.key] = index
             while len(self._indexes) > _VIEWS_KEPT:
-                self._indexes.pop(next(iter(self._indexes)))
-        return found[1]
+                self._indexes.popitem(last=False)
+        return index
 
     def describe(self, name: str, *, subject: str | None = None) -> CapabilityInfo:
         """The capability with exactly this name, as the model sees it, else NotFoundError.
@@ -368,24 +377,31 @@ class CodeMode:
 
     def visible(self, subject: str | None = None) -> View:
         """The capabilities `subject` can see: all enabled ones unless `hide_forbidden`."""
+        return self._visible(subject)[1]
+
+    def _visible(self, subject: str | None) -> tuple[Snapshot, View]:
+        """The newest snapshot, and what `subject` sees of it."""
         self._freeze()
-        enabled = self.catalog.enabled
+        snapshot = self.catalog.current
         if not self.hide_forbidden or subject is None:
-            return enabled
-        authorizer = self.authorizer
+            return snapshot, snapshot.enabled
+        authorizer = snapshot.policy
         if not isinstance(authorizer, VisibilityPolicy):  # the constructor checks it
             raise TypeError("hide_forbidden needs a VisibilityPolicy authorizer")
-        can_see = authorizer.can_see
-        if self._views_of != (enabled, self.authorizer):
-            self._views, self._views_of = {}, (enabled, self.authorizer)
+        key = (snapshot.version, subject)
         now = time.monotonic()
-        found = self._views.get(subject)
+        with self._cache_lock:
+            found = self._views.get(key)
         if found is None or found[1] <= now:
-            view = self.catalog.view(c for c in enabled.values() if self._sees(can_see, subject, c))
-            found = self._views[subject] = (view, now + VISIBILITY_SECONDS)
-            while len(self._views) > _SUBJECTS_KEPT:
-                self._views.pop(next(iter(self._views)))
-        return found[0]
+            can_see = authorizer.can_see
+            enabled = snapshot.enabled.values()
+            view = snapshot.view(c for c in enabled if self._sees(can_see, subject, c))
+            found = (view, now + VISIBILITY_SECONDS)
+            with self._cache_lock:
+                self._views[key] = found
+                while len(self._views) > _SUBJECTS_KEPT:
+                    self._views.popitem(last=False)
+        return snapshot, found[0]
 
     # -- execution -----------------------------------------------------------------------
 
@@ -400,7 +416,8 @@ class CodeMode:
         self._freeze()
         with _last_resort("execute"):
             engine = self._engine_for(subject)
-            execution = self._execution(source, subject, engine, self.visible(subject))
+            snapshot, view = self._visible(subject)
+            execution = self._execution(source, subject, engine, snapshot, view)
             return engine.execute(execution)
 
     async def execute_async(self, source: str, *, subject: str) -> ExecutionResult:
@@ -409,8 +426,8 @@ class CodeMode:
         self._freeze()
         with _last_resort("execute_async"):
             engine = self._engine_for(subject)
-            view = await self._off_loop(lambda: self.visible(subject), subject)
-            execution = self._execution(source, subject, engine, view)
+            snapshot, view = await self._off_loop(lambda: self._visible(subject), subject)
+            execution = self._execution(source, subject, engine, snapshot, view)
             return await engine.execute_async(execution)
 
     def check(self, source: str, *, subject: str | None = None) -> list[CodeModeError]:
@@ -562,14 +579,18 @@ class CodeMode:
                 )
             return self._engine
 
-    def _execution(self, source: str, subject: str, engine: Engine, view: View) -> Execution:
+    def _execution(
+        self, source: str, subject: str, engine: Engine, snapshot: Snapshot, view: View
+    ) -> Execution:
+        """An execution that reads one snapshot to its end: its capabilities, their hints
+        and the authorizer built for them."""
         if not isinstance(source, str):
             raise InvalidRequestError("the program must be a string")
         return Execution(
             source=source,
             subject=subject,
             setup=engine.setup(view),
-            authorizer=self.authorizer,
+            authorizer=snapshot.policy,
             services=engine.services,
             emit=self.on_event,
             trace_arguments=self.trace_arguments,
@@ -585,14 +606,6 @@ change of policies or entities shows within this time (at once when the authoriz
 the capabilities themselves change)."""
 _VIEWS_KEPT = 64
 _SUBJECTS_KEPT = 4096
-
-
-@runtime_checkable
-class _ReadsCapabilities(Protocol):
-    """An authorizer whose policy is checked against the capabilities before its first
-    decision: Cedar generates its schema from them, Rego learns their hints."""
-
-    def validate(self, capabilities: Iterable[Capability]) -> None: ...
 
 
 def _check_authorizer(authorizer: object, hide_forbidden: bool) -> None:

@@ -92,11 +92,12 @@ def bind(
         arguments: JSONObject = dict(validated)  # scalars: already JSON
     else:
         arguments = _host(lambda: {k: canonical(v) for k, v in validated.items()})
-    check = capability.check
-    if check is not None:
-        problem = _host(lambda: check(arguments))
-        if problem is not None:
-            raise InvalidArgumentsError(problem)
+    document = capability.document
+    if document is not None:
+        sent = _host(lambda: document(arguments))
+        if isinstance(sent, str):
+            raise InvalidArgumentsError(sent)
+        arguments, handler_kwargs = sent, dict(sent)
     return BoundCall(arguments, handler_kwargs)
 
 

@@ -19,7 +19,7 @@ from codemode import CodeMode, CodeModeError, Limits
 from codemode.authz import AllowAll, AuthorizationRequest
 from codemode.errors import RegistrationError
 from codemode.payloads import describe_payload, error_payload, execute_payload
-from tests.conftest import children
+from tests.conftest import alive, children
 from tests.e2e.conftest import free_port, wait_for_port
 from tests.gateway.conftest import FIXTURE, PYTHON
 from tests.gateway.upstream_server import CANARY
@@ -246,7 +246,7 @@ def test_every_call_is_authorized_with_the_tools_hints(
     assert [(r.capability_id, r.arguments, dict(r.annotations)) for r in requests] == [
         (
             "up.echo_text",
-            {"text": "a"},
+            {"text": "a", "times": 1},
             {
                 "readOnlyHint": True,
                 "destructiveHint": False,
@@ -294,9 +294,9 @@ def test_close_ends_every_upstream_process() -> None:
     cm.add_mcp_server("one", command=PYTHON, args=[FIXTURE], include=["pid"])
     cm.add_mcp_server("two", command=PYTHON, args=[FIXTURE], include=["pid"])
     pids = [value(cm, f"    return {ns}.pid()") for ns in ("one", "two")]
-    assert all(_alive(int(str(pid))) for pid in pids)
+    assert all(alive(int(str(pid))) for pid in pids)
     cm.close()
-    assert not any(_alive(int(str(pid))) for pid in pids)
+    assert not any(alive(int(str(pid))) for pid in pids)
 
 
 def test_first_use_starts_the_upstream_only_when_a_call_needs_it() -> None:
@@ -306,7 +306,7 @@ def test_first_use_starts_the_upstream_only_when_a_call_needs_it() -> None:
             "up", command=PYTHON, args=[FIXTURE], include=["pid"], connect="first_use"
         )
         assert set(children(os.getpid())) <= before
-        assert _alive(int(str(value(cm, "    return up.pid()"))))
+        assert alive(int(str(value(cm, "    return up.pid()"))))
 
 
 # -- start-up faults ---------------------------------------------------------------------
@@ -378,14 +378,6 @@ def _events(path: Path, count: int, timeout: float = 10) -> list[str]:
             return lines[:count]
         time.sleep(0.05)
     return path.read_text().split()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 class _http_fixture:

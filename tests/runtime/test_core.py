@@ -543,7 +543,8 @@ def test_an_execution_admitted_after_close_is_answered_canceled(
     host = make_host()
     host.cm.capability("h.work", summary="x")(one)
     engine = host.cm._running_engine()
-    execution = host.cm._execution(SOURCE, "a", engine, host.cm.visible("a"))
+    snapshot, view = host.cm._visible("a")
+    execution = host.cm._execution(SOURCE, "a", engine, snapshot, view)
     engine.admission.close()
     with pytest.raises(ExecutionCanceledError):
         engine.execute(execution)

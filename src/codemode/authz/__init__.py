@@ -9,11 +9,14 @@ There is no default: a `CodeMode` without an authorizer cannot be built (fail cl
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, TypeAlias, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, TypeAlias, runtime_checkable
 
 from codemode.types import JSONObject
+
+if TYPE_CHECKING:
+    from codemode.capabilities import Capability
 
 HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 """What a capability may say of its effects (an upstream MCP tool's annotations), as
@@ -62,6 +65,22 @@ class VisibilityPolicy(Protocol):
         ...
 
 
+@runtime_checkable
+class CatalogPolicy(Protocol):
+    """An authorizer whose policy reads the capabilities (`CedarAuthorizer` builds its
+    schema and entities from them, `RegoAuthorizer` its hints for the visible rule).
+
+    Before programs can use a state of the catalog (at the first use, and at each change
+    after it: an added MCP server, an upstream's changed tools), `prepare` gets its enabled
+    capabilities and returns the authorizer that decides for exactly them; it refuses
+    them by raising, and then that change is not made.
+    """
+
+    def prepare(self, capabilities: Sequence[Capability]) -> Authorizer:
+        """The authorizer for these capabilities; raises when the policy does not fit."""
+        ...
+
+
 class AllowAll:
     """Allows every call: an explicit choice for trusted, local use."""
 
@@ -72,4 +91,12 @@ class AllowAll:
         return "AllowAll()"
 
 
-__all__ = ["HINTS", "AllowAll", "AuthorizationRequest", "Authorizer", "Denied", "VisibilityPolicy"]
+__all__ = [
+    "HINTS",
+    "AllowAll",
+    "AuthorizationRequest",
+    "Authorizer",
+    "CatalogPolicy",
+    "Denied",
+    "VisibilityPolicy",
+]

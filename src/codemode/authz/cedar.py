@@ -16,10 +16,11 @@ the determining policies and the diagnostics go to the host log, never to the mo
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import logging
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +77,11 @@ class CedarAuthorizer:
             for policy_id, policy in self.policies.to_pst().static_policies.items()
         }
         """Each policy's `@id` annotation (or Cedar's own id), as logs and reasons name it."""
-        self.entities = _entities(json.loads(entities) if isinstance(entities, str) else entities)
+        self.host_entities = _entities(
+            json.loads(entities) if isinstance(entities, str) else entities
+        )
+        """The entities as the host gave them; `validate` derives the rest from the catalog."""
+        self.entities = list(self.host_entities)
         self.schema = dict(schema) if schema is not None else None
         self.timeout = timeout
         self._known: set[tuple[str, str]] = {
@@ -102,26 +107,30 @@ class CedarAuthorizer:
 
     # -- start-up ---------------------------------------------------------------------
 
-    def validate(self, capabilities: Iterable[Capability]) -> None:
-        """Check the policies and entities against the schema of the registered capabilities.
+    def prepare(self, capabilities: Sequence[Capability]) -> CedarAuthorizer:
+        """An authorizer of these policies for exactly these capabilities (one catalog
+        snapshot), this one left as it is; CedarPolicyError when they do not fit."""
+        prepared = copy.copy(self)
+        prepared.validate(capabilities)
+        return prepared
 
-        Also adds the Action and Capability entities the requests need. Raises
+    def validate(self, capabilities: Iterable[Capability]) -> None:
+        """Check the policies and entities against the schema of these capabilities, and
+        decide for them from now on.
+
+        The Action and Capability entities are built from the capabilities each time, never
+        appended to: a capability's hints are its resource's attributes (over any of the
+        same name the host's entity has), and one no longer given has no entity. Raises
         CedarPolicyError naming each mistake once, at its policy's line and column, and
-        an entity Cedar would refuse (at start-up, rather than at every call).
+        an entity Cedar would refuse (at start-up, rather than at every call); nothing
+        changes then.
         """
         capabilities = list(capabilities)
-        for capability in capabilities:
-            for kind in CATALOG_TYPES:
-                if (kind, capability.id) not in self._known:
-                    self._known.add((kind, capability.id))
-                    attrs = dict(capability.annotations) if kind == "Capability" else {}
-                    self.entities.append(
-                        {"uid": {"type": kind, "id": capability.id}, "attrs": attrs, "parents": []}
-                    )
+        entities = _with_catalog_entities(self.host_entities, capabilities)
         schema = (
             with_catalog(self.schema, capabilities)
             if self.schema
-            else cedar_schema(capabilities, self.entities)
+            else cedar_schema(capabilities, entities)
         )
         contexts = {
             action: spec["appliesTo"]["context"].get("attributes", {})
@@ -132,13 +141,15 @@ class CedarAuthorizer:
         result = cedarpy.validate_policies(self.text, schema)
         if not result.validation_passed:
             raise CedarPolicyError(mistakes(self.text, result, schema, contexts))
-        refused = cedarpy.is_authorized_partial({}, "", self.entities, schema).diagnostics.errors
+        refused = cedarpy.is_authorized_partial({}, "", entities, schema).diagnostics.errors
         if refused:  # Cedar says why only when it decides
             raise CedarPolicyError(
-                f"the entities do not match the schema: {_reason(refused[0], self.entities)}"
+                f"the entities do not match the schema: {_reason(refused[0], entities)}"
             )
         self._schema = cedarpy.Schema.from_json_str(json.dumps(schema))
         self._contexts = contexts
+        self.entities = entities
+        self._known = {(e["uid"]["type"], e["uid"]["id"]) for e in entities}
 
     # -- decisions ------------------------------------------------------------------------
 
@@ -214,6 +225,26 @@ class CedarAuthorizer:
             policy.get("effect") == "permit" and not _never(policy)
             for policy in (result.residuals or {}).values()
         )
+
+
+def _with_catalog_entities(
+    host: Sequence[Mapping[str, Any]], capabilities: Sequence[Capability]
+) -> list[dict[str, Any]]:
+    """The host's entities, and an Action and a Capability entity per capability: a host's
+    entity of that uid is kept with its parents, its Capability attributes overlaid by the
+    capability's hints (the snapshot's word on its effects wins)."""
+    catalog = {(kind, c.id): c for c in capabilities for kind in CATALOG_TYPES}
+    entities: list[dict[str, Any]] = []
+    for entity in host:
+        uid = (entity["uid"]["type"], entity["uid"]["id"])
+        capability = catalog.pop(uid, None)
+        if capability is not None and uid[0] == "Capability":
+            entity = {**entity, "attrs": {**entity.get("attrs", {}), **capability.annotations}}
+        entities.append(dict(entity))
+    for (kind, capability_id), capability in catalog.items():
+        attrs = dict(capability.annotations) if kind == "Capability" else {}
+        entities.append({"uid": {"type": kind, "id": capability_id}, "attrs": attrs, "parents": []})
+    return entities
 
 
 def _never(policy: Mapping[str, Any]) -> bool:

@@ -62,7 +62,7 @@ def with_catalog(schema: Mapping[str, Any], capabilities: Iterable[Capability]) 
         for parameter in capability.parameters:
             cedar_type = _cedar_type(parameter.annotation)
             if cedar_type is not None:
-                attributes[parameter.name] = {
+                attributes[parameter.key] = {
                     **cedar_type,
                     "required": parameter.required and not _optional(parameter.annotation),
                 }

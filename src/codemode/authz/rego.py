@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import copy
 import difflib
 import json
 import logging
@@ -34,7 +35,7 @@ import queue
 import re
 import sys
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -183,11 +184,19 @@ class RegoAuthorizer:
                 raise RegoPolicyError(f"{os.fspath(data_file)}: the data must be a JSON object")
         return cls(files=files, data=data, **options)
 
+    def prepare(self, capabilities: Sequence[Capability]) -> RegoAuthorizer:
+        """An authorizer of these modules for exactly these capabilities (one catalog
+        snapshot), this one left as it is."""
+        prepared = copy.copy(self)
+        prepared.validate(capabilities)
+        return prepared
+
     def validate(self, capabilities: Iterable[Capability]) -> None:
         """Learn the capabilities' annotations, so the visible rule sees them as
-        `input.context` as the decision does (the CodeMode calls this when it is first
-        used or served)."""
+        `input.context` as the decision does; a capability no longer given has none."""
         self._hints = {c.id: dict(c.annotations) for c in capabilities if c.annotations}
+        if self._visible is not None:  # bound to this object, not the one copied from
+            self.can_see = self._can_see
 
     # -- decisions ------------------------------------------------------------------------
 

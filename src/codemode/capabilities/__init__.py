@@ -5,8 +5,9 @@ from codemode.capabilities.registry import (
     Capability,
     Catalog,
     Parameter,
+    Snapshot,
     View,
     build_capability,
 )
 
-__all__ = ["REQUIRED", "Capability", "Catalog", "Parameter", "View", "build_capability"]
+__all__ = ["REQUIRED", "Capability", "Catalog", "Parameter", "Snapshot", "View", "build_capability"]

@@ -7,9 +7,10 @@ import dataclasses
 import functools
 import inspect
 import threading
+import types
 import typing
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NotRequired, Required
 
@@ -42,6 +43,14 @@ class Parameter:
     doc: str | None = None
     """What the handler's docstring says of it (Google, NumPy, reST or Epydoc style), or
     the description of its `Field`."""
+    wire: str | None = None
+    """Its name in the argument document, when that is not `name` (an upstream tool's
+    property that is no identifier, such as `from` or `my-path`)."""
+
+    @property
+    def key(self) -> str:
+        """Its name in the argument document the authorizer, policies and audit read."""
+        return self.wire or self.name
 
     @property
     def constraints(self) -> str | None:
@@ -92,9 +101,11 @@ class Capability:
     json_results: bool = False
     """Whether the handler returns JSON data (an upstream tool's), which crosses by being
     kept to the declared type, with no serializer to run."""
-    check: Callable[[JSONObject], str | None] | None = None
-    """A further check of bound arguments (an upstream tool's own JSON Schema): the
-    problem in binding words, or None."""
+    document: Callable[[JSONObject], JSONObject | str] | None = None
+    """For a handler that forwards JSON (an upstream tool's): the document it sends, made
+    from the bound arguments and checked by the upstream's own JSON Schema, or the
+    problem in binding words. That document is also what the authorizer, policies and
+    audit read, and the handler gets it as its keyword arguments."""
 
     @functools.cached_property
     def arguments_adapter(self) -> pydantic.TypeAdapter[Any]:
@@ -272,17 +283,19 @@ def _arguments_adapter(name: str, parameters: list[Parameter]) -> pydantic.TypeA
 
 
 class View(Mapping[str, Capability]):
-    """A frozen set of capabilities by name, interned by the catalog.
+    """A frozen set of capabilities by name, interned by its snapshot.
 
-    Two subjects who see the same capabilities get the same `View` object, so everything
-    cached per view (modules, prepared programs, the search index) is shared by identity.
+    Two subjects who see the same capabilities of one snapshot get the same `View`, so
+    everything cached per view (modules, prepared programs, the search index) is shared;
+    caches key it by `key`, its snapshot's version and its capabilities' ids.
     """
 
-    __slots__ = ("_by_name", "ids")
+    __slots__ = ("_by_name", "ids", "key")
 
-    def __init__(self, capabilities: Iterable[Capability]) -> None:
+    def __init__(self, capabilities: Iterable[Capability], version: int = 0) -> None:
         self._by_name = {c.name: c for c in sorted(capabilities, key=lambda c: c.name)}
         self.ids = frozenset(c.id for c in self._by_name.values())
+        self.key = (version, self.ids)
 
     def __getitem__(self, name: str) -> Capability:
         return self._by_name[name]
@@ -303,87 +316,45 @@ class View(Mapping[str, Capability]):
     __eq__ = object.__eq__
 
 
-class Catalog:
-    """Registered capabilities by name and id, and the view that `disabled` leaves enabled."""
+Prepare = Callable[[Sequence[Capability]], Any]
+"""Builds the authorizer for exactly these enabled capabilities (a policy that reads them,
+such as Cedar's schema and entities), or raises to refuse them."""
 
-    def __init__(self, disabled: Iterable[str] = ()) -> None:
-        self.disabled = frozenset(disabled)
-        self._by_name: dict[str, Capability] = {}
-        self._by_id: dict[str, Capability] = {}
-        self._namespaces: set[str] = set()
-        """Every proper dotted prefix of a registered name."""
-        self._enabled: View | None = None
+
+class Snapshot:
+    """One immutable state of the catalog: what discovery, policy and dispatch read.
+
+    Every change builds a new snapshot from the current one and swaps it in whole, so a
+    reader that takes `Catalog.current` once sees one consistent catalog, never a mix.
+    """
+
+    __slots__ = ("_lock", "_views", "by_id", "by_name", "enabled", "policy", "version", "withheld")
+
+    def __init__(
+        self,
+        version: int,
+        by_name: Mapping[str, Capability],
+        disabled: frozenset[str],
+        withheld: frozenset[str],
+        policy: Any,
+    ) -> None:
+        self.version = version
+        self.by_name = types.MappingProxyType(dict(by_name))
+        self.by_id = types.MappingProxyType({c.id: c for c in by_name.values()})
+        self.withheld = withheld
+        """Ids kept from programs until their server's changed tools are accepted."""
+        self.policy = policy
+        """The authorizer built for this snapshot's enabled capabilities (None before the
+        first use, when the policy has not read them yet)."""
         self._views: OrderedDict[frozenset[str], View] = OrderedDict()
         self._lock = threading.Lock()
-
-    def replace(
-        self,
-        old: Iterable[str],
-        capabilities: Iterable[Capability],
-        check: Callable[[Iterable[Capability]], None] | None = None,
-    ) -> None:
-        """Put `capabilities` in place of the capabilities named `old` (an upstream
-        server's tools after they changed). Nothing changes on a registration error, or
-        when `check`, given every capability that would then be enabled, raises."""
-        gone = set(old)
-        kept = {n: c for n, c in self._by_name.items() if n not in gone}
-        trial = Catalog(self.disabled)
-        for capability in [*kept.values(), *capabilities]:
-            trial.add(capability)
-        if check is not None:
-            check(trial.enabled.values())
-        with self._lock:
-            self._by_name, self._by_id = trial._by_name, trial._by_id
-            self._namespaces = trial._namespaces
-            self._enabled = None
-            self._views.clear()
-
-    def add(self, capability: Capability) -> None:
-        name = capability.name
-        if capability.id in self._by_id:
-            raise RegistrationError(f'capability "{name}": duplicate id "{capability.id}"')
-        if name in self._by_name:
-            raise RegistrationError(f'capability "{name}": duplicate name')
-        if name in self._namespaces:
-            other = next(n for n in self._by_name if n.startswith(name + "."))
-            raise RegistrationError(f'capability "{name}": it is also a namespace of "{other}"')
-        prefixes = [name.rsplit(".", i)[0] for i in range(1, name.count(".") + 1)]
-        for prefix in prefixes:
-            if prefix in self._by_name:
-                raise RegistrationError(
-                    f'capability "{name}": "{prefix}" is a capability, not a namespace'
-                )
-        self._namespaces.update(prefixes)
-        self._by_name[name] = capability
-        self._by_id[capability.id] = capability
-        with self._lock:
-            self._enabled = None
-            self._views.clear()
-
-    def names(self) -> list[str]:
-        """Every registered capability's name, disabled ones included."""
-        return list(self._by_name)
-
-    def check_disabled(self) -> None:
-        """Fail on `disabled` ids that name no registered capability (a likely typo)."""
-        unknown = sorted(self.disabled - self._by_id.keys())
-        if unknown:
-            raise RegistrationError(
-                "unknown capability id in disabled: " + ", ".join(f'"{u}"' for u in unknown)
-            )
-
-    @property
-    def enabled(self) -> View:
+        off = disabled | withheld
+        self.enabled = self.view(c for c in by_name.values() if c.id not in off)
         """Enabled capabilities by name; what programs, search and describe can see."""
-        if self._enabled is None:
-            self._enabled = self.view(
-                c for c in self._by_name.values() if c.id not in self.disabled
-            )
-        return self._enabled
 
     def view(self, capabilities: Iterable[Capability]) -> View:
-        """The one `View` of exactly these capabilities (interned by their ids)."""
-        candidate = View(capabilities)
+        """The one `View` of exactly these capabilities of this snapshot."""
+        candidate = View(capabilities, self.version)
         with self._lock:
             found = self._views.get(candidate.ids)
             if found is None:
@@ -394,8 +365,189 @@ class Catalog:
                 self._views.move_to_end(candidate.ids)
             return found
 
+    def __repr__(self) -> str:
+        return f"Snapshot(version={self.version}, {len(self.by_name)} capabilities)"
+
+
+class Catalog:
+    """The registered capabilities, read as a sequence of immutable snapshots.
+
+    Registration, an added MCP server and an upstream's changed tools each change the
+    newest state under one writer lock, so no change is lost to another. Once the catalog
+    has a policy (`adopt`), a change is checked by it first (its enabled capabilities),
+    and one it refuses changes nothing. Readers take `current`, built once per change.
+    """
+
+    def __init__(self, disabled: Iterable[str] = ()) -> None:
+        self.disabled = frozenset(disabled)
+        self._writing = threading.Lock()
+        self._prepare: Prepare | None = None
+        # The newest state, changed under `_writing` only; `current` is a copy of it.
+        self._by_name: dict[str, Capability] = {}
+        self._ids: set[str] = set()
+        self._namespaces: set[str] = set()
+        """Every proper dotted prefix of a registered name."""
+        self._withheld: frozenset[str] = frozenset()
+        self._policy: Any = None
+        self._version = 0
+        self._snapshot: Snapshot | None = None
+
+    @property
+    def current(self) -> Snapshot:
+        """The newest snapshot: read it once and use that one."""
+        snapshot = self._snapshot
+        if snapshot is None:
+            with self._writing:
+                snapshot = self._current_locked()
+        return snapshot
+
+    @property
+    def enabled(self) -> View:
+        """The newest snapshot's enabled capabilities."""
+        return self.current.enabled
+
+    def names(self) -> list[str]:
+        """Every registered capability's name, disabled ones included."""
+        return list(self.current.by_name)
+
+    def add(self, capability: Capability) -> None:
+        """Register one capability (RegistrationError on a clash, or a refusing policy)."""
+        if self._prepare is not None:
+            self.change((), [capability])
+            return
+        with self._writing:  # before the first use: no policy, nothing to copy
+            _check_new(capability, self._by_name, self._ids, self._namespaces)
+            self._commit_one(capability)
+            self._swapped(self._policy)
+
+    def adopt(self, prepare: Prepare) -> None:
+        """Have `prepare` build the policy of the newest state and of every later one (the
+        first use); whatever it raises refuses the catalog and is raised here."""
+        with self._writing:
+            self._policy = prepare(self._enabled_of(self._by_name, self._withheld))
+            self._prepare = prepare
+            self._swapped(self._policy)
+
+    def change(
+        self,
+        gone: Iterable[str],
+        capabilities: Iterable[Capability],
+        *,
+        refused: Callable[[Snapshot, BaseException], Iterable[str]] | None = None,
+    ) -> Snapshot:
+        """Replace the capabilities named `gone` by `capabilities`, and return the snapshot
+        that results.
+
+        A change that cannot be made (a name clash, or a policy that refuses it) changes
+        nothing and raises RegistrationError; with `refused`, `refused(current, error)`
+        names ids to withhold from programs instead (an upstream's changed tools, which it
+        already serves under those names), and the snapshot with them withheld is returned.
+        """
+        capabilities = list(capabilities)
+        with self._writing:
+            try:
+                by_name, ids, namespaces, withheld, policy = self._trial(gone, capabilities)
+            except Exception as exc:
+                if refused is None:
+                    if isinstance(exc, RegistrationError):
+                        raise
+                    raise RegistrationError(f"the policy refuses them: {exc}") from exc
+                self._snapshot = None
+                hold = frozenset(refused(self._current_locked(), exc))
+                self._withheld = self._withheld | (hold & self._ids)
+                self._swapped(self._policy)
+                return self._current_locked()
+            self._by_name, self._ids, self._namespaces = by_name, ids, namespaces
+            self._withheld = withheld
+            self._swapped(policy)
+            return self._current_locked()
+
+    def _trial(self, gone: Iterable[str], capabilities: list[Capability]) -> tuple[Any, ...]:
+        """The state a change would make, checked and with its policy, or the error why
+        it cannot be made (under `_writing`)."""
+        dropped = set(gone)
+        by_name = {n: c for n, c in self._by_name.items() if n not in dropped}
+        ids = {c.id for c in by_name.values()}
+        namespaces = {p for n in by_name for p in _prefixes(n)}
+        for capability in capabilities:
+            _check_new(capability, by_name, ids, namespaces)
+            by_name[capability.name] = capability
+            ids.add(capability.id)
+            namespaces.update(_prefixes(capability.name))
+        withheld = frozenset(self._withheld & ids) - {c.id for c in capabilities}
+        policy = self._policy
+        if self._prepare is not None:
+            policy = self._prepare(self._enabled_of(by_name, withheld))
+        return by_name, ids, namespaces, withheld, policy
+
+    def check_disabled(self) -> None:
+        """Fail on `disabled` ids that name no registered capability (a likely typo)."""
+        unknown = sorted(self.disabled - self.current.by_id.keys())
+        if unknown:
+            raise RegistrationError(
+                "unknown capability id in disabled: " + ", ".join(f'"{u}"' for u in unknown)
+            )
+
+    def _commit_one(self, capability: Capability) -> None:
+        self._by_name[capability.name] = capability
+        self._ids.add(capability.id)
+        self._namespaces.update(_prefixes(capability.name))
+
+    def _enabled_of(
+        self, by_name: Mapping[str, Capability], withheld: frozenset[str]
+    ) -> list[Capability]:
+        off = self.disabled | withheld
+        return [c for c in by_name.values() if c.id not in off]
+
+    def _swapped(self, policy: Any) -> None:
+        """A change is made (under `_writing`): the next read builds a new snapshot."""
+        self._policy = policy
+        self._version += 1
+        self._snapshot = None
+
+    def _current_locked(self) -> Snapshot:
+        if self._snapshot is None:
+            self._snapshot = Snapshot(
+                self._version, self._by_name, self.disabled, self._withheld, self._policy
+            )
+        return self._snapshot
+
+
+def _prefixes(name: str) -> list[str]:
+    """Every proper dotted prefix of a name: `a.b.c` -> `a.b`, `a`."""
+    return [name.rsplit(".", i)[0] for i in range(1, name.count(".") + 1)]
+
+
+def _check_new(
+    capability: Capability, by_name: Mapping[str, Capability], ids: set[str], namespaces: set[str]
+) -> None:
+    """RegistrationError when a capability cannot join these: a taken id or name, or a
+    name that is also a namespace (or under a capability's name)."""
+    name = capability.name
+    if capability.id in ids:
+        raise RegistrationError(f'capability "{name}": duplicate id "{capability.id}"')
+    if name in by_name:
+        raise RegistrationError(f'capability "{name}": duplicate name')
+    if name in namespaces:
+        other = next(n for n in by_name if n.startswith(name + "."))
+        raise RegistrationError(f'capability "{name}": it is also a namespace of "{other}"')
+    for prefix in _prefixes(name):
+        if prefix in by_name:
+            raise RegistrationError(
+                f'capability "{name}": "{prefix}" is a capability, not a namespace'
+            )
+
 
 _VIEWS_INTERNED = 4096
 
 
-__all__ = ["REQUIRED", "Capability", "Catalog", "Parameter", "View", "build_capability"]
+__all__ = [
+    "REQUIRED",
+    "Capability",
+    "Catalog",
+    "Parameter",
+    "Prepare",
+    "Snapshot",
+    "View",
+    "build_capability",
+]

@@ -6,22 +6,24 @@ import asyncio
 import contextlib
 import fnmatch
 import logging
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import anyio
 import anyio.abc
 import anyio.from_thread
+import anyio.to_thread
 import mcp_types as mt
 
-from codemode.capabilities import Capability, Catalog
+from codemode.capabilities import Capability, Catalog, Snapshot
 from codemode.capabilities import typehints as t
 from codemode.capabilities.naming import RESERVED_ROOTS
 from codemode.errors import RegistrationError
 from codemode.gateway.schema import SchemaError, identifier
-from codemode.gateway.tools import tool_capability
-from codemode.gateway.upstream import Target, Upstream, UpstreamError
+from codemode.gateway.tools import Send, ToolChanged, tool_capability
+from codemode.gateway.upstream import CONNECT_SECONDS, Target, Upstream, UpstreamError
+from codemode.types import JSONObject
 
 log = logging.getLogger("codemode.upstream")
 
@@ -37,18 +39,40 @@ class ServerOptions:
     connect: Literal["start", "first_use"] = "start"
 
 
-class Gateway:
-    """Connects upstream servers and keeps their capabilities in the catalog in step."""
+@dataclass(eq=False)
+class _Served:
+    """One upstream, and which of its tools the catalog holds (on the gateway's loop)."""
 
-    def __init__(
-        self, catalog: Catalog, on_change: Callable[[Iterable[Capability]], None] | None = None
-    ) -> None:
+    upstream: Upstream
+    options: ServerOptions
+    tools: dict[str, tuple[mt.Tool, Capability]] = field(default_factory=dict)
+    """Each upstream tool name's definition and capability in the newest snapshot."""
+    callable: dict[str, mt.Tool] = field(default_factory=dict)
+    """The definitions calls may go out for: in the newest snapshot and not withheld."""
+    changes: int = 0
+    """How many `tools/list_changed` notices the upstream has sent."""
+    added: bool = False
+    """Whether its first listing is in the catalog (a notice before that waits for it)."""
+    listed: int = 0
+    """How many notices the newest finished listing answers (it started after them)."""
+    listing: bool = False
+    """Whether a refresh is running (one at a time: the newest listing wins)."""
+    round: anyio.Event | None = None
+    """Set when a listing ends, for calls that wait for it (made on the loop)."""
+
+
+class Gateway:
+    """Connects upstream servers and keeps their capabilities in the catalog in step.
+
+    A call goes out only for the tool definition the catalog holds for it: once the
+    upstream says its tools changed, calls wait for the new listing, and a call of a tool
+    that changed meanwhile fails (`ToolChanged`) rather than run under hints that no
+    longer describe it.
+    """
+
+    def __init__(self, catalog: Catalog) -> None:
         self.catalog = catalog
-        self.on_change = on_change
-        """Sees every capability a refresh would leave, and refuses them by raising."""
-        self._upstreams: dict[str, tuple[Upstream, ServerOptions]] = {}
-        self._names: dict[str, list[str]] = {}
-        """The capability names each upstream's tools have now."""
+        self._served: dict[str, _Served] = {}
         self._portal_context = anyio.from_thread.start_blocking_portal(name="codemode-gateway")
         self._portal = self._portal_context.__enter__()
         self._supervisor, (self._group, loop) = self._portal.start_task(self._supervise)
@@ -70,8 +94,9 @@ class Gateway:
 
     def add(self, name: str, target: Target, options: ServerOptions) -> list[Capability]:
         """Connect, list the tools and register them as `name.<tool>`; RegistrationError
-        when the upstream cannot be reached or its tools cannot be named."""
-        if name in self._upstreams:
+        when the upstream cannot be reached, its tools cannot be named or the policy
+        refuses them."""
+        if name in self._served:
             raise RegistrationError(f'MCP server "{name}": a server of that name is added')
         taken = sorted(n for n in self.catalog.names() if n.startswith(name + "."))
         if taken:
@@ -79,38 +104,39 @@ class Gateway:
                 f'MCP server "{name}": its namespace holds capabilities already ({taken[0]}); '
                 "give the server another name"
             )
-        upstream = Upstream(
-            name, target, self._spawn, on_tools_changed=lambda: self._spawn(self._refresh, name)
-        )
+        upstream = Upstream(name, target, self._spawn, on_tools_changed=lambda: self._changed(name))
+        served = _Served(upstream, options)
+        self._served[name] = served  # a change noticed while it lists is listed after
         try:
             tools = self._portal.call(upstream.tools)
-            capabilities = self._capabilities(name, upstream, tools, options, strict=True)
-            self.catalog.replace((), capabilities)  # all of them, or none on a collision
+            found = self._capabilities(name, served, tools, strict=True)
+            capabilities = [capability for _, capability in found.values()]
+            self.catalog.change((), capabilities)  # all of them, or none
         except (UpstreamError, RegistrationError) as exc:
+            del self._served[name]
             self._portal.call(upstream.close)
             upstream.release()
             raise RegistrationError(str(exc)) from None
-        self._upstreams[name] = (upstream, options)
-        self._names[name] = [c.name for c in capabilities]
+        served.tools = found
+        served.callable = {tool.name: tool for tool, _ in found.values()}
+        served.added = True
+        if served.changes:  # it changed while it was first listed
+            self._portal.call(self._start_refresh, served)
         if options.connect == "first_use":
             self._portal.call(upstream.close)
         log.info("MCP server %s: %d tools as capabilities", name, len(capabilities))
         return capabilities
 
     def _capabilities(
-        self,
-        name: str,
-        upstream: Upstream,
-        tools: Iterable[mt.Tool],
-        options: ServerOptions,
-        *,
-        strict: bool,
-    ) -> list[Capability]:
-        tools = list(tools)
-        chosen = _chosen(name, tools, options, strict=strict)
+        self, name: str, served: _Served, tools: Iterable[mt.Tool], *, strict: bool
+    ) -> dict[str, tuple[mt.Tool, Capability]]:
+        """The chosen tools' capabilities by tool name; a tool whose definition did not
+        change keeps its capability (the same object, so a running call of it goes on)."""
+        options = served.options
+        chosen = _chosen(name, list(tools), options, strict=strict)
         by_name: dict[str, str] = {}
-        capabilities = []
-        send = self._sender(upstream, options.timeout)
+        found: dict[str, tuple[mt.Tool, Capability]] = {}
+        send = self._sender(name, options.timeout)
         for tool in chosen:
             leaf = identifier(tool.name)
             if leaf in by_name:
@@ -119,25 +145,25 @@ class Gateway:
                     f'both become "{name}.{leaf}"'
                 )
             by_name[leaf] = tool.name
+            before = served.tools.get(tool.name)
+            if before is not None and before[0] == tool:
+                found[tool.name] = before
+                continue
             try:
-                capabilities.append(
-                    tool_capability(
-                        name,
-                        tool,
-                        send,
-                        expose_errors=options.expose_errors,
-                        timeout=options.timeout,
-                    )
+                capability = tool_capability(
+                    name, tool, send, expose_errors=options.expose_errors, timeout=options.timeout
                 )
             except (SchemaError, t.UnsupportedTypeError) as exc:
                 log.warning("MCP server %s: tool %r skipped: %s", name, tool.name, exc)
-        return capabilities
+                continue
+            found[tool.name] = (tool, capability)
+        return found
 
-    def _sender(self, upstream: Upstream, timeout: float | None) -> Any:
+    def _sender(self, name: str, timeout: float | None) -> Send:
         loop = self.loop
 
-        async def send(tool: str, arguments: dict[str, Any]) -> mt.CallToolResult:
-            call = upstream.call(tool, arguments, timeout)
+        async def send(tool: mt.Tool, arguments: JSONObject) -> mt.CallToolResult:
+            call = self._call(name, tool, arguments, timeout)
             if asyncio.get_running_loop() is loop:  # called on the gateway's loop: no hop
                 return await call
             # Not the portal's `start_task_soon`, which blocks this loop's thread until the
@@ -147,35 +173,103 @@ class Gateway:
                 future = asyncio.run_coroutine_threadsafe(call, loop)
             except RuntimeError:  # the gateway's loop is closed
                 call.close()
-                raise UpstreamError(
-                    f'MCP server "{upstream.name}": the gateway is closed'
-                ) from None
+                raise UpstreamError(f'MCP server "{name}": the gateway is closed') from None
             return await asyncio.wrap_future(future)
 
         return send
 
-    async def _refresh(self, name: str) -> None:
-        """The upstream's tools changed: list them again and replace its capabilities,
-        once `on_change` accepts them (a policy checks them); else the old ones stay."""
-        if name not in self._upstreams:  # it changed while it was being added
-            return
-        upstream, options = self._upstreams[name]
+    async def _call(
+        self, name: str, tool: mt.Tool, arguments: JSONObject, timeout: float | None
+    ) -> mt.CallToolResult:
+        """Send one call, once its session is open and no change the upstream announced
+        waits to be listed, and only when `tool` is still the definition the catalog holds
+        for its name."""
+        served = self._served.get(name)
+        if served is None:
+            raise UpstreamError(f'MCP server "{name}": the gateway is closed')
+
+        async def admit() -> None:
+            wanted = served.changes  # later notices are not this call's to wait for
+            with anyio.move_on_after(CONNECT_SECONDS):  # within the call's own timeout
+                while served.listed < wanted:
+                    if served.round is None:
+                        served.round = anyio.Event()
+                    await served.round.wait()
+            if served.listed < wanted or served.callable.get(tool.name) is not tool:
+                raise ToolChanged(f"{name}.{tool.name} changed on the upstream")
+
+        return await served.upstream.call(tool.name, arguments, timeout, admit)
+
+    # -- changes -------------------------------------------------------------------------
+
+    def _changed(self, name: str) -> None:
+        """The upstream says its tools changed, or a new session of it opened (on the
+        gateway's loop): hold its calls until they are listed again."""
+        served = self._served.get(name)
+        if served is not None:
+            served.changes += 1
+            if served.added:
+                self._start_refresh(served)
+
+    def _start_refresh(self, served: _Served) -> None:
+        if not served.listing:
+            served.listing = True
+            self._spawn(self._refresh, served)
+
+    async def _refresh(self, served: _Served) -> None:
+        """List the tools again until no newer notice arrived meanwhile (refreshes of one
+        upstream never overlap, so the newest listing is the one that stays)."""
         try:
-            tools = await upstream.tools()
-            capabilities = self._capabilities(name, upstream, tools, options, strict=False)
-            self.catalog.replace(self._names[name], capabilities, check=self.on_change)
-            self._names[name] = [c.name for c in capabilities]
-        except Exception as exc:
-            log.warning("MCP server %s: its changed tools are not used: %s", name, exc)
+            while served.listed < served.changes:
+                seen = served.changes
+                await self._relist(served)
+                served.listed = seen
+                if served.round is not None:
+                    served.round.set()
+                    served.round = None
+        finally:
+            served.listing = False
+
+    async def _relist(self, served: _Served) -> None:
+        """Replace the upstream's capabilities by its new listing, once the policy accepts
+        them; when it refuses, its changed, added and removed tools are withheld (it
+        already serves the new ones under those names) until a listing is accepted."""
+        name = served.upstream.name
+        try:
+            tools = await served.upstream.tools()
+            found = self._capabilities(name, served, tools, strict=False)
+        except (UpstreamError, RegistrationError) as exc:
+            log.warning("MCP server %s: its changed tools could not be read: %s", name, exc)
             return
-        log.info("MCP server %s: tools changed; %d capabilities now", name, len(capabilities))
+        old = [capability.name for _, capability in served.tools.values()]
+        new = [capability for _, capability in found.values()]
+        kept = {n for n, pair in served.tools.items() if found.get(n) is pair}
+        refusal: list[BaseException] = []
+
+        def refused(snapshot: Snapshot, error: BaseException) -> list[str]:
+            refusal.append(error)
+            return [c.id for n, (_, c) in served.tools.items() if n not in kept]
+
+        await anyio.to_thread.run_sync(lambda: self.catalog.change(old, new, refused=refused))
+        if refusal:
+            served.callable = {n: tool for n, tool in served.callable.items() if n in kept}
+            log.warning(
+                "MCP server %s: its changed tools are not used (%d withheld): %s",
+                name,
+                len(served.tools) - len(kept),
+                refusal[0],
+            )
+            return
+        served.tools = found
+        served.callable = {tool.name: tool for tool, _ in found.values()}
+        log.info("MCP server %s: tools changed; %d capabilities now", name, len(new))
 
     # -- shutdown ----------------------------------------------------------------------
 
     def close(self) -> None:
         """End every upstream session (their processes stop) and the gateway's thread."""
-        upstreams = [upstream for upstream, _ in self._upstreams.values()]
-        self._upstreams.clear()
+        upstreams = [served.upstream for served in self._served.values()]
+        self._served.clear()
         with contextlib.suppress(Exception):
             self._portal.call(_close_all, upstreams)
         for upstream in upstreams:
@@ -239,4 +333,4 @@ def _chosen(
     ]
 
 
-__all__ = ["Gateway", "ServerOptions", "namespace"]
+__all__ = ["Gateway", "ServerOptions", "ToolChanged", "namespace"]

@@ -24,7 +24,7 @@ from codemode.capabilities import typehints as t
 from codemode.capabilities.naming import check_name
 from codemode.errors import AgentError, ExpectedError, RegistrationError
 from codemode.gateway import schema as s
-from codemode.gateway.upstream import UpstreamTimeout
+from codemode.gateway.upstream import UpstreamError, UpstreamTimeout
 from codemode.types import JSONObject, JSONValue
 
 TEXT_RESULT = (
@@ -33,8 +33,14 @@ TEXT_RESULT = (
     '{"type", "mime_type", "size"} (with "text" or "uri" where it has them).'
 )
 
-Send = Callable[[str, JSONObject], Awaitable[mt.CallToolResult]]
-"""Sends one `tools/call` (tool name, arguments as the upstream names them)."""
+Send = Callable[[mt.Tool, JSONObject], Awaitable[mt.CallToolResult]]
+"""Sends one `tools/call` of this tool definition (the arguments as the upstream names
+them); `ToolChanged` when the upstream no longer serves that definition."""
+
+
+class ToolChanged(UpstreamError):
+    """The tool a call was bound to is no longer the one the upstream serves under its
+    name: it changed or went away while the program ran, or its change was refused."""
 
 
 class UpstreamToolError(ExpectedError):
@@ -45,8 +51,12 @@ class UpstreamToolError(ExpectedError):
 def annotations_of(tool: mt.Tool) -> Mapping[str, bool]:
     """The tool's four hints, each as the tool gives it or as the specification presumes:
     a tool that says nothing may destroy and reach the world; a read-only one neither
-    destroys nor changes anything when repeated."""
+    destroys nor changes anything when repeated. Hints that contradict each other are
+    read the safe way: a tool that says it is both read-only and destructive is
+    destructive."""
     given = tool.annotations.model_dump(by_alias=True) if tool.annotations else {}
+    if given.get("destructiveHint") is True:  # read-only and destructive: it may destroy
+        given["readOnlyHint"] = False
     read_only = given.get("readOnlyHint") is True
     presumed = {
         "readOnlyHint": False,
@@ -81,6 +91,8 @@ def tool_capability(
     parameters: list[Parameter] = []
     wire: dict[str, str] = {}
     """Each parameter's name as the upstream spells it."""
+    defaults: JSONObject = {}
+    """The schema's default of each optional property that has one, by the upstream's name."""
     for key, sub in properties.items():
         param = s.identifier(key, lead="arg_")
         if param in wire:
@@ -90,7 +102,7 @@ def tool_capability(
         if key in required:
             default: Any = REQUIRED
         elif isinstance(sub, Mapping) and "default" in sub:
-            default = sub["default"]
+            default = defaults[key] = sub["default"]
         else:  # left out when the program leaves it out (or passes None)
             default, hint = None, hint if hint is Any else hint | None
         doc = sub.get("description") if isinstance(sub, Mapping) else None
@@ -100,6 +112,7 @@ def tool_capability(
                 s.described(hint, sub),
                 default,
                 s.clean(doc) if isinstance(doc, str) else None,
+                wire=key if key != param else None,
             )
         )
     for parameter in parameters:
@@ -111,24 +124,27 @@ def tool_capability(
         )
         t.check_supported(result)
     keep_null = {param for param, key in wire.items() if s.nullable(properties[key])}
-    upstream_name = tool.name
+    names = {key: param for param, key in wire.items()}
 
-    async def call(**kwargs: Any) -> Any:
-        arguments = {
-            wire[param]: value
-            for param, value in kwargs.items()
-            if value is not None or param in keep_null
-        }
+    async def call(**document: Any) -> Any:
         try:
-            answer = await send(upstream_name, arguments)
+            answer = await send(tool, document)
         except UpstreamTimeout as timeout:  # codemode's own budget: the program may know it
             raise AgentError(str(timeout)) from timeout
+        except ToolChanged:  # the program's own name, and a fact of the catalog it reads
+            raise AgentError(
+                f"{name} changed on its server while the program ran; {_AGAIN}"
+            ) from None
         return tool_value(answer, structured=tool.output_schema is not None, expose=expose_errors)
 
-    def check(arguments: JSONObject) -> str | None:
-        sent = {wire.get(k, k): v for k, v in arguments.items()}
+    def document(arguments: JSONObject) -> JSONObject | str:
+        """What goes on the wire, which the authorizer and audit see too: the upstream's
+        names, a None it does not accept left out, then its defaults of what is omitted."""
+        sent = {wire.get(k, k): v for k, v in arguments.items() if v is not None or k in keep_null}
         error = next(iter(sorted(checker.iter_errors(sent), key=lambda e: e.path)), None)
-        return None if error is None else s.problem(error, {v: k for k, v in wire.items()})
+        if error is not None:
+            return s.problem(error, names)
+        return sent | {k: v for k, v in defaults.items() if k not in sent}
 
     description = s.clean(tool.description or "")
     title = s.clean(tool.title or (tool.annotations.title if tool.annotations else None) or "")
@@ -149,10 +165,11 @@ def tool_capability(
         flat=all(t.is_scalar(p.annotation) for p in parameters),
         annotations=annotations_of(tool),
         json_results=True,
-        check=check,
+        document=document,
     )
 
 
+_AGAIN = "describe it again, then run the program again"
 _GRACE_SECONDS = 1.0
 """How much longer the runtime waits than the upstream timeout, so the upstream's own
 timeout (a `capability failed` the program can catch) is the one that ends a call."""
@@ -220,6 +237,8 @@ def _decoded_size(data: str) -> int | None:
 
 __all__ = [
     "TEXT_RESULT",
+    "Send",
+    "ToolChanged",
     "UpstreamToolError",
     "annotations_of",
     "tool_capability",

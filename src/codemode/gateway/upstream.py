@@ -1,21 +1,36 @@
 """One upstream MCP server: its session, kept open and shared, reopened when it dies.
 
 Every upstream lives on the gateway's own event loop (an anyio blocking portal), so a
-session outlives the executions and event loops that call through it. Calls from any
-number of executions share the one session; a call that fails because the connection
-is gone closes it, and the next call opens a new one. Cancelling a call (the execution
-was cancelled or ran out of time) cancels its request, which sends
+session outlives the executions and event loops that call through it. A session is
+opened and held by a task of the upstream's own, in the gateway's task group, never by
+the call that needed it: there is at most one start in flight, every call that needs a
+session waits for that one, and a call that gives up waiting (it timed out or was
+cancelled) leaves the start to become the shared session. `close` ends every session,
+a start in flight included, so no process outlives it.
+
+Calls from any number of executions share the one session, and one call's failure never
+ends another call in flight. The rule: a call that fails without an answer from the
+upstream retires the session if its connection is gone - the SDK saw it end, or a ping
+got no answer within 2 s (an answer of any kind, even an error, keeps it). A retired
+session is shared no more, so the next call opens a new one, but it ends only once no
+call is in flight on it: the calls in flight still get their own answers or time out.
+(Had the connection ended, the SDK has already ended them.) Cancelling a call (the
+execution was cancelled or ran out of time) cancels its request, which sends
 `notifications/cancelled` upstream.
+
+A stdio upstream's answer the SDK cannot parse (too deeply nested) is mended on its way
+in (`codemode.gateway.unreadable`), so no request waits for an answer that was dropped.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import threading
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -26,6 +41,7 @@ from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from codemode.errors import ExpectedError
+from codemode.gateway.unreadable import Mended
 
 log = logging.getLogger("codemode.upstream")
 
@@ -73,6 +89,24 @@ class Target:
         return f"Target(url={self.url!r})" if self.url else f"Target(command={self.command!r})"
 
 
+@dataclass(eq=False)
+class _Held:
+    """One session's task: its start, then the session it holds until it is retired."""
+
+    scope: anyio.CancelScope
+    """The task's: its deadline bounds the start, cancelling it ends the session."""
+    ready: anyio.Event = field(default_factory=anyio.Event)
+    """Set once the session is open or the start failed."""
+    ended: anyio.Event = field(default_factory=anyio.Event)
+    """Set when the task has ended: the session is closed, its process gone."""
+    session: ClientSession | None = None
+    failure: str = ""
+    """Why the start failed, for the host."""
+    calls: int = 0
+    """Requests in flight on the session: a retired session ends when none is left."""
+    retired: bool = False
+
+
 class Upstream:
     """A named upstream server and its shared session (used on the portal's loop only)."""
 
@@ -88,12 +122,12 @@ class Upstream:
         self.target = target
         self._spawn = spawn
         self.on_tools_changed = on_tools_changed
-        self._session: ClientSession | None = None
-        self._stop: anyio.Event | None = None
-        """Set to end the current session's task."""
-        self._ending: list[anyio.Event] = []
-        """Set when a session's task has ended; `close` waits for every one."""
-        self._lock = anyio.Lock()
+        self._held: _Held | None = None
+        """The shared session, or the start in flight that becomes it."""
+        self._tasks: list[_Held] = []
+        """Every session task that may not have ended yet; `close` ends them all."""
+        self._opened = 0
+        """How many sessions have opened: each after the first is told as a change."""
         self._status: int | None = None
         """The last HTTP error status the upstream answered with."""
         self._stderr: _StderrLog | None = None
@@ -102,57 +136,83 @@ class Upstream:
 
     async def session(self) -> ClientSession:
         """The open session, opened (again) if there is none or its connection ended."""
-        session = self._session
-        if session is not None and not _ended(session):
-            return session  # no lock to take: nothing awaits between the check and the use
-        async with self._lock:
-            if self._session is not None and _ended(self._session):
-                self._retire(self._session)
-            if self._session is None:
-                await self._open()
-            assert self._session is not None
-            return self._session
+        return (await self._ready())[1]
 
-    async def _open(self) -> None:
-        ready, stop, stopped = anyio.Event(), anyio.Event(), anyio.Event()
-        opened: list[ClientSession] = []
-        failure: list[Exception] = []
+    async def _ready(self) -> tuple[_Held, ClientSession]:
+        held = self._held
+        if held is not None and held.session is not None:
+            if not _ended(held.session):
+                return held, held.session  # nothing awaits between the check and the use
+            self._retire(held)
+            held = None
+        if held is None:
+            held = self._start()
+        await held.ready.wait()  # a call that gives up here leaves the start to go on
+        if held.session is None or held.retired:
+            raise UpstreamError(held.failure or f'MCP server "{self.name}" was closed')
+        return held, held.session
+
+    def _start(self) -> _Held:
+        """Start a session in a task of the upstream's own, which no caller can abandon."""
+        held = _Held(anyio.CancelScope(deadline=anyio.current_time() + CONNECT_SECONDS))
+        self._held = held
+        self._tasks = [*(task for task in self._tasks if not task.ended.is_set()), held]
         self._status = None
-
-        async def hold() -> None:
-            """Open the session and keep it until `stop` (it must close in this task)."""
-            try:
-                async with self._connected() as session:
-                    opened.append(session)
-                    ready.set()
-                    await stop.wait()
-            except Exception as exc:  # reported to whoever waits, or logged
-                failure.append(exc)
-                if opened:
-                    log.warning("upstream %s: the connection ended (%s)", self.name, _reason(exc))
-            finally:
-                ready.set()
-                stopped.set()
-
-        self._ending = [*(e for e in self._ending if not e.is_set()), stopped]
-        self._spawn(hold)  # outlives the call that opened it
         try:
-            with anyio.fail_after(CONNECT_SECONDS):
-                await ready.wait()
-        except TimeoutError:
-            stop.set()
-            raise UpstreamError(
-                f'MCP server "{self.name}" did not answer within {CONNECT_SECONDS:g} s'
-            ) from None
-        if not opened:
-            raise UpstreamError(self._explain(failure[0] if failure else None))
-        self._session, self._stop = opened[0], stop
+            self._spawn(self._hold, held)
+        except RuntimeError:  # the gateway's task group has ended
+            self._held = None
+            held.failure = f'MCP server "{self.name}": the gateway is closed'
+            held.ready.set()
+            held.ended.set()
+        return held
 
-    def _retire(self, session: ClientSession) -> None:
-        """Stop using a session (its task ends it); the next call opens a new one."""
-        if self._session is session and self._stop is not None:
-            self._session = None
-            self._stop.set()
+    async def _hold(self, held: _Held) -> None:
+        """Open the session and keep it until it is retired (it must close in this task)."""
+        failure: Exception | None = None
+        try:
+            with held.scope:
+                async with self._connected() as session:
+                    held.session = session
+                    held.scope.deadline = math.inf  # the deadline was the start's
+                    self._opened += 1
+                    if self._opened > 1 and self.on_tools_changed is not None:
+                        self.on_tools_changed()  # a new process may serve other tools
+                    held.ready.set()
+                    await anyio.sleep_forever()
+        except Exception as exc:  # reported to whoever waits, or logged
+            failure = exc
+        finally:
+            if self._held is held:
+                self._held = None
+            if not held.ready.is_set():
+                held.failure = self._failed_start(held, failure)
+                held.ready.set()
+            elif failure is not None:
+                log.warning("upstream %s: the connection ended (%s)", self.name, _reason(failure))
+            held.ended.set()
+
+    def _failed_start(self, held: _Held, failure: Exception | None) -> str:
+        if held.retired:
+            return f'MCP server "{self.name}" was closed while it started'
+        if held.scope.cancelled_caught:
+            return f'MCP server "{self.name}" did not answer within {CONNECT_SECONDS:g} s'
+        return self._explain(failure)
+
+    def _retire(self, held: _Held) -> None:
+        """Share a session no more (the next call opens a new one) and end it once no
+        call is in flight on it, so that no call ends another."""
+        held.retired = True
+        if self._held is held:
+            self._held = None
+        if held.calls == 0 or held.session is None or _ended(held.session):
+            held.scope.cancel()
+
+    def _done(self, held: _Held) -> None:
+        """A request on the session ended: a retired session ends with its last one."""
+        held.calls -= 1
+        if held.retired and held.calls == 0:
+            held.scope.cancel()
 
     @contextlib.asynccontextmanager
     async def _connected(self) -> AsyncIterator[ClientSession]:
@@ -169,6 +229,7 @@ class Upstream:
                 read, write = await stack.enter_async_context(
                     stdio_client(params, errlog=self._stderr.file)
                 )
+                read = Mended(read, self.name)
             else:
                 assert self.target.url is not None
                 client = await stack.enter_async_context(
@@ -183,8 +244,7 @@ class Upstream:
             session = await stack.enter_async_context(
                 ClientSession(read, write, message_handler=self._on_message)
             )
-            with anyio.fail_after(CONNECT_SECONDS):
-                await session.initialize()
+            await session.initialize()  # within the start's deadline
             yield session
 
     async def _note_status(self, response: httpx2.Response) -> None:
@@ -218,13 +278,16 @@ class Upstream:
         return text + (f"; its stderr ended with: {tail}" if tail else "")
 
     async def close(self) -> None:
-        """End the session (the upstream process stops) and wait until every session has."""
-        if self._session is not None:
-            self._retire(self._session)
+        """End every session and any start in flight (their processes stop), and wait
+        until they have; the next call opens a new session."""
+        self._held = None
+        for held in self._tasks:
+            held.retired = True
+            held.scope.cancel()
         with anyio.move_on_after(CONNECT_SECONDS):
-            for stopped in self._ending:
-                await stopped.wait()
-        self._ending.clear()
+            for held in self._tasks:
+                await held.ended.wait()
+        self._tasks = [held for held in self._tasks if not held.ended.is_set()]
 
     def release(self) -> None:
         """Stop logging the upstream's stderr (after `close`)."""
@@ -236,7 +299,8 @@ class Upstream:
 
     async def tools(self) -> list[mt.Tool]:
         """Every tool the upstream lists (all pages); UpstreamError when it cannot."""
-        session = await self.session()
+        held, session = await self._ready()
+        held.calls += 1
         found: list[mt.Tool] = []
         cursor: str | None = None
         try:
@@ -252,40 +316,59 @@ class Upstream:
             raise UpstreamError(
                 f'MCP server "{self.name}" could not list its tools: {_reason(exc)}'
             ) from exc
+        finally:
+            self._done(held)
 
     async def call(
-        self, tool: str, arguments: dict[str, Any], timeout: float | None
+        self,
+        tool: str,
+        arguments: dict[str, Any],
+        timeout: float | None,
+        admit: Callable[[], Awaitable[None]] | None = None,
     ) -> mt.CallToolResult:
-        """One `tools/call`, within `timeout` seconds (reopening the session included).
+        """One `tools/call`, within `timeout` seconds (waiting for a session included).
 
-        UpstreamTimeout when it did not answer in time; UpstreamError when the call
-        failed, after which a connection that no longer answers is closed, so the next
-        call opens a new one (an upstream's own error leaves the session as it is).
+        `admit`, awaited once the session is open and before the request goes out, may
+        refuse the call by raising an UpstreamError. UpstreamTimeout when it did not
+        answer in time; UpstreamError when the call failed, after which a connection
+        that no longer answers is retired, so the next call opens a new one (an
+        upstream's own error leaves the session as it is).
         """
-        session: ClientSession | None = None
+        held: _Held | None = None
         try:
             with anyio.fail_after(timeout) if timeout is not None else _NO_LIMIT:
-                session = await self.session()
-                return await session.call_tool(tool, arguments)
+                held, session = await self._ready()
+                if admit is not None:
+                    await admit()
+                held.calls += 1
+                try:
+                    return await session.call_tool(tool, arguments)
+                finally:
+                    self._done(held)
         except TimeoutError:
             raise UpstreamTimeout(timeout or 0.0) from None
         except UpstreamError:
             raise
         except Exception as exc:
-            if session is not None and not _answered(exc) and not await _responds(session):
-                self._retire(session)
+            if held is not None and not _answered(exc) and not await _responds(session):
+                self._retire(held)
             raise UpstreamError(f"{self.name}.{tool} failed: {_reason(exc)}") from exc
 
 
 async def _responds(session: ClientSession) -> bool:
-    """Whether a session's connection still answers (a ping, briefly waited for)."""
+    """Whether a session's connection still answers: a ping answered within 2 s, with
+    anything (an error or an answer the SDK cannot read proves the connection too)."""
     if _ended(session):
         return False
     try:
         with anyio.fail_after(_PING_SECONDS):
             await session.send_ping()
-    except Exception:
+    except TimeoutError:
         return False
+    except MCPError as exc:
+        return exc.error.code != mt.CONNECTION_CLOSED
+    except Exception:
+        return True
     return True
 
 

@@ -15,10 +15,10 @@ import logging
 import threading
 import time
 from collections import Counter, OrderedDict, deque
-from collections.abc import Mapping
+from collections.abc import Hashable
 from typing import Any
 
-from codemode.capabilities import Capability
+from codemode.capabilities import View
 from codemode.errors import (
     CodeModeError,
     ExecutionCanceledError,
@@ -173,16 +173,16 @@ class Engine:
         self.admission = Admission(limits)
         self.services = Services(self.clock, self.pool, self.loop, Notices(), self.admission.leave)
         self._lock = threading.Lock()
-        self._setups: OrderedDict[int, tuple[Mapping[str, Capability], Setup]] = OrderedDict()
+        self._setups: OrderedDict[Hashable, Setup] = OrderedDict()
 
-    def setup(self, capabilities: Mapping[str, Capability]) -> Setup:
-        """What executions over this (interned) set of capabilities share, built once."""
-        key = id(capabilities)
+    def setup(self, capabilities: View) -> Setup:
+        """What executions over this view of a snapshot share, built once (by its key)."""
+        key = capabilities.key
         with self._lock:
             found = self._setups.get(key)
-            if found is not None and found[0] is capabilities:
+            if found is not None:
                 self._setups.move_to_end(key)
-                return found[1]
+                return found
             setup = Setup(
                 capabilities=capabilities,
                 programs=Programs(capabilities),
@@ -191,7 +191,7 @@ class Engine:
                 limits=self.limits,
                 overdue=exceeded(LimitKind.EXECUTION_TIME, self.limits),
             )
-            self._setups[key] = (capabilities, setup)
+            self._setups[key] = setup
             while len(self._setups) > _VIEWS_KEPT:
                 self._setups.popitem(last=False)
             return setup
