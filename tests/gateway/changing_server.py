@@ -1,6 +1,7 @@
 """A real MCP server (the SDK's lowlevel `Server`, stdio) whose tools the test rewrites.
 
-`CATALOG_FILE` names a JSON file `{"version": N, "tools": [Tool, ...], "list_delay": s}`,
+`CATALOG_FILE` names a JSON file `{"version": N, "tools": [Tool, ...], "list_delay": s,
+"fail_list": bool}` (`fail_list`: every `tools/list` answers an error),
 read at the start of every `tools/list` (which then waits `list_delay` seconds, so a
 listing can be slower than a later one). With `LIST_EVENTS`, it appends `start N` and
 `end N` to that file around each listing of version N. The tool `notify` (always listed) sends
@@ -15,8 +16,10 @@ import os
 from typing import Any
 
 import anyio
+from mcp import MCPError
 from mcp.server import Server, ServerRequestContext
 from mcp.types import (
+    INTERNAL_ERROR,
     CallToolRequestParams,
     CallToolResult,
     ListToolsResult,
@@ -45,6 +48,8 @@ async def on_list_tools(
 ) -> ListToolsResult:
     now = catalog()
     note(f"start {now['version']}")
+    if now.get("fail_list"):
+        raise MCPError(code=INTERNAL_ERROR, message="cannot list now")
     tools = [Tool.model_validate(tool) for tool in now["tools"]]
     await anyio.sleep(float(now.get("list_delay", 0)))
     note(f"end {now['version']}")

@@ -3,6 +3,7 @@ policy and dispatch (a real MCP server whose tool list the test rewrites)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import time
@@ -53,9 +54,16 @@ class Upstream:
         self.path = path
         self.version = 0
 
-    def write(self, *tools: dict[str, Any], list_delay: float = 0) -> int:
+    def write(self, *tools: dict[str, Any], list_delay: float = 0, fail_list: bool = False) -> int:
         self.version += 1
-        text = json.dumps({"version": self.version, "tools": tools, "list_delay": list_delay})
+        text = json.dumps(
+            {
+                "version": self.version,
+                "tools": tools,
+                "list_delay": list_delay,
+                "fail_list": fail_list,
+            }
+        )
         partial = self.path.with_suffix(".partial")
         partial.write_text(text)
         partial.replace(self.path)  # the server never reads half a file
@@ -351,6 +359,56 @@ def test_a_new_session_lists_the_tools_again(upstream: Upstream) -> None:
         assert denied(failure(cm, '    return up.wipe(path="/srv")'))
 
 
+def test_a_listing_that_cannot_be_read_withholds_every_tool_until_one_can(
+    upstream: Upstream,
+) -> None:
+    """The upstream said its tools changed and then could not list them: any of them may
+    have changed, so none is used (not `wipe` under its old read-only hints) until a
+    listing is read again, which is tried again without a further notice."""
+    upstream.write(tool("wipe", hints=READ_ONLY, path=PATH))
+    with CodeMode(authorizer=CedarAuthorizer(EVERYTHING + NO_DESTRUCTIVE)) as cm:
+        upstream.add_to(cm)
+        upstream.write(tool("wipe", hints=DESTRUCTIVE, path=PATH), fail_list=True)
+        changed(cm, lambda: "up.wipe" not in cm.catalog.enabled)
+        assert sorted(cm.catalog.enabled) == []
+        error = failure(cm, '    return up.wipe(path="/srv")')
+        assert str(error) == (
+            "invalid program: <codemode>:2:12: NameError: name 'up' is not defined; "
+            "no capabilities are available to you"
+        )
+        upstream.write(tool("wipe", hints=DESTRUCTIVE, path=PATH))
+        wait_for(lambda: "up.wipe" in cm.catalog.enabled)
+        assert hints(cm, "up.wipe")["destructiveHint"] is True
+        assert denied(failure(cm, '    return up.wipe(path="/srv")'))
+
+
+def test_tools_of_a_later_listing_that_become_one_name_are_skipped(upstream: Upstream) -> None:
+    """Only the clashing tools are left out: the rest of the listing is read (`wipe` has
+    its new hints at once)."""
+    upstream.write(tool("wipe", hints=READ_ONLY, path=PATH))
+    with CodeMode(authorizer=CedarAuthorizer(EVERYTHING + NO_DESTRUCTIVE)) as cm:
+        upstream.add_to(cm)
+        upstream.write(tool("wipe", hints=DESTRUCTIVE, path=PATH), tool("a-b"), tool("a_b"))
+        changed(cm, lambda: hints(cm, "up.wipe")["destructiveHint"])
+        assert sorted(cm.catalog.enabled) == ["up.notify", "up.wipe"]
+        assert denied(failure(cm, '    return up.wipe(path="/srv")'))
+
+
+def test_cedar_reads_a_filled_default_without_has(upstream: Upstream) -> None:
+    """A parameter whose default is filled in is always in the context, so Cedar's schema
+    declares it required and a policy may read it as it is."""
+    upstream.write(tool("delete", path=PATH, recursive={"type": "boolean", "default": True}))
+    policy = (
+        EVERYTHING
+        + '@id("no-recursive-delete")\nforbid (principal, action == Action::"up.delete", resource)\n'
+        + "when { context.recursive };\n"
+    )
+    with CodeMode(authorizer=CedarAuthorizer(policy)) as cm:
+        upstream.add_to(cm)
+        assert denied(failure(cm, '    return up.delete(path="/srv")'))
+        assert run(cm, '    return up.delete(path="/srv", recursive=False)')["tool"] == "delete"
+
+
 def test_refreshes_of_one_upstream_never_overlap_and_the_newest_wins(
     upstream: Upstream, tmp_path: Path
 ) -> None:
@@ -421,7 +479,8 @@ def test_refreshes_under_load_keep_every_call_in_one_snapshot(upstream: Upstream
     """The upstream relists `probe` again and again, its default `version` and its hints
     changing together (destructive on odd versions), while four subjects run programs.
     Every authorized call saw hints and a document of one snapshot, and the upstream got
-    exactly the document that was authorized."""
+    exactly the document that was authorized. The next change waits for a call that ran,
+    so that calls run between changes, whatever the machine's speed."""
 
     def probe(version: int) -> dict[str, Any]:
         return tool(
@@ -432,14 +491,9 @@ def test_refreshes_under_load_keep_every_call_in_one_snapshot(upstream: Upstream
 
     upstream.write(probe(1))
     seen: list[AuthorizationRequest] = []
-    lock = threading.Lock()
-
-    def authorize(request: AuthorizationRequest) -> None:
-        with lock:
-            seen.append(request)
-
     results: list[Any] = []
-    stop = threading.Event()
+    ran = threading.Condition()
+    done = threading.Event()
     program = (
         "import asyncio\n"
         "async def main():\n"
@@ -452,39 +506,48 @@ def test_refreshes_under_load_keep_every_call_in_one_snapshot(upstream: Upstream
         "    return out\n"
     )
 
+    def authorize(request: AuthorizationRequest) -> None:
+        with ran:
+            seen.append(request)
+
+    def ran_at(version: int) -> bool:
+        return any(isinstance(r, dict) and r["arguments"]["version"] == version for r in results)
+
     with CodeMode(authorizer=authorize, limits=Limits(max_execution_seconds=30)) as cm:
         upstream.add_to(cm)
 
         def churn() -> None:
-            while not stop.is_set():
-                upstream.write(probe(upstream.version + 1))
-                cm.execute("def main():\n    return up.notify()", subject="admin")
+            try:
+                for _ in range(8):
+                    version = upstream.write(probe(upstream.version + 1))
+                    cm.execute("def main():\n    return up.notify()", subject="admin")
+                    with ran:  # a call ran in the new snapshot before the next change
+                        assert ran.wait_for(functools.partial(ran_at, version), 60)
+            finally:
+                done.set()
 
         def work(subject: str) -> None:
-            for _ in range(8):
+            while not done.is_set():
                 value = cm.execute(program, subject=subject).value
-                with lock:
+                with ran:
                     results.extend(value)  # type: ignore[arg-type]
+                    ran.notify_all()
 
         churner = threading.Thread(target=churn)
-        churner.start()
         workers = [threading.Thread(target=work, args=(f"s{n}",)) for n in range(4)]
-        for worker in workers:
-            worker.start()
-        for worker in workers:
-            worker.join(120)
-        stop.set()
-        churner.join(30)
+        for thread in [churner, *workers]:
+            thread.start()
+        for thread in [churner, *workers]:
+            thread.join(120)
 
     probes = [r for r in seen if r.capability_name == "up.probe"]
-    assert len(probes) == 4 * 8 * 5
+    assert len(probes) == len(results)
     for request in probes:
         version = request.arguments["version"]
         assert isinstance(version, int)
         assert request.annotations["destructiveHint"] is bool(version % 2), request
     answers = [r for r in results if isinstance(r, dict)]
     refused = [r for r in results if isinstance(r, str)]
-    assert answers, "some calls ran"
     assert set(refused) <= {
         "capability failed: up.probe changed on its server while the program ran; "
         "describe it again, then run the program again"
@@ -492,4 +555,4 @@ def test_refreshes_under_load_keep_every_call_in_one_snapshot(upstream: Upstream
     authorized = {r.arguments["version"] for r in probes}
     assert all(a["arguments"]["version"] in authorized for a in answers)
     assert all(a["arguments"] == {"version": a["arguments"]["version"]} for a in answers)
-    assert upstream.version > 3, "the tools changed while the programs ran"
+    assert {a["arguments"]["version"] for a in answers} >= set(range(2, 10)), "in each snapshot"

@@ -64,7 +64,8 @@ def with_catalog(schema: Mapping[str, Any], capabilities: Iterable[Capability]) 
             if cedar_type is not None:
                 attributes[parameter.key] = {
                     **cedar_type,
-                    "required": parameter.required and not _optional(parameter.annotation),
+                    "required": (parameter.required or parameter.filled)
+                    and not _optional(parameter.annotation),
                 }
         actions[capability.id] = {
             "appliesTo": {

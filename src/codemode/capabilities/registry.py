@@ -47,6 +47,10 @@ class Parameter:
     """Its name in the argument document, when that is not `name` (an upstream tool's
     property that is no identifier, such as `from` or `my-path`)."""
 
+    filled: bool = False
+    """Whether its default is put in the argument document when the program leaves it out
+    (an upstream schema's `default`), so a policy always finds it there."""
+
     @property
     def key(self) -> str:
         """Its name in the argument document the authorizer, policies and audit read."""
@@ -452,11 +456,7 @@ class Catalog:
                     if isinstance(exc, RegistrationError):
                         raise
                     raise RegistrationError(f"the policy refuses them: {exc}") from exc
-                self._snapshot = None
-                hold = frozenset(refused(self._current_locked(), exc))
-                self._withheld = self._withheld | (hold & self._ids)
-                self._swapped(self._policy)
-                return self._current_locked()
+                return self._withhold(refused(self._current_locked(), exc))
             self._by_name, self._ids, self._namespaces = by_name, ids, namespaces
             self._withheld = withheld
             self._swapped(policy)
@@ -480,6 +480,17 @@ class Catalog:
             policy = self._prepare(self._enabled_of(by_name, withheld))
         return by_name, ids, namespaces, withheld, policy
 
+    def withhold(self, ids: Iterable[str]) -> Snapshot:
+        """Keep these capabilities from programs, under the same policy, until a change
+        that includes them again (an upstream whose new tools could not be read)."""
+        with self._writing:
+            return self._withhold(ids)
+
+    def _withhold(self, ids: Iterable[str]) -> Snapshot:
+        self._withheld = self._withheld | (frozenset(ids) & self._ids)
+        self._swapped(self._policy)
+        return self._current_locked()
+
     def check_disabled(self) -> None:
         """Fail on `disabled` ids that name no registered capability (a likely typo)."""
         unknown = sorted(self.disabled - self.current.by_id.keys())
@@ -500,10 +511,14 @@ class Catalog:
         return [c for c in by_name.values() if c.id not in off]
 
     def _swapped(self, policy: Any) -> None:
-        """A change is made (under `_writing`): the next read builds a new snapshot."""
+        """A change is made (under `_writing`). Once there is a policy, its snapshot is
+        built now, so that no reader waits while a later change is checked; before, the
+        next read builds it (registering thousands stays linear)."""
         self._policy = policy
         self._version += 1
         self._snapshot = None
+        if self._prepare is not None:
+            self._current_locked()
 
     def _current_locked(self) -> Snapshot:
         if self._snapshot is None:

@@ -134,17 +134,21 @@ class Gateway:
         change keeps its capability (the same object, so a running call of it goes on)."""
         options = served.options
         chosen = _chosen(name, list(tools), options, strict=strict)
-        by_name: dict[str, str] = {}
+        leaves: dict[str, list[str]] = {}
+        for tool in chosen:
+            leaves.setdefault(identifier(tool.name), []).append(tool.name)
         found: dict[str, tuple[mt.Tool, Capability]] = {}
         send = self._sender(name, options.timeout)
         for tool in chosen:
             leaf = identifier(tool.name)
-            if leaf in by_name:
-                raise RegistrationError(
-                    f'MCP server "{name}": tools "{by_name[leaf]}" and "{tool.name}" '
-                    f'both become "{name}.{leaf}"'
-                )
-            by_name[leaf] = tool.name
+            if len(leaves[leaf]) > 1:
+                clash = " and ".join(f'"{n}"' for n in leaves[leaf])
+                word = "both" if len(leaves[leaf]) == 2 else "all"
+                problem = f'MCP server "{name}": tools {clash} {word} become "{name}.{leaf}"'
+                if strict:
+                    raise RegistrationError(problem)
+                log.warning("%s; none of them is used", problem)  # the rest are read
+                continue
             before = served.tools.get(tool.name)
             if before is not None and before[0] == tool:
                 found[tool.name] = before
@@ -196,6 +200,9 @@ class Gateway:
                         served.round = anyio.Event()
                     await served.round.wait()
             if served.listed < wanted or served.callable.get(tool.name) is not tool:
+                log.info(
+                    "MCP server %s: a call of %s is not sent: the tool changed", name, tool.name
+                )
                 raise ToolChanged(f"{name}.{tool.name} changed on the upstream")
 
         return await served.upstream.call(tool.name, arguments, timeout, admit)
@@ -219,28 +226,40 @@ class Gateway:
     async def _refresh(self, served: _Served) -> None:
         """List the tools again until no newer notice arrived meanwhile (refreshes of one
         upstream never overlap, so the newest listing is the one that stays)."""
+        failures = 0
         try:
-            while served.listed < served.changes:
+            while served.listed < served.changes or failures:
+                if failures:  # nothing else would list it again: try later, less often
+                    await anyio.sleep(min(_RETRY_SECONDS * 2 ** (failures - 1), CONNECT_SECONDS))
                 seen = served.changes
-                await self._relist(served)
-                served.listed = seen
+                failures = 0 if await self._relist(served) else failures + 1
+                served.listed = max(served.listed, seen)
                 if served.round is not None:
                     served.round.set()
                     served.round = None
         finally:
             served.listing = False
 
-    async def _relist(self, served: _Served) -> None:
+    async def _relist(self, served: _Served) -> bool:
         """Replace the upstream's capabilities by its new listing, once the policy accepts
         them; when it refuses, its changed, added and removed tools are withheld (it
-        already serves the new ones under those names) until a listing is accepted."""
+        already serves the new ones under those names) until a listing is accepted. A
+        listing that cannot be read withholds all of its tools (any may have changed):
+        False then, and it is tried again."""
         name = served.upstream.name
         try:
             tools = await served.upstream.tools()
-            found = self._capabilities(name, served, tools, strict=False)
-        except (UpstreamError, RegistrationError) as exc:
-            log.warning("MCP server %s: its changed tools could not be read: %s", name, exc)
-            return
+        except UpstreamError as exc:
+            served.callable = {}
+            ids = [capability.id for _, capability in served.tools.values()]
+            await anyio.to_thread.run_sync(lambda: self.catalog.withhold(ids))
+            log.warning(
+                "MCP server %s: its changed tools could not be listed, so none is used: %s",
+                name,
+                exc,
+            )
+            return False
+        found = self._capabilities(name, served, tools, strict=False)
         old = [capability.name for _, capability in served.tools.values()]
         new = [capability for _, capability in found.values()]
         kept = {n for n, pair in served.tools.items() if found.get(n) is pair}
@@ -259,10 +278,11 @@ class Gateway:
                 len(served.tools) - len(kept),
                 refusal[0],
             )
-            return
+            return True
         served.tools = found
         served.callable = {tool.name: tool for tool, _ in found.values()}
         log.info("MCP server %s: tools changed; %d capabilities now", name, len(new))
+        return True
 
     # -- shutdown ----------------------------------------------------------------------
 
@@ -277,6 +297,10 @@ class Gateway:
         self._supervisor.cancel()
         with contextlib.suppress(Exception):
             self._portal_context.__exit__(None, None, None)
+
+
+_RETRY_SECONDS = 1.0
+"""How long after a listing that failed it is tried again (doubling, up to 30 s)."""
 
 
 async def _guarded(function: Any, *args: Any) -> None:

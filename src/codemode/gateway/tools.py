@@ -113,6 +113,7 @@ def tool_capability(
                 default,
                 s.clean(doc) if isinstance(doc, str) else None,
                 wire=key if key != param else None,
+                filled=defaults.get(key) is not None,
             )
         )
     for parameter in parameters:
