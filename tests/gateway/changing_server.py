@@ -1,7 +1,8 @@
 """A real MCP server (the SDK's lowlevel `Server`, stdio) whose tools the test rewrites.
 
 `CATALOG_FILE` names a JSON file `{"version": N, "tools": [Tool, ...], "list_delay": s,
-"fail_list": bool}` (`fail_list`: every `tools/list` answers an error),
+"fail_list": bool, "endless_pages": bool}` (`fail_list`: every `tools/list` answers an
+error; `endless_pages`: every page names a next one),
 read at the start of every `tools/list` (which then waits `list_delay` seconds, so a
 listing can be slower than a later one). With `LIST_EVENTS`, it appends `start N` and
 `end N` to that file around each listing of version N. The tool `notify` (always listed) sends
@@ -53,6 +54,8 @@ async def on_list_tools(
     tools = [Tool.model_validate(tool) for tool in now["tools"]]
     await anyio.sleep(float(now.get("list_delay", 0)))
     note(f"end {now['version']}")
+    if now.get("endless_pages"):
+        return ListToolsResult(tools=[NOTIFY], next_cursor=f"{params.cursor if params else ''}+")
     return ListToolsResult(tools=[NOTIFY, *tools])
 
 

@@ -54,15 +54,11 @@ class Upstream:
         self.path = path
         self.version = 0
 
-    def write(self, *tools: dict[str, Any], list_delay: float = 0, fail_list: bool = False) -> int:
+    def write(self, *tools: dict[str, Any], list_delay: float = 0, **faults: bool) -> int:
+        """Serve these tools from now on; `faults`: `fail_list`, `endless_pages`."""
         self.version += 1
         text = json.dumps(
-            {
-                "version": self.version,
-                "tools": tools,
-                "list_delay": list_delay,
-                "fail_list": fail_list,
-            }
+            {"version": self.version, "tools": tools, "list_delay": list_delay, **faults}
         )
         partial = self.path.with_suffix(".partial")
         partial.write_text(text)
@@ -471,7 +467,7 @@ def test_a_server_added_while_a_slow_policy_check_runs_is_kept(upstream: Upstrea
         adding.start()
         policy.release.set()
         adding.join(30)
-        changed(cm, lambda: "up.b" in cm.catalog.enabled and "two.b" in cm.catalog.enabled)
+        wait_for(lambda: "up.b" in cm.catalog.enabled and "two.b" in cm.catalog.enabled)
         assert {"up.b", "two.b", "two.notify"} <= set(cm.catalog.enabled)
 
 
@@ -556,3 +552,102 @@ def test_refreshes_under_load_keep_every_call_in_one_snapshot(upstream: Upstream
     assert all(a["arguments"]["version"] in authorized for a in answers)
     assert all(a["arguments"] == {"version": a["arguments"]["version"]} for a in answers)
     assert {a["arguments"]["version"] for a in answers} >= set(range(2, 10)), "in each snapshot"
+
+
+# -- from an attacker's review ------------------------------------------------------------
+
+
+def test_a_policy_cannot_read_an_argument_cedar_cannot_type(upstream: Upstream) -> None:
+    """`path` relisted as a string or an integer has no Cedar type, so its context would
+    leave it out and `context has path` would be false: the listing is refused, and the
+    tool is not called under a forbid that can no longer see its argument."""
+    upstream.write(tool("remove", path=PATH))
+    policy = (
+        EVERYTHING
+        + '@id("not-etc")\nforbid (principal, action, resource)\n'
+        + 'when { context has path && context.path like "/etc/*" };\n'
+    )
+    with CodeMode(authorizer=CedarAuthorizer(policy)) as cm:
+        upstream.add_to(cm)
+        assert denied(failure(cm, '    return up.remove(path="/etc/passwd")'))
+        upstream.write(tool("remove", path={"type": ["string", "integer"]}))
+        changed(cm, lambda: "up.remove" not in cm.catalog.enabled)
+        error = failure(cm, '    return up.remove(path="/etc/passwd")')
+        assert str(error).startswith(
+            'invalid program: <codemode>:2:12: unknown capability "up.remove"'
+        )
+
+
+def test_nested_and_referenced_defaults_are_in_the_document(upstream: Upstream) -> None:
+    """As an upstream that validates its arguments with pydantic applies them (FastMCP's
+    `opts: Opts` with `recursive: bool = True`): the policy sees what will be done."""
+    flag = {"$ref": "#/$defs/Flag"}
+    upstream.write(
+        {
+            **tool("delete", path=PATH),
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "path": PATH,
+                    "opts": {
+                        "type": "object",
+                        "properties": {"recursive": {"type": "boolean", "default": True}},
+                    },
+                    "force": flag,
+                },
+                "$defs": {"Flag": {"type": "boolean", "default": False}},
+            },
+        }
+    )
+    seen: list[AuthorizationRequest] = []
+    with CodeMode(authorizer=seen.append) as cm:
+        upstream.add_to(cm)
+        sent = run(cm, '    return up.delete(path="/srv", opts={})')
+    expected = {"path": "/srv", "opts": {"recursive": True}, "force": False}
+    assert sent["arguments"] == expected
+    assert seen[-1].arguments == expected
+
+
+def test_a_listing_that_changes_nothing_makes_no_snapshot(
+    upstream: Upstream, tmp_path: Path
+) -> None:
+    """A storm of notices over the same tools leaves the catalog (and so every subject's
+    visibility and prepared programs) as it was."""
+    events = tmp_path / "listings.txt"
+    upstream.write(tool("a"))
+    with CodeMode(authorizer=AllowAll()) as cm:
+        upstream.add_to(cm, env={"CATALOG_FILE": str(upstream.path), "LIST_EVENTS": str(events)})
+        cm.search("")
+        before = cm.catalog.current
+        for _ in range(3):
+            run(cm, "    return up.notify()")
+        wait_for(lambda: lines(events).count("end 1") >= 2)
+        assert run(cm, "    return up.a()")["tool"] == "a"  # waits for what is pending
+        assert cm.catalog.current is before
+
+
+def test_a_schema_too_intricate_to_read_is_skipped(upstream: Upstream) -> None:
+    """A chain of 500 references (5 levels of JSON) cannot be read without recursing past
+    Python's limit: that tool is skipped with a warning, the others are registered."""
+    chain = {f"d{i}": {"$ref": f"#/$defs/d{i + 1}"} for i in range(500)}
+    chain["d500"] = {"type": "string"}
+    deep = {
+        **tool("deep"),
+        "inputSchema": {
+            "type": "object",
+            "properties": {"x": {"$ref": "#/$defs/d0"}},
+            "$defs": chain,
+        },
+    }
+    upstream.write(deep, tool("fine"))
+    with CodeMode(authorizer=AllowAll()) as cm:
+        assert sorted(upstream.add_to(cm)) == ["up.fine", "up.notify"]
+        assert cm.describe("up.fine").name == "up.fine"
+
+
+def test_a_listing_without_end_is_refused(upstream: Upstream) -> None:
+    upstream.write(tool("a"), endless_pages=True)
+    with CodeMode(authorizer=AllowAll()) as cm:
+        with pytest.raises(RegistrationError, match="its listing goes on past 100 pages"):
+            upstream.add_to(cm)
+        assert cm.catalog.names() == []

@@ -33,6 +33,7 @@ from codemode.authz.cedar_schema import (
     CedarPolicyError,
     cedar_schema,
     cedar_string,
+    untyped_arguments,
     with_catalog,
 )
 from codemode.capabilities import Capability
@@ -141,6 +142,7 @@ class CedarAuthorizer:
         result = cedarpy.validate_policies(self.text, schema)
         if not result.validation_passed:
             raise CedarPolicyError(mistakes(self.text, result, schema, contexts))
+        _refuse_unseen_reads(self.text, capabilities)
         refused = cedarpy.is_authorized_partial({}, "", entities, schema).diagnostics.errors
         if refused:  # Cedar says why only when it decides
             raise CedarPolicyError(
@@ -225,6 +227,27 @@ class CedarAuthorizer:
             policy.get("effect") == "permit" and not _never(policy)
             for policy in (result.residuals or {}).values()
         )
+
+
+_CONTEXT_READ = re.compile(
+    r'context\s*(?:\.\s*([A-Za-z_]\w*)|\[\s*"((?:[^"\\]|\\.)*)"\s*\]'
+    r'|\s+has\s+(?:([A-Za-z_]\w*)|"((?:[^"\\]|\\.)*)"))'
+)
+
+
+def _refuse_unseen_reads(text: str, capabilities: Sequence[Capability]) -> None:
+    """CedarPolicyError when the policies read a context key that some capability passes
+    but Cedar has no type for: its context leaves it out, so a `has` test would be false
+    and a `forbid` guarded by it would never match (the value is there, unseen)."""
+    read = {next(g for g in m.groups() if g is not None) for m in _CONTEXT_READ.finditer(text)}
+    for capability in capabilities:
+        for key in untyped_arguments(capability):
+            if key in read:
+                raise CedarPolicyError(
+                    f'the policies read context "{key}", but Cedar has no type for that '
+                    f"argument of {capability.name} (it may be of several types, or of any "
+                    "type), so its context never has it"
+                )
 
 
 def _with_catalog_entities(

@@ -80,6 +80,12 @@ def with_catalog(schema: Mapping[str, Any], capabilities: Iterable[Capability]) 
     return {**schema, "": root}
 
 
+def untyped_arguments(capability: Capability) -> list[str]:
+    """The capability's arguments Cedar has no type for (a value of several types, or of
+    any), which its context leaves out."""
+    return [p.key for p in capability.parameters if _cedar_type(p.annotation) is None]
+
+
 CATALOG_TYPES = ("Action", "Capability")
 """The entity types the catalog declares, never derived from the host's entities."""
 

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import fnmatch
 import logging
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -59,6 +60,8 @@ class _Served:
     """Whether a refresh is running (one at a time: the newest listing wins)."""
     round: anyio.Event | None = None
     """Set when a listing ends, for calls that wait for it (made on the loop)."""
+    next_listing: float = 0.0
+    """When the next listing may start, on the loop's clock."""
 
 
 class Gateway:
@@ -73,6 +76,7 @@ class Gateway:
     def __init__(self, catalog: Catalog) -> None:
         self.catalog = catalog
         self._served: dict[str, _Served] = {}
+        self._adding = threading.Lock()
         self._portal_context = anyio.from_thread.start_blocking_portal(name="codemode-gateway")
         self._portal = self._portal_context.__enter__()
         self._supervisor, (self._group, loop) = self._portal.start_task(self._supervise)
@@ -96,27 +100,32 @@ class Gateway:
         """Connect, list the tools and register them as `name.<tool>`; RegistrationError
         when the upstream cannot be reached, its tools cannot be named or the policy
         refuses them."""
-        if name in self._served:
-            raise RegistrationError(f'MCP server "{name}": a server of that name is added')
-        taken = sorted(n for n in self.catalog.names() if n.startswith(name + "."))
-        if taken:
-            raise RegistrationError(
-                f'MCP server "{name}": its namespace holds capabilities already ({taken[0]}); '
-                "give the server another name"
-            )
         upstream = Upstream(name, target, self._spawn, on_tools_changed=lambda: self._changed(name))
         served = _Served(upstream, options)
-        self._served[name] = served  # a change noticed while it lists is listed after
+        with self._adding:  # the name is checked and taken at once
+            if name in self._served:
+                raise RegistrationError(f'MCP server "{name}": a server of that name is added')
+            taken = sorted(n for n in self.catalog.names() if n.startswith(name + "."))
+            if taken:
+                raise RegistrationError(
+                    f'MCP server "{name}": its namespace holds capabilities already '
+                    f"({taken[0]}); give the server another name"
+                )
+            self._served[name] = served  # a change noticed while it lists is listed after
         try:
             tools = self._portal.call(upstream.tools)
             found = self._capabilities(name, served, tools, strict=True)
             capabilities = [capability for _, capability in found.values()]
             self.catalog.change((), capabilities)  # all of them, or none
-        except (UpstreamError, RegistrationError) as exc:
+        except Exception as exc:  # whatever it was, nothing of the server stays
             del self._served[name]
             self._portal.call(upstream.close)
             upstream.release()
-            raise RegistrationError(str(exc)) from None
+            if isinstance(exc, UpstreamError | RegistrationError):
+                raise RegistrationError(str(exc)) from None
+            raise RegistrationError(
+                f'MCP server "{name}": its tools cannot be read ({type(exc).__name__})'
+            ) from exc
         served.tools = found
         served.callable = {tool.name: tool for tool, _ in found.values()}
         served.added = True
@@ -157,8 +166,18 @@ class Gateway:
                 capability = tool_capability(
                     name, tool, send, expose_errors=options.expose_errors, timeout=options.timeout
                 )
+                capability.info  # noqa: B018 - built now: a schema that breaks it is skipped
+                capability.projection  # noqa: B018
             except (SchemaError, t.UnsupportedTypeError) as exc:
                 log.warning("MCP server %s: tool %r skipped: %s", name, tool.name, exc)
+                continue
+            except Exception as exc:  # a schema too intricate to read (a RecursionError)
+                log.warning(
+                    "MCP server %s: tool %r skipped: its schema cannot be read (%s)",
+                    name,
+                    tool.name,
+                    type(exc).__name__,
+                )
                 continue
             found[tool.name] = (tool, capability)
         return found
@@ -231,6 +250,9 @@ class Gateway:
             while served.listed < served.changes or failures:
                 if failures:  # nothing else would list it again: try later, less often
                     await anyio.sleep(min(_RETRY_SECONDS * 2 ** (failures - 1), CONNECT_SECONDS))
+                else:  # an upstream that says it changed on every listing lists at a pace
+                    await anyio.sleep(max(0.0, served.next_listing - anyio.current_time()))
+                served.next_listing = anyio.current_time() + _LISTING_GAP_SECONDS
                 seen = served.changes
                 failures = 0 if await self._relist(served) else failures + 1
                 served.listed = max(served.listed, seen)
@@ -259,7 +281,14 @@ class Gateway:
                 exc,
             )
             return False
-        found = self._capabilities(name, served, tools, strict=False)
+        found = await anyio.to_thread.run_sync(  # off the loop that serves every upstream
+            lambda: self._capabilities(name, served, tools, strict=False)
+        )
+        unchanged = found.keys() == served.tools.keys() and all(
+            found[n] is served.tools[n] for n in found
+        )
+        if unchanged and served.callable.keys() == found.keys():
+            return True  # the same tools: the same snapshot (a storm of notices costs no churn)
         old = [capability.name for _, capability in served.tools.values()]
         new = [capability for _, capability in found.values()]
         kept = {n for n, pair in served.tools.items() if found.get(n) is pair}
@@ -299,6 +328,8 @@ class Gateway:
             self._portal_context.__exit__(None, None, None)
 
 
+_LISTING_GAP_SECONDS = 0.25
+"""The least time between two listings of one upstream: notices meanwhile make one."""
 _RETRY_SECONDS = 1.0
 """How long after a listing that failed it is tried again (doubling, up to 30 s)."""
 

@@ -12,6 +12,7 @@ keys, however its `if`/`then`/`else` and `*Of` combinators branch (see `Hints`).
 
 from __future__ import annotations
 
+import copy
 import functools
 import keyword
 import re
@@ -628,6 +629,54 @@ def problem(error: jsonschema.ValidationError, names: Mapping[str, str]) -> str:
     return f'argument "{where}" {words}' if where else f"the arguments do not meet {kind!r}"
 
 
+def with_defaults(schema: Any, value: Any, root: Mapping[str, Any], depth: int = 0) -> Any:
+    """`value` with the `default` of each property it leaves out filled in, at every level
+    of objects the schema declares (through local `$ref`s and `allOf` members, and in
+    array items), as an upstream that validates its arguments applies them: a policy
+    decides on what the upstream will do. The value itself is never changed."""
+    schema = _resolved(schema, root)
+    if depth > _DEPTH or not isinstance(schema, Mapping):
+        return value
+    if isinstance(value, dict):
+        filled = dict(value)
+        for key, sub in _properties(schema, root).items():
+            if key in filled:
+                filled[key] = with_defaults(sub, filled[key], root, depth + 1)
+            elif isinstance(target := _resolved(sub, root), Mapping) and "default" in target:
+                filled[key] = copy.deepcopy(target["default"])
+        return filled
+    items = schema.get("items")
+    if isinstance(value, list) and isinstance(items, Mapping):
+        return [with_defaults(items, item, root, depth + 1) for item in value]
+    return value
+
+
+def _resolved(schema: Any, root: Mapping[str, Any]) -> Any:
+    """A local `#/...` reference followed (a few levels), else the schema; None for one
+    that resolves to nothing."""
+    for _ in range(_DEPTH):
+        ref = schema.get("$ref") if isinstance(schema, Mapping) else None
+        if not isinstance(ref, str) or not ref.startswith("#"):
+            return schema
+        target: Any = root
+        for part in ref[1:].split("/")[1:]:
+            part = part.replace("~1", "/").replace("~0", "~")
+            target = target.get(part) if isinstance(target, Mapping) else None
+        schema = target
+    return None
+
+
+def _properties(schema: Mapping[str, Any], root: Mapping[str, Any]) -> dict[str, Any]:
+    """The properties an object schema declares, its `allOf` members' too."""
+    found: dict[str, Any] = {}
+    for member in [schema, *(schema.get("allOf") or ())]:
+        member = _resolved(member, root)
+        given = member.get("properties") if isinstance(member, Mapping) else None
+        if isinstance(given, Mapping):
+            found.update({str(k): v for k, v in given.items() if str(k) not in found})
+    return found
+
+
 def object_schema(schema: object) -> JSONObject:
     """An input schema as an object schema, or SchemaError when no call could meet it."""
     if not isinstance(schema, dict):
@@ -649,4 +698,5 @@ __all__ = [
     "object_schema",
     "problem",
     "validator",
+    "with_defaults",
 ]

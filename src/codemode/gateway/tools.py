@@ -140,12 +140,14 @@ def tool_capability(
 
     def document(arguments: JSONObject) -> JSONObject | str:
         """What goes on the wire, which the authorizer and audit see too: the upstream's
-        names, a None it does not accept left out, then its defaults of what is omitted."""
+        names, a None it does not accept left out, then its schema's defaults of what is
+        omitted, at every level (`with_defaults`)."""
         sent = {wire.get(k, k): v for k, v in arguments.items() if v is not None or k in keep_null}
         error = next(iter(sorted(checker.iter_errors(sent), key=lambda e: e.path)), None)
         if error is not None:
             return s.problem(error, names)
-        return sent | {k: v for k, v in defaults.items() if k not in sent}
+        filled: JSONObject = s.with_defaults(input_schema, sent, input_schema)
+        return filled
 
     description = s.clean(tool.description or "")
     title = s.clean(tool.title or (tool.annotations.title if tool.annotations else None) or "")

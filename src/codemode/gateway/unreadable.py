@@ -66,16 +66,21 @@ class Mended:
         await self.aclose()
 
 
+MAX_CHARS = 16 * 1024 * 1024
+"""The longest line that is mended (reading it takes a few passes over it)."""
+
+
 def _mend(error: ValidationError, name: str) -> SessionMessage | None:
-    """The answer in a line the SDK could not parse as JSON, as one it can: a tools list
-    without the tools that cannot be read, or an error answer for the request. None
+    """The answer in a line the SDK could not parse for its depth, as one it can: a tools
+    list without the tools that cannot be read, or an error answer for the request. None
     when the line is no answer, or not even JSON enough to find its request's id."""
     details = error.errors(include_url=False)
     if not details or details[0]["type"] != "json_invalid":
         return None
-    line, reason = details[0]["input"], _unreadable(details[0]["msg"])
-    if not isinstance(line, str):
-        return None
+    line, message = details[0]["input"], str(details[0]["msg"])
+    if "recursion limit" not in message or not isinstance(line, str) or len(line) > MAX_CHARS:
+        return None  # broken JSON is the upstream's to fix; only depth is the SDK's limit
+    reason = _unreadable(message)
     try:
         members = {key: (start, end) for key, start, end in _entries(line, _space(line, 0))}
         if "method" in members or "id" not in members:
@@ -136,7 +141,9 @@ def _unreadable(reason: str) -> str:
 
 _POSITION = re.compile(r" at line \d+ column \d+$")
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
-_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+_STRING_REST = re.compile(r'(?:[^"\\]|\\.)*"')
+"""A string after its opening quote: tried once per string, so a scan stays linear."""
+_STRUCTURE = re.compile(r'[\[\]{}"]')
 _SCALAR = re.compile(r"[^\s,:\[\]{}]+")
 _SPACE = re.compile(r"[ \t\n\r]*")
 
@@ -152,14 +159,18 @@ def _value_end(text: str, start: int) -> int:
     depth (it only has to be good JSON where the value is parsed after)."""
     opening = text[start : start + 1]
     if opening in ("[", "{"):
-        depth = 0
-        for token in _TOKEN.finditer(text, start):
-            if token.group() in ("[", "{"):
-                depth += 1
-            elif token.group() in ("]", "}"):
-                depth -= 1
-                if depth == 0:
-                    return token.end()
+        depth, at = 0, start
+        while (found := _STRUCTURE.search(text, at)) is not None:
+            if found.group() == '"':  # skip the whole string, or fail: never rescan it
+                rest = _STRING_REST.match(text, found.end())
+                if rest is None:
+                    raise ValueError("a string that does not end")
+                at = rest.end()
+                continue
+            depth += 1 if found.group() in "[{" else -1
+            at = found.end()
+            if depth == 0:
+                return at
         raise ValueError("an array or object that does not end")
     match = (_STRING if opening == '"' else _SCALAR).match(text, start)
     if match is None:

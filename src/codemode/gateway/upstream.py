@@ -42,12 +42,18 @@ from mcp.client.streamable_http import streamable_http_client
 
 from codemode.errors import ExpectedError
 from codemode.gateway.unreadable import Mended
+from codemode.mcp.compat import session_ended
 
 log = logging.getLogger("codemode.upstream")
 
 CONNECT_SECONDS = 30.0
 """How long starting an upstream and listing its tools may take."""
 _STDERR_LINES_KEPT = 20
+_STDERR_LINE_CHARS = 8192
+MAX_LIST_PAGES = 100
+"""Pages of one listing (`nextCursor` after `nextCursor`) read before it is refused."""
+MAX_TOOLS = 10_000
+"""Tools one upstream may list."""
 _PING_SECONDS = 2.0
 """How long a failed call waits for a ping before it takes the connection for dead."""
 _NO_LIMIT = contextlib.nullcontext()
@@ -141,7 +147,7 @@ class Upstream:
     async def _ready(self) -> tuple[_Held, ClientSession]:
         held = self._held
         if held is not None and held.session is not None:
-            if not _ended(held.session):
+            if not session_ended(held.session):
                 return held, held.session  # nothing awaits between the check and the use
             self._retire(held)
             held = None
@@ -205,7 +211,7 @@ class Upstream:
         held.retired = True
         if self._held is held:
             self._held = None
-        if held.calls == 0 or held.session is None or _ended(held.session):
+        if held.calls == 0 or held.session is None or session_ended(held.session):
             held.scope.cancel()
 
     def _done(self, held: _Held) -> None:
@@ -305,13 +311,16 @@ class Upstream:
         cursor: str | None = None
         try:
             with anyio.fail_after(CONNECT_SECONDS):
-                while True:
+                for _ in range(MAX_LIST_PAGES):
                     params = mt.PaginatedRequestParams(cursor=cursor) if cursor else None
                     page = await session.list_tools(params=params)
                     found.extend(page.tools)
+                    if len(found) > MAX_TOOLS:
+                        raise UpstreamError(f"it lists more than {MAX_TOOLS} tools")
                     cursor = page.next_cursor
                     if not cursor:
                         return found
+                raise UpstreamError(f"its listing goes on past {MAX_LIST_PAGES} pages")
         except Exception as exc:
             raise UpstreamError(
                 f'MCP server "{self.name}" could not list its tools: {_reason(exc)}'
@@ -358,7 +367,7 @@ class Upstream:
 async def _responds(session: ClientSession) -> bool:
     """Whether a session's connection still answers: a ping answered within 2 s, with
     anything (an error or an answer the SDK cannot read proves the connection too)."""
-    if _ended(session):
+    if session_ended(session):
         return False
     try:
         with anyio.fail_after(_PING_SECONDS):
@@ -370,12 +379,6 @@ async def _responds(session: ClientSession) -> bool:
     except Exception:
         return True
     return True
-
-
-def _ended(session: ClientSession) -> bool:
-    """Whether the SDK saw the session's connection end (its stream closed)."""
-    dispatcher = getattr(session, "_dispatcher", None)
-    return bool(getattr(dispatcher, "_closed", False))
 
 
 def _answered(exc: BaseException) -> bool:
@@ -409,11 +412,17 @@ class _StderrLog:
         self._thread.start()
 
     def _pump(self, read_fd: int) -> None:
+        """Log each line, cut at `_STDERR_LINE_CHARS`: the rest of a longer one (an
+        upstream that writes without line breaks) is read and dropped, never held."""
+        cut = False
         with os.fdopen(read_fd, encoding="utf-8", errors="replace") as pipe:
-            for line in pipe:
-                text = line.rstrip("\n")
-                self._lines.append(text)
-                log.info("upstream %s: %s", self.name, text)
+            for chunk in iter(lambda: pipe.readline(_STDERR_LINE_CHARS), ""):
+                ends = chunk.endswith("\n")
+                if not cut:
+                    text = chunk.rstrip("\n") + ("" if ends else " ...")
+                    self._lines.append(text)
+                    log.info("upstream %s: %s", self.name, text)
+                cut = not ends
 
     def tail(self) -> str:
         return " | ".join(list(self._lines)[-3:])

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import anyio
-from mcp.shared.dispatcher import coerce_request_id
 from starlette.types import Message, Receive, Scope
 
+from codemode.mcp.compat import request_key
 from codemode.mcp.messages import is_request_id
 
 log = logging.getLogger("codemode")
@@ -56,7 +56,7 @@ class InFlight:
             with scope:
                 yield scope
             return
-        key = (subject, coerce_request_id(request_id))
+        key = (subject, request_key(request_id))
         self._calls.setdefault(key, []).append(scope)
         try:
             with scope:
@@ -73,7 +73,7 @@ class InFlight:
         to be the one meant."""
         if not is_request_id(request_id):
             return False
-        scopes = self._calls.get((subject, coerce_request_id(request_id)), [])
+        scopes = self._calls.get((subject, request_key(request_id)), [])
         if len(scopes) != 1:
             if scopes:
                 log.info(

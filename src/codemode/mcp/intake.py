@@ -21,24 +21,20 @@ import json
 
 import anyio
 from mcp.types import INTERNAL_ERROR, INVALID_REQUEST, UNSUPPORTED_PROTOCOL_VERSION
-from mcp_types.version import (
-    HANDSHAKE_PROTOCOL_VERSIONS,
-    KNOWN_PROTOCOL_VERSIONS,
-    MODERN_PROTOCOL_VERSIONS,
-)
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from codemode.http import route_path, subject_of
+from codemode.mcp.compat import HANDSHAKE_VERSIONS, KNOWN_VERSIONS, MODERN_VERSIONS
 from codemode.mcp.inflight import InFlight, watch_disconnect
 from codemode.mcp.messages import JSON, Rejected, check, check_batch, decode
 
 BATCH_CONCURRENCY = 4
 """How many messages of one batch are served at once."""
 UNSUPPORTED_VERSION = (
-    f"Unsupported protocol version; this server speaks {', '.join(MODERN_PROTOCOL_VERSIONS)}, "
-    f"and {', '.join(HANDSHAKE_PROTOCOL_VERSIONS)} after initialize"
+    f"Unsupported protocol version; this server speaks {', '.join(MODERN_VERSIONS)}, "
+    f"and {', '.join(HANDSHAKE_VERSIONS)} after initialize"
 )
 POST_ONLY = "Method Not Allowed: this stateless server takes each message by POST"
 """The error of a request to the MCP endpoint by any other method (HTTP 405)."""
@@ -127,10 +123,10 @@ class Intake:
 
 
 def _check_version(version: str | None, request_id: JSON) -> None:
-    if version is not None and version not in KNOWN_PROTOCOL_VERSIONS:
+    if version is not None and version not in KNOWN_VERSIONS:
         # `supported` lists the versions a request may name without a handshake, as
         # server/discover does; the message names the handshake ones too.
-        data = {"supported": list(MODERN_PROTOCOL_VERSIONS), "requested": version[:100]}
+        data = {"supported": list(MODERN_VERSIONS), "requested": version[:100]}
         raise Rejected(UNSUPPORTED_PROTOCOL_VERSION, UNSUPPORTED_VERSION, request_id, data)
 
 

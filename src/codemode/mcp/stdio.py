@@ -21,8 +21,8 @@ from mcp.server import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from mcp.types import JSONRPCError
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 
+from codemode.mcp.compat import HANDSHAKE_VERSIONS, LATEST_HANDSHAKE
 from codemode.mcp.messages import JSON, Rejected, check, check_batch, decode
 
 
@@ -79,8 +79,8 @@ class CheckedLines:
         params = message.get("params")
         if message.get("method") == "initialize" and isinstance(params, dict):
             asked = params.get("protocolVersion")
-            known = asked in HANDSHAKE_PROTOCOL_VERSIONS
-            self._version = asked if known and isinstance(asked, str) else LATEST_HANDSHAKE_VERSION
+            known = asked in HANDSHAKE_VERSIONS
+            self._version = asked if known and isinstance(asked, str) else LATEST_HANDSHAKE
         return message
 
 
