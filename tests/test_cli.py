@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import socket
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from click.testing import CliRunner
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
-from codemode import CodeMode, CodeModeError, cli
+from codemode import CodeMode, CodeModeError, serving
 from codemode.authz import AllowAll
 from codemode.cli import main
 from codemode.runtime.clock import SystemClock
@@ -196,8 +197,8 @@ def served(monkeypatch: pytest.MonkeyPatch) -> list[uvicorn.Config]:
     monkeypatch.setattr(
         uvicorn.Server, "run", lambda self, sockets=None: configs.append(self.config)
     )
-    listen = cli._listen  # a free port instead of the one asked for, which may be taken
-    monkeypatch.setattr(cli, "_listen", lambda host, port: listen(host, 0))
+    listen = serving.listen  # a free port instead of the one asked for, which may be taken
+    monkeypatch.setattr(serving, "listen", lambda host, port: listen(host, 0))
     return configs
 
 
@@ -265,7 +266,7 @@ def test_connections_the_listener_accepts_send_small_segments_at_once() -> None:
             )
             writer.close()
 
-        listening = cli._listen("127.0.0.1", 0)
+        listening = serving.listen("127.0.0.1", 0)
         async with await asyncio.start_server(accept, sock=listening):
             reader, writer = await asyncio.open_connection(*listening.getsockname())
             await reader.read()
@@ -452,7 +453,7 @@ def test_a_stop_by_signal_never_waits_on_the_thread_it_interrupted() -> None:
     engine = cm._engine
     assert engine is not None
     with engine.admission._lock:  # what the interrupted thread holds
-        closer = cli._close_aside(cm)  # returns at once: the close waits for the lock
+        closer = serving.close_aside(cm)  # returns at once: the close waits for the lock
         assert closer.is_alive()
     closer.join(20)
     assert not closer.is_alive()
@@ -487,3 +488,49 @@ def test_a_second_close_returns_once_the_first_has_ended_everything() -> None:
     first.join(20)
     second.join(20)
     assert seen == [True]  # it returned once the engine was closed
+
+
+def test_the_reloader_serves_with_the_configuration_it_was_given(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`serve --reload` hands its whole configuration to each server process it starts:
+    the app built again there takes the tokens, path, playground and audit log asked for."""
+    started: list[tuple[str, dict[str, object]]] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **options: started.append((app, options)))
+    listen = serving.listen  # a free port instead of the one asked for, which may be taken
+    monkeypatch.setattr(serving, "listen", lambda host, port: listen(host, 0))
+    monkeypatch.setenv(serving.CONFIG_ENV, "")  # removed again after the test
+    tokens, audit = tmp_path / "tokens", tmp_path / "audit.jsonl"
+    tokens.write_text("alice:alice-token\n")
+    options = ["--transport", "http", "--port", "8123", "--path", "/agents/mcp", "--web"]
+    options += ["--token-file", str(tokens), "--audit-log", str(audit), "--root-path", "/cm"]
+    result = CliRunner().invoke(main, ["serve", "--reload", "tests.conftest:build_host", *options])
+    assert result.exit_code == 0, result.stderr
+    assert "Reloading when a Python file under " in result.stdout
+    ((target, settings),) = started
+    assert target == "codemode.serving:reloaded_app"
+    assert (settings["factory"], settings["reload"]) == (True, True)
+    assert (settings["port"], settings["root_path"]) == (8123, "/cm")
+
+    app = serving.reloaded_app()  # what each server process runs, from what it inherits
+    assert serving.CONFIG_ENV not in os.environ  # the tokens go no further
+    alice = {"Authorization": "Bearer alice-token"}
+    mcp = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    ping = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    program = json.dumps({"source": "def main():\n    return 1"})
+    with TestClient(app, base_url="http://127.0.0.1:8123") as client:
+        anonymous = client.post("/agents/mcp", content=ping, headers=mcp)
+        answered = client.post("/agents/mcp", content=ping, headers={**mcp, **alice})
+        moved = client.post("/mcp", content=ping, headers={**mcp, **alice})
+        ran = client.post(
+            "/api/execute", content=program, headers={**alice, "Content-Type": "application/json"}
+        )
+    assert (anonymous.status_code, answered.status_code, moved.status_code) == (401, 200, 404)
+    assert ran.status_code == 200, ran.text
+    events = [json.loads(line) for line in audit.read_text().splitlines()]
+    assert [(e["event"], e["subject"]) for e in events][:1] == [("execution_started", "alice")]
+
+
+def test_a_serving_configuration_never_shows_its_tokens() -> None:
+    config = serving.ServeConfig(transport="http", tokens={"secret-token": "alice"})
+    assert "secret-token" not in repr(config)

@@ -466,25 +466,19 @@ class CodeMode:
         `on_disconnect="finish"` runs to its end (its answer is lost); an explicit
         `notifications/cancelled` from the same subject cancels it either way.
         """
-        from codemode.mcp import http_app
+        from codemode.serving import ServeConfig, http_app
 
-        self._prepare()
-        routes = None
-        public_paths: tuple[str, ...] = ()
-        if web:
-            from codemode.web import PUBLIC_PATHS, web_routes
-
-            routes, public_paths = web_routes(self), PUBLIC_PATHS
         return http_app(
             self,
-            tokens=tokens,
-            subject=subject,
-            host=host,
-            allowed_hosts=allowed_hosts,
-            routes=routes,
-            public_paths=public_paths,
-            path=path,
-            on_disconnect=on_disconnect,
+            ServeConfig(
+                tokens=tokens,
+                subject=subject,
+                host=host,
+                allowed_hosts=allowed_hosts,
+                web=web,
+                path=path,
+                on_disconnect=on_disconnect,
+            ),
         )
 
     def run(
@@ -501,27 +495,21 @@ class CodeMode:
     ) -> None:
         """Serve over MCP until stopped: stdio as `subject`, or streamable HTTP (see
         `http_app`)."""
-        self._prepare()
-        if transport == "stdio":
-            from codemode.mcp import serve_stdio
+        from codemode.serving import ServeConfig, run
 
-            anyio.run(lambda: serve_stdio(self, subject=subject))
-        elif transport == "http":
-            import uvicorn
-
-            from codemode.http.server import server_config
-
-            app = self.http_app(
-                tokens=tokens,
+        run(
+            self,
+            ServeConfig(
+                transport=transport,
                 subject=subject,
                 host=host,
+                port=port,
+                tokens=tokens,
                 allowed_hosts=allowed_hosts,
                 web=web,
                 on_disconnect=on_disconnect,
-            )
-            uvicorn.Server(server_config(app, host=host, port=port)).run()
-        else:
-            raise ValueError(f"unknown transport {transport!r}")
+            ),
+        )
 
     def close(self) -> None:
         """Cancel running executions, stop the worker processes and end every upstream

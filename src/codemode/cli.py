@@ -8,26 +8,27 @@ e.g. `CODEMODE_SERVE_PORT=9000`.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import logging
 import os
 import re
-import signal
-import socket
 import sys
-import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import click
 from click.core import ParameterSource
 
 import codemode
+from codemode import serving
 from codemode.app import CodeMode
-from codemode.authz import VisibilityPolicy
+from codemode.authz import Authorizer, VisibilityPolicy
 from codemode.errors import CodeModeError, Where
+from codemode.serving import ServeConfig, Transport
 
 
 def load_app(spec: str) -> CodeMode:
@@ -247,121 +248,35 @@ def _http_only(context: click.Context, transport: str) -> None:
         raise click.UsageError(f"{', '.join(given)} {verb} only to --transport http")
 
 
-def _serve(
-    cm: CodeMode,
-    *,
-    transport: str,
-    subject: str,
-    host: str,
-    port: int,
-    tokens: dict[str, str] | None,
-    insecure: bool,
-    allowed_hosts: tuple[str, ...],
-    banner: list[str],
-    web: bool = False,
-    root_path: str = "",
-    path: str = "/mcp",
-    on_disconnect: Literal["cancel", "finish"] = "cancel",
-) -> None:
-    """Serve until stopped, after a banner that says where to connect."""
-    if transport == "stdio":
-        _serve_stdio(cm, subject)
-        return
-    import uvicorn
-
-    from codemode.http.server import server_config
-
-    _refuse_open(host, bool(tokens), insecure)
-    app = cm.http_app(
-        tokens=tokens,
-        subject=subject,
-        host=host,
-        allowed_hosts=allowed_hosts,
-        web=web,
-        path=path,
-        on_disconnect=on_disconnect,
-    )
-    listening = _listen(host, port)
-
-    class Server(uvicorn.Server):
-        def handle_exit(self, sig: int, frame: Any) -> None:
-            _close_aside(cm)  # running executions end `canceled` now, answered before shutdown
-            super().handle_exit(sig, frame)
-
-    server = Server(server_config(app, host=host, port=port, root_path=root_path))
-    click.echo("\n".join(banner))
-    with listening:
-        try:
-            server.run(sockets=[listening])
-        except KeyboardInterrupt:  # Ctrl-C: a stop asked for, not a failure to report
-            click.echo("codemode: stopped", err=True)
-            sys.exit(130)
+def _serve(cm: CodeMode, config: ServeConfig, banner: list[str]) -> None:
+    """Serve until stopped, after a banner that says where to connect; a failure to start
+    is one line of error and exit code 1, a stop by Ctrl-C exit code 130."""
+    stdio = config.transport == "stdio"
+    if stdio:  # on stderr: stdout carries the protocol
+        banner = [f"codemode: serving {cm.name} over stdio; Ctrl-C stops it"]
+    try:
+        serving.serve(cm, config, announce=functools.partial(_say, banner, err=stdio))
+    except serving.ServingError as exc:
+        raise click.ClickException(str(exc)) from None
+    except KeyboardInterrupt:  # Ctrl-C: a stop asked for, not a failure to report
+        click.echo("codemode: stopped", err=True)
+        sys.exit(130)
 
 
-_CLOSE_SECONDS = 2.0
-"""How long a stop by signal waits for the CodeMode to close before the process exits."""
+def _say(lines: list[str], *, err: bool = False) -> None:
+    """Print a banner, once serving can take its first client."""
+    click.echo("\n".join(lines), err=err)
 
 
-def _close_aside(cm: CodeMode) -> threading.Thread:
-    """Close `cm` on a thread of its own, started now. A signal handler runs between two
-    statements of the thread it interrupts, which may hold a lock that `close()` takes:
-    closed from the handler itself, the process would wait on itself for ever."""
-    closer = threading.Thread(target=cm.close, name="codemode-close", daemon=True)
-    closer.start()
-    return closer
-
-
-def _refuse_open(host: str, tokens: bool, insecure: bool) -> None:
-    """A usage error for serving beyond loopback without tokens, unless --insecure."""
+def _refuse_open(config: ServeConfig, insecure: bool) -> None:
+    """A usage error for serving HTTP beyond loopback without tokens, unless --insecure."""
     from codemode.http import is_loopback
 
-    if not is_loopback(host) and not tokens and not insecure:
-        raise click.UsageError(
-            f"refusing to serve {host} without --token-file (use --insecure to allow it)"
-        )
-
-
-def _serve_stdio(cm: CodeMode, subject: str) -> None:
-    """Serve over stdio; the first Ctrl-C ends the process at once (the stdin reader
-    would otherwise hold it until the next line arrives)."""
-
-    def interrupted(signum: int, frame: object) -> None:
-        try:
-            _close_aside(cm).join(_CLOSE_SECONDS)
-        finally:  # even when no thread could be started to close it
-            os._exit(128 + signum)
-
-    try:
-        os.read(0, 0)  # fails on a closed or write-only stdin, blocks on none
-    except OSError:
-        raise click.ClickException(
-            "stdin cannot be read: over stdio, requests arrive on it"
-        ) from None
-    signal.signal(signal.SIGINT, interrupted)
-    click.echo(f"codemode: serving {cm.name} over stdio; Ctrl-C stops it", err=True)
-    try:
-        cm.run("stdio", subject=subject)
-    finally:
-        cm.close()
-
-
-def _listen(host: str, port: int) -> socket.socket:
-    """The listening socket, or one line of error and exit code 1 (before any banner).
-    It listens at once, so a client that connects as soon as the banner is out waits
-    for the server instead of being refused. Made as a TCP socket by name, since asyncio
-    sets TCP_NODELAY only on connections such a socket accepts: without it every
-    response's last small segment waits for the client's delayed ACK (about 40 ms)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    listening = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        listening.bind((host, port))
-        listening.listen(2048)  # connections wait in the backlog until the server is up
-    except OSError as exc:
-        listening.close()
-        click.echo(f"Error: cannot listen on {host}:{port}: {exc.strerror or exc}", err=True)
-        sys.exit(1)
-    return listening
+    if config.transport == "stdio" or is_loopback(config.host) or config.tokens or insecure:
+        return
+    raise click.UsageError(
+        f"refusing to serve {config.host} without --token-file (use --insecure to allow it)"
+    )
 
 
 def _url_host(host: str) -> str:
@@ -545,11 +460,30 @@ def _start(
     *,
     reload_app: str | None,
 ) -> None:
-    """Configure the app `load` builds with the options of `serve`, and serve it."""
+    """Build the serving configuration from the options of `serve`, and serve the app
+    `load` builds with it."""
     transport, subject, host, port = (options[k] for k in ("transport", "subject", "host", "port"))
     _http_only(context, transport)
     setup: dict[str, Any] = {key: options[key] for key in SETUP}
-    cm, tokens = _configured(load, **setup)
+    tokens = _tokens(options["token_file"])
+    config = ServeConfig(
+        transport=transport,
+        subject=subject,
+        host=host,
+        port=port,
+        tokens=tokens,
+        allowed_hosts=options["allowed_host"],
+        path=options["path"],
+        root_path=options["root_path"],
+        web=options["web"],
+        on_disconnect=options["on_disconnect"],
+        policy=_policy(options),
+        hide_forbidden=options["hide_forbidden"],
+        audit_log=options["audit_log"],
+        app=None if reload_app is None else _Reloaded(reload_app, _log_level()),
+    )
+    _refuse_open(config, options["insecure"])
+    cm = load()
     stdio_args = [*command, "--transport", "stdio", "--subject", subject]
     for key in SETUP:  # the same server over stdio: its policy, audit log and subject
         option, value = "--" + key.replace("_", "-"), setup[key]
@@ -568,36 +502,20 @@ def _start(
             tokens=len(tokens) if tokens else 0,
         ),
     ]
-    served = {
-        "subject": subject,
-        "host": host,
-        "allowed_hosts": options["allowed_host"],
-        "web": options["web"],
-        "path": options["path"],
-        "on_disconnect": options["on_disconnect"],
-    }
-    if reload_app is not None:
-        cm.close()
-        _serve_reloading(
-            reload_app,
-            {"app": reload_app, **setup, **served},
-            host,
-            port,
-            options["root_path"],
-            banner,
-            options["insecure"],
-        )
+    if reload_app is None:
+        _serve(cm, config, banner)
         return
-    _serve(
-        cm,
-        transport=transport,
-        port=port,
-        tokens=tokens,
-        insecure=options["insecure"],
-        banner=banner,
-        root_path=options["root_path"],
-        **served,
-    )
+    folder = app_folder(reload_app)
+    banner.append(f"Reloading when a Python file under {folder} changes.")
+    try:
+        serving.serve_reloading(cm, config, watch=folder, announce=functools.partial(_say, banner))
+    except serving.ServingError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _log_level() -> int:
+    """The level of codemode's own host log lines, as `--log-level` set it."""
+    return logging.getLogger("codemode").level
 
 
 SETUP = (
@@ -612,24 +530,10 @@ SETUP = (
     "audit_log",
 )
 """The options of `serve` that configure the app rather than the server."""
-SERVED = ("subject", "host", "allowed_hosts", "web", "path", "on_disconnect")
-"""The options of `serve` that `http_app` takes."""
 
 
-def _configured(
-    load: Callable[[], CodeMode],
-    *,
-    token_file: str | None,
-    policy_file: str | None,
-    entities_file: str | None,
-    rego: tuple[str, ...] | list[str] = (),
-    rego_data: str | None = None,
-    rego_decision: str = REGO_DECISION,
-    rego_visible: str | None = None,
-    hide_forbidden: bool,
-    audit_log: str | None,
-) -> tuple[CodeMode, dict[str, str] | None]:
-    """The app with the options of `serve` applied, and its tokens; usage errors raised."""
+def _tokens(token_file: str | None) -> dict[str, str] | None:
+    """The bearer tokens of `--token-file`, or a usage error naming the file and line."""
     from codemode.http import load_token_file
 
     try:
@@ -638,82 +542,80 @@ def _configured(
         raise click.UsageError(str(exc)) from None
     if token_file and not tokens:
         raise click.UsageError(f"{token_file} holds no tokens")
-    if policy_file and rego:
+    return tokens
+
+
+@dataclass(frozen=True, slots=True)
+class _Policy:
+    """The policy options of `serve`: called with the loaded app, the authorizer to serve
+    it under. A value, so that `serve --reload` hands it to each server process, which
+    checks it against the capabilities of the app it loaded again."""
+
+    policy_file: str | None
+    entities_file: str | None
+    rego: tuple[str, ...]
+    rego_data: str | None
+    rego_decision: str
+    rego_visible: str | None
+    hide_forbidden: bool
+
+    def __call__(self, cm: CodeMode) -> Authorizer:
+        authorizer = cm.authorizer
+        if self.policy_file:
+            authorizer = load_cedar(cm, self.policy_file, self.entities_file)
+        elif self.entities_file:
+            raise click.UsageError("--entities-file needs --policy-file")
+        if self.rego:
+            authorizer = load_rego(
+                list(self.rego), self.rego_data, self.rego_decision, self.rego_visible
+            )
+        hiding = cm.hide_forbidden or self.hide_forbidden
+        if self.rego_visible and not hiding:
+            raise click.UsageError("--rego-visible is used by --hide-forbidden only: give both")
+        if hiding and not isinstance(authorizer, VisibilityPolicy):
+            raise click.UsageError(
+                "--hide-forbidden needs an authorizer that can tell what a subject may see: "
+                "use it with --policy-file, or with --rego and --rego-visible"
+            )
+        return authorizer
+
+
+def _policy(options: dict[str, Any]) -> _Policy:
+    """The policy options, or a usage error for a combination that cannot work."""
+    policy = _Policy(
+        policy_file=options["policy_file"],
+        entities_file=options["entities_file"],
+        rego=tuple(options["rego"]),
+        rego_data=options["rego_data"],
+        rego_decision=options["rego_decision"],
+        rego_visible=options["rego_visible"],
+        hide_forbidden=options["hide_forbidden"],
+    )
+    if policy.policy_file and policy.rego:
         raise click.UsageError("--policy-file (Cedar) and --rego cannot be used together")
-    if not rego:
-        given = [o for o, v in (("--rego-data", rego_data), ("--rego-visible", rego_visible)) if v]
-        given += ["--rego-decision"] if rego_decision != REGO_DECISION else []
+    if not policy.rego:
+        given = [
+            o
+            for o, v in (("--rego-data", policy.rego_data), ("--rego-visible", policy.rego_visible))
+            if v
+        ]
+        given += ["--rego-decision"] if policy.rego_decision != REGO_DECISION else []
         if given:
             raise click.UsageError(f"{', '.join(given)} needs --rego")
-    cm = load()
-    authorizer = cm.authorizer
-    if policy_file:
-        authorizer = load_cedar(cm, policy_file, entities_file)
-    elif entities_file:
-        raise click.UsageError("--entities-file needs --policy-file")
-    if rego:
-        authorizer = load_rego(list(rego), rego_data, rego_decision, rego_visible)
-    hiding = cm.hide_forbidden or hide_forbidden
-    if rego_visible and not hiding:
-        raise click.UsageError("--rego-visible is used by --hide-forbidden only: give both")
-    if hiding and not isinstance(authorizer, VisibilityPolicy):
-        raise click.UsageError(
-            "--hide-forbidden needs an authorizer that can tell what a subject may see: "
-            "use it with --policy-file, or with --rego and --rego-visible"
-        )
-    sink = None
-    if audit_log:
-        from codemode.events import JsonLinesSink
-
-        sink = JsonLinesSink(audit_log)
-    cm.configure(authorizer=authorizer, hide_forbidden=hiding, on_event=sink)
-    return cm, tokens
+    return policy
 
 
-RELOAD_ENV = "CODEMODE_RELOAD_SETUP"
-"""How `serve --reload` hands its options to the server process uvicorn's reloader starts."""
+@dataclass(frozen=True, slots=True)
+class _Reloaded:
+    """How each server process `serve --reload` starts builds the app: from its spec
+    again, with the host log as this command line set it up."""
 
+    spec: str
+    log_level: int
 
-def _serve_reloading(
-    app: str,
-    setup: dict[str, Any],
-    host: str,
-    port: int,
-    root_path: str,
-    banner: list[str],
-    insecure: bool,
-) -> None:
-    """Serve with uvicorn's reloader: the app is built again whenever a Python file under
-    its folder changes (for development)."""
-    import uvicorn
-
-    from codemode.http.server import server_options
-
-    _refuse_open(host, bool(setup["token_file"]), insecure)
-    _listen(host, port).close()  # a busy port is one line of error, before any banner
-    folder = app_folder(app)
-    handed = {**setup, "allowed_hosts": list(setup["allowed_hosts"])}
-    handed["log_level"] = logging.getLogger("codemode").level
-    os.environ[RELOAD_ENV] = json.dumps(handed)
-    click.echo("\n".join([*banner, f"Reloading when a Python file under {folder} changes."]))
-    uvicorn.run(
-        "codemode.cli:reloaded_app",
-        factory=True,
-        reload=True,
-        reload_dirs=[folder],
-        reload_excludes=[".venv", ".git", "node_modules"],
-        **server_options(host=host, port=port, root_path=root_path),
-    )
-
-
-def reloaded_app() -> Any:
-    """The ASGI app `serve --reload` runs, built from the options in the environment."""
-    setup = json.loads(os.environ[RELOAD_ENV])
-    _log_to_stderr(setup.pop("log_level"))
-    served = {key: setup.pop(key) for key in SERVED}
-    app = setup.pop("app")
-    cm, tokens = _configured(lambda: load_app(app), **setup)
-    return cm.http_app(tokens=tokens, **served)
+    def __call__(self) -> CodeMode:
+        _log_to_stderr(self.log_level)
+        return load_app(self.spec)
 
 
 @main.command()
@@ -767,7 +669,7 @@ def check(app: str, file: Any, subject: str) -> None:
 @click.pass_context
 def demo(
     context: click.Context,
-    transport: str,
+    transport: Transport,
     host: str,
     port: int,
     data: Path | None,
@@ -779,6 +681,15 @@ def demo(
     from codemode.demo import create, default_path
 
     _http_only(context, transport)
+    config = ServeConfig(
+        transport=transport,
+        host=host,
+        port=port,
+        allowed_hosts=allowed_host,
+        web=web,
+        root_path=root_path,
+    )
+    _refuse_open(config, insecure=False)
     path = data or default_path()
     cm = create(path)
     stdio_args = ["demo", "--transport", "stdio", *(["--data", str(path)] if data else [])]
@@ -792,19 +703,7 @@ def demo(
             tokens=None,
         ),
     ]
-    _serve(
-        cm,
-        transport=transport,
-        subject="local",
-        host=host,
-        port=port,
-        tokens=None,
-        insecure=False,
-        allowed_hosts=allowed_host,
-        banner=banner,
-        web=web,
-        root_path=root_path,
-    )
+    _serve(cm, config, banner)
 
 
 @main.command()

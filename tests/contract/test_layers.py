@@ -1,5 +1,31 @@
-"""Imports flow one way: the core imports no adapter, adapters share only neutral modules,
-and the demo host uses only the public API, as a real host would."""
+"""Imports flow one way, down this order of layers (each may import its own and the ones
+before it, never one after it):
+
+1. base: `types`, `errors`, `limits`, `values`, `syntax`, `language`, `context`,
+   `tracing`, `events`: the shared vocabulary, importing nothing else of codemode;
+2. capabilities: registration, names, type notation, schemas, search;
+3. binding: keyword arguments -> handler arguments, and `preflight`, which checks a
+   program's calls against the same signatures before it runs;
+4. authz: the `Authorizer` port and the Cedar and Rego policies; above capabilities and
+   binding, not below them as the style guide first drew it, because a policy is built
+   from the capabilities it decides (their schemas, a snapshot) and names the closest
+   action with binding's `closest_name`;
+5. runtime: sandboxed execution;
+6. app: `CodeMode` and the `codemode` package, with `payloads` (the one structured form
+   every adapter renders) and `testing` (helpers for hosts' tests);
+7. gateway: upstream MCP servers as capabilities, still core (it serves nothing);
+8. http: the security layer every HTTP route shares, and the uvicorn settings: above the
+   whole core, so no core module imports HTTP serving at any level;
+9. adapters: `mcp`, `web` and the `demo` host, peers that share only what lies below;
+10. serving: `ServeConfig` and the stdio, HTTP and reloading servers;
+11. cli: command-line parsing and printing, and `__main__`.
+
+The named exceptions, and no other: `CodeMode.run` and `CodeMode.http_app` import
+`codemode.serving` inside the function and `CodeMode.add_mcp_server` imports
+`codemode.gateway` inside the function, so importing the core loads neither; the gateway
+may import `codemode.mcp.compat`, the SDK compatibility module, which in turn imports
+nothing of codemode. The demo host also uses only the public API, as a real host would.
+"""
 
 from __future__ import annotations
 
@@ -10,51 +36,76 @@ from pathlib import Path
 import codemode
 
 SRC = Path(codemode.__file__).parent
+PACKAGE = "codemode"
 
-CORE_MODULES = frozenset(
-    {
-        "codemode",
-        "codemode.app",
-        "codemode.binding",
-        "codemode.context",
-        "codemode.errors",
-        "codemode.events",
-        "codemode.language",
-        "codemode.limits",
-        "codemode.payloads",
-        "codemode.preflight",
-        "codemode.syntax",
-        "codemode.testing",
-        "codemode.tracing",
-        "codemode.types",
-        "codemode.values",
-    }
+
+@dataclass(frozen=True)
+class Layer:
+    name: str
+    members: tuple[str, ...]
+    """Modules or packages (a package with every module under it); `codemode` itself is
+    only the package's `__init__`."""
+    peers: bool = False
+    """Whether the members are peers that must not import one another."""
+
+
+LAYERS = (
+    Layer(
+        "base",
+        (
+            "codemode.types",
+            "codemode.errors",
+            "codemode.limits",
+            "codemode.values",
+            "codemode.syntax",
+            "codemode.language",
+            "codemode.context",
+            "codemode.tracing",
+            "codemode.events",
+        ),
+    ),
+    Layer("capabilities", ("codemode.capabilities",)),
+    Layer("binding", ("codemode.binding", "codemode.preflight")),
+    Layer("authz", ("codemode.authz",)),
+    Layer("runtime", ("codemode.runtime",)),
+    Layer("app", (PACKAGE, "codemode.app", "codemode.payloads", "codemode.testing")),
+    Layer("gateway", ("codemode.gateway",)),
+    Layer("http", ("codemode.http",)),
+    Layer("adapters", ("codemode.mcp", "codemode.web", "codemode.demo"), peers=True),
+    Layer("serving", ("codemode.serving",)),
+    Layer("cli", ("codemode.cli", "codemode.__main__")),
 )
-CORE_PACKAGES = ("codemode.authz", "codemode.capabilities", "codemode.http", "codemode.runtime")
-ADAPTERS = ("codemode.mcp", "codemode.web", "codemode.gateway", "codemode.cli")
-ENTRY_POINT = "codemode.__main__"
-TOP = frozenset({"codemode.cli", ENTRY_POINT})
-"""The command line sits above every adapter and may import any of them."""
+
+
+@dataclass(frozen=True)
+class Allowed:
+    """One named exception: `importer` (a module, or a package with its modules) may
+    import `target` (or a module under it), inside `function` only unless it is None."""
+
+    importer: str
+    function: str | None
+    target: str
+
+
+EXCEPTIONS = (
+    Allowed("codemode.app", "CodeMode.run", "codemode.serving"),
+    Allowed("codemode.app", "CodeMode.http_app", "codemode.serving"),
+    Allowed("codemode.app", "CodeMode.add_mcp_server", "codemode.gateway"),
+    Allowed("codemode.gateway", None, "codemode.mcp.compat"),
+)
+FREESTANDING = frozenset({"codemode.mcp.compat"})
+"""Modules that import nothing of codemode, which is what lets a lower layer use them."""
 DEMO = "codemode.demo"
 PUBLIC = frozenset(
     {"codemode", "codemode.authz", "codemode.errors", "codemode.events", "codemode.testing"}
 )
-
-LAZY_SERVING_IMPORTS = {
-    ("codemode.app", "CodeMode.http_app"): frozenset({"codemode.mcp", "codemode.web"}),
-    ("codemode.app", "CodeMode.run"): frozenset({"codemode.mcp"}),
-    ("codemode.app", "CodeMode.add_mcp_server"): frozenset({"codemode.gateway"}),
-}
-"""The one documented exception: CodeMode's two serving conveniences and its MCP client
-(`add_mcp_server`) import an adapter inside the function, so importing the core never
-loads one."""
 
 
 def module_names() -> dict[str, Path]:
     """Every module under src/codemode by its dotted name."""
     names = {}
     for path in sorted(SRC.rglob("*.py")):
-        parts = ["codemode", *path.relative_to(SRC).with_suffix("").parts]
+        parts = [PACKAGE, *path.relative_to(SRC).with_suffix("").parts]
         if parts[-1] == "__init__":
             parts.pop()
         names[".".join(parts)] = path
@@ -65,13 +116,12 @@ def within(name: str, package: str) -> bool:
     return name == package or name.startswith(package + ".")
 
 
-def layer(module: str) -> str | None:
-    if module in CORE_MODULES or any(within(module, p) for p in CORE_PACKAGES):
-        return "core"
-    if module == ENTRY_POINT or any(within(module, a) for a in ADAPTERS):
-        return "adapter"
-    if within(module, DEMO):
-        return "demo"
+def member(module: str) -> tuple[int, Layer, str] | None:
+    """The position of a module's layer in `LAYERS`, the layer, and the member it is."""
+    for rank, layer in enumerate(LAYERS):
+        for one in layer.members:
+            if module == one or (one != PACKAGE and within(module, one)):
+                return rank, layer, one
     return None
 
 
@@ -110,10 +160,11 @@ class _Imports(ast.NodeVisitor):
             parts = self.package.split(".")
             parent = ".".join(parts[: len(parts) - node.level + 1])
             base = f"{parent}.{base}" if base else parent
-        self._add(node, base)
-        for alias in node.names:
-            if f"{base}.{alias.name}" in self.known:
-                self._add(node, f"{base}.{alias.name}")
+        modules = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in self.known]
+        if len(modules) < len(node.names):  # a name defined by `base` itself, not a module
+            self._add(node, base)
+        for target in modules:
+            self._add(node, target)
 
 
 def imports(
@@ -124,35 +175,54 @@ def imports(
     return visitor.found
 
 
+def is_allowed(module: str, found: Import) -> bool:
+    return any(
+        within(module, allowed.importer)
+        and allowed.function in (None, found.function)
+        and within(found.target, allowed.target)
+        for allowed in EXCEPTIONS
+    )
+
+
 def wrong_way(
     module: str, source: str, known: frozenset[str], is_package: bool = False
 ) -> list[str]:
     """Each import of `module` that goes against the layers, as `module:line: why`."""
-    kind = layer(module)
-    own = next((a for a in ADAPTERS if within(module, a)), None)
+    own = member(module)
+    assert own is not None, f"{module} belongs to no layer"
+    rank, layer, unit = own
     problems = []
     for found in imports(module, source, known, is_package):
         target, where = found.target, f"{module}:{found.line}"
-        adapter = next((a for a in ADAPTERS if within(target, a)), None)
-        lazy = LAZY_SERVING_IMPORTS.get((module, found.function), frozenset())
-        if kind == "core" and adapter is not None and adapter not in lazy:
-            problems.append(f"{where}: the core imports the adapter {target}")
-        elif kind == "demo" and within(target, "codemode") and not is_public(target):
+        if not within(target, PACKAGE):
+            continue
+        if module in FREESTANDING:
+            problems.append(f"{where}: {module} imports nothing of codemode, not {target}")
+            continue
+        if unit != PACKAGE and within(target, unit):
+            continue
+        theirs = member(target)
+        if theirs is None:
+            problems.append(f"{where}: {target} belongs to no layer")
+        elif within(module, DEMO) and not (target in PUBLIC or within(target, DEMO)):
             problems.append(f"{where}: the demo imports the non-public {target}")
-        elif kind == "adapter" and module not in TOP and adapter not in (None, own):
-            problems.append(f"{where}: adapters share neutral modules, not {target}")
+        elif is_allowed(module, found):
+            continue
+        elif theirs[0] > rank:
+            problems.append(
+                f"{where}: the {layer.name} layer imports {target}, of the {theirs[1].name} "
+                "layer above it"
+            )
+        elif theirs[1] is layer and layer.peers and theirs[2] != unit:
+            problems.append(f"{where}: {unit} and {theirs[2]} are peers; they share lower layers")
     return problems
-
-
-def is_public(target: str) -> bool:
-    return target in PUBLIC or within(target, DEMO)
 
 
 KNOWN = frozenset(module_names())
 
 
 def test_every_module_belongs_to_a_layer() -> None:
-    assert [name for name in module_names() if layer(name) is None] == []
+    assert [name for name in module_names() if member(name) is None] == []
 
 
 def test_no_import_goes_against_the_layers() -> None:
@@ -168,38 +238,83 @@ class TestTheChecker:
         """Adding `from codemode.mcp import x` to the runtime fails the layer test."""
         source = "from __future__ import annotations\n\nfrom codemode.mcp import build_server\n"
         assert wrong_way("codemode.runtime.engine", source, KNOWN) == [
-            "codemode.runtime.engine:3: the core imports the adapter codemode.mcp"
+            "codemode.runtime.engine:3: the runtime layer imports codemode.mcp, of the "
+            "adapters layer above it"
         ]
 
     def test_flags_relative_and_submodule_spellings(self) -> None:
         source = "from ..web import routes\nfrom codemode import cli\nimport codemode.mcp.tools\n"
         assert wrong_way("codemode.runtime.engine", source, KNOWN) == [
-            "codemode.runtime.engine:1: the core imports the adapter codemode.web",
-            "codemode.runtime.engine:1: the core imports the adapter codemode.web.routes",
-            "codemode.runtime.engine:2: the core imports the adapter codemode.cli",
-            "codemode.runtime.engine:3: the core imports the adapter codemode.mcp.tools",
+            "codemode.runtime.engine:1: the runtime layer imports codemode.web.routes, of the "
+            "adapters layer above it",
+            "codemode.runtime.engine:2: the runtime layer imports codemode.cli, of the cli "
+            "layer above it",
+            "codemode.runtime.engine:3: the runtime layer imports codemode.mcp.tools, of the "
+            "adapters layer above it",
         ]
+
+    def test_a_submodule_taken_from_the_package_is_that_module(self) -> None:
+        """`from codemode import syntax` imports the base module; `from codemode import
+        CodeMode` imports the package, which stands with the app."""
+        source = "from codemode import syntax\nfrom codemode import CodeMode, syntax\n"
+        assert wrong_way("codemode.capabilities.registry", source, KNOWN) == [
+            "codemode.capabilities.registry:2: the capabilities layer imports codemode, of "
+            "the app layer above it"
+        ]
+
+    def test_flags_each_step_up_the_order(self) -> None:
+        """A layer may not use one after it: the binding the authorizers, the gateway the
+        HTTP layer, an adapter the serving module, serving the command line."""
+        cases = {
+            "codemode.binding": "from codemode.authz import Authorizer\n",
+            "codemode.gateway.tools": "from codemode.http import is_loopback\n",
+            "codemode.mcp.server": "from codemode.serving import ServeConfig\n",
+            "codemode.serving": "from codemode.cli import load_app\n",
+        }
+        assert [wrong_way(module, source, KNOWN) for module, source in cases.items()] == [
+            ["codemode.binding:1: the binding layer imports codemode.authz, of the authz "
+             "layer above it"],
+            ["codemode.gateway.tools:1: the gateway layer imports codemode.http, of the http "
+             "layer above it"],
+            ["codemode.mcp.server:1: the adapters layer imports codemode.serving, of the "
+             "serving layer above it"],
+            ["codemode.serving:1: the serving layer imports codemode.cli, of the cli layer "
+             "above it"],
+        ]  # fmt: skip
 
     def test_allows_the_lazy_serving_imports_by_name_only(self) -> None:
         source = (
             "class CodeMode:\n"
             "    def run(self):\n"
-            "        from codemode.mcp import serve_stdio\n"
+            "        from codemode.serving import run\n"
             "    def execute(self):\n"
-            "        from codemode.mcp import serve_stdio\n"
+            "        from codemode.serving import run\n"
             "    def http_app(self):\n"
-            "        from codemode.web import web_routes\n"
-            "from codemode.mcp import http_app\n"
+            "        from codemode.serving import http_app\n"
+            "    def add_mcp_server(self):\n"
+            "        from codemode.gateway import Gateway\n"
+            "        from codemode.mcp import http_app\n"
+            "from codemode.serving import http_app\n"
         )
+        above = ", of the {} layer above it"
         assert wrong_way("codemode.app", source, KNOWN) == [
-            "codemode.app:5: the core imports the adapter codemode.mcp",
-            "codemode.app:8: the core imports the adapter codemode.mcp",
+            "codemode.app:5: the app layer imports codemode.serving" + above.format("serving"),
+            "codemode.app:10: the app layer imports codemode.mcp" + above.format("adapters"),
+            "codemode.app:11: the app layer imports codemode.serving" + above.format("serving"),
         ]
-        assert wrong_way("codemode.runtime.engine", source, KNOWN) == [
-            "codemode.runtime.engine:3: the core imports the adapter codemode.mcp",
-            "codemode.runtime.engine:5: the core imports the adapter codemode.mcp",
-            "codemode.runtime.engine:7: the core imports the adapter codemode.web",
-            "codemode.runtime.engine:8: the core imports the adapter codemode.mcp",
+        assert len(wrong_way("codemode.runtime.engine", source, KNOWN)) == 6
+
+    def test_the_gateway_may_use_only_the_free_standing_compatibility_module(self) -> None:
+        known = KNOWN | {"codemode.mcp.compat"}
+        source = "from codemode.mcp.compat import patch\nfrom codemode.mcp import server\n"
+        assert wrong_way("codemode.gateway.upstream", source, known) == [
+            "codemode.gateway.upstream:2: the gateway layer imports codemode.mcp.server, of "
+            "the adapters layer above it"
+        ]
+        assert wrong_way("codemode.gateway", "from codemode.mcp import compat\n", known) == []
+        assert wrong_way("codemode.mcp.compat", "from codemode.errors import X\n", known) == [
+            "codemode.mcp.compat:1: codemode.mcp.compat imports nothing of codemode, not "
+            "codemode.errors"
         ]
 
     def test_flags_the_demo_reaching_past_the_public_api(self) -> None:
@@ -215,5 +330,6 @@ class TestTheChecker:
 
     def test_flags_one_adapter_importing_another(self) -> None:
         assert wrong_way("codemode.web.routes", "from codemode.mcp.tools import ok\n", KNOWN) == [
-            "codemode.web.routes:1: adapters share neutral modules, not codemode.mcp.tools"
+            "codemode.web.routes:1: codemode.web and codemode.mcp are peers; they share lower "
+            "layers"
         ]

@@ -1,7 +1,9 @@
-"""The three tools: their schemas, descriptions, and the replies built from CodeMode.
+"""The three tools: their descriptions, the check of their arguments, and the replies
+built from CodeMode.
 
-Each tool is a few lines over one CodeMode method; every reply is built from a result or
-from `CodeModeError.to_payload()`, so the MCP answer says exactly what the error says.
+Their schemas and the argument check come from the types in `codemode.mcp.models`. Each
+tool is a few lines over one CodeMode method; every reply is built from a result or from
+`CodeModeError.to_payload()`, so the MCP answer says exactly what the error says.
 """
 
 from __future__ import annotations
@@ -11,23 +13,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcp.types import CallToolResult, TextContent, Tool, ToolAnnotations
+from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 from codemode.app import CodeMode
 from codemode.binding import closest_name
 from codemode.errors import CodeModeError, InvalidRequestError, NotFoundError
 from codemode.language import surface
 from codemode.limits import Limits, seconds, size
-from codemode.payloads import (
-    describe_payload,
-    execute_payload,
-    model_text,
-    offset_argument,
-    search_payload,
-    text_argument,
-)
+from codemode.mcp.models import ARGUMENTS, MAX_DESCRIBE_NAMES, REPLIES, Schema, wire_schema
+from codemode.payloads import describe_payload, execute_payload, model_text, search_payload
 from codemode.types import JSONObject, JSONValue
-
-Schema = dict[str, Any]
 
 SEARCH_DESCRIPTION = (
     "Search the host's capabilities by task, resource or exact name. Results are ranked; "
@@ -35,11 +31,11 @@ SEARCH_DESCRIPTION = (
     "every capability, a page at a time."
 )
 DESCRIBE_DESCRIPTION = (
-    "Describe a capability by the exact name search_api returned (or up to 20 at once with "
-    "names): its keyword-only signature, each parameter's meaning, what each field of its "
+    "Describe a capability by the exact name search_api returned (or up to "
+    f"{MAX_DESCRIBE_NAMES} at once with names): its keyword-only signature, each "
+    "parameter's meaning, what each field of its "
     'result is called and how to read it (r["key"] or r.key), and JSON Schemas.'
 )
-MAX_DESCRIBE_NAMES = 20
 EXECUTE_DESCRIPTION = (
     "Run one program against the capabilities and return what main() returns, with anything "
     "it printed. Make several calls, filter and combine their results in one program.\n"
@@ -49,110 +45,31 @@ EXECUTE_DESCRIPTION = (
 )
 
 
-def _nullable(schema: Schema) -> Schema:
-    """`schema` or null, one type per branch (the portable spelling)."""
-    return {"anyOf": [schema, {"type": "null"}]}
+def _tool(name: str, description: str, annotations: ToolAnnotations) -> Tool:
+    return Tool(
+        name=name,
+        description=description,
+        input_schema=wire_schema(ARGUMENTS[name]),
+        output_schema=wire_schema(REPLIES[name]),
+        annotations=annotations,
+    )
 
 
-_WHERE_SCHEMA: Schema = _nullable(
-    {
-        "type": "object",
-        "properties": {
-            "file": {"type": "string"},
-            "line": {"type": "integer"},
-            "column": {"type": "integer"},
-            "end_line": {"type": "integer"},
-            "end_column": {"type": "integer"},
-            "func": _nullable({"type": "string"}),
-            "source": {"type": "string"},
-        },
-    }
-)
-_CALLS_SCHEMA: Schema = {
-    "type": "array",
-    "items": {
-        "type": "object",
-        "required": ["capability", "line", "outcome"],
-        "additionalProperties": False,
-        "properties": {
-            "capability": {"type": "string"},
-            "line": _nullable({"type": "integer"}),
-            "outcome": {"type": "string"},
-        },
-    },
-}
-ERROR_SCHEMA: Schema = {
-    "type": "object",
-    "required": ["code", "message", "where"],
-    "additionalProperties": False,
-    "properties": {
-        "code": {"type": "string"},
-        "message": {"type": "string"},
-        "where": _WHERE_SCHEMA,
-        "calls": _CALLS_SCHEMA,
-    },
-}
-_ANY_JSON: Schema = {
-    "description": "Any JSON value",
-    "anyOf": [
-        {"type": kind} for kind in ("object", "array", "string", "number", "boolean", "null")
-    ],
-}
-
-
-def _input(prop: str, description: str) -> Schema:
-    return {
-        "type": "object",
-        "properties": {prop: {"type": "string", "description": description}},
-        "required": [prop],
-        "additionalProperties": False,
-    }
-
-
-DESCRIBE_INPUT: Schema = {
-    "type": "object",
-    "properties": {
-        "name": {
-            "type": "string",
-            "description": "The exact capability name, as search_api returned it",
-        },
-        "names": {
-            "type": "array",
-            "items": {"type": "string"},
-            "maxItems": MAX_DESCRIBE_NAMES,
-            "description": "Several exact names at once, instead of name",
-        },
-    },
-    "additionalProperties": False,
-}
-
-
-def _output(properties: Schema, required: list[str]) -> Schema:
-    """An output schema that also admits the error reply (`{"error": ...}`)."""
-    return {
-        "type": "object",
-        "oneOf": [
-            {"properties": properties, "required": required, "additionalProperties": False},
-            {
-                "properties": {"error": ERROR_SCHEMA, "printed": {"type": "string"}},
-                "required": ["error"],
-                "additionalProperties": False,
-            },
-        ],
-    }
-
-
-_STRING: Schema = {"type": "string"}
 _READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
-
-SEARCH_INPUT: Schema = _input(
-    "query", "Words for the task or resource, or an exact capability name; empty lists all"
-)
-SEARCH_INPUT["properties"]["offset"] = {
-    "type": "integer",
-    "minimum": 0,
-    "description": "Where the page starts: the next_offset of the previous answer",
-}
+TOOLS = [
+    _tool("search_api", SEARCH_DESCRIPTION, _READ_ONLY),
+    _tool("describe_api", DESCRIBE_DESCRIPTION, _READ_ONLY),
+    _tool(
+        "execute",
+        EXECUTE_DESCRIPTION,
+        ToolAnnotations(
+            read_only_hint=False,
+            destructive_hint=True,
+            idempotent_hint=False,
+            open_world_hint=False,
+        ),
+    ),
+]
 
 
 def budget(limits: Limits) -> str:
@@ -179,70 +96,6 @@ def tools(limits: Limits | None) -> list[Tool]:
     return [*TOOLS[:2], described]
 
 
-TOOLS = [
-    Tool(
-        name="search_api",
-        description=SEARCH_DESCRIPTION,
-        input_schema=SEARCH_INPUT,
-        output_schema=_output(
-            {
-                "results": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "required": ["name", "signature", "summary"],
-                        "additionalProperties": False,
-                        "properties": {"name": _STRING, "signature": _STRING, "summary": _STRING},
-                    },
-                },
-                "truncated": {"type": "boolean"},
-                "next_offset": {"type": "integer"},
-                "hint": _STRING,
-            },
-            ["results", "truncated"],
-        ),
-        annotations=_READ_ONLY,
-    ),
-    Tool(
-        name="describe_api",
-        description=DESCRIBE_DESCRIPTION,
-        input_schema=DESCRIBE_INPUT,
-        output_schema=_output(
-            {
-                "name": _STRING,
-                "signature": _STRING,
-                "summary": _STRING,
-                "description": _STRING,
-                "parameters": {"type": "array", "items": {"type": "object"}},
-                "result": {"type": "object"},
-                "shapes": {"type": "array", "items": _STRING},
-                "example": _STRING,
-                "input_schema": {"type": "object"},
-                "output_schema": {"type": "object"},
-                "capabilities": {"type": "array", "items": {"type": "object"}},
-                "not_found": {"type": "array", "items": {"type": "object"}},
-            },
-            [],
-        ),
-        annotations=_READ_ONLY,
-    ),
-    Tool(
-        name="execute",
-        description=EXECUTE_DESCRIPTION,
-        input_schema=_input("source", "The program: Python that defines def main():"),
-        output_schema=_output(
-            {"result": _ANY_JSON, "printed": _STRING, "usage": {"type": "object"}}, ["result"]
-        ),
-        annotations=ToolAnnotations(
-            read_only_hint=False,
-            destructive_hint=True,
-            idempotent_hint=False,
-            open_world_hint=False,
-        ),
-    ),
-]
-
-
 def ok(structured: JSONObject) -> CallToolResult:
     """A success: the structured content, and the same JSON as the one text item."""
     return CallToolResult(
@@ -265,34 +118,52 @@ def failed(error: CodeModeError) -> CallToolResult:
 
 
 def check_arguments(tool: Tool, arguments: Any) -> dict[str, Any]:
-    """The tool's arguments, or InvalidRequestError naming the first problem."""
-    if not isinstance(arguments, dict):
-        raise InvalidRequestError("arguments must be an object")
-    properties = tool.input_schema["properties"]
-    for key in sorted(arguments):
-        if key not in properties:
-            raise InvalidRequestError(_unknown(key, properties))
-    for key in tool.input_schema.get("required", []):
-        if key not in arguments:
-            raise InvalidRequestError(f'missing required property "{key}"')
-    for key, value in arguments.items():
-        schema = properties[key]
-        if schema["type"] == "string":
-            text_argument(key, value)
-        if schema["type"] == "integer":
-            offset_argument(value)
-        if schema["type"] == "array":
-            if not (
-                isinstance(value, list)
-                and all(isinstance(item, str) for item in value)
-                and len(value) <= schema["maxItems"]
-            ):
-                raise InvalidRequestError(
-                    f'property "{key}" must be a list of at most {schema["maxItems"]} strings'
-                )
-            for item in value:
-                text_argument(key, item)
-    return arguments
+    """The tool's arguments, checked against its argument type, or InvalidRequestError
+    naming the first problem."""
+    try:
+        checked: dict[str, Any] = ARGUMENTS[tool.name].validate_python(arguments)
+    except ValidationError as error:
+        properties = tool.input_schema["properties"]
+        details = error.errors(include_url=False, include_input=False)
+        raise InvalidRequestError(_problem(details, properties, arguments)) from None
+    return checked
+
+
+def _problem(details: list[ErrorDetails], properties: Schema, arguments: Any) -> str:
+    """The first of pydantic's findings, in the words the references pin.
+
+    Arguments that are not an object come first, then the first unknown property by name
+    (with the fix when it is known), then a missing one, then the first property of the
+    call whose value is wrong, as its schema says it must be.
+    """
+    order = list(arguments) if isinstance(arguments, dict) else []
+
+    def rank(detail: ErrorDetails) -> tuple[int, int, str, bool]:
+        if not detail["loc"]:
+            return (0, 0, "", False)
+        key = str(detail["loc"][0])
+        if detail["type"] == "extra_forbidden":
+            return (1, 0, key, False)
+        if detail["type"] == "missing":
+            return (2, list(properties).index(key), "", False)
+        return (3, order.index(key), "", detail["type"] == "string_unicode")
+
+    first = min(details, key=rank)
+    if not first["loc"]:
+        return "arguments must be an object"
+    key = str(first["loc"][0])
+    if first["type"] == "extra_forbidden":
+        return _unknown(key, properties)
+    if first["type"] == "missing":
+        return f'missing required property "{key}"'
+    if first["type"] == "string_unicode":
+        return f'property "{key}" must be valid Unicode text'
+    expected = properties[key]
+    if expected["type"] == "array":
+        return f'property "{key}" must be a list of at most {expected["maxItems"]} strings'
+    if expected["type"] == "integer":
+        return f'property "{key}" must be a non-negative integer'
+    return f'property "{key}" must be a string'
 
 
 PROGRAM_PROPERTIES = frozenset({"code", "program", "script", "python", "src", "main"})

@@ -1,0 +1,336 @@
+"""Serving a CodeMode: one configuration, and the stdio, HTTP and reloading servers for it.
+
+`ServeConfig` is the one value serving reads. `CodeMode.run` and `CodeMode.http_app` fill
+it from their arguments; the command line fills it from its options and the files they
+name; `serve --reload` hands it, pickled, to each server process it starts. This module
+sits above the core and both adapters (`codemode.mcp`, `codemode.web`); only the command
+line sits above it.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import pickle
+import signal
+import socket
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
+
+from codemode.app import CodeMode
+from codemode.authz import Authorizer
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
+Transport = Literal["stdio", "http"]
+OnDisconnect = Literal["cancel", "finish"]
+Policy = Callable[[CodeMode], Authorizer]
+"""Builds the authorizer for the app about to be served (raising when it cannot)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServeConfig:
+    """What serving a CodeMode needs besides the app itself.
+
+    Every field must pickle: `serve_reloading` hands the whole value to each server
+    process it starts, so a callable field is a module-level function or an instance of a
+    module-level class, never a lambda.
+    """
+
+    transport: Transport = "stdio"
+    """stdio (one client, on stdin and stdout) or streamable HTTP."""
+    subject: str = "local"
+    """Who calls run as over stdio, and over HTTP without `tokens`."""
+    host: str = "127.0.0.1"
+    """The address HTTP listens on; Host and Origin headers must name it, a loopback name
+    or one of `allowed_hosts`."""
+    port: int = 8000
+    """The TCP port HTTP listens on (0 lets the system choose)."""
+    tokens: Mapping[str, str] | None = field(default=None, repr=False)
+    """Bearer token -> subject; with them a request without a valid token gets 401. Kept
+    out of the repr: they are secrets."""
+    allowed_hosts: Iterable[str] = ()
+    """Further Host names clients use, e.g. a proxy's public name (kept as a tuple)."""
+    path: str = "/mcp"
+    """Where MCP is served."""
+    root_path: str = ""
+    """The path a reverse proxy serves this under, e.g. /codemode."""
+    web: bool = False
+    """Serve the playground at `/`."""
+    on_disconnect: OnDisconnect = "cancel"
+    """What a dropped connection does to its running call: cancel it, or let it finish."""
+    policy: Policy | None = None
+    """Builds the app's authorizer from the app itself (None keeps the app's own), so a
+    reloaded app's policy is checked against the capabilities it has now."""
+    hide_forbidden: bool = False
+    """Show each subject only what it could be allowed to call (False keeps the app's
+    own setting)."""
+    audit_log: str | None = None
+    """Append every audit event to this file as a JSON line (None keeps the app's sink)."""
+    app: Callable[[], CodeMode] | None = None
+    """Builds the app again, as each server process of `serve_reloading` does, so that a
+    changed file is read; only `serve_reloading` needs it."""
+
+    def __post_init__(self) -> None:
+        from codemode.http import host_names
+
+        if self.transport not in ("stdio", "http"):
+            raise ValueError(f"unknown transport {self.transport!r}")
+        hosts = self.allowed_hosts
+        hosts = hosts if isinstance(hosts, str) else tuple(hosts)
+        host_names(hosts)  # a string or a malformed name is refused now, not at a request
+        object.__setattr__(self, "allowed_hosts", hosts)
+        if self.tokens is not None:
+            object.__setattr__(self, "tokens", dict(self.tokens))
+
+
+class ServingError(Exception):
+    """Serving could not start; `str()` is the one line to show."""
+
+
+# -- the two conveniences of CodeMode ---------------------------------------------------
+
+
+def http_app(cm: CodeMode, config: ServeConfig) -> Starlette:
+    """The ASGI app serving `cm` as `config` says (MCP at its path, the playground with
+    `web`), behind the one security layer of `codemode.http`."""
+    _configure(cm, config)
+    return _asgi(cm, config)
+
+
+def run(cm: CodeMode, config: ServeConfig) -> None:
+    """Serve `cm` until stopped, in a process that stays the caller's: no signal handler
+    of its own, and `cm` left open over stdio (`CodeMode.run`)."""
+    _configure(cm, config)
+    if config.transport == "stdio":
+        _stdio(cm, config)
+        return
+    import uvicorn
+
+    from codemode.http.server import server_config
+
+    app = _asgi(cm, config)
+    uvicorn.Server(
+        server_config(app, host=config.host, port=config.port, root_path=config.root_path)
+    ).run()
+
+
+# -- a process that is the server's (the command line) ----------------------------------
+
+
+def serve(cm: CodeMode, config: ServeConfig, *, announce: Callable[[], None] | None = None) -> None:
+    """Serve `cm` until stopped, in a process that is the server's; `announce` tells
+    where to connect once a client can (over HTTP the socket already listens, so a client
+    that connects at once waits rather than being refused).
+
+    A stop by signal closes `cm` aside, so running executions end `canceled` and are
+    answered before shutdown; over stdio the first Ctrl-C ends the process at once.
+    Raises `ServingError` when serving cannot start, `KeyboardInterrupt` once a Ctrl-C
+    has stopped the HTTP server.
+    """
+    _configure(cm, config)
+    if config.transport == "stdio":
+        _serve_stdio(cm, config, announce)
+        return
+    import uvicorn
+
+    from codemode.http.server import server_config
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            close_aside(cm)  # running executions end `canceled` now, answered before shutdown
+            super().handle_exit(sig, frame)
+
+    app = _asgi(cm, config)
+    settings = server_config(app, host=config.host, port=config.port, root_path=config.root_path)
+    listening = listen(config.host, config.port)
+    if announce is not None:
+        announce()
+    with listening:
+        Server(settings).run(sockets=[listening])
+
+
+CLOSE_SECONDS = 2.0
+"""How long a stop by signal waits for the CodeMode to close before the process exits."""
+
+
+def close_aside(cm: CodeMode) -> threading.Thread:
+    """Close `cm` on a thread of its own, started now. A signal handler runs between two
+    statements of the thread it interrupts, which may hold a lock that `close()` takes:
+    closed from the handler itself, the process would wait on itself for ever."""
+    closer = threading.Thread(target=cm.close, name="codemode-close", daemon=True)
+    closer.start()
+    return closer
+
+
+def _serve_stdio(cm: CodeMode, config: ServeConfig, announce: Callable[[], None] | None) -> None:
+    """Serve over stdio; the first Ctrl-C ends the process at once (the stdin reader
+    would otherwise hold it until the next line arrives)."""
+
+    def interrupted(signum: int, frame: object) -> None:
+        try:
+            close_aside(cm).join(CLOSE_SECONDS)
+        finally:  # even when no thread could be started to close it
+            os._exit(128 + signum)
+
+    try:
+        os.read(0, 0)  # fails on a closed or write-only stdin, blocks on none
+    except OSError:
+        raise ServingError("stdin cannot be read: over stdio, requests arrive on it") from None
+    signal.signal(signal.SIGINT, interrupted)
+    if announce is not None:
+        announce()
+    try:
+        _stdio(cm, config)
+    finally:
+        cm.close()
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """The listening socket, or `ServingError`. It listens at once, so connections wait
+    in the backlog until the server is up. Made as a TCP socket by name, since asyncio
+    sets TCP_NODELAY only on connections such a socket accepts: without it every
+    response's last small segment waits for the client's delayed ACK (about 40 ms)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listening = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listening.bind((host, port))
+        listening.listen(2048)
+    except OSError as exc:
+        listening.close()
+        raise ServingError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    return listening
+
+
+# -- the reloader -----------------------------------------------------------------------
+
+CONFIG_ENV = "CODEMODE_SERVE_CONFIG"
+"""How `serve_reloading` hands its `ServeConfig` (pickled, then base64) to the server
+processes uvicorn's reloader starts: they inherit the environment, and read it once."""
+
+
+def serve_reloading(
+    cm: CodeMode,
+    config: ServeConfig,
+    *,
+    watch: str,
+    announce: Callable[[], None] | None = None,
+) -> None:
+    """Serve over HTTP with uvicorn's reloader, for development: each time a Python file
+    under `watch` changes, a new server process builds the app with `config.app` and
+    serves it with this same `config`.
+
+    `cm` is the app as this process loaded it: the policy and audit log are applied to it
+    first, so their errors are raised here rather than in a server process; then it is
+    closed. A busy port is a `ServingError`, before `announce`.
+    """
+    import uvicorn
+
+    from codemode.http.server import server_options
+
+    if config.app is None:
+        raise ValueError("serve_reloading needs config.app, to build the app in each process")
+    _configure(cm, config)
+    cm.close()
+    listen(config.host, config.port).close()
+    os.environ[CONFIG_ENV] = base64.b64encode(pickle.dumps(config)).decode("ascii")
+    if announce is not None:
+        announce()
+    uvicorn.run(
+        f"{__name__}:reloaded_app",
+        factory=True,
+        reload=True,
+        reload_dirs=[watch],
+        reload_excludes=[".venv", ".git", "node_modules"],
+        **server_options(host=config.host, port=config.port, root_path=config.root_path),
+    )
+
+
+def reloaded_app() -> Starlette:
+    """The ASGI app a server process of `serve_reloading` runs: the app built again,
+    served with the configuration handed on. The variable is removed once read, so the
+    tokens in it never reach a process the host starts."""
+    config = pickle.loads(base64.b64decode(os.environ.pop(CONFIG_ENV)))
+    if not isinstance(config, ServeConfig) or config.app is None:
+        raise TypeError(f"{CONFIG_ENV} holds no ServeConfig with an app")
+    return http_app(config.app(), config)
+
+
+# -- shared steps -----------------------------------------------------------------------
+
+
+def _configure(cm: CodeMode, config: ServeConfig) -> None:
+    """Apply the policy and audit log of `config` to `cm`; nothing when it has none (a
+    CodeMode in use refuses `configure`)."""
+    if config.policy is None and not config.hide_forbidden and config.audit_log is None:
+        return
+    authorizer = None if config.policy is None else config.policy(cm)
+    sink = None
+    if config.audit_log is not None:
+        from codemode.events import JsonLinesSink
+
+        sink = JsonLinesSink(config.audit_log)
+    hiding = True if config.hide_forbidden else None
+    cm.configure(authorizer=authorizer, hide_forbidden=hiding, on_event=sink)
+
+
+def _stdio(cm: CodeMode, config: ServeConfig) -> None:
+    """Serve MCP over stdin and stdout, as `config.subject`, until the client closes them."""
+    from codemode.mcp import serve_stdio
+
+    _prepare(cm)
+    anyio.run(lambda: serve_stdio(cm, subject=config.subject))
+
+
+def _prepare(cm: CodeMode) -> None:
+    """CodeMode's own step before serving: its configuration fixed and checked, and what
+    discovery reads built, so no request pays for it on the event loop."""
+    cm._prepare()  # CodeMode has no public name for it yet; serving is its only caller
+
+
+def _asgi(cm: CodeMode, config: ServeConfig) -> Starlette:
+    """The Starlette app of `http_app`, for a `cm` already configured."""
+    from codemode.mcp import http_app as mcp_app
+
+    _prepare(cm)
+    routes = None
+    public_paths: tuple[str, ...] = ()
+    if config.web:
+        from codemode.web import PUBLIC_PATHS, web_routes
+
+        routes, public_paths = web_routes(cm), PUBLIC_PATHS
+    return mcp_app(
+        cm,
+        tokens=config.tokens,
+        subject=config.subject,
+        host=config.host,
+        allowed_hosts=config.allowed_hosts,
+        routes=routes,
+        public_paths=public_paths,
+        path=config.path,
+        on_disconnect=config.on_disconnect,
+    )
+
+
+__all__ = [
+    "CLOSE_SECONDS",
+    "CONFIG_ENV",
+    "OnDisconnect",
+    "Policy",
+    "ServeConfig",
+    "ServingError",
+    "Transport",
+    "close_aside",
+    "http_app",
+    "listen",
+    "reloaded_app",
+    "run",
+    "serve",
+    "serve_reloading",
+]
