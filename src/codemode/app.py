@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import anyio
 
 from codemode.authz import Authorizer, CatalogPolicy, VisibilityPolicy
+from codemode.authz.visibility import Visibility
 from codemode.binding import closest_name
 from codemode.capabilities import Capability, Catalog, Snapshot, View, build_capability
 from codemode.capabilities.info import CapabilityInfo
@@ -59,7 +60,8 @@ class CodeMode:
       authorizer could allow (it must be a `codemode.authz.VisibilityPolicy`, whose
       `can_see` answers like an authorizer: None or True shows); a hidden
       capability looks exactly like one that does not exist, to discovery and to programs
-      alike. What a subject sees is remembered for `VISIBILITY_SECONDS` (30).
+      alike. What a subject sees of one state of the catalog is remembered for
+      `codemode.authz.visibility.VISIBILITY_SECONDS` (30).
     - `trace_arguments`: record argument values on OpenTelemetry call spans (off by
       default: arguments may be sensitive).
     - `worker_binary`: the program that starts a sandbox worker, e.g. a wrapper that
@@ -127,8 +129,7 @@ class CodeMode:
         self._cache_lock = threading.Lock()
         self._indexes: OrderedDict[tuple[int, frozenset[str]], SearchIndex] = OrderedDict()
         """The search index of each view, by its key (snapshot version and ids)."""
-        self._views: OrderedDict[tuple[int, str], tuple[View, float]] = OrderedDict()
-        """What each subject sees of each snapshot (by its version), and until when."""
+        self._visibility = Visibility(self._now)
 
     def __repr__(self) -> str:
         return f"CodeMode(name={self.name!r}, capabilities={len(self.catalog.enabled)})"
@@ -388,20 +389,13 @@ class CodeMode:
         authorizer = snapshot.policy
         if not isinstance(authorizer, VisibilityPolicy):  # the constructor checks it
             raise TypeError("hide_forbidden needs a VisibilityPolicy authorizer")
-        key = (snapshot.version, subject)
-        now = time.monotonic()
-        with self._cache_lock:
-            found = self._views.get(key)
-        if found is None or found[1] <= now:
-            can_see = authorizer.can_see
-            enabled = snapshot.enabled.values()
-            view = snapshot.view(c for c in enabled if self._sees(can_see, subject, c))
-            found = (view, now + VISIBILITY_SECONDS)
-            with self._cache_lock:
-                self._views[key] = found
-                while len(self._views) > _SUBJECTS_KEPT:
-                    self._views.popitem(last=False)
-        return snapshot, found[0]
+        can_see = authorizer.can_see
+        view = self._visibility.view(snapshot, subject, lambda c: self._sees(can_see, subject, c))
+        return snapshot, view
+
+    def _now(self) -> float:
+        """The time visibility is remembered by: the CodeMode's clock, when it has one."""
+        return self.clock.now() if self.clock is not None else time.monotonic()
 
     # -- execution -----------------------------------------------------------------------
 
@@ -588,12 +582,7 @@ class CodeMode:
 
 CLOSE_WAIT_SECONDS = 10.0
 """How long a second `close()` waits for the first to end the workers and upstreams."""
-VISIBILITY_SECONDS = 30.0
-"""How long what a subject may see is remembered before `can_see` is asked again, so a
-change of policies or entities shows within this time (at once when the authorizer or
-the capabilities themselves change)."""
 _VIEWS_KEPT = 64
-_SUBJECTS_KEPT = 4096
 
 
 def _check_authorizer(authorizer: object, hide_forbidden: bool) -> None:

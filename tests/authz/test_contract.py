@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from typing import Any
 
 import pydantic
@@ -12,7 +11,9 @@ import pytest
 
 from codemode import CodeMode, Limits
 from codemode.authz import AllowAll, AuthorizationRequest
+from codemode.authz.visibility import VISIBILITY_SECONDS
 from codemode.events import CallDenied, Event
+from codemode.testing import ManualClock
 from tests.conftest import CANARY, run_error
 
 SOURCE = "def main():\n    return db.drop()"
@@ -119,18 +120,17 @@ def test_can_see_shows_only_on_none_or_true(is_async: bool) -> None:
         assert sorted(cm.visible("alice")) == ["a.none", "a.true"]
 
 
-def test_what_a_subject_sees_is_asked_again_after_a_while(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr("codemode.app.VISIBILITY_SECONDS", 0.3)
+def test_what_a_subject_sees_is_asked_again_after_a_while() -> None:
     answers: dict[str, object] = {"a.one": True}
-    cm = CodeMode(authorizer=Seer(answers), hide_forbidden=True)
+    clock = ManualClock()
+    cm = CodeMode(authorizer=Seer(answers), hide_forbidden=True, clock=clock)
     cm.capability("a.one", summary="A capability.")(one)
     with cm:
         assert list(cm.visible("alice")) == ["a.one"]
         answers["a.one"] = False  # the policy changed
+        clock.advance(VISIBILITY_SECONDS - 1)
         assert list(cm.visible("alice")) == ["a.one"]  # remembered for a while
-        time.sleep(0.4)
+        clock.advance(1)
         assert list(cm.visible("alice")) == []
 
 

@@ -111,8 +111,6 @@ UNMET = {
     ("server-stateless", "sep-2575-http-server-no-independent-requests-on-stream"): FIXTURE_TOOLS,
     ("server-stateless", "sep-2575-server-no-log-without-loglevel"): FIXTURE_TOOLS,
     ("server-sse-polling", "server-sse-polling-session"): STATELESS,
-    ("server-sse-polling", "server-sse-priming-event"): STATELESS,
-    ("server-sse-polling", "server-sse-retry-field"): STATELESS,
     ("server-sse-multiple-streams", "server-sse-multiple-streams-session"): STATELESS,
     ("caching", "sep-2549-prompts-list-caching-hints"): NO_RESOURCES,
     ("caching", "sep-2549-resources-list-caching-hints"): NO_RESOURCES,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import anyio
@@ -45,27 +45,48 @@ class InFlight:
         self._closed = False
 
     @contextlib.contextmanager
-    def running(self, subject: str, request_id: str | int | None) -> Iterator[anyio.CancelScope]:
-        """A cancel scope for one call, filed while it runs. With `finish` it is shielded,
-        so a dropped connection does not reach the call; a cancel notification does. Once
-        the server stops, it comes cancelled: the call must not start."""
+    def running(
+        self,
+        subject: str,
+        request_id: str | int | None,
+        request: Mapping[str, Any] | None = None,
+    ) -> Iterator[anyio.CancelScope]:
+        """A cancel scope for one call, filed while it runs, by subject and id and by the
+        connection of its `request` (its ASGI scope). With `cancel`, the connection's drop
+        cancels it; a cancel notification does either way. Once the server stops, it
+        comes cancelled: the call must not start."""
         scope = anyio.CancelScope(shield=self.on_disconnect == "finish")
-        if self._closed:
+        connection = request.get(_CONNECTION_KEY) if request is not None else None
+        held = connection.calls if isinstance(connection, _Connection) else []
+        if self._closed or (isinstance(connection, _Connection) and self._drops(connection)):
             scope.cancel()
-        if request_id is None:
-            with scope:
-                yield scope
-            return
-        key = (subject, request_key(request_id))
-        self._calls.setdefault(key, []).append(scope)
+        key = None if request_id is None else (subject, request_key(request_id))
+        if key is not None:
+            self._calls.setdefault(key, []).append(scope)
+        held.append(scope)
         try:
             with scope:
                 yield scope
         finally:
-            scopes = self._calls[key]
-            scopes.remove(scope)
-            if not scopes:
-                del self._calls[key]
+            held.remove(scope)
+            if key is not None:
+                scopes = self._calls[key]
+                scopes.remove(scope)
+                if not scopes:
+                    del self._calls[key]
+
+    def drop(self, request: Mapping[str, Any]) -> None:
+        """The client of this request dropped its connection: with `cancel`, its calls end
+        (`canceled`); with `finish`, they run on and their answers are lost."""
+        connection = request.get(_CONNECTION_KEY)
+        if isinstance(connection, _Connection):
+            connection.dropped = True
+            if self._drops(connection):
+                for scope in list(connection.calls):
+                    scope.cancel()
+
+    def _drops(self, connection: _Connection) -> bool:
+        return connection.dropped and self.on_disconnect == "cancel"
 
     def cancel(self, subject: str, request_id: object) -> bool:
         """Cancel `subject`'s call with this id; True when exactly one matched. Two calls
@@ -95,6 +116,8 @@ class InFlight:
 @dataclass(slots=True)
 class _Connection:
     dropped: bool = False
+    calls: list[anyio.CancelScope] = field(default_factory=list)
+    """The calls its requests run now."""
 
 
 def watch_disconnect(scope: Scope, receive: Receive) -> Receive:

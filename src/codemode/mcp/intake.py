@@ -71,7 +71,18 @@ class Intake:
             await _refuse(rejected, scope, receive, send)
             return
         self._notice(checked, scope)
-        await self.app(scope, _replay(body, watch_disconnect(scope, receive)), send)
+        receive = watch_disconnect(scope, receive)
+        async with anyio.create_task_group() as watching:
+            watching.start_soon(self._watch, receive, scope)
+            await self.app(scope, _replay(body, receive), send)
+            watching.cancel_scope.cancel()
+
+    async def _watch(self, receive: Receive, scope: Scope) -> None:
+        """Wait for the client to drop the connection, and drop its calls (the body is
+        read: nothing else reads `receive` now)."""
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        self.calls.drop(scope)
 
     def _notice(self, message: dict[str, JSON], scope: Scope) -> None:
         """Act on a cancel notification (the SDK then acknowledges it)."""
@@ -100,8 +111,7 @@ class Intake:
                 replies[index] = await _alone(self.app, scope, checked)
 
         async with anyio.create_task_group() as watching:
-            if self.calls.on_disconnect == "cancel":
-                watching.start_soon(_cancel_on_disconnect, receive, watching.cancel_scope)
+            watching.start_soon(self._watch, receive, scope)
             async with anyio.create_task_group() as group:
                 for index, message in enumerate(batch):
                     group.start_soon(serve, index, message)
@@ -180,12 +190,6 @@ def _last_event(stream: bytes) -> bytes:
 
 def _json(value: JSON) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode()
-
-
-async def _cancel_on_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
-    while (await receive())["type"] != "http.disconnect":
-        pass
-    scope.cancel()
 
 
 async def _body(receive: Receive) -> bytes:
