@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
 import os
+import re
 import socket
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import uvicorn
@@ -512,8 +515,11 @@ def test_the_reloader_serves_with_the_configuration_it_was_given(
     assert (settings["factory"], settings["reload"]) == (True, True)
     assert (settings["port"], settings["root_path"]) == (8123, "/cm")
 
-    app = serving.reloaded_app()  # what each server process runs, from what it inherits
-    assert serving.CONFIG_ENV not in os.environ  # the tokens go no further
+    handed = os.environ[serving.CONFIG_ENV]  # what each server process inherits
+    assert "alice-token" not in base64.b64decode(handed).decode("latin-1"), "a path, no secret"
+    tokens.write_text("bob:bob-token\nalice:alice-token\n")  # read by each app served
+    app = serving.reloaded_app()
+    assert serving.CONFIG_ENV not in os.environ
     alice = {"Authorization": "Bearer alice-token"}
     mcp = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
     ping = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"})
@@ -525,10 +531,45 @@ def test_the_reloader_serves_with_the_configuration_it_was_given(
         ran = client.post(
             "/api/execute", content=program, headers={**alice, "Content-Type": "application/json"}
         )
+        bob = client.post(
+            "/agents/mcp", content=ping, headers={**mcp, "Authorization": "Bearer bob-token"}
+        )
     assert (anonymous.status_code, answered.status_code, moved.status_code) == (401, 200, 404)
+    assert bob.status_code == 200
     assert ran.status_code == 200, ran.text
     events = [json.loads(line) for line in audit.read_text().splitlines()]
     assert [(e["event"], e["subject"]) for e in events][:1] == [("execution_started", "alice")]
+
+
+@pytest.mark.parametrize(
+    ("options", "problem"),
+    [
+        ({"tokens": {}}, "at least one token is needed"),
+        ({"tokens": {"": "alice"}}, "tokens and subjects must be non-empty strings"),
+        ({"path": "mcp"}, "the MCP path must look like /mcp"),
+        ({"path": "/api/x"}, "not be under /api or /static"),
+        ({"on_disconnect": "abort"}, 'on_disconnect must be "cancel" or "finish"'),
+        ({"port": 70000}, "the port must be an integer from 0 to 65535"),
+        ({"port": "80"}, "the port must be an integer from 0 to 65535"),
+        ({"allowed_hosts": [5]}, "allowed hosts must be host names"),
+        ({"tokens": {"t": "a"}, "token_file": "f"}, "give tokens or token_file, not both"),
+    ],
+)
+def test_a_serving_configuration_refuses_what_serving_would(
+    options: dict[str, Any], problem: str
+) -> None:
+    """An empty token map in particular would otherwise serve without authentication."""
+    with pytest.raises(ValueError, match=re.escape(problem)):
+        serving.ServeConfig(transport="http", **options)
+
+
+def test_a_bad_path_is_a_usage_error_before_anything_is_served() -> None:
+    result = CliRunner().invoke(
+        main, ["serve", "tests.conftest:build_host", "--transport", "http", "--path", "mcp"]
+    )
+    assert result.exit_code == 2
+    assert "the MCP path must look like /mcp" in result.stderr
+    assert "Traceback" not in result.output + result.stderr
 
 
 def test_a_serving_configuration_never_shows_its_tokens() -> None:

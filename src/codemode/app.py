@@ -194,9 +194,11 @@ class CodeMode:
             self.catalog.adopt(self._policy_for)
             self._frozen = True
 
-    def _prepare(self) -> None:
-        """Build what discovery reads (the search index, each capability's description
-        and schemas) before serving, so no request pays for it on the event loop."""
+    def prepare(self) -> None:
+        """Fix the configuration and build what discovery reads (the search index, each
+        capability's description and schemas), as serving does before its first request,
+        so that no request pays for it on an event loop. Raises what the first use does:
+        a `disabled` id that names nothing, or a policy that does not fit."""
         self._freeze()
         enabled = self.catalog.enabled
         self._index(enabled)

@@ -272,7 +272,8 @@ def _refuse_open(config: ServeConfig, insecure: bool) -> None:
     """A usage error for serving HTTP beyond loopback without tokens, unless --insecure."""
     from codemode.http import is_loopback
 
-    if config.transport == "stdio" or is_loopback(config.host) or config.tokens or insecure:
+    tokens = config.tokens or config.token_file
+    if config.transport == "stdio" or is_loopback(config.host) or tokens or insecure:
         return
     raise click.UsageError(
         f"refusing to serve {config.host} without --token-file (use --insecure to allow it)"
@@ -465,23 +466,26 @@ def _start(
     transport, subject, host, port = (options[k] for k in ("transport", "subject", "host", "port"))
     _http_only(context, transport)
     setup: dict[str, Any] = {key: options[key] for key in SETUP}
-    tokens = _tokens(options["token_file"])
-    config = ServeConfig(
-        transport=transport,
-        subject=subject,
-        host=host,
-        port=port,
-        tokens=tokens,
-        allowed_hosts=options["allowed_host"],
-        path=options["path"],
-        root_path=options["root_path"],
-        web=options["web"],
-        on_disconnect=options["on_disconnect"],
-        policy=_policy(options),
-        hide_forbidden=options["hide_forbidden"],
-        audit_log=options["audit_log"],
-        app=None if reload_app is None else _Reloaded(reload_app, _log_level()),
-    )
+    tokens = _tokens(options["token_file"])  # checked now; each served app reads the file
+    try:
+        config = ServeConfig(
+            transport=transport,
+            subject=subject,
+            host=host,
+            port=port,
+            token_file=options["token_file"],
+            allowed_hosts=options["allowed_host"],
+            path=options["path"],
+            root_path=options["root_path"],
+            web=options["web"],
+            on_disconnect=options["on_disconnect"],
+            policy=_policy(options),
+            hide_forbidden=options["hide_forbidden"],
+            audit_log=options["audit_log"],
+            app=None if reload_app is None else _Reloaded(reload_app, _log_level()),
+        )
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
     _refuse_open(config, options["insecure"])
     cm = load()
     stdio_args = [*command, "--transport", "stdio", "--subject", subject]

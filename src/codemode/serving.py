@@ -54,6 +54,10 @@ class ServeConfig:
     tokens: Mapping[str, str] | None = field(default=None, repr=False)
     """Bearer token -> subject; with them a request without a valid token gets 401. Kept
     out of the repr: they are secrets."""
+    token_file: str | None = None
+    """Instead of `tokens`, a file of them (`subject:token` lines, or a JSON object), read
+    each time an app is served: `serve_reloading` hands on the path, never the secrets,
+    and a changed file counts from the next reload."""
     allowed_hosts: Iterable[str] = ()
     """Further Host names clients use, e.g. a proxy's public name (kept as a tuple)."""
     path: str = "/mcp"
@@ -77,16 +81,39 @@ class ServeConfig:
     changed file is read; only `serve_reloading` needs it."""
 
     def __post_init__(self) -> None:
-        from codemode.http import host_names
+        """ValueError for a value serving would refuse later, named now."""
+        from codemode.http import StaticTokens, host_names
+        from codemode.mcp.server import check_path
 
         if self.transport not in ("stdio", "http"):
             raise ValueError(f"unknown transport {self.transport!r}")
+        if self.on_disconnect not in ("cancel", "finish"):
+            raise ValueError(
+                f'on_disconnect must be "cancel" or "finish", not {self.on_disconnect!r}'
+            )
+        port = self.port
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+            raise ValueError(f"the port must be an integer from 0 to 65535, not {port!r}")
+        check_path(self.path)
         hosts = self.allowed_hosts
         hosts = hosts if isinstance(hosts, str) else tuple(hosts)
+        if not all(isinstance(h, str) for h in hosts):
+            raise ValueError("allowed hosts must be host names (strings)")
         host_names(hosts)  # a string or a malformed name is refused now, not at a request
         object.__setattr__(self, "allowed_hosts", hosts)
+        if self.tokens is not None and self.token_file is not None:
+            raise ValueError("give tokens or token_file, not both")
         if self.tokens is not None:
+            StaticTokens(self.tokens)  # none at all, or an empty one, is refused
             object.__setattr__(self, "tokens", dict(self.tokens))
+
+    def bearer_tokens(self) -> dict[str, str] | None:
+        """The tokens to check: `tokens`, or what `token_file` holds now."""
+        if self.token_file is None:
+            return None if self.tokens is None else dict(self.tokens)
+        from codemode.http import load_token_file
+
+        return load_token_file(self.token_file)
 
 
 class ServingError(Exception):
@@ -284,21 +311,15 @@ def _stdio(cm: CodeMode, config: ServeConfig) -> None:
     """Serve MCP over stdin and stdout, as `config.subject`, until the client closes them."""
     from codemode.mcp import serve_stdio
 
-    _prepare(cm)
+    cm.prepare()
     anyio.run(lambda: serve_stdio(cm, subject=config.subject))
-
-
-def _prepare(cm: CodeMode) -> None:
-    """CodeMode's own step before serving: its configuration fixed and checked, and what
-    discovery reads built, so no request pays for it on the event loop."""
-    cm._prepare()  # CodeMode has no public name for it yet; serving is its only caller
 
 
 def _asgi(cm: CodeMode, config: ServeConfig) -> Starlette:
     """The Starlette app of `http_app`, for a `cm` already configured."""
     from codemode.mcp import http_app as mcp_app
 
-    _prepare(cm)
+    cm.prepare()
     routes = None
     public_paths: tuple[str, ...] = ()
     if config.web:
@@ -307,7 +328,7 @@ def _asgi(cm: CodeMode, config: ServeConfig) -> Starlette:
         routes, public_paths = web_routes(cm), PUBLIC_PATHS
     return mcp_app(
         cm,
-        tokens=config.tokens,
+        tokens=config.bearer_tokens(),
         subject=config.subject,
         host=config.host,
         allowed_hosts=config.allowed_hosts,

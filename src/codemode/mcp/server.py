@@ -109,7 +109,7 @@ def build_server(
             with calls.running(who, ctx.request_id, request) as scope:
                 if not scope.cancel_called:  # the server is stopping: do not start
                     result = await call()
-            if scope.cancelled_caught and request is not None and disconnected(request):
+            if scope.cancel_called and request is not None and disconnected(request):
                 cause = DROPPED  # its client dropped the connection (on_disconnect="cancel")
         _log_call(params.name, who, started, result, cause)
         return result
@@ -169,6 +169,19 @@ async def serve_stdio(cm: CodeMode, *, subject: str = "local") -> None:
     await serve_lines(build_server(cm, subject=subject))
 
 
+def check_path(path: object) -> None:
+    """ValueError for a path MCP cannot be served at: it looks like `/mcp`, and is not
+    under `/api` or `/static` (the playground's)."""
+    if (
+        not isinstance(path, str)
+        or not re.fullmatch(r"(/[A-Za-z0-9._~-]+)+", path)
+        or path.split("/")[1] in ("api", "static")
+    ):
+        raise ValueError(
+            f"the MCP path must look like /mcp and not be under /api or /static: {path!r}"
+        )
+
+
 def http_app(
     cm: CodeMode,
     *,
@@ -191,10 +204,7 @@ def http_app(
     connection is cancelled, or with `on_disconnect="finish"` runs to its end; a
     `notifications/cancelled` from its subject cancels it either way.
     """
-    if not re.fullmatch(r"(/[A-Za-z0-9._~-]+)+", path) or path.split("/")[1] in ("api", "static"):
-        raise ValueError(
-            f"the MCP path must look like /mcp and not be under /api or /static: {path!r}"
-        )
+    check_path(path)
     calls = InFlight(on_disconnect)
     server = build_server(cm, calls=calls)
     # Room for the JSON escaping of a program at the source limit, so that a long program
@@ -225,7 +235,7 @@ def http_app(
         SecurityMiddleware,
         host=host,
         allowed_hosts=host_names(allowed_hosts),  # refuses a bad entry now, not at a request
-        tokens=StaticTokens(tokens) if tokens else None,
+        tokens=StaticTokens(tokens) if tokens is not None else None,  # {} is refused
         subject=subject,
         public_paths=public_paths,
         max_body_bytes=max_body_bytes,
@@ -237,4 +247,4 @@ def http_app(
     )
 
 
-__all__ = ["build_server", "http_app", "serve_stdio"]
+__all__ = ["build_server", "check_path", "http_app", "serve_stdio"]
