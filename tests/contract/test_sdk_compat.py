@@ -8,7 +8,6 @@ import json
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import AsyncIterator, Iterator
 
 import anyio
@@ -21,10 +20,10 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
+from codemode import serving
 from codemode.demo import create
 from codemode.mcp import compat
 from codemode.mcp.server import build_server
-from tests.e2e.conftest import free_port
 from tests.gateway.conftest import FIXTURE
 
 
@@ -90,26 +89,26 @@ def bare_sdk() -> Iterator[str]:
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
 
+    ready = threading.Event()
+
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
         async with server.session_manager.run():
+            ready.set()
             yield
 
-    port = free_port()
+    listening = serving.listen("127.0.0.1", 0)  # listening now: requests wait for it
+    port = listening.getsockname()[1]
     uvicorn_server = uvicorn.Server(
         uvicorn.Config(
-            Starlette(routes=[Mount("/", app=app)], lifespan=lifespan),
-            host="127.0.0.1",
-            port=port,
-            log_level="warning",
+            Starlette(routes=[Mount("/", app=app)], lifespan=lifespan), log_level="warning"
         )
     )
-    thread = threading.Thread(target=uvicorn_server.run, daemon=True)
+    thread = threading.Thread(
+        target=uvicorn_server.run, kwargs={"sockets": [listening]}, daemon=True
+    )
     thread.start()
-    deadline = time.monotonic() + 20
-    while not uvicorn_server.started:
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    assert ready.wait(20), "the server never started"
     yield f"http://127.0.0.1:{port}/mcp"
     uvicorn_server.should_exit = True
     thread.join(10)

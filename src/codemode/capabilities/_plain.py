@@ -341,17 +341,22 @@ def _dict(item: Leaf | Plain | None) -> Plain | None:
     walk = _leaf_walk(item) if isinstance(item, dict) else item
 
     def entries(value: Any, tally: Tally, depth: int) -> dict[str, Any]:
-        _enter(value, dict, tally, depth)
-        depth += 1
-        kept = {}
-        for key, v in value.items():
-            if type(key) is not str:
-                raise NotPlain
-            tally.size += scalar_size(key) + 1
-            kept[key] = walk(v, tally, depth)
-        return kept
+        return _entries(value, tally, depth, walk)
 
     return entries
+
+
+def _entries(value: Any, tally: Tally, depth: int, walk: Plain) -> dict[str, Any]:
+    """A dict of string keys, each value taken by `walk` (else NotPlain)."""
+    _enter(value, dict, tally, depth)
+    depth += 1
+    kept = {}
+    for key, v in value.items():
+        if type(key) is not str:
+            raise NotPlain
+        tally.size += scalar_size(key) + 1
+        kept[key] = walk(v, tally, depth)
+    return kept
 
 
 def _leaf_walk(leaf: Leaf) -> Plain:
@@ -447,15 +452,7 @@ def _any(value: Any, tally: Tally, depth: int) -> Any:
         depth += 1
         return [_any(v, tally, depth) for v in value]
     if kind is dict:
-        _enter(value, dict, tally, depth)
-        depth += 1
-        entries = {}
-        for key, v in value.items():
-            if type(key) is not str:
-                raise NotPlain
-            tally.size += scalar_size(key) + 1
-            entries[key] = _any(v, tally, depth)
-        return entries
+        return _entries(value, tally, depth, _any)
     tally.size += scalar_size(value) + 1
     return value
 
