@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import anyio
 import pytest
-from starlette.types import Message
 
-from codemode.mcp.inflight import InFlight, disconnected, watch_disconnect
+from codemode.mcp.server import InFlight
 
 pytestmark = pytest.mark.anyio
 
@@ -29,11 +30,11 @@ async def test_a_cancel_ends_only_the_named_call_of_its_subject() -> None:
         group.start_soon(run, "alice", 1)
         group.start_soon(run, "bob", 1)
         group.start_soon(run, "alice", "one")
-        await anyio.sleep(0.05)
+        await anyio.wait_all_tasks_blocked()
         for subject, request_id in (("carol", 1), ("alice", 2), ("alice", None), ("alice", 1.0)):
             assert not calls.cancel(subject, request_id)
         assert calls.cancel("alice", "1")  # one id, as the SDK compares them
-        await anyio.sleep(0.05)
+        await anyio.wait_all_tasks_blocked()
         assert ended == ["alice:1:canceled"]
         group.cancel_scope.cancel()
 
@@ -43,7 +44,7 @@ async def test_two_calls_under_one_id_are_both_left_running() -> None:
     async with anyio.create_task_group() as group:
         for _ in range(2):
             group.start_soon(_hold, calls, "alice", 7)
-        await anyio.sleep(0.05)
+        await anyio.wait_all_tasks_blocked()
         assert not calls.cancel("alice", 7)
         group.cancel_scope.cancel()
     assert calls.cancel("alice", 7) is False  # and nothing is left filed
@@ -65,7 +66,7 @@ async def test_finish_shields_a_call_from_its_caller_but_not_from_a_cancel() -> 
     with anyio.fail_after(1):  # not the 5 s the call would take
         async with anyio.create_task_group() as group:
             group.start_soon(_hold, calls, "alice", 2)
-            await anyio.sleep(0.05)
+            await anyio.wait_all_tasks_blocked()
             calls.cancel_all()  # the server stops: shielded calls end too
 
 
@@ -88,23 +89,29 @@ def test_a_misspelt_choice_is_refused() -> None:
         InFlight("finsh")  # type: ignore[arg-type]
 
 
-async def test_a_request_is_marked_once_its_client_disconnects() -> None:
-    """The mark a call's log line reads: set by the disconnect `receive` brings, and seen
-    through copies of the scope made after (a batch's messages are served on copies)."""
-    incoming: list[Message] = [
-        {"type": "http.request", "body": b"{}", "more_body": False},
-        {"type": "http.disconnect"},
-    ]
+async def test_a_dropped_connection_ends_the_calls_of_every_copy_of_its_request() -> None:
+    """A batch's messages are served on copies of the request's scope: the drop of its
+    connection reaches them all, and the mark the log line reads is seen through each."""
+    calls = InFlight()
+    request: dict[str, Any] = {"type": "http"}
+    calls.connect(request)
+    copies = [{**request}, {**request}]
+    ended: list[bool] = []
 
-    async def receive() -> Message:
-        return incoming.pop(0)
+    async def run(copy: dict[str, Any]) -> None:
+        with calls.running("alice", None, copy) as scope:
+            await anyio.sleep(5)
+        ended.append(scope.cancelled_caught)
 
-    scope: dict[str, object] = {"type": "http"}
-    watched = watch_disconnect(scope, receive)
-    copy = {**scope}
-    assert not disconnected(scope)
-    assert (await watched())["type"] == "http.request"
-    assert not disconnected(scope) and not disconnected(copy)
-    assert (await watched())["type"] == "http.disconnect"
-    assert disconnected(scope) and disconnected(copy)
-    assert not disconnected({"type": "http"})  # a request never watched
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as group:
+            for copy in copies:
+                group.start_soon(run, copy)
+            await anyio.wait_all_tasks_blocked()
+            assert not calls.dropped(copies[0])
+            calls.drop(request)
+    assert ended == [True, True]
+    assert calls.dropped(copies[0]) and calls.dropped(copies[1])
+    assert not calls.dropped({"type": "http"})  # a request never connected
+    with calls.running("alice", 1, copies[0]) as late:
+        assert late.cancel_called  # its client has left: the call must not start

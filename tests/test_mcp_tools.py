@@ -19,8 +19,7 @@ from codemode import CodeMode
 from codemode.authz import AllowAll
 from codemode.errors import InvalidRequestError
 from codemode.mcp import build_server
-from codemode.mcp.models import REPLIES
-from codemode.mcp.tools import TOOLS, check_arguments
+from codemode.mcp.tools import REPLIES, TOOLS, check_arguments
 
 pytestmark = pytest.mark.anyio
 BY_NAME = {tool.name: tool for tool in TOOLS}

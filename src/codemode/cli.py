@@ -8,14 +8,14 @@ e.g. `CODEMODE_SERVE_PORT=9000`.
 
 from __future__ import annotations
 
+import contextlib
 import functools
-import importlib
 import json
 import logging
 import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,92 +26,36 @@ from click.core import ParameterSource
 import codemode
 from codemode import serving
 from codemode.app import CodeMode
-from codemode.authz import Authorizer, VisibilityPolicy
-from codemode.errors import CodeModeError, Where
+from codemode.errors import CodeModeError, RegistrationError, Where
+from codemode.loading import (
+    REGO_DECISION,
+    LoadError,
+    PolicyFiles,
+    app_folder,
+    load_app,
+    load_proxy,
+)
 from codemode.serving import ServeConfig, Transport
 
 
-def load_app(spec: str) -> CodeMode:
-    """`module:attribute` or `path/to/file.py:attribute` -> a CodeMode (the attribute may
-    be a factory returning one). A file's folder is searched for its imports, as uvicorn's
-    `--app-dir` does. A `.json` file is an `mcpServers` file, served as `proxy` does."""
-    if spec.endswith(".json"):
-        return load_proxy(spec)
-    module_name, sep, attribute = spec.rpartition(":")
-    if not sep or not module_name or not attribute:
-        raise click.BadParameter(
-            "expected module:attribute or path/to/file.py:attribute, e.g. myhost:cm",
-            param_hint="APP",
-        )
-    folder = app_folder(spec)
-    if module_name.endswith(".py") or os.sep in module_name:
-        path = Path(module_name)
-        if not path.exists():
-            raise click.BadParameter(f"{module_name}: no such file", param_hint="APP")
-        if path.suffix != ".py" or not path.is_file():
-            raise click.BadParameter(f"{module_name} is not a Python file", param_hint="APP")
-        module_name = path.stem
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
+def _load_app(spec: str) -> CodeMode:
+    with _loading():
+        return load_app(spec)
+
+
+@contextlib.contextmanager
+def _loading() -> Iterator[None]:
+    """A LoadError as a usage error; a server of an `mcpServers` file that cannot start as
+    one line of error and exit code 1."""
     try:
-        target: Any = importlib.import_module(module_name)
-        for part in attribute.split("."):
-            target = getattr(target, part)
-    except (ImportError, AttributeError) as exc:
-        raise click.BadParameter(f"cannot load {spec}: {exc}", param_hint="APP") from None
-    if not isinstance(target, CodeMode) and callable(target):
-        target = target()
-    if not isinstance(target, CodeMode):
-        raise click.BadParameter(f"{spec} is not a CodeMode", param_hint="APP")
-    return target
-
-
-def app_folder(spec: str) -> str:
-    """The folder an app is imported from: its file's, or the working directory."""
-    module_name = spec.rpartition(":")[0]
-    if module_name.endswith(".py") or os.sep in module_name:
-        return str(Path(module_name).resolve().parent)
-    return os.getcwd()
-
-
-def load_cedar(cm: CodeMode, policy_file: str, entities_file: str | None) -> Any:
-    """A CedarAuthorizer validated against the capabilities of `cm`, or a usage error."""
-    try:
-        from codemode.authz.cedar import CedarAuthorizer, CedarPolicyError
-    except ImportError:
-        raise click.UsageError(
-            "--policy-file needs the cedar extra: pip install 'codemode[cedar]'"
-        ) from None
-    if entities_file is not None:
-        try:
-            json.loads(Path(entities_file).read_text(encoding="utf-8"))
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise click.UsageError(f"{entities_file}: {exc}") from None
-    try:
-        authorizer = CedarAuthorizer.from_files(policy_file, entities_file)
-        authorizer.validate(cm.catalog.enabled.values())
-    except (CedarPolicyError, ValueError) as exc:
-        raise click.UsageError(f"{policy_file}: {exc}") from None
-    return authorizer
-
-
-REGO_DECISION = "data.codemode.authz.allow"
-
-
-def load_rego(files: list[str], data_file: str | None, decision: str, visible: str | None) -> Any:
-    """A RegoAuthorizer over the files, or a usage error naming the file and line."""
-    try:
-        from codemode.authz.rego import RegoAuthorizer, RegoPolicyError
-    except ImportError:
-        raise click.UsageError(
-            "--rego needs the rego extra: pip install 'codemode[rego]'"
-        ) from None
-    try:
-        return RegoAuthorizer.from_files(
-            *files, data_file=data_file, decision=decision, visible=visible
-        )
-    except RegoPolicyError as exc:
+        yield
+    except LoadError as exc:
+        if exc.param is not None:
+            raise click.BadParameter(str(exc), param_hint=exc.param) from None
         raise click.UsageError(str(exc)) from None
+    except RegistrationError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(1)
 
 
 _CONTROL = re.compile(
@@ -255,7 +199,8 @@ def _serve(cm: CodeMode, config: ServeConfig, banner: list[str]) -> None:
     if stdio:  # on stderr: stdout carries the protocol
         banner = [f"codemode: serving {cm.name} over stdio; Ctrl-C stops it"]
     try:
-        serving.serve(cm, config, announce=functools.partial(_say, banner, err=stdio))
+        with _loading():  # the policy files, loaded for the app
+            serving.serve(cm, config, announce=functools.partial(_say, banner, err=stdio))
     except serving.ServingError as exc:
         raise click.ClickException(str(exc)) from None
     except KeyboardInterrupt:  # Ctrl-C: a stop asked for, not a failure to report
@@ -410,7 +355,7 @@ def _serve_options(command: Any) -> Any:
 def serve(context: click.Context, /, app: str, reload: bool, **options: Any) -> None:
     """Serve APP (module:attribute or file.py:attribute naming a CodeMode) over MCP."""
     _start(
-        context, ["serve", app], lambda: load_app(app), options, reload_app=app if reload else None
+        context, ["serve", app], lambda: _load_app(app), options, reload_app=app if reload else None
     )
 
 
@@ -428,29 +373,14 @@ def proxy(context: click.Context, /, config: str, **options: Any) -> None:
     (`my-fs` -> `my_fs`). See docs/guides/mcp-gateway.md.
     """
     config = str(Path(config).resolve())  # the printed client configuration works anywhere
-    _start(context, ["proxy", config], lambda: load_proxy(config), options, reload_app=None)
+    _start(
+        context, ["proxy", config], functools.partial(_load_proxy, config), options, reload_app=None
+    )
 
 
-def load_proxy(config: str) -> CodeMode:
-    """A CodeMode over every server of a config file, each connected now; usage errors
-    for the file, and one line of error and exit code 1 for a server that cannot start."""
-    from codemode.authz import AllowAll
-    from codemode.errors import RegistrationError
-    from codemode.gateway.config import ConfigError, load_config
-
-    try:
-        entries = load_config(config)
-    except ConfigError as exc:
-        raise click.UsageError(str(exc)) from None
-    cm = CodeMode(authorizer=AllowAll(), name="codemode-proxy")
-    for entry in entries:
-        try:
-            cm.add_mcp_server(entry.name, **entry.options)
-        except RegistrationError as exc:
-            cm.close()
-            click.echo(f"Error: {exc}", err=True)
-            sys.exit(1)
-    return cm
+def _load_proxy(config: str) -> CodeMode:
+    with _loading():
+        return load_proxy(config)
 
 
 def _start(
@@ -512,7 +442,10 @@ def _start(
     folder = app_folder(reload_app)
     banner.append(f"Reloading when a Python file under {folder} changes.")
     try:
-        serving.serve_reloading(cm, config, watch=folder, announce=functools.partial(_say, banner))
+        with _loading():
+            serving.serve_reloading(
+                cm, config, watch=folder, announce=functools.partial(_say, banner)
+            )
     except serving.ServingError as exc:
         raise click.ClickException(str(exc)) from None
 
@@ -522,8 +455,7 @@ def _log_level() -> int:
     return logging.getLogger("codemode").level
 
 
-SETUP = (
-    "token_file",
+POLICY_OPTIONS = (
     "policy_file",
     "entities_file",
     "rego",
@@ -531,8 +463,9 @@ SETUP = (
     "rego_decision",
     "rego_visible",
     "hide_forbidden",
-    "audit_log",
 )
+"""The options of `serve` that name the policy (`PolicyFiles`)."""
+SETUP = ("token_file", *POLICY_OPTIONS, "audit_log")
 """The options of `serve` that configure the app rather than the server."""
 
 
@@ -549,64 +482,9 @@ def _tokens(token_file: str | None) -> dict[str, str] | None:
     return tokens
 
 
-@dataclass(frozen=True, slots=True)
-class _Policy:
-    """The policy options of `serve`: called with the loaded app, the authorizer to serve
-    it under. A value, so that `serve --reload` hands it to each server process, which
-    checks it against the capabilities of the app it loaded again."""
-
-    policy_file: str | None
-    entities_file: str | None
-    rego: tuple[str, ...]
-    rego_data: str | None
-    rego_decision: str
-    rego_visible: str | None
-    hide_forbidden: bool
-
-    def __call__(self, cm: CodeMode) -> Authorizer:
-        authorizer = cm.authorizer
-        if self.policy_file:
-            authorizer = load_cedar(cm, self.policy_file, self.entities_file)
-        elif self.entities_file:
-            raise click.UsageError("--entities-file needs --policy-file")
-        if self.rego:
-            authorizer = load_rego(
-                list(self.rego), self.rego_data, self.rego_decision, self.rego_visible
-            )
-        hiding = cm.hide_forbidden or self.hide_forbidden
-        if self.rego_visible and not hiding:
-            raise click.UsageError("--rego-visible is used by --hide-forbidden only: give both")
-        if hiding and not isinstance(authorizer, VisibilityPolicy):
-            raise click.UsageError(
-                "--hide-forbidden needs an authorizer that can tell what a subject may see: "
-                "use it with --policy-file, or with --rego and --rego-visible"
-            )
-        return authorizer
-
-
-def _policy(options: dict[str, Any]) -> _Policy:
-    """The policy options, or a usage error for a combination that cannot work."""
-    policy = _Policy(
-        policy_file=options["policy_file"],
-        entities_file=options["entities_file"],
-        rego=tuple(options["rego"]),
-        rego_data=options["rego_data"],
-        rego_decision=options["rego_decision"],
-        rego_visible=options["rego_visible"],
-        hide_forbidden=options["hide_forbidden"],
-    )
-    if policy.policy_file and policy.rego:
-        raise click.UsageError("--policy-file (Cedar) and --rego cannot be used together")
-    if not policy.rego:
-        given = [
-            o
-            for o, v in (("--rego-data", policy.rego_data), ("--rego-visible", policy.rego_visible))
-            if v
-        ]
-        given += ["--rego-decision"] if policy.rego_decision != REGO_DECISION else []
-        if given:
-            raise click.UsageError(f"{', '.join(given)} needs --rego")
-    return policy
+def _policy(options: dict[str, Any]) -> PolicyFiles:
+    with _loading():
+        return PolicyFiles(**{key: options[key] for key in POLICY_OPTIONS})
 
 
 @dataclass(frozen=True, slots=True)
@@ -619,7 +497,7 @@ class _Reloaded:
 
     def __call__(self) -> CodeMode:
         _log_to_stderr(self.log_level)
-        return load_app(self.spec)
+        return _load_app(self.spec)
 
 
 @main.command()
@@ -628,7 +506,7 @@ class _Reloaded:
 @click.option("--subject", default="local", show_default=True)
 def run(app: str, file: Any, subject: str) -> None:
     """Run the program in FILE against APP and print its result."""
-    cm = load_app(app)
+    cm = _load_app(app)
     try:
         _say_if_blind(cm, subject)
         result = cm.execute(_program_text(file), subject=subject)
@@ -650,7 +528,7 @@ def run(app: str, file: Any, subject: str) -> None:
 @click.option("--subject", default="local", show_default=True)
 def check(app: str, file: Any, subject: str) -> None:
     """Check the program in FILE against APP without running it (the static preflight)."""
-    with load_app(app) as cm:
+    with _load_app(app) as cm:
         _say_if_blind(cm, subject)
         errors = cm.check(_program_text(file), subject=subject)
     for error in errors:
@@ -719,7 +597,7 @@ def search(app: str, query: str, subject: str, offset: int) -> None:
     """Show what search_api answers for QUERY (every capability when it is empty)."""
     from codemode.payloads import search_payload
 
-    cm = load_app(app)
+    cm = _load_app(app)
     try:
         _say_if_blind(cm, subject)
         found = cm.search(query, offset=offset, subject=subject)
@@ -736,7 +614,7 @@ def describe(app: str, name: str, subject: str) -> None:
     """Show what describe_api answers for the capability NAME."""
     from codemode.payloads import describe_payload
 
-    cm = load_app(app)
+    cm = _load_app(app)
     try:
         _say_if_blind(cm, subject)
         click.echo(json.dumps(describe_payload(cm.describe(name, subject=subject)), indent=2))

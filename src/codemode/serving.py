@@ -27,8 +27,9 @@ from codemode.authz import Authorizer
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
+    from codemode.mcp.server import OnDisconnect
+
 Transport = Literal["stdio", "http"]
-OnDisconnect = Literal["cancel", "finish"]
 Policy = Callable[[CodeMode], Authorizer]
 """Builds the authorizer for the app about to be served (raising when it cannot)."""
 
@@ -83,14 +84,11 @@ class ServeConfig:
     def __post_init__(self) -> None:
         """ValueError for a value serving would refuse later, named now."""
         from codemode.http import StaticTokens, host_names
-        from codemode.mcp.server import check_path
+        from codemode.mcp.server import check_on_disconnect, check_path
 
         if self.transport not in ("stdio", "http"):
             raise ValueError(f"unknown transport {self.transport!r}")
-        if self.on_disconnect not in ("cancel", "finish"):
-            raise ValueError(
-                f'on_disconnect must be "cancel" or "finish", not {self.on_disconnect!r}'
-            )
+        check_on_disconnect(self.on_disconnect)
         port = self.port
         if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
             raise ValueError(f"the port must be an integer from 0 to 65535, not {port!r}")
@@ -342,7 +340,6 @@ def _asgi(cm: CodeMode, config: ServeConfig) -> Starlette:
 __all__ = [
     "CLOSE_SECONDS",
     "CONFIG_ENV",
-    "OnDisconnect",
     "Policy",
     "ServeConfig",
     "ServingError",

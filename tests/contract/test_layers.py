@@ -17,7 +17,9 @@ before it, never one after it):
 8. http: the security layer every HTTP route shares, and the uvicorn settings: above the
    whole core, so no core module imports HTTP serving at any level;
 9. adapters: `mcp`, `web` and the `demo` host, peers that share only what lies below;
-10. serving: `ServeConfig` and the stdio, HTTP and reloading servers;
+10. serving: `ServeConfig` and the stdio, HTTP and reloading servers, and `loading`, which
+    turns what a command line names (an app, an `mcpServers` file, policy files) into
+    the values serving takes;
 11. cli: command-line parsing and printing, and `__main__`.
 
 The named exceptions, and no other: `CodeMode.run` and `CodeMode.http_app` import
@@ -72,7 +74,7 @@ LAYERS = (
     Layer("gateway", ("codemode.gateway",)),
     Layer("http", ("codemode.http",)),
     Layer("adapters", ("codemode.mcp", "codemode.web", "codemode.demo"), peers=True),
-    Layer("serving", ("codemode.serving",)),
+    Layer("serving", ("codemode.serving", "codemode.loading")),
     Layer("cli", ("codemode.cli", "codemode.__main__")),
 )
 

@@ -3,12 +3,16 @@ test here fails when the SDK changes what codemode relies on, or offers it publi
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import io
 import json
 import subprocess
 import sys
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any, cast
 
 import anyio
 import httpx2
@@ -16,12 +20,18 @@ import mcp
 import pytest
 import uvicorn
 from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.server import Server
+from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.routing import Mount
+from starlette.types import Message, Receive
 
-from codemode import serving
+import codemode
+from codemode import CodeMode, serving
+from codemode.authz import AllowAll
 from codemode.demo import create
+from codemode.http import SUBJECT_KEY
 from codemode.mcp import compat
 from codemode.mcp.server import build_server
 from tests.gateway.conftest import FIXTURE
@@ -72,23 +82,95 @@ def test_the_compatibility_module_loads_nothing_of_the_adapter() -> None:
     assert loaded.split() == ["['codemode.mcp',", "'codemode.mcp.compat']"]
 
 
-# -- what the SDK's own streamable HTTP app does, which `codemode.mcp.intake` answers ----
+PUBLIC_SDK = frozenset(
+    {
+        "mcp",
+        "mcp.client.streamable_http",
+        "mcp.server",
+        "mcp.server.stdio",
+        "mcp.server.transport_security",
+        "mcp.shared.message",
+        "mcp.types",
+        "mcp_types",
+    }
+)
+"""The SDK modules codemode imports outside `compat`: its front doors, the transports
+and their message type, as its documentation uses them."""
+
+
+def test_nothing_outside_the_compatibility_module_reaches_into_the_sdk() -> None:
+    """No other module imports an SDK module beyond PUBLIC_SDK, takes an underscored
+    attribute of a name it imported from the SDK (`mt._x`), or reads an underscored
+    attribute by name (`getattr(session, "_dispatcher")`)."""
+    src = Path(codemode.__file__).parent
+    found: list[str] = []
+    for path in sorted(src.rglob("*.py")):
+        if path == src / "mcp" / "compat.py":
+            continue
+        where = path.relative_to(src)
+        sdk_names: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            line = getattr(node, "lineno", 0)
+            for module, bound in _imports(node):
+                if module.split(".")[0] in ("mcp", "mcp_types"):
+                    sdk_names.add(bound)
+                    if module not in PUBLIC_SDK:
+                        found.append(f"{where}:{line}: imports {module}")
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in sdk_names
+                and _private(node.attr)
+            ):
+                found.append(f"{where}:{line}: {node.value.id}.{node.attr}")
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in ("getattr", "hasattr", "setattr")
+                and len(node.args) > 1
+                and isinstance(node.args[1], ast.Constant)
+                and _private(str(node.args[1].value))
+            ):
+                found.append(f"{where}:{line}: {node.func.id}(..., {node.args[1].value!r})")
+    assert found == []
+
+
+def _imports(node: ast.AST) -> list[tuple[str, str]]:
+    """(module, the name it binds here) for each SDK-or-other import `node` makes."""
+    if isinstance(node, ast.Import):
+        return [(a.name, (a.asname or a.name).split(".")[0]) for a in node.names]
+    if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+        return [(node.module, a.asname or a.name) for a in node.names]
+    return []
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+# -- what the SDK's own streamable HTTP app does, which `codemode.mcp.server.Intake` answers
 #
-# Each test below pins a gap of the SDK's stateless app (served bare, as codemode would
-# without `Intake`): when one fails, the SDK changed, and the patch for it may go.
+# Each test below pins a gap of the SDK's stateless app with JSON replies (served bare, as
+# codemode would without `Intake`): when one fails, the SDK changed, and the patch for it
+# may go.
+
+
+def _bare_app(cm: CodeMode) -> tuple[Server[Any], Starlette]:
+    server = build_server(cm, subject="local")
+    app = server.streamable_http_app(
+        streamable_http_path="/mcp",
+        stateless_http=True,
+        json_response=True,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )
+    return server, Starlette(routes=[Mount("/", app=app)])
 
 
 @pytest.fixture(scope="module")
 def bare_sdk() -> Iterator[str]:
     """The SDK's own app for a demo host's server, with nothing of codemode's in front."""
     cm = create()
-    server = build_server(cm, subject="local")
-    app = server.streamable_http_app(
-        streamable_http_path="/mcp",
-        stateless_http=True,
-        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-    )
-
+    server, app = _bare_app(cm)
     ready = threading.Event()
 
     @contextlib.asynccontextmanager
@@ -97,13 +179,10 @@ def bare_sdk() -> Iterator[str]:
             ready.set()
             yield
 
+    app.router.lifespan_context = lifespan
     listening = serving.listen("127.0.0.1", 0)  # listening now: requests wait for it
     port = listening.getsockname()[1]
-    uvicorn_server = uvicorn.Server(
-        uvicorn.Config(
-            Starlette(routes=[Mount("/", app=app)], lifespan=lifespan), log_level="warning"
-        )
-    )
+    uvicorn_server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
     thread = threading.Thread(
         target=uvicorn_server.run, kwargs={"sockets": [listening]}, daemon=True
     )
@@ -118,38 +197,225 @@ def bare_sdk() -> Iterator[str]:
 POST = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 
 
-def post(url: str, body: object) -> httpx2.Response:
+def post(url: str, body: object, **headers: str) -> httpx2.Response:
     text = body if isinstance(body, str) else json.dumps(body)
-    return httpx2.post(url, content=text, headers=POST, timeout=10)
+    return httpx2.post(url, content=text, headers={**POST, **headers}, timeout=10)
 
 
 def test_the_sdk_holds_a_get_open_as_an_event_stream(bare_sdk: str) -> None:
-    """Intake answers 405 (`POST_ONLY`): a stateless server has no stream to offer."""
+    """`refuse_method` answers 405 (`POST_ONLY`): a stateless server has no stream."""
     with httpx2.stream("GET", bare_sdk, headers={"accept": "text/event-stream"}, timeout=10) as r:
         assert r.status_code == 200
         assert r.headers["content-type"].startswith("text/event-stream")
 
 
 def test_the_sdk_answers_a_parse_error_in_its_parsers_words(bare_sdk: str) -> None:
-    """Intake answers -32700 with a fixed text: no parser's words reach a client."""
+    """`read_message` answers -32700 with a fixed text: no parser's words reach a client."""
     error = post(bare_sdk, "not json").json()["error"]
     assert error["code"] == -32700
     assert error["message"].startswith("Parse error: ") and len(error["message"]) > 13
 
 
-@pytest.mark.parametrize("request_id", [None, 1.5])
+@pytest.mark.parametrize(
+    "message",
+    [{"id": 3, "method": "ping"}, {"jsonrpc": "2.0", "id": 3, "method": "ping", "params": [1]}, 7],
+)
+def test_the_sdk_answers_a_malformed_message_in_pydantics_words(
+    bare_sdk: str, message: object
+) -> None:
+    """`check_message` answers -32600 (`NOT_A_MESSAGE`) instead."""
+    answer = post(bare_sdk, message)
+    assert answer.status_code == 400
+    error = answer.json()["error"]
+    assert (error["code"], error["message"].split(":")[0]) == (-32602, "Validation error")
+
+
+@pytest.mark.parametrize("request_id", [None, 1.5, True, {"a": 1}])
 def test_the_sdk_takes_a_request_with_a_bad_id_for_a_notification(
     bare_sdk: str, request_id: object
 ) -> None:
-    """Intake answers -32600: a request whose id is null or a float is no request."""
+    """`check_message` answers -32600 (`BAD_ID`): such a request is no request."""
     answer = post(bare_sdk, {"jsonrpc": "2.0", "id": request_id, "method": "tools/list"})
     assert (answer.status_code, answer.text) == (202, "")
 
 
 def test_the_sdk_refuses_a_batch_in_pydantics_words(bare_sdk: str) -> None:
     """Intake serves a batch for 2025-03-26 (the version a client without a header
-    speaks) and refuses one with a fixed text for later versions."""
+    speaks, `check_batch` and `answer_alone`) and refuses one with a fixed text for later
+    versions."""
     ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
     answer = post(bare_sdk, [ping])
     assert answer.status_code == 400
     assert "validation error" in answer.json()["error"]["message"].lower()
+
+
+def test_the_sdk_answers_an_unknown_version_as_a_missing_envelope(bare_sdk: str) -> None:
+    """`check_version` answers -32022 with the versions this server speaks."""
+    answer = post(
+        bare_sdk,
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        **{"mcp-protocol-version": "1999-01-01"},
+    )
+    assert answer.status_code == 400
+    error = answer.json()["error"]
+    assert error["code"] == -32602 and "envelope" in error["message"]
+
+
+# -- a call held on a capability, in process: what the SDK does with its cancel and its end
+
+
+class _Held:
+    """A CodeMode whose `held.wait()` blocks until released, served bare."""
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.release = threading.Event()
+        self.cm = CodeMode(authorizer=AllowAll(), name="held")
+
+        @self.cm.capability("held.wait", summary="Wait until the test releases it.")
+        def wait() -> str:
+            self.started.set()
+            return "released" if self.release.wait(20) else "never released"
+
+        self.server, self.app = _bare_app(self.cm)
+
+    async def post(self, message: dict[str, Any], receive: Receive | None = None) -> bytes:
+        """`message` posted to the bare app; `receive` after the body (default: nothing)."""
+        body = json.dumps(message).encode()
+        headers = [(k.encode(), v.encode()) for k, v in POST.items()]
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "POST",
+            "scheme": "http",
+            "path": "/mcp",
+            "raw_path": b"/mcp",
+            "root_path": "",
+            "query_string": b"",
+            "headers": headers,
+            "client": ("127.0.0.1", 1),
+            "server": ("127.0.0.1", 80),
+            SUBJECT_KEY: "local",  # as codemode's security layer files it
+        }
+        sent = False
+        chunks: list[bytes] = []
+
+        async def incoming() -> Message:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            if receive is not None:
+                return await receive()
+            await anyio.sleep_forever()
+            raise AssertionError("unreachable")
+
+        async def outgoing(event: Message) -> None:
+            if event["type"] == "http.response.body":
+                chunks.append(event.get("body", b""))
+
+        await self.app(scope, incoming, outgoing)
+        return b"".join(chunks)
+
+
+EXECUTE_HELD = {
+    "jsonrpc": "2.0",
+    "id": 7,
+    "method": "tools/call",
+    "params": {"name": "execute", "arguments": {"source": "def main():\n    return held.wait()\n"}},
+}
+
+
+def _held_scenario(
+    during: Callable[[_Held], Awaitable[None]], receive: Receive | None = None
+) -> dict[str, Any]:
+    """The reply to EXECUTE_HELD when `during` runs once the call has started (and the
+    call is released after it)."""
+    held = _Held()
+    reply: dict[str, Any] = {}
+
+    async def scenario() -> None:
+        with anyio.fail_after(30):
+            await served()
+
+    async def served() -> None:
+        async with held.server.session_manager.run(), anyio.create_task_group() as group:
+
+            async def call() -> None:
+                reply.update(json.loads(await held.post(EXECUTE_HELD, receive)))
+                held.started.set()  # it failed before it started: the reply says why
+
+            group.start_soon(call)
+            await anyio.to_thread.run_sync(held.started.wait, 20)
+            await during(held)
+            held.release.set()
+
+    try:
+        anyio.run(scenario)
+    finally:
+        held.release.set()
+        held.cm.close()
+    return reply
+
+
+def test_a_stateless_sdk_drops_a_cancel_sent_on_another_request() -> None:
+    """Intake cancels the named call itself (`cancelled_request`, through `InFlight`)."""
+
+    async def cancel(held: _Held) -> None:
+        notice = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}}
+        assert await held.post(notice) == b""  # answered 202 and dropped
+
+    reply = _held_scenario(cancel)
+    assert reply["result"]["structuredContent"]["result"] == "released"
+
+
+def test_with_json_replies_the_sdk_never_sees_a_dropped_connection() -> None:
+    """Intake watches the connection itself (`disconnected`) and ends the call."""
+    gone = anyio.Event()
+
+    async def dropped() -> Message:
+        await gone.wait()
+        return {"type": "http.disconnect"}
+
+    async def leave(held: _Held) -> None:
+        gone.set()
+        await anyio.wait_all_tasks_blocked()
+
+    reply = _held_scenario(leave, dropped)
+    assert reply["result"]["structuredContent"]["result"] == "released"
+
+
+# -- what the SDK's stdio transport does with a line, which `checked_lines` answers
+
+
+def _stdio_lines(*lines: str) -> tuple[list[str], int]:
+    """What the SDK's own stdio server (no codemode in front) writes back for `lines`,
+    and how many of them its server saw as messages."""
+    seen: list[object] = []
+    out = io.StringIO()
+
+    async def scenario() -> None:
+        source = anyio.wrap_file(io.StringIO("".join(f"{line}\n" for line in lines)))
+        target = anyio.wrap_file(out)
+        transport = stdio_server(stdin=cast(Any, source), stdout=cast(Any, target))
+        async with transport as (read, write), read, write:
+            async for message in read:  # until the reader reaches the end of its input
+                seen.append(message)
+
+    anyio.run(scenario)
+    return out.getvalue().splitlines(), len(seen)
+
+
+def test_the_sdk_stdio_transport_drops_a_line_it_cannot_read() -> None:
+    """`checked_lines` answers each with its JSON-RPC error (-32700 or -32600)."""
+    ping = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    written, seen = _stdio_lines("not json", json.dumps([json.loads(ping)]), ping)
+    assert written == []  # no word for either
+    assert seen == 3  # the broken lines reach the server as exceptions, unanswered
+
+
+def test_the_sdk_stdio_transport_takes_a_null_id_for_a_notification() -> None:
+    """`check_message` answers it -32600 (`BAD_ID`)."""
+    written, seen = _stdio_lines(json.dumps({"jsonrpc": "2.0", "id": None, "method": "ping"}))
+    assert written == [] and seen == 1

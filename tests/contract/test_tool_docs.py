@@ -10,14 +10,15 @@ import pytest
 from mcp.types import Tool
 
 from codemode.capabilities.search import NONE_AVAILABLE
-from codemode.mcp.intake import POST_ONLY, UNSUPPORTED_VERSION
-from codemode.mcp.messages import (
+from codemode.mcp.compat import (
     BAD_ID,
     EMPTY_BATCH,
     LONG_BATCH,
     NO_BATCHES,
     NOT_A_MESSAGE,
     PARSE_ERROR_MESSAGE,
+    POST_ONLY,
+    UNSUPPORTED_VERSION,
 )
 from codemode.mcp.server import DROPPED
 from codemode.mcp.tools import TOOLS

@@ -24,15 +24,17 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from codemode.mcp.intake import BATCH_CONCURRENCY, POST_ONLY, UNSUPPORTED_VERSION
-from codemode.mcp.messages import (
+from codemode.mcp.compat import (
     BAD_ID,
     EMPTY_BATCH,
     LONG_BATCH,
     NO_BATCHES,
     NOT_A_MESSAGE,
     PARSE_ERROR_MESSAGE,
+    POST_ONLY,
+    UNSUPPORTED_VERSION,
 )
+from codemode.mcp.server import BATCH_CONCURRENCY
 from tests.e2e.conftest import ROOT, TOKENS, codemode_command, free_port, start_codemode
 
 MODERN = "2026-07-28"

@@ -15,7 +15,7 @@ import pytest
 from jsonschema import Draft202012Validator
 from mcp.types import CallToolResult
 
-from codemode.mcp.models import ARGUMENTS, REPLIES, wire_schema
+from codemode.mcp.tools import ARGUMENTS, REPLIES, wire_schema
 from tests.e2e import test_mcp as scenarios
 from tests.e2e.conftest import HttpServer
 

@@ -10,7 +10,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from codemode.http import MAX_BODY_BYTES, SecurityMiddleware, host_names, is_loopback
-from codemode.mcp.messages import PARSE_ERROR_MESSAGE
+from codemode.mcp.compat import PARSE_ERROR_MESSAGE
 from tests.http.conftest import ADD, TOKENS, body, noting_host
 
 JSON = {"Content-Type": "application/json"}

@@ -5,33 +5,65 @@ Built on the SDK's lowlevel Server so that schemas and error texts reach the wir
 as written. Every tool call ends in a reply built from a result or a CodeModeError; the
 last-resort net turns anything else into `internal failure`, and a middleware does the
 same for every other method, so no exception text ever reaches a client.
+
+What the SDK does not do for a client is filled in by `codemode.mcp.compat`, one function
+per gap; this module decides what codemode does with them:
+
+- Over HTTP, only POST is served (405 for any other method). A body that is not JSON gets
+  -32700, one that is not a message -32600, each with a fixed text and HTTP 400; an
+  unknown `MCP-Protocol-Version` header gets -32022. A batch is served for 2025-03-26 (the
+  version of a client that sends no header), each message as if posted alone.
+- A call runs in a cancel scope filed under its subject and request id (`InFlight`), so a
+  `notifications/cancelled` from the same subject ends it in either era, whichever request
+  carries it; a dropped connection ends its calls, or with `on_disconnect="finish"` lets
+  them run to their end.
+- Over stdio, every line is checked first, and the SDK's transport reads the client's
+  stdin on a private descriptor while fd 0 reads the null device.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
+import json
 import logging
+import os
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    MutableMapping,
+)
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO, Literal, cast
 
 import anyio
 from mcp import MCPError
 from mcp.server import Server, ServerRequestContext
+from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.message import SessionMessage
 from mcp.types import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     CallToolRequestParams,
     CallToolResult,
+    JSONRPCError,
     ListToolsResult,
     PaginatedRequestParams,
 )
 from pydantic import ValidationError
 from starlette.applications import Starlette
+from starlette.datastructures import Headers
 from starlette.middleware import Middleware
+from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 import codemode
 from codemode.app import CodeMode
@@ -46,11 +78,11 @@ from codemode.http import (
     SecurityMiddleware,
     StaticTokens,
     host_names,
+    route_path,
     subject_of,
 )
-from codemode.mcp.inflight import InFlight, OnDisconnect, disconnected
-from codemode.mcp.intake import Intake
-from codemode.mcp.stdio import serve_lines
+from codemode.mcp import compat
+from codemode.mcp.compat import JSON, Rejected
 from codemode.mcp.tools import Handlers, check_arguments, failed, tools
 
 log = logging.getLogger("codemode")
@@ -109,7 +141,7 @@ def build_server(
             with calls.running(who, ctx.request_id, request) as scope:
                 if not scope.cancel_called:  # the server is stopping: do not start
                     result = await call()
-            if scope.cancel_called and request is not None and disconnected(request):
+            if scope.cancel_called and request is not None and calls.dropped(request):
                 cause = DROPPED  # its client dropped the connection (on_disconnect="cancel")
         _log_call(params.name, who, started, result, cause)
         return result
@@ -164,9 +196,274 @@ async def _no_leak(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
         raise MCPError(code=INTERNAL_ERROR, message="internal failure") from None
 
 
+# -- calls in flight ---------------------------------------------------------------------
+
+OnDisconnect = Literal["cancel", "finish"]
+"""What a dropped connection does to its call: end it (`canceled`), or let it run to its
+end and drop the answer. An explicit cancel ends it either way."""
+
+
+def check_on_disconnect(value: object) -> None:
+    """ValueError for anything but one of the two `OnDisconnect` choices."""
+    if value not in ("cancel", "finish"):
+        raise ValueError(f'on_disconnect must be "cancel" or "finish", not {value!r}')
+
+
+_CONNECTION = "codemode.connection"
+"""Where a request's ASGI scope holds its `_Connection` (copies of the scope share it)."""
+
+
+@dataclass(slots=True)
+class _Connection:
+    dropped: bool = False
+    calls: list[anyio.CancelScope] = field(default_factory=list)
+    """The calls its requests run now."""
+
+
+class InFlight:
+    """The calls running now over HTTP, by subject and request id, and by the connection
+    of the request that carries each. Ids compare as the SDK's dispatcher compares them:
+    `"7"` and `7` are one id."""
+
+    def __init__(self, on_disconnect: OnDisconnect = "cancel") -> None:
+        check_on_disconnect(on_disconnect)
+        self.on_disconnect = on_disconnect
+        self._calls: dict[tuple[str, str | int], list[anyio.CancelScope]] = {}
+        self._closed = False
+
+    def connect(self, request: MutableMapping[str, Any]) -> None:
+        """File the connection of this request (its ASGI scope) before the scope is copied,
+        so `drop` reaches the calls of every copy."""
+        request.setdefault(_CONNECTION, _Connection())
+
+    @contextlib.contextmanager
+    def running(
+        self,
+        subject: str,
+        request_id: str | int | None,
+        request: Mapping[str, Any] | None = None,
+    ) -> Iterator[anyio.CancelScope]:
+        """A cancel scope for one call, filed while it runs, by subject and id and by the
+        connection of its `request`. With `cancel`, the connection's drop cancels it; a
+        cancel notification does either way. Once the server stops, or once its client
+        has left (with `cancel`), it comes cancelled: the call must not start."""
+        scope = anyio.CancelScope(shield=self.on_disconnect == "finish")
+        connection = _connection(request)
+        held = connection.calls if connection is not None else []
+        if self._closed or (connection is not None and self._ends(connection)):
+            scope.cancel()
+        key = None if request_id is None else (subject, compat.request_key(request_id))
+        if key is not None:
+            self._calls.setdefault(key, []).append(scope)
+        held.append(scope)
+        try:
+            with scope:
+                yield scope
+        finally:
+            held.remove(scope)
+            if key is not None:
+                scopes = self._calls[key]
+                scopes.remove(scope)
+                if not scopes:
+                    del self._calls[key]
+
+    def drop(self, request: Mapping[str, Any]) -> None:
+        """The client of this request dropped its connection: with `cancel`, its calls end
+        (`canceled`); with `finish`, they run on and their answers are lost."""
+        connection = _connection(request)
+        if connection is not None:
+            connection.dropped = True
+            if self._ends(connection):
+                for scope in list(connection.calls):
+                    scope.cancel()
+
+    def dropped(self, request: Mapping[str, Any]) -> bool:
+        """Whether the client of this request has dropped its connection."""
+        connection = _connection(request)
+        return connection is not None and connection.dropped
+
+    def _ends(self, connection: _Connection) -> bool:
+        return connection.dropped and self.on_disconnect == "cancel"
+
+    def cancel(self, subject: str, request_id: object) -> bool:
+        """Cancel `subject`'s call with this id; True when exactly one matched. Two calls
+        under one id (two clients of one subject) are both left alone: neither is known
+        to be the one meant."""
+        if not compat.is_request_id(request_id):
+            return False
+        scopes = self._calls.get((subject, compat.request_key(request_id)), [])
+        if len(scopes) != 1:
+            if scopes:
+                log.info(
+                    "cancel for request %.40r of %s is ambiguous; ignored", request_id, subject
+                )
+            return False
+        scopes[0].cancel()
+        return True
+
+    def cancel_all(self) -> None:
+        """Cancel every call, and any that would start after (the server is stopping;
+        shielded calls too)."""
+        self._closed = True
+        for scopes in self._calls.values():
+            for scope in scopes:
+                scope.cancel()
+
+
+def _connection(request: Mapping[str, Any] | None) -> _Connection | None:
+    connection = request.get(_CONNECTION) if request is not None else None
+    return connection if isinstance(connection, _Connection) else None
+
+
+# -- the HTTP endpoint --------------------------------------------------------------------
+
+BATCH_CONCURRENCY = 4
+"""How many messages of one batch are served at once."""
+
+
+class Intake:
+    """The ASGI layer in front of the SDK's streamable HTTP app, for requests to `path`:
+    the checks and the batches of the module docstring, and the cancels and dropped
+    connections that `calls` acts on."""
+
+    def __init__(self, app: ASGIApp, *, path: str, calls: InFlight) -> None:
+        self.app = app
+        self.path = path
+        self.calls = calls
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or route_path(scope) != self.path:
+            await self.app(scope, receive, send)
+            return
+        if scope["method"] != "POST":
+            await compat.refuse_method(scope, receive, send)
+            return
+        body = await _body(receive)  # SecurityMiddleware has bounded it
+        version = Headers(scope=scope).get("mcp-protocol-version")
+        try:
+            message = compat.read_message(body)
+            if isinstance(message, list):
+                compat.check_version(version, None)
+                batch = compat.check_batch(message, version or "2025-03-26")  # the default
+            else:
+                message = compat.check_message(message)
+                compat.check_version(version, message.get("id"))
+        except Rejected as rejected:
+            await JSONResponse(rejected.reply(), status_code=400)(scope, receive, send)
+            return
+        self.calls.connect(scope)
+        async with anyio.create_task_group() as watching:
+            watching.start_soon(self._watch, receive, scope)
+            if isinstance(message, list):
+                await self._batch(batch, scope, receive, send)
+            else:
+                self._notice(message, scope)
+                await self.app(scope, compat.replay(body), send)
+            watching.cancel_scope.cancel()
+
+    async def _watch(self, receive: Receive, scope: Scope) -> None:
+        await compat.disconnected(receive)
+        self.calls.drop(scope)
+
+    def _notice(self, message: dict[str, JSON], scope: Scope) -> None:
+        """Act on a cancel notification (the SDK then acknowledges it)."""
+        request_id = compat.cancelled_request(message)
+        subject = subject_of(scope)
+        if request_id is not None and subject is not None:
+            self.calls.cancel(subject, request_id)
+
+    async def _batch(self, batch: list[JSON], scope: Scope, receive: Receive, send: Send) -> None:
+        replies: list[bytes | None] = [None] * len(batch)
+        limiter = anyio.CapacityLimiter(BATCH_CONCURRENCY)
+
+        async def serve(index: int, message: JSON) -> None:
+            try:
+                checked = compat.check_message(message)
+            except Rejected as rejected:
+                replies[index] = _json(rejected.reply())
+                return
+            self._notice(checked, scope)
+            async with limiter:
+                replies[index] = await compat.answer_alone(self.app, scope, checked)
+
+        async with anyio.create_task_group() as group:
+            for index, message in enumerate(batch):
+                group.start_soon(serve, index, message)
+        answered = [reply for reply in replies if reply is not None]
+        replies.clear()
+        if not answered:
+            await Response(status_code=202)(scope, receive, send)
+            return
+        # The replies stay the bytes the SDK wrote, and go out one by one: a batch holds
+        # no more than their text, once.
+        headers = [(b"content-type", b"application/json")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        for index in range(len(answered)):
+            reply, answered[index] = answered[index], b""
+            chunk = (b"," if index else b"[") + reply
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b"]", "more_body": False})
+
+
+async def _body(receive: Receive) -> bytes:
+    """A request's whole body."""
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b"".join(chunks)
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _json(value: JSON) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+# -- stdio ----------------------------------------------------------------------------------
+
+
 async def serve_stdio(cm: CodeMode, *, subject: str = "local") -> None:
     """Serve over stdin/stdout until the client closes the stream."""
-    await serve_lines(build_server(cm, subject=subject))
+    server = build_server(cm, subject=subject)
+    send_answers, answers = anyio.create_memory_object_stream[SessionMessage](16)
+
+    async def answer(reply: dict[str, JSON]) -> None:
+        await send_answers.send(SessionMessage(JSONRPCError.model_validate(reply)))
+
+    with _wire_stdin() as wire:
+        text = anyio.wrap_file(io.TextIOWrapper(wire, encoding="utf-8", errors="replace"))
+        lines = compat.checked_lines(text, answer)
+        async with (
+            stdio_server(stdin=cast(Any, lines)) as (read, write),
+            anyio.create_task_group() as group,
+        ):
+            group.start_soon(_forward, answers, write)
+            await server.run(read, write, server.create_initialization_options())
+            group.cancel_scope.cancel()
+
+
+async def _forward(answers: AsyncIterator[SessionMessage], write: Any) -> None:
+    """The answers to unreadable lines into the SDK's writer, until the session ends."""
+    with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+        async for reply in answers:
+            await write.send(reply)
+
+
+@contextlib.contextmanager
+def _wire_stdin() -> Iterator[BinaryIO]:
+    """The client's stdin on a private descriptor. While serving, fd 0 reads the null
+    device, so host code that reads stdin cannot take the protocol's bytes."""
+    private = os.dup(0)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    try:
+        # Never closed: a reader thread may still block on it after the server ends.
+        yield os.fdopen(private, "rb", closefd=False)
+    finally:
+        os.dup2(private, 0)
 
 
 def check_path(path: object) -> None:
@@ -247,4 +544,14 @@ def http_app(
     )
 
 
-__all__ = ["build_server", "check_path", "http_app", "serve_stdio"]
+__all__ = [
+    "BATCH_CONCURRENCY",
+    "InFlight",
+    "Intake",
+    "OnDisconnect",
+    "build_server",
+    "check_on_disconnect",
+    "check_path",
+    "http_app",
+    "serve_stdio",
+]
