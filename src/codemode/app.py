@@ -258,7 +258,7 @@ class CodeMode:
         headers: Mapping[str, str] | None = None,
         include: Sequence[str] | None = None,
         exclude: Sequence[str] | None = None,
-        expose_errors: bool = False,
+        expose_errors: Literal["tool", "none", "all"] | bool = "tool",
         timeout: float | None = None,
         connect: Literal["start", "first_use"] = "start",
     ) -> tuple[str, ...]:
@@ -269,9 +269,11 @@ class CodeMode:
         tool names are made identifiers (`my-fs` -> `my_fs`, `list-files` -> `list_files`);
         the tools are listed now. `include` and `exclude` are patterns of the upstream's
         tool names (`read_*`). A tool whose schema cannot be read is skipped with a
-        warning. An upstream's error is `capability failed` unless `expose_errors`, which
-        passes its text on as an `AgentError`'s; `timeout` bounds one call in seconds (a
-        `capability failed` the program can catch). The session stays open
+        warning. A failed call is `capability failed: ...` saying which kind of failure
+        it was; `expose_errors` chooses which of the upstream's own words follow: "tool"
+        (the default) the text of an `isError` result, "all" also a JSON-RPC error's
+        message, "none" neither (True is "all", False "none"). `timeout` bounds one call in
+        seconds (a `capability failed` the program can catch). The session stays open
         (`connect="first_use"` closes it until the first call), is shared by every
         execution, reopens after a crash, and ends with `close()`. It may be called at any
         time: once the `CodeMode` is in use, the policy checks the new capabilities before
@@ -279,6 +281,7 @@ class CodeMode:
         `RegistrationError` (also when the policy refuses them).
         """
         from codemode.gateway import Gateway, ServerOptions, Target, namespace
+        from codemode.gateway.tools import expose_mode
 
         name = namespace(name)
         if (command is None) == (url is None):
@@ -287,6 +290,10 @@ class CodeMode:
             raise RegistrationError(f'MCP server "{name}": connect must be "start" or "first_use"')
         if timeout is not None and (isinstance(timeout, bool) or not timeout > 0):
             raise RegistrationError(f'MCP server "{name}": timeout must be a positive number')
+        try:
+            exposed = expose_mode(expose_errors)
+        except ValueError as exc:
+            raise RegistrationError(f'MCP server "{name}": {exc}') from None
         if cwd is not None and not os.path.isdir(cwd):
             raise RegistrationError(f'MCP server "{name}": cwd {os.fspath(cwd)!r} is not a folder')
         for option, value in (("args", args), ("include", include), ("exclude", exclude)):
@@ -303,7 +310,7 @@ class CodeMode:
         options = ServerOptions(
             include=tuple(include) if include is not None else None,
             exclude=tuple(exclude or ()),
-            expose_errors=expose_errors,
+            expose_errors=exposed,
             timeout=timeout,
             connect=connect,
         )

@@ -122,9 +122,17 @@ async def test_the_sdk_client_runs_one_program_over_two_upstreams(
         assert not ran.is_error, ran.content
         assert ran.structured_content["result"] == ["[FILE] a.txt", "[FILE] b.txt"]
         failed = await client.call_tool("execute", {"source": "def main():\n    return up.fail()"})
-        assert failed.is_error
-        assert failed.structured_content["error"]["message"] == "capability failed"
-        assert CANARY not in json.dumps([c.model_dump() for c in failed.content])
+        assert failed.is_error  # the tool's own error report, meant for the model
+        assert failed.structured_content["error"]["message"] == (
+            f"capability failed: the upstream says: ENOENT: {CANARY}"
+        )
+        refused = await client.call_tool(
+            "execute", {"source": "def main():\n    return up.rpc_error()"}
+        )
+        assert refused.structured_content["error"]["message"] == (
+            "capability failed: the upstream refused the call; its text is withheld"
+        )
+        assert CANARY not in json.dumps([c.model_dump() for c in refused.content])
 
 
 def test_the_inspector_cli_lists_and_calls_through_the_proxy(config: Path, tmp_path: Path) -> None:

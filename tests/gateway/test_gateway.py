@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from codemode.capabilities import Capability, Catalog
+from codemode.errors import AgentError
 from codemode.gateway import Gateway, ServerOptions, Target, UpstreamError
 from tests.gateway.conftest import FIXTURE, PYTHON
 
@@ -67,6 +68,9 @@ def test_a_call_after_close_is_an_upstream_error() -> None:
     gateway = Gateway(Catalog())
     pid = _pid_tool(gateway)
     gateway.close()
-    with pytest.raises(UpstreamError) as caught:
+    with pytest.raises(AgentError) as caught:
         asyncio.run(pid.handler())
-    assert str(caught.value) == 'MCP server "up": the gateway is closed'
+    assert str(caught.value) == "the connection to the upstream failed"
+    cause = caught.value.__cause__
+    assert isinstance(cause, UpstreamError)  # what the host log says
+    assert str(cause) == 'MCP server "up": the gateway is closed'

@@ -61,26 +61,34 @@ def main():
     assert (files / "report.txt").read_text() == "three files"
 
 
-def test_a_missing_file_is_capability_failed_unless_errors_are_exposed(
+def test_the_servers_own_error_reaches_the_model_unless_the_host_withholds_it(
     fs: CodeMode, files: Path
 ) -> None:
-    source = f"def main():\n    return fs.read_text_file(path={str(files / 'gone.txt')!r})"
-    with pytest.raises(CodeModeError) as hidden:
-        fs.execute(source, subject="alice")
-    assert str(hidden.value) == "capability failed"
+    """MCP's `isError` result is the report meant for the model: by default a missing
+    file and a path outside the allowed folder read as what they are."""
+    gone = str(files / "gone.txt")
+    shown = failure(fs, f"def main():\n    return fs.read_text_file(path={gone!r})")
+    assert str(shown) == (
+        f"capability failed: the upstream says: ENOENT: no such file or directory, open '{gone}'"
+    )
+    outside = failure(fs, "def main():\n    return fs.read_text_file(path='/etc/hostname')")
+    assert str(outside).startswith("capability failed: the upstream says: Access denied")
     with CodeMode(authorizer=AllowAll()) as cm:
         cm.add_mcp_server(
             "fs",
             command=filesystem_server(),
             args=[str(files)],
             include=["read_text_file"],
-            expose_errors=True,
+            expose_errors="none",
         )
-        with pytest.raises(CodeModeError) as exposed:
-            cm.execute(source, subject="alice")
-    assert str(exposed.value) == (
-        f"capability failed: ENOENT: no such file or directory, open '{files / 'gone.txt'}'"
-    )
+        hidden = failure(cm, f"def main():\n    return fs.read_text_file(path={gone!r})")
+    assert str(hidden) == "capability failed: the upstream reported an error; its text is withheld"
+
+
+def failure(cm: CodeMode, source: str) -> CodeModeError:
+    with pytest.raises(CodeModeError) as caught:
+        cm.execute(source, subject="alice")
+    return caught.value
 
 
 def test_a_cedar_policy_on_destructive_hints_denies_writes_and_allows_reads(files: Path) -> None:

@@ -145,27 +145,66 @@ def test_structured_results_keep_only_what_the_output_schema_declares(up: CodeMo
     assert str(error).endswith("KeyError: 'sise'; did you mean \"size\"?")
 
 
-def test_an_upstream_error_is_capability_failed_and_its_text_stays_in_the_log(
-    up: CodeMode, caplog: pytest.LogCaptureFixture
-) -> None:
-    with caplog.at_level(logging.WARNING):
-        for tool in ("fail", "rpc_error"):
-            error = failure(up, f"    return up.{tool}()")
-            assert str(error) == "capability failed"
-            assert CANARY not in error.report() + json.dumps(error_payload(error))
-    assert CANARY in caplog.text
+def test_a_tools_error_reaches_the_model_marked_as_the_upstreams_words(up: CodeMode) -> None:
+    """An `isError` result is MCP's report for the model: passed on by default."""
+    assert str(failure(up, "    return up.fail()")) == (
+        f"capability failed: the upstream says: ENOENT: {CANARY}"
+    )
     caught = value(
         up, "    try:\n        up.fail()\n    except RuntimeError as e:\n        return str(e)"
     )
-    assert caught == "capability failed"
+    assert caught == f"capability failed: the upstream says: ENOENT: {CANARY}"
 
 
-def test_expose_errors_passes_the_upstreams_text_on() -> None:
+@pytest.mark.parametrize(
+    ("expose", "tool", "shown"),
+    [
+        (
+            "tool",
+            "rpc_error",
+            "capability failed: the upstream refused the call; its text is withheld",
+        ),
+        (
+            "none",
+            "rpc_error",
+            "capability failed: the upstream refused the call; its text is withheld",
+        ),
+        ("none", "fail", "capability failed: the upstream reported an error; its text is withheld"),
+        (False, "fail", "capability failed: the upstream reported an error; its text is withheld"),
+        (
+            "all",
+            "rpc_error",
+            f"capability failed: the upstream refused the call: bad things {CANARY}",
+        ),
+        (True, "fail", f"capability failed: the upstream says: ENOENT: {CANARY}"),
+        ("none", "die", "capability failed: the connection to the upstream failed"),
+        ("all", "die", "capability failed: the connection to the upstream failed"),
+    ],
+)
+def test_what_each_expose_errors_mode_shows_and_the_log_keeps(
+    expose: object, tool: str, shown: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Whatever the model is shown, it learns which kind of failure it was, and the host
+    log has the upstream's text."""
     with CodeMode(authorizer=AllowAll()) as cm:
         cm.add_mcp_server(
-            "up", command=PYTHON, args=[FIXTURE], include=["fail"], expose_errors=True
+            "up", command=PYTHON, args=[FIXTURE], include=[tool], expose_errors=expose
         )
-        assert str(failure(cm, "    return up.fail()")) == f"capability failed: ENOENT: {CANARY}"
+        with caplog.at_level(logging.WARNING):
+            error = failure(cm, f"    return up.{tool}()")
+    assert str(error) == shown
+    if CANARY not in shown:
+        assert CANARY not in error.report() + json.dumps(error_payload(error))
+    if tool != "die":
+        assert CANARY in caplog.text
+
+
+def test_a_misspelt_expose_errors_mode_is_refused() -> None:
+    with CodeMode(authorizer=AllowAll()) as cm, pytest.raises(RegistrationError) as refused:
+        cm.add_mcp_server("up", command=PYTHON, args=[FIXTURE], expose_errors="tools")
+    assert str(refused.value) == (
+        'MCP server "up": expose_errors must be "tool", "none" or "all", not \'tools\''
+    )
 
 
 def test_a_hung_upstream_times_out_as_capability_failed_and_is_cancelled(
@@ -201,7 +240,9 @@ def test_a_result_over_the_limit_is_a_result_size_error(up: CodeMode) -> None:
 
 def test_an_upstream_that_dies_mid_call_is_reconnected_on_the_next_call(up: CodeMode) -> None:
     before = value(up, "    return up.pid()")
-    assert str(failure(up, "    return up.die()")) == "capability failed"
+    assert str(failure(up, "    return up.die()")) == (
+        "capability failed: the connection to the upstream failed"
+    )
     after = value(up, "    return up.pid()")
     assert before != after
 
@@ -413,7 +454,7 @@ def test_a_rego_policy_reads_the_tools_hints_as_its_context() -> None:
 def test_an_upstreams_own_errors_keep_its_session(up: CodeMode) -> None:
     before = value(up, "    return up.pid()")
     for tool in ("rpc_error", "bad_structured", "fail"):
-        assert str(failure(up, f"    return up.{tool}()")) == "capability failed"
+        assert str(failure(up, f"    return up.{tool}()")).startswith("capability failed")
     assert value(up, "    return up.pid()") == before
 
 

@@ -45,6 +45,7 @@ _STRING = "a string"
 _STRINGS = "a list of strings"
 _OBJECT = "an object of strings"
 _BOOLEAN = "true or false"
+_EXPOSE = '"tool", "none" or "all" (or true for "all", false for "none")'
 _KEYS: dict[str, str] = {
     "type": _STRING,
     "command": _STRING,
@@ -55,7 +56,7 @@ _KEYS: dict[str, str] = {
     "headers": _OBJECT,
     "include": _STRINGS,
     "exclude": _STRINGS,
-    "expose_errors": _BOOLEAN,
+    "expose_errors": _EXPOSE,
     "timeout": "a positive number",
     "connect": _STRING,
     "disabled": _BOOLEAN,
@@ -144,6 +145,8 @@ def _fits(kind: str, value: object) -> bool:
         return isinstance(value, str)
     if kind == _BOOLEAN:
         return isinstance(value, bool)
+    if kind == _EXPOSE:
+        return isinstance(value, bool) or value in ("tool", "none", "all")
     if kind == "a positive number":
         return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
     if kind == _STRINGS:

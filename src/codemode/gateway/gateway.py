@@ -22,7 +22,7 @@ from codemode.capabilities import typehints as t
 from codemode.capabilities.naming import RESERVED_ROOTS
 from codemode.errors import RegistrationError
 from codemode.gateway.schema import SchemaError, identifier
-from codemode.gateway.tools import Send, ToolChanged, tool_capability
+from codemode.gateway.tools import ExposeErrors, Send, ToolChanged, tool_capability
 from codemode.gateway.upstream import CONNECT_SECONDS, Target, Upstream, UpstreamError
 from codemode.types import JSONObject
 
@@ -35,7 +35,7 @@ class ServerOptions:
 
     include: Sequence[str] | None = None
     exclude: Sequence[str] = ()
-    expose_errors: bool = False
+    expose_errors: ExposeErrors = "tool"
     timeout: float | None = None
     connect: Literal["start", "first_use"] = "start"
 

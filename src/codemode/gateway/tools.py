@@ -3,8 +3,10 @@
 The capability is built the way `build_capability` builds one from a host function, with
 its hints read from the tool's schemas (`schema.Hints`). Its handler forwards the call
 to the upstream; the upstream's answer becomes a value here, and its failures become
-exceptions the dispatcher classifies like any handler's: `capability failed`, with the
-upstream's text only when the host chose `expose_errors` (as an `AgentError`).
+`AgentError`s with fixed texts that say which kind of failure it was, and, as
+`expose_errors` chooses, the upstream's own words: by default the text of an `isError`
+result, which MCP defines as the report meant for the model. The full detail of every
+failure goes to the host log.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import binascii
 import json
 import types
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import mcp_types as mt
 
@@ -24,7 +26,7 @@ from codemode.capabilities import typehints as t
 from codemode.capabilities.naming import check_name
 from codemode.errors import AgentError, ExpectedError, RegistrationError
 from codemode.gateway import schema as s
-from codemode.gateway.upstream import UpstreamError, UpstreamTimeout
+from codemode.gateway.upstream import UpstreamError, UpstreamRefused, UpstreamTimeout
 from codemode.types import JSONObject, JSONValue
 
 TEXT_RESULT = (
@@ -45,7 +47,31 @@ class ToolChanged(UpstreamError):
 
 class UpstreamToolError(ExpectedError):
     """The upstream answered a call with `isError: true`; the message is its own text,
-    for the host log (and for the model only through `expose_errors`)."""
+    for the host log (the model gets it as `expose_errors` chooses)."""
+
+
+ExposeErrors = Literal["tool", "none", "all"]
+"""Which of an upstream's own words reach the model, as `capability failed: ...`:
+`tool` the text of an `isError` result (MCP's error report for the model), `all` also
+the message of a JSON-RPC error it answers with, `none` neither. Transport failures,
+its stderr and exceptions never do."""
+
+SAYS = "the upstream says: "
+"""What an upstream's own words follow, so the model can tell them from codemode's."""
+TOOL_ERROR = "the upstream reported an error"
+WITHHELD = "; its text is withheld"
+REFUSED = "the upstream refused the call"
+UNREACHABLE = "the connection to the upstream failed"
+
+
+def expose_mode(value: object) -> ExposeErrors:
+    """`expose_errors` as one of its three modes (True is "all", False "none"), or
+    ValueError."""
+    if value is True or value is False:
+        return "all" if value else "none"
+    if value in ("tool", "none", "all"):
+        return value
+    raise ValueError(f'expose_errors must be "tool", "none" or "all", not {value!r}')
 
 
 def annotations_of(tool: mt.Tool) -> Mapping[str, bool]:
@@ -73,7 +99,12 @@ def annotations_of(tool: mt.Tool) -> Mapping[str, bool]:
 
 
 def tool_capability(
-    namespace: str, tool: mt.Tool, send: Send, *, expose_errors: bool, timeout: float | None
+    namespace: str,
+    tool: mt.Tool,
+    send: Send,
+    *,
+    expose_errors: ExposeErrors,
+    timeout: float | None,
 ) -> Capability:
     """The capability `namespace.<tool name as an identifier>`; SchemaError when its
     schemas cannot be read (the caller skips the tool)."""
@@ -136,6 +167,11 @@ def tool_capability(
             raise AgentError(
                 f"{name} changed on its server while the program ran; {_AGAIN}"
             ) from None
+        except UpstreamRefused as refused:
+            said = refused.said.strip() if expose_errors == "all" else ""
+            raise AgentError(f"{REFUSED}: {said}" if said else REFUSED + WITHHELD) from refused
+        except UpstreamError as failed:
+            raise AgentError(UNREACHABLE) from failed
         return tool_value(answer, structured=tool.output_schema is not None, expose=expose_errors)
 
     def document(arguments: JSONObject) -> JSONObject | str:
@@ -184,13 +220,18 @@ def _first_sentence(text: str) -> str:
     return line if end < 0 else line[: end + 1]
 
 
-def tool_value(answer: mt.CallToolResult, *, structured: bool, expose: bool) -> Any:
-    """What a program gets from an upstream's answer, or the failure it raises."""
+def tool_value(answer: mt.CallToolResult, *, structured: bool, expose: ExposeErrors) -> Any:
+    """What a program gets from an upstream's answer, or the failure it raises: for an
+    `isError` result, an AgentError with its text items (unless `expose` is "none"),
+    raised from an UpstreamToolError that carries them all for the host log."""
     if answer.is_error:
         text = " ".join(item.text for item in answer.content if isinstance(item, mt.TextContent))
-        if expose and text.strip():
-            raise AgentError(text)
-        raise UpstreamToolError(text or "the tool reported an error")
+        cause = UpstreamToolError(text or "the tool reported an error without a text")
+        if not text.strip():
+            raise AgentError(TOOL_ERROR) from cause
+        if expose == "none":
+            raise AgentError(TOOL_ERROR + WITHHELD) from cause
+        raise AgentError(SAYS + text) from cause
     if structured:
         return answer.structured_content
     values = [_content_value(item) for item in answer.content]
@@ -239,11 +280,18 @@ def _decoded_size(data: str) -> int | None:
 
 
 __all__ = [
+    "REFUSED",
+    "SAYS",
     "TEXT_RESULT",
+    "TOOL_ERROR",
+    "UNREACHABLE",
+    "WITHHELD",
+    "ExposeErrors",
     "Send",
     "ToolChanged",
     "UpstreamToolError",
     "annotations_of",
+    "expose_mode",
     "tool_capability",
     "tool_value",
 ]

@@ -32,7 +32,7 @@ import threading
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeGuard
 
 import anyio
 import httpx2
@@ -68,6 +68,15 @@ Spawn = Callable[..., None]
 class UpstreamError(ExpectedError):
     """An upstream could not be reached or answered out of turn. The message is for the
     host (it may quote the upstream); a program only ever sees `capability failed`."""
+
+
+class UpstreamRefused(UpstreamError):
+    """The upstream answered a call with a JSON-RPC error; `said` is its message, the
+    upstream's own words (for the model only with `expose_errors="all"`)."""
+
+    def __init__(self, message: str, said: str) -> None:
+        super().__init__(message)
+        self.said = said
 
 
 class UpstreamTimeout(UpstreamError):
@@ -359,9 +368,15 @@ class Upstream:
         except UpstreamError:
             raise
         except Exception as exc:
-            if held is not None and not _answered(exc) and not await _responds(session):
+            failed = f"{self.name}.{tool} failed: {_reason(exc)}"
+            if _answered(exc):
+                raise UpstreamRefused(failed, exc.error.message) from exc
+            alive = held is not None and await _responds(session)
+            if isinstance(exc, MCPError) and alive:  # -32000, which servers use too
+                raise UpstreamRefused(failed, exc.error.message) from exc
+            if held is not None and not alive:
                 self._retire(held)
-            raise UpstreamError(f"{self.name}.{tool} failed: {_reason(exc)}") from exc
+            raise UpstreamError(failed) from exc
 
 
 async def _responds(session: ClientSession) -> bool:
@@ -381,8 +396,9 @@ async def _responds(session: ClientSession) -> bool:
     return True
 
 
-def _answered(exc: BaseException) -> bool:
-    """Whether the upstream answered with an error of its own: the connection is good."""
+def _answered(exc: BaseException) -> TypeGuard[MCPError]:
+    """Whether the upstream answered with an error of its own: the connection is good.
+    -32000 is also what the SDK says of a closed connection: only a ping tells."""
     return isinstance(exc, MCPError) and exc.error.code != mt.CONNECTION_CLOSED
 
 
@@ -431,4 +447,11 @@ class _StderrLog:
         self.file.close()
 
 
-__all__ = ["CONNECT_SECONDS", "Target", "Upstream", "UpstreamError", "UpstreamTimeout"]
+__all__ = [
+    "CONNECT_SECONDS",
+    "Target",
+    "Upstream",
+    "UpstreamError",
+    "UpstreamRefused",
+    "UpstreamTimeout",
+]

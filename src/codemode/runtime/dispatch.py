@@ -303,7 +303,12 @@ class Dispatcher:
         except (StopError, InjectedError, Abandon):
             raise
         except BaseException as exc:
-            if isinstance(exc, AgentError):
+            if isinstance(exc, AgentError) and isinstance(exc.__cause__, ExpectedError):
+                # an upstream's failure told the model in fixed words: the detail is here
+                log.warning(
+                    "execution %s: %s failed: %s", self.execution_id, capability.name, exc.__cause__
+                )
+            elif isinstance(exc, AgentError):
                 log.info("execution %s: %s raised AgentError", self.execution_id, capability.name)
             elif isinstance(exc, ExpectedError):
                 log.warning("execution %s: %s failed: %s", self.execution_id, capability.name, exc)
