@@ -17,9 +17,9 @@ import anyio
 
 from codemode.authz import Authorizer, CatalogPolicy, VisibilityPolicy
 from codemode.authz.visibility import Visibility
-from codemode.binding import closest_name
 from codemode.capabilities import Capability, Catalog, Snapshot, View, build_capability
 from codemode.capabilities.info import CapabilityInfo
+from codemode.capabilities.naming import capability_hint
 from codemode.capabilities.search import SearchIndex, SearchResult
 from codemode.errors import (
     CodeModeError,
@@ -360,8 +360,7 @@ class CodeMode:
         enabled = self.visible(subject)
         capability = enabled.get(name) if isinstance(name, str) else None
         if capability is None:
-            hint = closest_name(name, enabled) if isinstance(name, str) else None
-            raise NotFoundError(f'did you mean "{hint}"?' if hint else None)
+            raise NotFoundError(capability_hint(name, enabled) if isinstance(name, str) else None)
         return capability.info
 
     async def search_async(

@@ -13,7 +13,6 @@ run correctly.
 from __future__ import annotations
 
 import ast
-import difflib
 import json
 import math
 import sys
@@ -25,7 +24,7 @@ from codemode import syntax
 from codemode.binding import closest_name, literal_problem, unknown_argument
 from codemode.capabilities import Capability, Parameter
 from codemode.capabilities import typehints as t
-from codemode.capabilities.naming import namespace_hint
+from codemode.capabilities.naming import capability_hint
 from codemode.language import MISSING_MODULES, MODULES
 
 SANDBOX_MODULES = frozenset(MODULES) | {"os", "sys", "pathlib"}
@@ -246,11 +245,7 @@ class _Checker:
         elif name in self.namespaces:
             self.report(node, f'"{name}" is a namespace, not a capability')
         else:
-            namespace, _, leaf = name.rpartition(".")
-            hint = namespace_hint(namespace, leaf, self.capabilities)
-            if hint is None:
-                close = difflib.get_close_matches(name, list(self.capabilities), n=1, cutoff=0.8)
-                hint = f'did you mean "{close[0]}"?' if close else None
+            hint = capability_hint(name, self.capabilities)
             suffix = f"; {hint}" if hint else ""
             self.report(node, f'unknown capability "{name}"{suffix}')
 

@@ -104,7 +104,7 @@ async def test_describe_api_takes_several_names() -> None:
         "records.lookup",
     ]
     assert result.structured_content["not_found"] == [
-        {"name": "records.secret", "message": 'capability not found: did you mean "records.scan"?'}
+        {"name": "records.secret", "message": "capability not found: records has: lookup, scan"}
     ]
     assert both.is_error
     assert both.structured_content is not None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import builtins
-import difflib
 import keyword
 import sys
 from collections.abc import Iterable
@@ -61,8 +60,8 @@ def check_id(capability_id: object, name: str) -> str:
 
 
 def namespace_hint(namespace: str, leaf: str, capabilities: Iterable[str]) -> str | None:
-    """For `namespace.leaf`, which names nothing: the close name in that namespace, else
-    what the namespace holds (names the program may see anyway)."""
+    """For `namespace.leaf`, which names nothing: the likely spelling of it in that
+    namespace, else what the namespace holds (names the program may see anyway)."""
     inside = sorted(
         {
             name[len(namespace) + 1 :].split(".", 1)[0]
@@ -72,10 +71,84 @@ def namespace_hint(namespace: str, leaf: str, capabilities: Iterable[str]) -> st
     )
     if not inside:
         return None
-    close = difflib.get_close_matches(leaf, inside, n=1, cutoff=0.7)
+    close = likely_spelling(leaf, inside)
     if close:
-        return f'did you mean "{namespace}.{close[0]}"?'
+        return f'did you mean "{namespace}.{close}"?'
     return f"{namespace} has: {', '.join(inside[:40])}"
 
 
-__all__ = ["RESERVED_ROOTS", "check_id", "check_name", "namespace_hint"]
+def capability_hint(name: str, capabilities: Iterable[str]) -> str | None:
+    """For a capability name that names none of `capabilities` (those the caller sees):
+    the likely spelling of it, else what its namespace holds, else nothing."""
+    names = sorted(set(capabilities))
+    namespace, _, leaf = name.rpartition(".")
+    hint = namespace_hint(namespace, leaf, names) if namespace else None
+    if hint is None:
+        close = likely_spelling(name, names)
+        hint = f'did you mean "{close}"?' if close else None
+    return hint
+
+
+def likely_spelling(word: str, candidates: Iterable[str]) -> str | None:
+    """The candidate `word` most likely misspells, or None.
+
+    A misspelling is a few edits away for its length (a quarter of its letters, at least
+    one; a swap of two letters is one edit), and keeps its verb: the first word of its
+    last segment (`delete` in `fs.delete_file`) is the candidate's, or a misspelling of
+    it (`wirte`, `gt`), so `delete_file` never suggests `edit_file`, nor `set_user`
+    `get_user`."""
+    if len(word) > 200:
+        return None
+    verb = _verb(word)
+    best: tuple[int, str] | None = None
+    for candidate in sorted(set(candidates) - {word}):
+        distance = _edits(word, candidate)
+        if distance > _allowed(word, candidate) or (best is not None and distance >= best[0]):
+            continue
+        if _same_verb(verb, _verb(candidate)):
+            best = (distance, candidate)
+    return best[1] if best else None
+
+
+def _verb(name: str) -> str:
+    return name.rsplit(".", 1)[-1].split("_", 1)[0]
+
+
+def _allowed(a: str, b: str) -> int:
+    return max(1, max(len(a), len(b)) // 4)
+
+
+def _same_verb(a: str, b: str) -> bool:
+    """A verb and a misspelling of it: a quarter of its letters changed, or one letter
+    dropped, doubled or swapped with its neighbour (`gt`, `gett`, `gte` are `get`; `set`
+    is another verb)."""
+    distance = _edits(a, b)
+    if distance <= max(len(a), len(b)) // 4:
+        return True
+    return distance == 1 and (len(a) != len(b) or sorted(a) == sorted(b))
+
+
+def _edits(a: str, b: str) -> int:
+    """The edits that make `a` into `b`: insertions, deletions, substitutions and swaps of
+    two neighbouring letters (optimal string alignment)."""
+    previous2: list[int] = []
+    previous = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        current = [i]
+        for j, y in enumerate(b, 1):
+            cost = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (x != y))
+            if i > 1 and j > 1 and x == b[j - 2] and a[i - 2] == y:
+                cost = min(cost, previous2[j - 2] + 1)
+            current.append(cost)
+        previous2, previous = previous, current
+    return previous[-1]
+
+
+__all__ = [
+    "RESERVED_ROOTS",
+    "capability_hint",
+    "check_id",
+    "check_name",
+    "likely_spelling",
+    "namespace_hint",
+]
