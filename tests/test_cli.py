@@ -575,3 +575,27 @@ def test_a_bad_path_is_a_usage_error_before_anything_is_served() -> None:
 def test_a_serving_configuration_never_shows_its_tokens() -> None:
     config = serving.ServeConfig(transport="http", tokens={"secret-token": "alice"})
     assert "secret-token" not in repr(config)
+
+
+@pytest.mark.parametrize(
+    ("source", "attribute", "says"),
+    [
+        ("def broken(:\n", "cm", "SyntaxError: "),
+        ("raise RuntimeError('no database')\n", "cm", "RuntimeError: no database"),
+        ("def cm():\n    raise KeyError('DSN')\n", "cm", "KeyError: 'DSN'"),
+        ("def cm(needed):\n    pass\n", "cm", "TypeError: "),
+        ("cm = 3\n", "cm", "is not a CodeMode"),
+        ("x = 1\n", "cm", "AttributeError: "),
+    ],
+)
+def test_an_app_that_fails_to_load_is_one_usage_error(
+    tmp_path: Path, source: str, attribute: str, says: str
+) -> None:
+    """The host's own code failing at import or in its factory: one line naming the
+    failure and exit code 2, no traceback."""
+    app = tmp_path / f"failing_app_{abs(hash(source))}.py"  # a module of its own each
+    app.write_text(source)
+    result = CliRunner().invoke(main, ["search", f"{app}:{attribute}"])
+    assert result.exit_code == 2, result.output
+    assert says in result.output and "Traceback" not in result.output
+    assert result.output.splitlines()[-1].startswith("Error: Invalid value for APP: ")

@@ -7,7 +7,7 @@ from typing import Any
 import anyio
 import pytest
 
-from codemode.mcp.server import InFlight
+from codemode.mcp.server import BATCH_CONCURRENCY, InFlight
 
 pytestmark = pytest.mark.anyio
 
@@ -112,6 +112,49 @@ async def test_a_dropped_connection_ends_the_calls_of_every_copy_of_its_request(
             calls.drop(request)
     assert ended == [True, True]
     assert calls.dropped(copies[0]) and calls.dropped(copies[1])
+    assert calls.cut(copies[0])  # the drop is what ended them
     assert not calls.dropped({"type": "http"})  # a request never connected
     with calls.running("alice", 1, copies[0]) as late:
         assert late.cancel_called  # its client has left: the call must not start
+
+
+def test_with_finish_a_drop_is_not_what_ends_a_call() -> None:
+    """The log line of a call a notification cancelled after its client left says
+    `canceled`, not that the drop ended it."""
+    calls = InFlight("finish")
+    request: dict[str, Any] = {"type": "http"}
+    calls.connect(request)
+    calls.drop(request)
+    assert calls.dropped(request) and not calls.cut(request)
+
+
+async def test_the_calls_of_a_batch_take_turns_and_wait_cancellably() -> None:
+    calls = InFlight()
+    request: dict[str, Any] = {"type": "http"}
+    calls.connect(request, batch=True)
+    running: list[int] = []
+    most = 0
+    ended: dict[int, bool] = {}
+    release = anyio.Event()
+
+    async def run(request_id: int) -> None:
+        nonlocal most
+        with calls.running("alice", request_id, {**request}) as scope:
+            async with calls.turn(request):
+                running.append(request_id)
+                most = max(most, len(running))
+                await release.wait()
+                running.remove(request_id)
+        ended[request_id] = scope.cancelled_caught
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as group:
+            for request_id in range(6):
+                group.start_soon(run, request_id)
+            await anyio.wait_all_tasks_blocked()
+            assert len(running) == BATCH_CONCURRENCY
+            assert calls.cancel("alice", 5)  # waiting for its turn
+            await anyio.wait_all_tasks_blocked()
+            release.set()
+    assert most == BATCH_CONCURRENCY
+    assert ended == {0: False, 1: False, 2: False, 3: False, 4: False, 5: True}

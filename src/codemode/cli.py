@@ -497,7 +497,11 @@ class _Reloaded:
 
     def __call__(self) -> CodeMode:
         _log_to_stderr(self.log_level)
-        return _load_app(self.spec)
+        try:
+            return load_app(self.spec)
+        except (LoadError, RegistrationError) as exc:  # this server waits for the next edit
+            click.echo(f"Error: {exc}", err=True)
+            sys.exit(1)
 
 
 @main.command()

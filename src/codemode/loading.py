@@ -57,10 +57,10 @@ def load_app(spec: str) -> CodeMode:
         target: Any = importlib.import_module(module_name)
         for part in attribute.split("."):
             target = getattr(target, part)
-    except (ImportError, AttributeError) as exc:
-        raise LoadError(f"cannot load {spec}: {exc}", param="APP") from None
-    if not isinstance(target, CodeMode) and callable(target):
-        target = target()
+        if not isinstance(target, CodeMode) and callable(target):
+            target = target()
+    except Exception as exc:  # the host's own code failed: one line, for the operator
+        raise LoadError(f"cannot load {spec}: {type(exc).__name__}: {exc}", param="APP") from None
     if not isinstance(target, CodeMode):
         raise LoadError(f"{spec} is not a CodeMode", param="APP")
     return target

@@ -23,11 +23,11 @@ import anyio
 
 from codemode.app import CodeMode
 from codemode.authz import Authorizer
+from codemode.http.disconnect import OnDisconnect, check_on_disconnect
 
 if TYPE_CHECKING:
+    import uvicorn
     from starlette.applications import Starlette
-
-    from codemode.mcp.server import OnDisconnect
 
 Transport = Literal["stdio", "http"]
 Policy = Callable[[CodeMode], Authorizer]
@@ -84,7 +84,7 @@ class ServeConfig:
     def __post_init__(self) -> None:
         """ValueError for a value serving would refuse later, named now."""
         from codemode.http import StaticTokens, host_names
-        from codemode.mcp.server import check_on_disconnect, check_path
+        from codemode.mcp.server import check_path
 
         if self.transport not in ("stdio", "http"):
             raise ValueError(f"unknown transport {self.transport!r}")
@@ -129,20 +129,18 @@ def http_app(cm: CodeMode, config: ServeConfig) -> Starlette:
 
 
 def run(cm: CodeMode, config: ServeConfig) -> None:
-    """Serve `cm` until stopped, in a process that stays the caller's: no signal handler
-    of its own, and `cm` left open over stdio (`CodeMode.run`)."""
+    """Serve `cm` until stopped, in a process that stays the caller's (`CodeMode.run`):
+    over stdio no signal handler of its own, and `cm` left open; over HTTP, uvicorn's,
+    and a stop closes `cm` as `serve` does."""
     _configure(cm, config)
     if config.transport == "stdio":
         _stdio(cm, config)
         return
-    import uvicorn
-
     from codemode.http.server import server_config
 
     app = _asgi(cm, config)
-    uvicorn.Server(
-        server_config(app, host=config.host, port=config.port, root_path=config.root_path)
-    ).run()
+    server = _stopping(cm)
+    server(server_config(app, host=config.host, port=config.port, root_path=config.root_path)).run()
 
 
 # -- a process that is the server's (the command line) ----------------------------------
@@ -162,14 +160,7 @@ def serve(cm: CodeMode, config: ServeConfig, *, announce: Callable[[], None] | N
     if config.transport == "stdio":
         _serve_stdio(cm, config, announce)
         return
-    import uvicorn
-
     from codemode.http.server import server_config
-
-    class Server(uvicorn.Server):
-        def handle_exit(self, sig: int, frame: Any) -> None:
-            close_aside(cm)  # running executions end `canceled` now, answered before shutdown
-            super().handle_exit(sig, frame)
 
     app = _asgi(cm, config)
     settings = server_config(app, host=config.host, port=config.port, root_path=config.root_path)
@@ -177,7 +168,21 @@ def serve(cm: CodeMode, config: ServeConfig, *, announce: Callable[[], None] | N
     if announce is not None:
         announce()
     with listening:
-        Server(settings).run(sockets=[listening])
+        _stopping(cm)(settings).run(sockets=[listening])
+
+
+def _stopping(cm: CodeMode) -> type[uvicorn.Server]:
+    """A uvicorn server that, when a signal stops it, closes `cm` aside at once: running
+    executions end `canceled` and are answered while uvicorn waits for requests in flight,
+    rather than running on until its graceful timeout cancels them unanswered."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            close_aside(cm)
+            super().handle_exit(sig, frame)
+
+    return Server
 
 
 CLOSE_SECONDS = 2.0
@@ -340,6 +345,7 @@ def _asgi(cm: CodeMode, config: ServeConfig) -> Starlette:
 __all__ = [
     "CLOSE_SECONDS",
     "CONFIG_ENV",
+    "OnDisconnect",
     "Policy",
     "ServeConfig",
     "ServingError",

@@ -419,3 +419,39 @@ def test_the_sdk_stdio_transport_takes_a_null_id_for_a_notification() -> None:
     """`check_message` answers it -32600 (`BAD_ID`)."""
     written, seen = _stdio_lines(json.dumps({"jsonrpc": "2.0", "id": None, "method": "ping"}))
     assert written == [] and seen == 1
+
+
+def test_checked_lines_serves_a_batch_only_on_a_2025_03_26_connection() -> None:
+    """A connection that named 2026-07-28 first keeps it, even after an `initialize` the
+    SDK then refuses."""
+    ping = {"jsonrpc": "2.0", "id": 9, "method": "ping"}
+    modern = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/list",
+        "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}},
+    }
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-03-26", "capabilities": {}},
+    }
+
+    def served(*messages: object) -> tuple[list[object], list[object]]:
+        answered: list[object] = []
+
+        async def answer(reply: dict[str, Any]) -> None:
+            answered.append(reply["error"]["message"])
+
+        async def lines() -> AsyncIterator[str]:
+            for message in messages:
+                yield json.dumps(message)
+
+        async def scenario() -> list[object]:
+            return [json.loads(line) async for line in compat.checked_lines(lines(), answer)]
+
+        return anyio.run(scenario), answered
+
+    assert served(initialize, [ping]) == ([initialize, ping], [])
+    assert served(modern, initialize, [ping]) == ([modern, initialize], [compat.NO_BATCHES])

@@ -462,6 +462,23 @@ def test_a_batch_runs_four_of_its_messages_at_a_time(plain: Served) -> None:
     assert most == BATCH_CONCURRENCY
 
 
+def test_a_cancel_ends_a_batch_call_still_waiting_for_its_turn(plain: Served) -> None:
+    """The fifth call of a batch waits for one of the four turns, filed already: a
+    cancel that names it ends it there."""
+    sent = headers(LEGACY)
+    del sent["MCP-Protocol-Version"]
+    wait = _args("return clock.wait(ms=3000)")
+    batch = [{"jsonrpc": "2.0", "id": i, "method": "tools/call", **wait} for i in range(1, 6)]
+    running = Background(plain.url, batch, sent)  # type: ignore[arg-type]
+    plain.wait_for("call_authorized", count=BATCH_CONCURRENCY)
+    assert httpx.post(plain.url, json=cancel(5), headers=headers(LEGACY)).status_code == 202
+    replies = {
+        reply["id"]: reply["result"]["structuredContent"] for reply in running.result().json()
+    }
+    assert [replies[i]["result"] for i in range(1, 5)] == [3000] * 4
+    assert replies[5]["error"]["code"] == "canceled"
+
+
 def test_a_batch_for_a_later_version_is_refused(shared: Served) -> None:
     batch = [{"jsonrpc": "2.0", "id": 1, "method": "ping"}]
     for era in ("2025-06-18", LEGACY, MODERN):
@@ -508,7 +525,7 @@ def test_stdio_answers_every_line_that_is_not_one_message(tmp_path: Path) -> Non
             "clientInfo": {"name": "test", "version": "1"},
         },
     }
-    lines = [
+    lines: list[str | bytes] = [
         "not json",
         '{"jsonrpc": "2.0", "id": null, "method": "ping"}',
         '[{"jsonrpc": "2.0", "id": 0, "method": "ping"}]',  # before initialize: no batches
@@ -520,6 +537,8 @@ def test_stdio_answers_every_line_that_is_not_one_message(tmp_path: Path) -> Non
             {"jsonrpc": "2.0", "id": 3, "method": "tools/call", **_args("return host.stdin()")}
         ),
         '{"jsonrpc": "2.0", "id": "\\udc00", "method": "ping"}',  # the SDK's parser refuses it
+        b'{"jsonrpc": "2.0", "id": "\xff", "method": "ping"}',  # not UTF-8, as over HTTP
+        '{"jsonrpc": "2.0", "id": 5, "method": "ping", "params": {"x": NaN}}',  # no JSON
         '{"jsonrpc": "2.0", "id": 4, "method": "ping"}',
     ]
     process = subprocess.Popen(
@@ -533,9 +552,9 @@ def test_stdio_answers_every_line_that_is_not_one_message(tmp_path: Path) -> Non
     assert process.stdin is not None and process.stdout is not None
     replies: list[dict[str, Any]] = []
     for line in lines:
-        process.stdin.write(line.encode() + b"\n")
+        process.stdin.write((line if isinstance(line, bytes) else line.encode()) + b"\n")
         process.stdin.flush()
-    while len(replies) < 10:
+    while len(replies) < 12:
         replies.append(json.loads(process.stdout.readline()))
     process.stdin.close()
     process.stdout.close()
@@ -549,6 +568,8 @@ def test_stdio_answers_every_line_that_is_not_one_message(tmp_path: Path) -> Non
         error(-32600, NO_BATCHES),
         error(-32600, BAD_ID),
         error(-32600, EMPTY_BATCH),
+        error(-32700, PARSE_ERROR_MESSAGE),
+        error(-32700, PARSE_ERROR_MESSAGE),
         error(-32700, PARSE_ERROR_MESSAGE),
     ]
     assert by_id[1][0]["result"]["protocolVersion"] == "2025-03-26"

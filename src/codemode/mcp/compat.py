@@ -122,8 +122,9 @@ def read_message(raw: bytes | str) -> JSON:
     transports would answer a parse error with a fixed text (HTTP says the parser's
     words; stdio drops the line)."""
     try:
-        return pydantic_core.from_json(raw)
-    except ValueError:
+        data = raw.encode("utf-8") if isinstance(raw, str) else raw  # stdio: bytes not UTF-8
+        return pydantic_core.from_json(data, allow_inf_nan=False)  # NaN is no JSON
+    except (UnicodeEncodeError, ValueError):
         raise Rejected(PARSE_ERROR, PARSE_ERROR_MESSAGE) from None
 
 
@@ -302,12 +303,24 @@ async def checked_lines(
 
 
 def _negotiated(message: dict[str, JSON], version: str | None) -> str | None:
-    """The version an `initialize` settles on, by the SDK's rule, for batches after it."""
+    """The version the connection speaks, for batches: the one an `initialize` settles
+    on by the SDK's rule, unless a request has named a 2026-era version first (after
+    which the SDK refuses a handshake)."""
     params = message.get("params")
-    if message.get("method") != "initialize" or not isinstance(params, dict):
+    if version in MODERN_VERSIONS or not isinstance(params, dict):
+        return version
+    meta = params.get("_meta")
+    named = meta.get(_VERSION_KEY) if isinstance(meta, dict) else None
+    if named in MODERN_VERSIONS:
+        return str(named)
+    if message.get("method") != "initialize":
         return version
     asked = params.get("protocolVersion")
     return asked if isinstance(asked, str) and asked in HANDSHAKE_VERSIONS else LATEST_HANDSHAKE
+
+
+_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
+"""Where a 2026-era request names its version."""
 
 
 __all__ = [

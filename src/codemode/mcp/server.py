@@ -40,7 +40,7 @@ from collections.abc import (
     MutableMapping,
 )
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Literal, cast
+from typing import Any, BinaryIO, cast
 
 import anyio
 from mcp import MCPError
@@ -75,8 +75,10 @@ from codemode.errors import (
 )
 from codemode.http import (
     MAX_BODY_BYTES,
+    OnDisconnect,
     SecurityMiddleware,
     StaticTokens,
+    check_on_disconnect,
     host_names,
     route_path,
     subject_of,
@@ -134,14 +136,19 @@ def build_server(
 
         cause = ""
         if calls is None or who is None:
-            result = await call()
+            try:
+                result = await call()
+            except anyio.get_cancelled_exc_class():  # over stdio, the SDK's own cancel
+                _log_call(params.name, who, started, failed(ExecutionCanceledError()))
+                raise
         else:
             result = failed(ExecutionCanceledError())  # unless it ends before a cancel
             request = getattr(ctx.request, "scope", None)
             with calls.running(who, ctx.request_id, request) as scope:
                 if not scope.cancel_called:  # the server is stopping: do not start
-                    result = await call()
-            if scope.cancel_called and request is not None and calls.dropped(request):
+                    async with calls.turn(request):  # a batch's calls take turns
+                        result = await call()
+            if scope.cancel_called and request is not None and calls.cut(request):
                 cause = DROPPED  # its client dropped the connection (on_disconnect="cancel")
         _log_call(params.name, who, started, result, cause)
         return result
@@ -198,16 +205,8 @@ async def _no_leak(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
 
 # -- calls in flight ---------------------------------------------------------------------
 
-OnDisconnect = Literal["cancel", "finish"]
-"""What a dropped connection does to its call: end it (`canceled`), or let it run to its
-end and drop the answer. An explicit cancel ends it either way."""
-
-
-def check_on_disconnect(value: object) -> None:
-    """ValueError for anything but one of the two `OnDisconnect` choices."""
-    if value not in ("cancel", "finish"):
-        raise ValueError(f'on_disconnect must be "cancel" or "finish", not {value!r}')
-
+BATCH_CONCURRENCY = 4
+"""How many tool calls of one batch run at once."""
 
 _CONNECTION = "codemode.connection"
 """Where a request's ASGI scope holds its `_Connection` (copies of the scope share it)."""
@@ -218,6 +217,8 @@ class _Connection:
     dropped: bool = False
     calls: list[anyio.CancelScope] = field(default_factory=list)
     """The calls its requests run now."""
+    turns: anyio.CapacityLimiter | None = None
+    """For a batch: how many of its calls run at once (the others wait, cancellable)."""
 
 
 class InFlight:
@@ -231,10 +232,22 @@ class InFlight:
         self._calls: dict[tuple[str, str | int], list[anyio.CancelScope]] = {}
         self._closed = False
 
-    def connect(self, request: MutableMapping[str, Any]) -> None:
+    def connect(self, request: MutableMapping[str, Any], *, batch: bool = False) -> None:
         """File the connection of this request (its ASGI scope) before the scope is copied,
-        so `drop` reaches the calls of every copy."""
-        request.setdefault(_CONNECTION, _Connection())
+        so `drop` reaches the calls of every copy; the calls of a `batch` take turns,
+        BATCH_CONCURRENCY at a time."""
+        turns = anyio.CapacityLimiter(BATCH_CONCURRENCY) if batch else None
+        request.setdefault(_CONNECTION, _Connection(turns=turns))
+
+    def turn(
+        self, request: Mapping[str, Any] | None
+    ) -> contextlib.AbstractAsyncContextManager[Any]:
+        """Wait for the call's turn within its batch (at once for a lone request). The
+        call is filed already, so a cancel ends it while it waits."""
+        connection = _connection(request)
+        if connection is None or connection.turns is None:
+            return contextlib.nullcontext()
+        return connection.turns
 
     @contextlib.contextmanager
     def running(
@@ -282,6 +295,11 @@ class InFlight:
         connection = _connection(request)
         return connection is not None and connection.dropped
 
+    def cut(self, request: Mapping[str, Any]) -> bool:
+        """Whether the drop of this request's connection ended its calls (with `cancel`)."""
+        connection = _connection(request)
+        return connection is not None and self._ends(connection)
+
     def _ends(self, connection: _Connection) -> bool:
         return connection.dropped and self.on_disconnect == "cancel"
 
@@ -317,9 +335,6 @@ def _connection(request: Mapping[str, Any] | None) -> _Connection | None:
 
 # -- the HTTP endpoint --------------------------------------------------------------------
 
-BATCH_CONCURRENCY = 4
-"""How many messages of one batch are served at once."""
-
 
 class Intake:
     """The ASGI layer in front of the SDK's streamable HTTP app, for requests to `path`:
@@ -351,7 +366,7 @@ class Intake:
         except Rejected as rejected:
             await JSONResponse(rejected.reply(), status_code=400)(scope, receive, send)
             return
-        self.calls.connect(scope)
+        self.calls.connect(scope, batch=isinstance(message, list))
         async with anyio.create_task_group() as watching:
             watching.start_soon(self._watch, receive, scope)
             if isinstance(message, list):
@@ -374,7 +389,6 @@ class Intake:
 
     async def _batch(self, batch: list[JSON], scope: Scope, receive: Receive, send: Send) -> None:
         replies: list[bytes | None] = [None] * len(batch)
-        limiter = anyio.CapacityLimiter(BATCH_CONCURRENCY)
 
         async def serve(index: int, message: JSON) -> None:
             try:
@@ -383,8 +397,7 @@ class Intake:
                 replies[index] = _json(rejected.reply())
                 return
             self._notice(checked, scope)
-            async with limiter:
-                replies[index] = await compat.answer_alone(self.app, scope, checked)
+            replies[index] = await compat.answer_alone(self.app, scope, checked)
 
         async with anyio.create_task_group() as group:
             for index, message in enumerate(batch):
@@ -433,7 +446,9 @@ async def serve_stdio(cm: CodeMode, *, subject: str = "local") -> None:
         await send_answers.send(SessionMessage(JSONRPCError.model_validate(reply)))
 
     with _wire_stdin() as wire:
-        text = anyio.wrap_file(io.TextIOWrapper(wire, encoding="utf-8", errors="replace"))
+        # bytes that are not UTF-8 stay visible to `checked_lines`, which refuses the line
+        reader = io.TextIOWrapper(wire, encoding="utf-8", errors="surrogateescape")
+        text = anyio.wrap_file(reader)
         lines = compat.checked_lines(text, answer)
         async with (
             stdio_server(stdin=cast(Any, lines)) as (read, write),
@@ -548,9 +563,7 @@ __all__ = [
     "BATCH_CONCURRENCY",
     "InFlight",
     "Intake",
-    "OnDisconnect",
     "build_server",
-    "check_on_disconnect",
     "check_path",
     "http_app",
     "serve_stdio",
