@@ -6,12 +6,13 @@ the runtime binder decides (tests/test_preflight.py covers the literal forms).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
+from pydantic import Field
 
-from codemode import CodeMode, ErrorCode
-from codemode.authz import AuthorizationRequest
+from codemode import CodeMode, CodeModeError, ErrorCode
+from codemode.authz import AllowAll, AuthorizationRequest
 from codemode.binding import _explain
 from tests.conftest import run_error
 
@@ -130,3 +131,17 @@ def test_a_location_that_is_not_the_programs_is_never_shown(cm: CodeMode) -> Non
     error["loc"] = ("filter", "dsn_of_the_admin")
     given = {"filter": {"owner": "ann"}}
     assert _explain(search, [error], given) == 'argument "filter" is not valid'
+
+
+def test_a_length_bound_says_what_the_value_must_have() -> None:
+    cm = CodeMode(authorizer=AllowAll())
+
+    @cm.capability("tickets.tag", summary="Tag tickets.")
+    def tag(*, ids: Annotated[list[str], Field(min_length=1)], label: str = "x") -> int:
+        return len(ids)
+
+    with cm, pytest.raises(CodeModeError) as caught:
+        cm.execute("def main():\n    ids = []\n    return tickets.tag(ids=ids)", subject="a")
+    assert str(caught.value) == (
+        'invalid capability arguments: argument "ids" must have at least 1 item'
+    )

@@ -67,6 +67,17 @@ def error_of(cm: CodeMode, source: str) -> CodeModeError:
             "invalid program: <codemode>:3:16: KeyError: 'owner_id'; did you mean \"owner\"?",
         ),
         (
+            M + f"    changed = {GET}\n    return changed['owner']\n",
+            "invalid program: <codemode>:3:12: TypeError: 'Instance' object is not "
+            "subscriptable; Instance is an object: read its fields as attributes, changed.owner",
+        ),
+        (
+            M + f"    changed = {GET}\n    return changed['who']\n",
+            "invalid program: <codemode>:3:12: TypeError: 'Instance' object is not "
+            "subscriptable; Instance is an object: read its fields as attributes, "
+            "e.g. changed.sandbox",
+        ),
+        (
             M + "    return instances.lst()\n",
             'invalid program: <codemode>:2:12: unknown capability "instances.lst"; '
             'did you mean "instances.list"?',

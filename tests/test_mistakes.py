@@ -99,7 +99,7 @@ MISTAKES = [
         3,
         "page.total",
         'page["total"]',
-        says='read its keys as x["total"]',
+        says='write page["total"]',
     ),
     Mistake(
         "object read as dict",

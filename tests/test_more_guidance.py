@@ -44,7 +44,7 @@ def error_text(cm: CodeMode, source: str) -> str:
         (
             M + "    d = {'items': 1}\n    return d.items\n",
             "invalid program: <codemode>:3:12: AttributeError: 'dict' object has no attribute "
-            "'items'; this is a dict: read its keys as x[\"items\"]",
+            '\'items\'; to read its key "items", write d["items"]',
         ),
         (
             M + "    return 'a'.upper\n",

@@ -76,7 +76,26 @@ def test_three_mistakes_are_reported_together_and_nothing_runs() -> None:
         (
             'def main():\n    return records.lookup("a")',
             "invalid_arguments",
-            '<codemode>:2:12: positional arguments are not accepted\n<codemode>:2:12: missing required argument "key"',
+            "<codemode>:2:12: positional arguments are not accepted; "
+            "pass it by name: records.lookup(key='a')",
+        ),
+        (
+            'def main():\n    return records.lookup("a", 3)',
+            "invalid_arguments",
+            "<codemode>:2:12: positional arguments are not accepted; "
+            "pass them by name: records.lookup(key='a', limit=3)",
+        ),
+        (
+            "def main():\n    return records.lookup(n, limit=3)",
+            "invalid_arguments",
+            "<codemode>:2:12: positional arguments are not accepted; "
+            "pass it by name: records.lookup(key=n, limit=3)",
+        ),
+        (
+            'def main():\n    return records.lookup("a", 3, 4)',  # more than it takes
+            "invalid_arguments",
+            "<codemode>:2:12: positional arguments are not accepted\n"
+            '<codemode>:2:12: missing required argument "key"',
         ),
         (
             'def main():\n    return records.search(filter={"owner": 1, "tags": []})',
@@ -204,7 +223,7 @@ def bounded_host(calls: list[str]) -> CodeMode:
 
 
 BOUNDED_MISTAKES = [
-    ('    a = customers.search(text="")\n', 'argument "text" must be 1 to 100 characters'),
+    ('    a = customers.search(text="")\n', 'argument "text" must have 1 to 100 characters'),
     (
         '    c = customers.search(text="acme", limit=0)\n',
         'argument "limit" must be from 1 to 50',
@@ -264,8 +283,8 @@ def listed_host(calls: list[str]) -> CodeMode:
 @pytest.mark.parametrize(
     ("argument", "message"),
     [
-        ('tags=["", "x" * 41]', 'argument "tags[0]" must be 1 to 40 characters'),
-        ('tags=[name, "x" * 41, ""]', 'argument "tags[2]" must be 1 to 40 characters'),
+        ('tags=["", "x" * 41]', 'argument "tags[0]" must have 1 to 40 characters'),
+        ('tags=[name, "x" * 41, ""]', 'argument "tags[2]" must have 1 to 40 characters'),
         ('tags=["ok", 3, *more]', 'argument "tags[1]" must be a string'),
     ],
 )
@@ -312,7 +331,7 @@ def test_check_lists_each_mistake_with_its_place_and_runs_nothing() -> None:
         found = cm.check(source)
         assert cm._engine is None  # no sandbox was started for it
     assert [str(error) for error in found] == [
-        'invalid capability arguments: <codemode>:2:9: argument "text" must be 1 to 100 characters',
+        'invalid capability arguments: <codemode>:2:9: argument "text" must have 1 to 100 characters',
         'invalid program: <codemode>:3:9: unknown capability "customers.serch"; '
         'did you mean "customers.search"?',
         'invalid capability arguments: <codemode>:4:12: argument "limit" must be from 1 to 50',

@@ -10,6 +10,7 @@ import dataclasses
 import difflib
 import enum
 import json
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal, get_args, get_origin
@@ -303,10 +304,16 @@ def _explain(capability: Capability, errors: list[ErrorDetails], given: dict[str
 
 
 def _must(phrase: str) -> str:
-    """`must be from 1 to 3`; `must match the pattern ...` when that is the one bound."""
+    """`must be from 1 to 3`; `must have at least 1 item` for a length; `must match the
+    pattern ...` when that is the one bound."""
     if phrase.startswith("matching "):
         return "must match " + phrase.removeprefix("matching ")
+    if _LENGTH.match(phrase):
+        return f"must have {phrase}"
     return f"must be {phrase}"
+
+
+_LENGTH = re.compile(r"(at least |at most )?\d+( to \d+)? (item|character)s?\b")
 
 
 _BOUND_ERRORS = frozenset(

@@ -260,12 +260,14 @@ class _Checker:
         return ".".join([func.id, *reversed(parts)])
 
     def _check_arguments(self, node: ast.Call, capability: Capability) -> None:
-        if node.args:
-            self.report(node, "positional arguments are not accepted", "arguments")
         declared = self._declared.get(capability.name)
         if declared is None:
             declared = self._declared[capability.name] = {p.name: p for p in capability.parameters}
         given = {k.arg for k in node.keywords if k.arg is not None}
+        if node.args:
+            message, named = _by_name(node, capability, given)
+            given |= named  # the fix names them: no second error says they are missing
+            self.report(node, message, "arguments")
         for keyword in node.keywords:
             if keyword.arg is None:
                 continue
@@ -294,6 +296,27 @@ class _Checker:
         if problem is None and _kind_only(parameter.annotation):
             self._fitting.add(key)
         return problem
+
+
+def _by_name(node: ast.Call, capability: Capability, given: set[str]) -> tuple[str, set[str]]:
+    """`positional arguments are not accepted`, with the call written by name when each
+    positional argument can be the next parameter not passed by keyword:
+    `; pass it by name: owners.get(id="u-ada")`. Also the names that fix gives."""
+    message = "positional arguments are not accepted"
+    free = [p.name for p in capability.parameters if p.name not in given]
+    if len(node.args) > len(free) or any(isinstance(a, ast.Starred) for a in node.args):
+        return message, set()
+    pairs = [f"{name}={_written(arg)}" for name, arg in zip(free, node.args, strict=False)]
+    pairs += [f"{k.arg}={_written(k.value)}" for k in node.keywords if k.arg is not None]
+    pronoun = "it" if len(node.args) == 1 else "them"
+    fixed = f"{capability.name}({', '.join(pairs)})"
+    return f"{message}; pass {pronoun} by name: {fixed}", set(free[: len(node.args)])
+
+
+def _written(value: ast.expr) -> str:
+    """An argument as the program wrote it, cut short."""
+    text = ast.unparse(value)
+    return text if len(text) <= 40 else "..."
 
 
 def _bases(node: ast.ClassDef) -> str:

@@ -140,7 +140,10 @@ def _hint(exc_type: str, message: str, known: Known, where: Where | None) -> str
     if exc_type == "TypeError" and (found := _NOT_SUBSCRIPTABLE.match(message)):
         fields = known.vocabulary.objects.get(found[1])
         if fields:
-            return f"{found[1]} is an object: read its fields as attributes, e.g. x.{fields[0]}"
+            owner, key = _subscript(where)
+            field = key if key in fields else fields[0]
+            example = f"{owner}.{field}" if key in fields else f"e.g. {owner}.{field}"
+            return f"{found[1]} is an object: read its fields as attributes, {example}"
         return None
     if exc_type == "TypeError" and (
         (found := _NOT_JSON.match(message)) or (found := _NOT_ITERABLE.match(message))
@@ -206,13 +209,39 @@ def _attribute(owner: str, attribute: str, known: Known, where: Where | None) ->
         else where.source[where.column - 1 : where.end_column - 1]
     )
     called = f".{attribute}(" in span
+    value = _written(span.split(f".{attribute}", 1)[0]) if f".{attribute}" in span else "x"
     if kind is dict and not called:
-        return f'this is a dict: read its keys as x["{attribute}"]'
+        return f'to read its key "{attribute}", write {value}["{attribute}"]'
     if hasattr(kind, attribute) and not attribute.startswith("_"):
         if not called:  # the sandbox calls methods; it does not hand them out as values
-            return f"{owner}.{attribute} is a method: call it, x.{attribute}(...)"
+            return f"{owner}.{attribute} is a method: call it, {value}.{attribute}(...)"
         return _unsupported(f"{owner}.{attribute}()", f"{owner}.{attribute}")
     return _did_you_mean(attribute, [a for a in dir(kind) if not a.startswith("_")])
+
+
+def _written(text: str) -> str:
+    """An expression of the program as it wrote it, when it is a short name or a chain of
+    names and subscripts (`changed`, `page["items"][0]`), else `x`."""
+    text = text.strip()
+    return text if len(text) <= 40 and _CHAIN.fullmatch(text) else "x"
+
+
+_CHAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*|\[[^\[\]]{1,30}\])*")
+
+
+def _subscript(where: Where | None) -> tuple[str, str | None]:
+    """For a failing `value["key"]`: `value` as the program wrote it, and the key."""
+    if where is None or where.end_line != where.line:
+        return "x", None
+    span = where.source[where.column - 1 : where.end_column - 1]
+    try:
+        node = ast.parse(span, mode="eval").body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return "x", None
+    if not isinstance(node, ast.Subscript):
+        return "x", None
+    key = node.slice.value if isinstance(node.slice, ast.Constant) else None
+    return _written(ast.unparse(node.value)), key if isinstance(key, str) else None
 
 
 def _unsupported(what: str, key: str) -> str:
