@@ -263,7 +263,7 @@ def test_a_tool_with_branching_output_is_described_by_its_shape() -> None:
         "fs",
         mt.Tool(name="stat", input_schema={"type": "object"}, output_schema=branching.IF_THEN_ELSE),
         send,
-        expose_errors=False,
+        expose_errors="none",
         timeout=None,
     )
     described: Any = describe_payload(capability.info)

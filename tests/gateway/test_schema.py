@@ -177,7 +177,7 @@ def test_a_tool_becomes_a_capability_described_like_a_host_function() -> None:
             },
         ),
         send,
-        expose_errors=False,
+        expose_errors="none",
         timeout=None,
     )
     described: Any = describe_payload(capability.info)
@@ -201,7 +201,7 @@ def test_parameter_names_that_collide_are_refused() -> None:
             "fs",
             tool(input_schema={"type": "object", "properties": {"a-b": {}, "a_b": {}}}),
             send,
-            expose_errors=False,
+            expose_errors="none",
             timeout=None,
         )
 
@@ -209,19 +209,19 @@ def test_parameter_names_that_collide_are_refused() -> None:
 def test_a_non_object_input_schema_is_refused() -> None:
     with pytest.raises(SchemaError, match='the input schema is of type "array"'):
         tool_capability(
-            "fs", tool(input_schema={"type": "array"}), send, expose_errors=False, timeout=None
+            "fs", tool(input_schema={"type": "array"}), send, expose_errors="none", timeout=None
         )
 
 
 def test_a_name_that_cannot_name_a_capability_is_refused() -> None:
     with pytest.raises(SchemaError, match='namespace "json" is a builtin or standard library'):
-        tool_capability("json", tool(), send, expose_errors=False, timeout=None)
+        tool_capability("json", tool(), send, expose_errors="none", timeout=None)
 
 
 def test_descriptions_lose_control_characters_and_are_bounded() -> None:
     text = "Reads\x1b[31m a file\u202e.\nSecond line.\x00" + "x" * 9000
     capability = tool_capability(
-        "fs", tool(description=text), send, expose_errors=False, timeout=None
+        "fs", tool(description=text), send, expose_errors="none", timeout=None
     )
     assert capability.description.startswith("Reads [31m a file .\nSecond line. x")
     assert capability.description.endswith("x ... (cut)")
@@ -248,11 +248,11 @@ def test_text_results_parse_as_json_when_they_are_json() -> None:
     def answer(*texts: str) -> mt.CallToolResult:
         return mt.CallToolResult(content=[mt.TextContent(text=x) for x in texts])
 
-    assert tool_value(answer('{"a": [1]}'), structured=False, expose=False) == {"a": [1]}
-    assert tool_value(answer("[FILE] a.txt"), structured=False, expose=False) == "[FILE] a.txt"
-    assert tool_value(answer("1", "x"), structured=False, expose=False) == [1, "x"]
-    assert tool_value(answer(), structured=False, expose=False) is None
-    assert tool_value(answer("NaN"), structured=False, expose=False) == "NaN"
+    assert tool_value(answer('{"a": [1]}'), structured=False, expose="none") == {"a": [1]}
+    assert tool_value(answer("[FILE] a.txt"), structured=False, expose="none") == "[FILE] a.txt"
+    assert tool_value(answer("1", "x"), structured=False, expose="none") == [1, "x"]
+    assert tool_value(answer(), structured=False, expose="none") is None
+    assert tool_value(answer("NaN"), structured=False, expose="none") == "NaN"
 
 
 @pytest.mark.parametrize("combinator", ["anyOf", "oneOf", "allOf"])

@@ -182,7 +182,7 @@ def test_a_tools_error_reaches_the_model_marked_as_the_upstreams_words(up: CodeM
     ],
 )
 def test_what_each_expose_errors_mode_shows_and_the_log_keeps(
-    expose: object, tool: str, shown: str, caplog: pytest.LogCaptureFixture
+    expose: Any, tool: str, shown: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Whatever the model is shown, it learns which kind of failure it was, and the host
     log has the upstream's text."""
@@ -201,7 +201,7 @@ def test_what_each_expose_errors_mode_shows_and_the_log_keeps(
 
 def test_a_misspelt_expose_errors_mode_is_refused() -> None:
     with CodeMode(authorizer=AllowAll()) as cm, pytest.raises(RegistrationError) as refused:
-        cm.add_mcp_server("up", command=PYTHON, args=[FIXTURE], expose_errors="tools")
+        cm.add_mcp_server("up", command=PYTHON, args=[FIXTURE], expose_errors="tools")  # type: ignore[arg-type]
     assert str(refused.value) == (
         'MCP server "up": expose_errors must be "tool", "none" or "all", not \'tools\''
     )
