@@ -57,6 +57,7 @@ def build_host(limits: Limits | None = None) -> CodeMode:
         id="records.entry.lookup",
         summary="Look up one record by key.",
         search_terms=["find record"],
+        annotations={"readOnlyHint": True},
     )
     def lookup(*, key: str, limit: int | None = None) -> Record:
         return {"key": key, "count": limit or 0}

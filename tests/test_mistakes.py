@@ -245,6 +245,40 @@ def test_a_write_before_a_mistake_is_reported_as_done(demo: CodeMode, tmp_path: 
         "next_offset\n"
         "    return page['count']\n"
         "           ^^^^^^^^^^^^^\n"
-        "After 2 completed capability calls: instances.tag (line 2), instances.list (line 3); "
-        "their effects stand."
+        "After 2 completed capability calls: instances.tag(sandbox='dev', name='db', "
+        "tags=['seen']) (line 2), instances.list (line 3); its effects stand."
     )
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        (  # a paging loop that never advanced: read-only, all the same, no effects
+            "    for _ in range(3):\n        page = instances.list(sandbox='dev')\n"
+            "    return page['count']\n",
+            "After 3 completed capability calls: instances.list x3 (line 3), all with the same "
+            "arguments.",
+        ),
+        (  # a loop of writes: each one named, so a retry can skip them
+            "    for name in ['api', 'db']:\n"
+            "        instances.tag(sandbox='dev', name=name, tags=['x'])\n"
+            "    return instances.list()['count']\n",
+            "After 3 completed capability calls: instances.tag(sandbox='dev', name='api', "
+            "tags=['x']) (line 3), instances.tag(sandbox='dev', name='db', tags=['x']) (line 3), "
+            "instances.list (line 4); their effects stand.",
+        ),
+        (  # the same write twice: one entry, counted
+            "    for _ in range(2):\n"
+            "        instances.tag(sandbox='dev', name='api', tags=['x'])\n"
+            "    return instances.list()['count']\n",
+            "After 3 completed capability calls: instances.tag(sandbox='dev', name='api', "
+            "tags=['x']) x2 (line 3), instances.list (line 4); their effects stand.",
+        ),
+    ],
+)
+def test_partial_progress_says_what_the_completed_calls_did(
+    demo: CodeMode, body: str, says: str
+) -> None:
+    with pytest.raises(CodeModeError) as caught:
+        demo.execute("def main():\n" + body, subject="model")
+    assert caught.value.report().splitlines()[-1] == says

@@ -218,12 +218,17 @@ class CodeMode:
         max_calls_per_execution: int | None = None,
         timeout: float | None = None,
         example: str | None = None,
+        annotations: Mapping[str, bool] | None = None,
     ) -> Callable[[F], F]:
         """Register a sync or async function; the program calls it by keyword as `name(...)`.
 
         `max_calls_per_execution` and `timeout` (seconds) override the `Limits` defaults
         for this capability. `example` is a call `describe` shows, such as
         `'instances.get(sandbox="dev", name="api")'`; it is checked against the signature.
+        `annotations` are MCP's tool hints (`{"readOnlyHint": True}`; also
+        `destructiveHint`, `idempotentHint`, `openWorldHint`): the rest are presumed as MCP
+        presumes them, and all four reach policies as an upstream tool's do; a read-only
+        capability's completed calls are not reported as effects that stand.
         Raises `RegistrationError` at decoration time for a bad name, a duplicate, an
         example that does not fit, or type hints that cannot cross the sandbox boundary.
         """
@@ -240,6 +245,7 @@ class CodeMode:
                     max_calls_per_execution=max_calls_per_execution,
                     timeout=timeout,
                     example=example,
+                    annotations=annotations,
                 )
             )
             return handler

@@ -127,41 +127,66 @@ class Where:
 class CallRecord:
     """One capability call a program made: what it called, where, and how it ended.
 
-    Every field is the program's own: the name it wrote, a line of its source, and the
-    error code of the outcome (or "ok").
+    Every field is the program's own: the name it wrote, a line of its source, the error
+    code of the outcome (or "ok"), and for a completed call the arguments it passed.
     """
 
     capability: str
     line: int | None
     outcome: str
+    arguments: str | None = None
+    """The keyword arguments as the program passed them (`id='T-7'`), cut short."""
+    digest: str | None = None
+    """What tells two calls' whole arguments apart (their canonical JSON's digest)."""
+    changes: bool = True
+    """Whether the call may have changed something (not declared read-only)."""
 
     def to_dict(self) -> JSONObject:
         """The call as an item of an error payload's `calls`."""
         return {"capability": self.capability, "line": self.line, "outcome": self.outcome}
 
 
+MAX_SPELLED_CALLS = 10
+"""How many completed calls that may have changed something a report spells out."""
+
+
 def progress(calls: tuple[CallRecord, ...]) -> str | None:
-    """`after 2 completed capability calls: instances.tag x2 (lines 3, 5); their effects
-    stand` (`its effects stand` after one), or None when no call completed."""
+    """What completed before a failure, or None when nothing did.
+
+    `after 2 completed capability calls: tickets.update(id='T-1') (line 4),
+    instances.list x100 (line 5), all with the same arguments; its effects stand`: each
+    call that may have changed something with its arguments (the first
+    MAX_SPELLED_CALLS kinds of them; a repeat as `x3`), so the program knows what to skip
+    when it runs again; read-only calls by name, said to be all the same when they were
+    (a paging loop that never advanced); and `its effects stand` only when a call may
+    have had some."""
     done = [call for call in calls if call.outcome == "ok"]
     if not done:
         return None
-    by_name: dict[str, list[int]] = {}
+    groups: dict[tuple[str, str | None], list[CallRecord]] = {}
     for call in done:
-        lines = by_name.setdefault(call.capability, [])
-        if call.line is not None and call.line not in lines:
-            lines.append(call.line)
+        spelled = call.changes and call.arguments is not None
+        key = (call.capability, call.digest if spelled else None)
+        if spelled and key not in groups and len(groups) >= MAX_SPELLED_CALLS:
+            key = (call.capability, None)  # beyond the bound: counted by name
+        groups.setdefault(key, []).append(call)
     parts = []
-    for name, lines in by_name.items():
-        count = sum(1 for call in done if call.capability == name)
-        text = name if count == 1 else f"{name} x{count}"
+    for (name, digest), group in groups.items():
+        lines = sorted({call.line for call in group if call.line is not None})
+        text = name if digest is None else f"{name}({group[0].arguments})"
+        if len(group) > 1:
+            text += f" x{len(group)}"
         if lines:
-            label = "line" if len(lines) == 1 else "lines"
-            text += f" ({label} {', '.join(map(str, sorted(lines)))})"
+            text += f" ({'line' if len(lines) == 1 else 'lines'} {', '.join(map(str, lines))})"
+        if digest is None and len(group) > 1 and len({call.digest for call in group}) == 1:
+            text += ", all with the same arguments"
         parts.append(text)
-    if len(done) == 1:
-        return f"after 1 completed capability call: {parts[0]}; its effects stand"
-    return f"after {len(done)} completed capability calls: {', '.join(parts)}; their effects stand"
+    noun = "call" if len(done) == 1 else "calls"
+    text = f"after {len(done)} completed capability {noun}: {', '.join(parts)}"
+    changed = sum(1 for call in done if call.changes)
+    if changed:
+        text += "; its effects stand" if changed == 1 else "; their effects stand"
+    return text
 
 
 class CodeModeError(Exception):

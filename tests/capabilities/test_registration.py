@@ -174,3 +174,54 @@ def test_describe_shows_signature_and_how_results_are_read() -> None:
         "Owner: object (id: int, email: str | None), read as r.id"
     ]
     assert cm.catalog.enabled["instance.get"].is_async
+
+
+def test_annotations_are_mcps_four_hints_completed_as_mcp_presumes() -> None:
+    from codemode.authz import AllowAll, AuthorizationRequest
+
+    seen: list[AuthorizationRequest] = []
+    cm = CodeMode(authorizer=seen.append)
+
+    @cm.capability("notes.read", summary="Read.", annotations={"readOnlyHint": True})
+    def read() -> str:
+        return "n"
+
+    @cm.capability("notes.wipe", summary="Wipe.", annotations={"idempotentHint": True})
+    def wipe() -> int:
+        return 0
+
+    @cm.capability("notes.plain", summary="Says nothing.")
+    def plain() -> int:
+        return 0
+
+    with cm:
+        cm.execute(
+            "def main():\n    return [notes.read(), notes.wipe(), notes.plain()]", subject="a"
+        )
+    assert [dict(request.annotations) for request in seen] == [
+        {
+            "readOnlyHint": True,
+            "destructiveHint": False,
+            "idempotentHint": True,
+            "openWorldHint": True,
+        },
+        {
+            "readOnlyHint": False,
+            "destructiveHint": True,
+            "idempotentHint": True,
+            "openWorldHint": True,
+        },
+        {},  # a host function that says nothing, as before
+    ]
+    with CodeMode(authorizer=AllowAll()) as other:
+        for annotations, says in (
+            (
+                {"readonly": True},
+                "unknown annotation 'readonly'; the annotations are readOnlyHint, "
+                "destructiveHint, idempotentHint, openWorldHint",
+            ),
+            ({"readOnlyHint": 1}, "annotation readOnlyHint must be True or False"),
+        ):
+            with pytest.raises(RegistrationError) as refused:
+                other.capability("x.y", summary="X.", annotations=annotations)(read)
+            assert str(refused.value) == f'capability "x.y": {says}'

@@ -231,8 +231,7 @@ async def test_the_error_text_is_complete_for_clients_that_show_only_text(
         "Traceback (innermost last):\n"
         '  <codemode>:6:12 in main: return total("y")\n'
         '  <codemode>:2:12 in total: return records.lookup(key=key)["total"]\n'
-        "After 2 completed capability calls: records.lookup x2 (lines 2, 4); their effects "
-        "stand.\n"
+        "After 2 completed capability calls: records.lookup x2 (lines 2, 4).\n"
         "Printed before the failure:\n"
         "looked up x"
     )

@@ -178,7 +178,7 @@ def test_the_model_view_shows_exactly_the_text_an_mcp_client_gets(page: Page) ->
         "next_offset\n"
         '    return page["count"]\n'
         "           ^^^^^^^^^^^^^\n"
-        "After 1 completed capability call: instances.list (line 2); its effects stand.\n"
+        "After 1 completed capability call: instances.list (line 2).\n"
         "Printed before the failure:\n"
         "total 5"
     )

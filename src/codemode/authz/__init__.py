@@ -13,14 +13,11 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, TypeAlias, runtime_checkable
 
+from codemode.capabilities.hints import HINTS
 from codemode.types import JSONObject
 
 if TYPE_CHECKING:
     from codemode.capabilities import Capability
-
-HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
-"""What a capability may say of its effects (an upstream MCP tool's annotations), as
-`AuthorizationRequest.annotations` and Cedar's resource attributes carry them."""
 
 
 @dataclass(frozen=True, slots=True)

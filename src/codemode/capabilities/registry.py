@@ -20,6 +20,7 @@ from typing_extensions import TypedDict
 
 from codemode import syntax
 from codemode.capabilities import typehints as t
+from codemode.capabilities.hints import HINTS, complete_hints
 from codemode.capabilities.naming import check_id, check_name
 from codemode.capabilities.results import Projection
 from codemode.context import CallContext
@@ -101,7 +102,8 @@ class Capability:
     """A call of this capability as a program writes it, shown by `describe`."""
     annotations: Mapping[str, bool] = dataclasses.field(default_factory=dict)
     """What the capability says of its effects (MCP tool hints such as `readOnlyHint`,
-    `destructiveHint`), for authorizers and policies; empty for a host function."""
+    `destructiveHint`), for authorizers and policies: all four once any is given (the
+    rest as MCP presumes them), empty for a host function that gives none."""
     json_results: bool = False
     """Whether the handler returns JSON data (an upstream tool's), which crosses by being
     kept to the declared type, with no serializer to run."""
@@ -167,6 +169,7 @@ def build_capability(
     max_calls_per_execution: int | None = None,
     timeout: float | None = None,
     example: str | None = None,
+    annotations: Mapping[str, bool] | None = None,
 ) -> Capability:
     """Validate a handler and its metadata; every problem raises RegistrationError."""
     name = check_name(name)
@@ -184,6 +187,14 @@ def build_capability(
         raise fail("search terms must be non-empty strings")
     if not callable(handler):
         raise fail("handler must be callable")
+    if annotations is not None:
+        if not isinstance(annotations, Mapping):
+            raise fail(f"annotations must be a mapping of {', '.join(HINTS)} to True or False")
+        for key, value in annotations.items():
+            if key not in HINTS:
+                raise fail(f"unknown annotation {key!r}; the annotations are {', '.join(HINTS)}")
+            if not isinstance(value, bool):
+                raise fail(f"annotation {key} must be True or False")
     if max_calls_per_execution is not None and (
         isinstance(max_calls_per_execution, bool)
         or not isinstance(max_calls_per_execution, int)
@@ -251,6 +262,7 @@ def build_capability(
         timeout=timeout,
         flat=all(t.is_scalar(p.annotation) for p in parameters),
         example=example,
+        annotations={} if annotations is None else complete_hints(annotations),
     )
 
 

@@ -128,6 +128,10 @@ class Owner(pydantic.BaseModel):
     team: str
 
 
+READ_ONLY = {"readOnlyHint": True, "openWorldHint": False}
+"""What the demo's reading capabilities say of their effects: none, within the database."""
+
+
 def create(
     path: Path | None = None, *, authorizer: Authorizer | None = None, limits: Limits | None = None
 ) -> CodeMode:
@@ -164,6 +168,7 @@ def create(
 
     @cm.capability(
         "sandboxes.list",
+        annotations=READ_ONLY,
         summary="List sandboxes with their region, owner and instance count.",
         search_terms=["environments", "projects"],
         example='sandboxes.list(owner="u-ada")',
@@ -191,6 +196,7 @@ def create(
 
     @cm.capability(
         "instances.list",
+        annotations=READ_ONLY,
         summary="List instances, filtered by sandbox, state, tag or owner, a page at a time.",
         description=(
             "Pages hold at most `limit` items; pass `next_offset` as `offset` for the next page."
@@ -255,6 +261,7 @@ def create(
 
     @cm.capability(
         "instances.get",
+        annotations=READ_ONLY,
         summary="Get one instance with its nics (name, address, network) and tags.",
         search_terms=["server details", "ip address"],
         example='instances.get(sandbox="dev", name="api")',
@@ -264,6 +271,7 @@ def create(
 
     @cm.capability(
         "instances.search",
+        annotations=READ_ONLY,
         summary="Find instances whose name, tag or nic address contains the text.",
         example='instances.search(text="192.168.1")',
     )
@@ -294,6 +302,7 @@ def create(
 
     @cm.capability(
         "instances.set_state",
+        annotations={"idempotentHint": True, "destructiveHint": False, "openWorldHint": False},
         summary="Start or stop an instance; returns the updated instance.",
         search_terms=["start", "stop", "restart", "power off a server"],
         example='instances.set_state(sandbox="dev", name="api", state="stopped")',
@@ -314,6 +323,7 @@ def create(
 
     @cm.capability(
         "instances.tag",
+        annotations={"idempotentHint": True, "destructiveHint": False, "openWorldHint": False},
         summary="Add tags to an instance; returns all its tags.",
         search_terms=["label"],
         example='instances.tag(sandbox="dev", name="api", tags=["web", "team-a"])',
@@ -333,6 +343,7 @@ def create(
 
     @cm.capability(
         "owners.get",
+        annotations=READ_ONLY,
         summary="Get one owner (a person) by id, with email and team.",
         search_terms=["user", "person", "contact"],
         example='owners.get(id="u-edsger")',
@@ -349,6 +360,7 @@ def create(
 
     @cm.capability(
         "owners.list",
+        annotations=READ_ONLY,
         summary="List owners, optionally of one team.",
         example='owners.list(team="platform")',
     )

@@ -14,15 +14,14 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import types
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
 
 import mcp_types as mt
 
-from codemode.authz import HINTS
 from codemode.capabilities import REQUIRED, Capability, Parameter
 from codemode.capabilities import typehints as t
+from codemode.capabilities.hints import complete_hints
 from codemode.capabilities.naming import check_name
 from codemode.errors import AgentError, ExpectedError, RegistrationError
 from codemode.gateway import schema as s
@@ -75,27 +74,8 @@ def expose_mode(value: object) -> ExposeErrors:
 
 
 def annotations_of(tool: mt.Tool) -> Mapping[str, bool]:
-    """The tool's four hints, each as the tool gives it or as the specification presumes:
-    a tool that says nothing may destroy and reach the world; a read-only one neither
-    destroys nor changes anything when repeated. Hints that contradict each other are
-    read the safe way: a tool that says it is both read-only and destructive is
-    destructive."""
-    given = tool.annotations.model_dump(by_alias=True) if tool.annotations else {}
-    if given.get("destructiveHint") is True:  # read-only and destructive: it may destroy
-        given["readOnlyHint"] = False
-    read_only = given.get("readOnlyHint") is True
-    presumed = {
-        "readOnlyHint": False,
-        "destructiveHint": not read_only,
-        "idempotentHint": read_only,
-        "openWorldHint": True,
-    }
-    return types.MappingProxyType(
-        {
-            name: given[name] if isinstance(given.get(name), bool) else presumed[name]
-            for name in HINTS
-        }
-    )
+    """The tool's four hints, as it gives them or as MCP presumes (`complete_hints`)."""
+    return complete_hints(tool.annotations.model_dump(by_alias=True) if tool.annotations else {})
 
 
 def tool_capability(

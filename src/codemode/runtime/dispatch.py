@@ -17,9 +17,12 @@ from __future__ import annotations
 import asyncio
 import copy
 import functools
+import hashlib
 import inspect
+import json
 import logging
 import math
+import reprlib
 import threading
 import time
 from collections.abc import Awaitable, Callable, Generator
@@ -77,13 +80,44 @@ class Awaiting:
     """The call's span, current while the coroutine runs."""
 
 
-Plan = Generator[Awaiting, Any, Projected]
+@dataclass(frozen=True, slots=True)
+class Completed:
+    """A call that completed: what the program receives, and what its record keeps."""
+
+    projected: Projected
+    arguments: str
+    """The keyword arguments as the program passed them, cut short for a report."""
+    digest: str
+    """The digest of their whole canonical JSON: equal digests, equal arguments."""
+    changes: bool
+    """Whether the capability may change something (it is not declared read-only)."""
+
+
+Plan = Generator[Awaiting, Any, Completed]
 """One call: yields what must be awaited, returns what the program receives."""
 
 
 class Abandon(BaseException):
     """Thrown into a plan whose execution was answered while it awaited host code: it
     ends there (its spans and budgets closed), never mistaken for host code's own."""
+
+
+_SHORT = reprlib.Repr()
+_SHORT.maxstring = _SHORT.maxother = 40
+_SHORT.maxlist = _SHORT.maxdict = 4
+_SHORT.maxlevel = 2
+
+
+def _written(kwargs: dict[str, Any]) -> tuple[str, str]:
+    """The keyword arguments as the program wrote them (`id='T-7', status='closed'`), at
+    most 120 characters, and the digest of their whole canonical JSON."""
+    text = ", ".join(f"{key}={_SHORT.repr(value)}" for key, value in kwargs.items())
+    if len(text) > 120:
+        text = text[:117] + "..."
+    canonical = json.dumps(kwargs, sort_keys=True, default=repr, separators=(",", ":"))
+    return text, hashlib.blake2b(
+        canonical.encode("utf-8", "surrogatepass"), digest_size=16
+    ).hexdigest()
 
 
 def abandon(plan: Plan) -> None:
@@ -226,7 +260,9 @@ class Dispatcher:
         if stopped is not None:  # answered meanwhile: what the caller was told stands
             raise StopError(stopped)
         self._count(projected.size)
-        return projected
+        text, digest = _written(kwargs)
+        changes = capability.annotations.get("readOnlyHint") is not True
+        return Completed(projected, text, digest, changes)
 
     def _authorize(
         self, capability: Capability, arguments: Any, base: dict[str, Any], span: Span
@@ -278,7 +314,7 @@ class Dispatcher:
 
     def _invoke(
         self, capability: Capability, kwargs: dict[str, Any], locate: Locate, span: Span
-    ) -> Plan:
+    ) -> Generator[Awaiting, Any, Projected]:
         """Run the handler and project its result, within its time budget.
 
         Past the budget the deadline answers the caller (a coroutine is cancelled; a sync

@@ -48,7 +48,7 @@ from codemode.runtime.classify import FailureContext, InjectedError, StopError, 
 from codemode.runtime.clock import Clock, Timer
 from codemode.runtime.crossing import returned
 from codemode.runtime.deadline import Deadline
-from codemode.runtime.dispatch import Awaiting, Dispatcher, Plan, abandon
+from codemode.runtime.dispatch import Awaiting, Completed, Dispatcher, Plan, abandon
 from codemode.runtime.guest import sleep_problem, undefined, vars_of
 from codemode.runtime.loop import EngineLoop
 from codemode.runtime.notices import Notices
@@ -204,7 +204,7 @@ class Execution:
         self.printer = _Printer(limits.max_printed_bytes, self._on_flood)
         self.calls: list[str] = []
         self.calls_by_name: dict[str, int] = {}
-        self.ended_calls: list[tuple[str, tuple[int, int], str]] = []
+        self.ended_calls: list[tuple[str, tuple[int, int], str, Completed | None]] = []
         """(capability, call span, outcome) of every call that ended, in that order."""
         self.ended = threading.Event()
         """Set once the execution's run is over and its last event delivered."""
@@ -568,14 +568,15 @@ class Execution:
         try:
             item = plan.send(value) if exc is None else plan.throw(exc)
         except StopIteration as stop:
-            self.ended_calls.append((name, call.span, "ok"))
-            return Returned(stop.value.value, stop.value.has_records)
+            completed: Completed = stop.value
+            self.ended_calls.append((name, call.span, "ok", completed))
+            return Returned(completed.projected.value, completed.projected.has_records)
         except InjectedError as failure:
-            self.ended_calls.append((name, call.span, failure.error.code.value))
+            self.ended_calls.append((name, call.span, failure.error.code.value, None))
             return self._inject(failure, call)
         except StopError as stop:
             error = stop.error
-            self.ended_calls.append((name, call.span, error.code.value))
+            self.ended_calls.append((name, call.span, error.code.value, None))
             if error.where is not None or _overdue(error):
                 raise  # the deadline placed it, as the caller was told
             raise StopError(error.replace(where=self._where(call))) from None
@@ -668,9 +669,17 @@ class Execution:
         """The calls that ended, with their lines (built only for an error)."""
         program = self._program
         records = []
-        for name, span, result in list(self.ended_calls):
+        for name, span, result, completed in list(self.ended_calls):
             where = None if program is None else program.where_at(*span)
-            records.append(CallRecord(name, None if where is None else where.line, result))
+            line = None if where is None else where.line
+            if completed is None:
+                records.append(CallRecord(name, line, result))
+                continue
+            records.append(
+                CallRecord(
+                    name, line, result, completed.arguments, completed.digest, completed.changes
+                )
+            )
         return tuple(records)
 
     def _started(self) -> None:
