@@ -42,22 +42,28 @@ def test_run_prints_the_result_as_json(tmp_path: Path) -> None:
     assert out == 'hi\n{\n  "key": "a",\n  "count": 0\n}\n'
 
 
-def test_run_shows_the_failing_line_with_a_caret(tmp_path: Path) -> None:
-    code, _, err = run(tmp_path, "def main():\n    x = 1\n    return [1][5]")
+def test_run_shows_the_error_as_the_model_reads_it(tmp_path: Path) -> None:
+    """The report execute's text item carries: the failing line with a caret, the calls
+    that completed, what was printed; on stdout, the host log on stderr."""
+    source = "def main():\n    print('looked')\n    records.lookup(key='a')\n    return [1][5]"
+    code, out, err = run(tmp_path, source)
     assert code == 1
-    assert err == (
-        '  File "<codemode>", line 3, in main\n'
+    assert out == (
+        "invalid program: <codemode>:4:12: IndexError: list index out of range\n"
         "    return [1][5]\n"
         "           ^^^^^^\n"
-        "invalid program: <codemode>:3:12: IndexError: list index out of range [invalid_program]\n"
+        "After 1 completed capability call: records.lookup (line 3).\n"
+        "Printed before the failure:\n"
+        "looked\n"
     )
+    assert "IndexError" not in err
 
 
 def test_run_errors_without_a_position_show_the_message(tmp_path: Path) -> None:
-    code, _, err = run(tmp_path, "def main():\n    return records.fail()", "--subject", "bob")
+    code, out, _ = run(tmp_path, "def main():\n    return records.fail()", "--subject", "bob")
     assert code == 1
-    assert err.endswith("capability failed [capability_failed]\n")
-    assert "CANARY" not in err
+    assert out.startswith("capability failed\n    return records.fail()\n")
+    assert "CANARY" not in out
 
 
 OSC_CLIPBOARD = "\x1b]52;c;ZXZpbA==\x07"
@@ -73,13 +79,14 @@ def test_run_never_writes_a_programs_escape_sequences_to_the_terminal(tmp_path: 
 
 
 def test_a_failing_line_with_an_escape_sequence_is_shown_inert(tmp_path: Path) -> None:
-    code, out, err = run(tmp_path, f'def main():\n    print("x")\n    return ["{OSC_TITLE}"][5]')
-    assert (code, out) == (1, "x\n")
-    assert err == (
-        '  File "<codemode>", line 3, in main\n'
+    code, out, _ = run(tmp_path, f'def main():\n    print("x")\n    return ["{OSC_TITLE}"][5]')
+    assert (code, out) == (
+        1,
+        "invalid program: <codemode>:3:12: IndexError: list index out of range\n"
         '    return ["\ufffd]0;pwned\ufffd"][5]\n'
         "           ^^^^^^^^^^^^^^^^^\n"
-        "invalid program: <codemode>:3:12: IndexError: list index out of range [invalid_program]\n"
+        "Printed before the failure:\n"
+        "x\n",
     )
 
 
@@ -320,13 +327,13 @@ def test_a_subject_that_sees_nothing_is_told_to_the_operator(tmp_path: Path) -> 
     host = "tests.test_cli:admins_only"
     runner = CliRunner()
     ran = runner.invoke(main, ["run", host, str(path)])
-    assert (ran.exit_code, ran.stderr) == (
+    assert (ran.exit_code, ran.stderr, ran.stdout) == (
         1,
-        BLIND + '  File "<codemode>", line 2, in main\n'
-        "    return instances.list()\n"
-        "           ^^^^^^^^^\n"
+        BLIND,
         "invalid program: <codemode>:2:12: NameError: name 'instances' is not defined; "
-        "no capabilities are available to you [invalid_program]\n",
+        "no capabilities are available to you\n"
+        "    return instances.list()\n"
+        "           ^^^^^^^^^\n",
     )
     searched = runner.invoke(main, ["search", host])
     assert (searched.exit_code, searched.stderr) == (0, BLIND)

@@ -509,15 +509,14 @@ class _Reloaded:
 @click.argument("file", type=click.File("rb"))
 @click.option("--subject", default="local", show_default=True)
 def run(app: str, file: Any, subject: str) -> None:
-    """Run the program in FILE against APP and print its result."""
+    """Run the program in FILE against APP and print its result, or the error as the
+    model reads it."""
     cm = _load_app(app)
     try:
         _say_if_blind(cm, subject)
         result = cm.execute(_program_text(file), subject=subject)
-    except CodeModeError as error:
-        if error.printed:
-            click.echo(_for_terminal(error.printed), nl=False)
-        click.echo(render_error(error), err=True)
+    except CodeModeError as error:  # on stdout, as the model reads it; the host log on stderr
+        click.echo(_for_terminal(error.report()))
         sys.exit(1)
     finally:
         cm.close()
@@ -614,14 +613,16 @@ def search(app: str, query: str, subject: str, offset: int) -> None:
 @click.argument("app")
 @click.argument("name")
 @click.option("--subject", default="local", show_default=True)
-def describe(app: str, name: str, subject: str) -> None:
+@click.option("--schemas", is_flag=True, help="Add the JSON Schemas, as describe_api's schemas.")
+def describe(app: str, name: str, subject: str, schemas: bool) -> None:
     """Show what describe_api answers for the capability NAME."""
     from codemode.payloads import describe_payload
 
     cm = _load_app(app)
     try:
         _say_if_blind(cm, subject)
-        click.echo(json.dumps(describe_payload(cm.describe(name, subject=subject)), indent=2))
+        info = cm.describe(name, subject=subject)
+        click.echo(json.dumps(describe_payload(info, schemas=schemas), indent=2))
     except CodeModeError as error:
         click.echo(render_error(error), err=True)
         sys.exit(1)

@@ -5,6 +5,7 @@ they both apply."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 from codemode.capabilities.info import CapabilityInfo
 from codemode.capabilities.search import SearchResult
@@ -36,35 +37,54 @@ def offset_argument(value: JSONValue) -> int:
     return value
 
 
-def describe_payload(info: CapabilityInfo) -> JSONObject:
-    """What describe_api answers for one capability."""
-    return {
+def describe_payload(info: CapabilityInfo, *, schemas: bool = False) -> JSONObject:
+    """What describe_api answers for one capability: its signature, parameters, result and
+    shapes, what it says of its effects, and its JSON Schemas only when asked (they repeat
+    what the rest says, at twice its size)."""
+    payload: JSONObject = {
         "name": info.name,
         "signature": info.signature,
         "summary": info.summary,
-        "description": info.description,
-        "parameters": [
-            {
-                "name": p.name,
-                "type": p.type,
-                "required": p.required,
-                **({} if p.default is None else {"default": p.default}),
-                **({"doc": p.doc} if p.doc else {}),
-                **({"constraints": p.constraints} if p.constraints else {}),
-                **({"examples": list(p.examples)} if p.examples else {}),
-            }
-            for p in info.parameters
-        ],
-        "result": {
-            "type": info.result.type,
-            "read_as": info.result.read_as,
-            **({"doc": info.result.doc} if info.result.doc else {}),
-        },
-        "shapes": list(info.shapes),
-        **({"example": info.example} if info.example else {}),
-        "input_schema": info.input_schema,
-        "output_schema": info.output_schema,
     }
+    if info.description != info.summary:
+        payload["description"] = info.description
+    if info.annotations:
+        payload["effects"] = effects(info.annotations)
+    payload["parameters"] = [
+        {
+            "name": p.name,
+            "type": p.type,
+            "required": p.required,
+            **({} if p.default is None else {"default": p.default}),
+            **({"doc": p.doc} if p.doc else {}),
+            **({"constraints": p.constraints} if p.constraints else {}),
+            **({"examples": list(p.examples)} if p.examples else {}),
+        }
+        for p in info.parameters
+    ]
+    payload["result"] = {
+        "type": info.result.type,
+        "read_as": info.result.read_as,
+        **({"doc": info.result.doc} if info.result.doc else {}),
+    }
+    payload["shapes"] = list(info.shapes)
+    if info.example:
+        payload["example"] = info.example
+    if schemas:
+        payload["input_schema"] = info.input_schema
+        payload["output_schema"] = info.output_schema
+    return payload
+
+
+def effects(annotations: Mapping[str, bool]) -> str:
+    """MCP's hints in words: `read-only`, or `writes`, then `destructive` or `not
+    destructive`, and `idempotent` when repeating a call changes nothing more."""
+    if annotations.get("readOnlyHint"):
+        return "read-only"
+    words = ["writes", "destructive" if annotations.get("destructiveHint") else "not destructive"]
+    if annotations.get("idempotentHint"):
+        words.append("idempotent")
+    return ", ".join(words)
 
 
 def execute_payload(result: ExecutionResult) -> JSONObject:
@@ -108,6 +128,7 @@ def text_argument(name: str, value: JSONValue) -> str:
 
 __all__ = [
     "describe_payload",
+    "effects",
     "error_payload",
     "execute_payload",
     "model_text",

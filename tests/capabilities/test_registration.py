@@ -223,5 +223,5 @@ def test_annotations_are_mcps_four_hints_completed_as_mcp_presumes() -> None:
             ({"readOnlyHint": 1}, "annotation readOnlyHint must be True or False"),
         ):
             with pytest.raises(RegistrationError) as refused:
-                other.capability("x.y", summary="X.", annotations=annotations)(read)
+                other.capability("x.y", summary="X.", annotations=annotations)(read)  # type: ignore[arg-type]
             assert str(refused.value) == f'capability "x.y": {says}'

@@ -123,10 +123,12 @@ def test_the_memory_server_gives_structured_results_with_known_keys(tmp_path: Pa
         assert describe_payload(cm.describe("memory.read_graph"))["shapes"] == [
             "ReadGraphResult: dict {entities: list[ReadGraphResultEntitiesItem], relations: "
             'list[ReadGraphResultRelationsItem]}, read as r["entities"]',
-            "ReadGraphResultEntitiesItem: dict {name: str, entityType: str, observations: "
-            'list[str]}, read as r["name"]',
-            "ReadGraphResultRelationsItem: dict {from: str, to: str, relationType: str}, "
-            'read as r["from"]',
+            "ReadGraphResultEntitiesItem: dict {name: str (The name of the entity), entityType: "
+            "str (The type of the entity), observations: list[str] (An array of observation "
+            'contents associated with the entity)}, read as r["name"]',
+            "ReadGraphResultRelationsItem: dict {from: str (The name of the entity where the "
+            "relation starts), to: str (The name of the entity where the relation ends), "
+            'relationType: str (The type of the relation)}, read as r["from"]',
         ]
         source = """
 def main():

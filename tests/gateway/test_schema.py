@@ -72,7 +72,7 @@ def test_objects_become_named_shapes_with_required_and_optional_keys() -> None:
     }
     hint = Hints(schema, "Entity").of(schema, "Entity")
     assert [s.render() for s in t.shapes(hint)] == [
-        'Entity: dict {name: str, from?: str, tags?: list[EntityTagsItem]}, read as r["name"]',
+        'Entity: dict {name: str (Who), from?: str, tags?: list[EntityTagsItem]}, read as r["name"]',
         'EntityTagsItem: dict {k?: str}, read as r["k"]',
     ]
 

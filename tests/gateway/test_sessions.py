@@ -140,7 +140,7 @@ async def test_a_failed_call_whose_ping_times_out_does_not_end_a_call_in_flight(
         async with anyio.create_task_group() as group:
             group.start_soon(slow)
             await anyio.to_thread.run_sync(_wait_for, events, lambda lines: "call slow" in lines)
-            with pytest.raises(UpstreamError, match=r"raw\.garbled failed"):
+            with pytest.raises(UpstreamError, match=r"^[A-Za-z]+Error: "):
                 await upstream.call("garbled", {}, timeout=None)  # its ping goes unanswered
             gate.touch()
         assert answers == ["slept"]
@@ -157,7 +157,7 @@ async def test_a_failed_call_whose_ping_times_out_alone_retires_the_session(
     events = tmp_path / "events"
     async with raw_upstream(RAW_EVENTS=str(events), RAW_NO_PING="1") as upstream:
         first = int(text(await upstream.call("pid", {}, timeout=10)))
-        with pytest.raises(UpstreamError, match=r"raw\.garbled failed"):
+        with pytest.raises(UpstreamError, match=r"^[A-Za-z]+Error: "):
             await upstream.call("garbled", {}, timeout=None)
         assert int(text(await upstream.call("pid", {}, timeout=10))) != first
         assert await anyio.to_thread.run_sync(_ends, first)
@@ -167,7 +167,7 @@ async def test_a_failed_call_whose_ping_times_out_alone_retires_the_session(
 async def test_a_failed_call_whose_ping_is_answered_keeps_the_session(tmp_path: Path) -> None:
     async with raw_upstream() as upstream:
         first = text(await upstream.call("pid", {}, timeout=10))
-        with pytest.raises(UpstreamError, match=r"raw\.garbled failed"):
+        with pytest.raises(UpstreamError, match=r"^[A-Za-z]+Error: "):
             await upstream.call("garbled", {}, timeout=None)
         assert text(await upstream.call("pid", {}, timeout=10)) == first
 
@@ -207,8 +207,8 @@ async def test_an_answer_nested_past_the_parse_depth_fails_its_call_at_once() ->
         with anyio.fail_after(10), pytest.raises(UpstreamError) as info:
             await upstream.call("deep_answer", {}, timeout=None)
         assert str(info.value) == (
-            "raw.deep_answer failed: MCPError: the answer is nested deeper than the MCP SDK "
-            "reads (recursion limit exceeded)"
+            "MCPError: the answer is nested deeper than the MCP SDK reads (recursion limit "
+            "exceeded)"
         )
         assert text(await upstream.call("pid", {}, timeout=10)) == before  # the session stays
 

@@ -141,6 +141,8 @@ class Field:
     name: str
     annotation: Any
     required: bool
+    description: str | None = None
+    """What the type says of it (`Field(description=...)`)."""
 
 
 def fields_of(tp: Any, *, result: bool = False) -> list[Field]:
@@ -163,14 +165,14 @@ def fields_of(tp: Any, *, result: bool = False) -> list[Field]:
     if isinstance(tp, type) and issubclass(tp, pydantic.BaseModel):
         if result:
             declared = [
-                Field(name, info.annotation, True)
+                Field(name, info.annotation, True, info.description)
                 for name, info in tp.model_fields.items()
                 if not info.exclude
             ]
             computed = [Field(n, c.return_type, True) for n, c in tp.model_computed_fields.items()]
             return declared + computed
         return [
-            Field(info.alias or name, info.annotation, info.is_required())
+            Field(info.alias or name, info.annotation, info.is_required(), info.description)
             for name, info in tp.model_fields.items()
         ]
     if dataclasses.is_dataclass(tp):
@@ -467,15 +469,16 @@ class Shape:
 
     name: str
     kind: Literal["dict", "object", "enum"]
-    fields: tuple[tuple[str, str, bool], ...]
-    """(name, notation, required) of each field; the values of an enum."""
+    fields: tuple[tuple[str, str, bool, str | None], ...]
+    """(name, notation, required, description) of each field; the values of an enum."""
 
     def render(self) -> str:
         if self.kind == "enum":
             return f"{self.name}: one of " + ", ".join(f[0] for f in self.fields)
         parts = [
-            f"{name}: {type_}" if required else f"{name}?: {type_}"
-            for name, type_, required in self.fields
+            (f"{name}: {type_}" if required else f"{name}?: {type_}")
+            + (f" ({_one_line(doc)})" if doc else "")
+            for name, type_, required, doc in self.fields
         ]
         if self.kind == "dict":
             sample = f'r["{self.fields[0][0]}"]' if self.fields else 'r["key"]'
@@ -484,18 +487,33 @@ class Shape:
         return f"{self.name}: object ({', '.join(parts)}), read as {sample}"
 
 
+def _one_line(text: str) -> str:
+    """A field's description as a shape shows it: one line, at most 80 characters."""
+    line = " ".join(text.split())
+    return line if len(line) <= 80 else line[:77] + "..."
+
+
 def shapes(tp: Any, *, result: bool = False) -> list[Shape]:
     """Every named type reachable from `tp`, outermost first (as a result: see fields_of)."""
     found: list[Shape] = []
     for current in walk(tp, result=result):
         if is_enum(current):
             found.append(
-                Shape(current.__name__, "enum", tuple((repr(m.value), "", True) for m in current))
+                Shape(
+                    current.__name__,
+                    "enum",
+                    tuple((repr(m.value), "", True, None) for m in current),
+                )
             )
         elif is_typeddict(current) or is_record(current):
             kind: Literal["dict", "object"] = "object" if is_record(current) else "dict"
             fields = tuple(
-                (f.name, notation(f.annotation), f.required)
+                (
+                    f.name,
+                    notation(f.annotation),
+                    f.required,
+                    f.description or declared(f.annotation).description,
+                )
                 for f in fields_of(current, result=result)
             )
             found.append(Shape(current.__name__, kind, fields))

@@ -368,7 +368,7 @@ class Upstream:
         except UpstreamError:
             raise
         except Exception as exc:
-            failed = f"{self.name}.{tool} failed: {_reason(exc)}"
+            failed = _reason(exc)  # the host log line names the capability
             if _answered(exc):
                 raise UpstreamRefused(failed, exc.error.message) from exc
             alive = held is not None and await _responds(session)

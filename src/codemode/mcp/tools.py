@@ -91,6 +91,10 @@ class DescribeArguments(TypedDict, total=False):
             description="Several exact names at once, instead of name",
         ),
     ]
+    schemas: Annotated[
+        bool,
+        Field(description="Add each capability's input and output JSON Schema (default false)"),
+    ]
 
 
 @with_config(_CLOSED)
@@ -168,6 +172,7 @@ class DescribeReply(TypedDict, total=False):
     signature: str
     summary: str
     description: str
+    effects: str
     parameters: list[Object]
     result: Object
     shapes: list[str]
@@ -289,7 +294,8 @@ DESCRIBE_DESCRIPTION = (
     "Describe a capability by the exact name search_api returned (or up to "
     f"{MAX_DESCRIBE_NAMES} at once with names): its keyword-only signature, each "
     "parameter's meaning, what each field of its "
-    'result is called and how to read it (r["key"] or r.key), and JSON Schemas.'
+    'result is called and how to read it (r["key"] or r.key), and whether it writes; '
+    "JSON Schemas too with schemas: true."
 )
 EXECUTE_DESCRIPTION = (
     "Run one program against the capabilities and return what main() returns, with anything "
@@ -418,6 +424,8 @@ def _problem(details: list[ErrorDetails], properties: Schema, arguments: Any) ->
         return f'property "{key}" must be a list of at most {expected["maxItems"]} strings'
     if expected["type"] == "integer":
         return f'property "{key}" must be a non-negative integer'
+    if expected["type"] == "boolean":
+        return f'property "{key}" must be true or false'
     return f'property "{key}" must be a string'
 
 
@@ -451,14 +459,16 @@ class Handlers:
     async def describe_api(self, arguments: dict[str, Any], subject: str) -> CallToolResult:
         if ("name" in arguments) == ("names" in arguments):
             raise InvalidRequestError('pass exactly one of "name" and "names"')
+        schemas = arguments.get("schemas", False)
         if "name" in arguments:
             capability = await self.cm.describe_async(arguments["name"], subject=subject)
-            return ok(describe_payload(capability))
+            return ok(describe_payload(capability, schemas=schemas))
         found: list[JSONValue] = []
         missing: list[JSONValue] = []
         for name in dict.fromkeys(arguments["names"]):
             try:
-                found.append(describe_payload(await self.cm.describe_async(name, subject=subject)))
+                info = await self.cm.describe_async(name, subject=subject)
+                found.append(describe_payload(info, schemas=schemas))
             except NotFoundError as error:
                 missing.append({"name": name[:200], "message": str(error)})
         return ok({"capabilities": found, "not_found": missing})

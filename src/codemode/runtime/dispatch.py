@@ -103,7 +103,7 @@ class Abandon(BaseException):
 
 
 _SHORT = reprlib.Repr()
-_SHORT.maxstring = _SHORT.maxother = 40
+_SHORT.maxstring = _SHORT.maxother = 60
 _SHORT.maxlist = _SHORT.maxdict = 4
 _SHORT.maxlevel = 2
 

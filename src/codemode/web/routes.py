@@ -116,7 +116,7 @@ def web_routes(cm: CodeMode) -> list[BaseRoute]:
 
     async def describe(who: str, data: dict[str, Any]) -> dict[str, Any]:
         capability = await cm.describe_async(text_argument("name", data.get("name")), subject=who)
-        return {"ok": True, "capability": describe_payload(capability)}
+        return {"ok": True, "capability": describe_payload(capability, schemas=True)}
 
     async def execute(who: str, data: dict[str, Any]) -> dict[str, Any]:
         result = await cm.execute_async(text_argument("source", data.get("source")), subject=who)
