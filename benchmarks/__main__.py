@@ -1,6 +1,6 @@
 """Run the benchmarks, print the summaries, write results/latest.json, results.md and a plot.
 
-`uv run python -m benchmarks [suite ...]` (suites: engine, authoring, catalog, mcp, shape, gateway, policy, peers).
+`uv run python -m benchmarks [suite ...]` (suites: engine, authoring, catalog, mcp, shape, gateway, context, policy, peers).
 Every figure is a median of at least 30 samples after a warm-up, and every claim is a
 ratio taken in the same run, because these machines are small and shared.
 
@@ -46,6 +46,7 @@ SUITES = {
     "mcp": Suite("mcp_round_trip"),
     "shape": Suite("shape"),
     "gateway": Suite("gateway"),
+    "context": Suite("context"),
     "policy": Suite("policy"),
     "peers": Suite("peers", needs=("fastmcp", "smolagents")),
 }
