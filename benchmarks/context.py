@@ -16,6 +16,7 @@ from codemode.authz import AllowAll
 from codemode.demo import create
 from codemode.mcp.tools import tools
 from codemode.payloads import describe_payload, model_text, search_payload
+from codemode.types import JSONObject, JSONValue
 
 DEMO_NEEDS = ("instances.list", "instances.get", "owners.get", "sandboxes.list")
 FS_NEEDS = ("fs.list_directory", "fs.read_text_file", "fs.write_file", "fs.search_files")
@@ -24,10 +25,8 @@ FS_NEEDS = ("fs.list_directory", "fs.read_text_file", "fs.write_file", "fs.searc
 def _read(cm: CodeMode, query: str, names: tuple[str, ...], *, schemas: bool) -> dict[str, int]:
     """Bytes of each text item the model reads, as the MCP server sends it."""
     listed = [t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in tools(cm.limits)]
-    described = {
-        "capabilities": [describe_payload(cm.describe(n), schemas=schemas) for n in names],
-        "not_found": [],
-    }
+    found: list[JSONValue] = [describe_payload(cm.describe(n), schemas=schemas) for n in names]
+    described: JSONObject = {"capabilities": found, "not_found": []}
     return {
         "tools_list": len(json.dumps({"tools": listed}, separators=(",", ":")).encode()),
         "search": len(model_text(search_payload(cm.search(query))).encode()),
