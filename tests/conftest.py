@@ -199,14 +199,16 @@ def assert_no_canary(*texts: object) -> None:
 
 
 NPM_TOOLS = Path(os.environ.get("CODEMODE_NPM_TOOLS", Path.home() / ".cache" / "codemode" / "npm"))
-"""Where `.ci/run` installs the npm packages tests drive (outside the repository)."""
+"""Where `scripts/install-test-tools` installs the npm packages tests drive (outside the
+repository)."""
 
 
 def system_tool(path: str | Path, install: str) -> Path:
     """A program a test drives for real, or a skip that says how to install it.
 
-    Where `CODEMODE_REQUIRE_SYSTEM_TOOLS=1` (set by `.ci/run`, which installs them all),
-    a missing one fails the test instead: CI never skips a suite.
+    Where `CODEMODE_REQUIRE_SYSTEM_TOOLS=1` (set by `.ci/run` once
+    scripts/install-test-tools has installed them all), a missing one fails the test
+    instead: CI never skips a suite.
     """
     found = Path(path)
     if found.exists():
@@ -217,13 +219,13 @@ def system_tool(path: str | Path, install: str) -> Path:
     pytest.skip(reason)
 
 
-NPM_INSTALL = "run .ci/run, which installs it and Node.js 22 there"
+NPM_INSTALL = "run scripts/install-test-tools, which installs it and Node.js 22 there"
 _ARCH = {"x86_64": "x64", "aarch64": "arm64", "arm64": "arm64"}.get(platform.machine(), "x64")
 
 
 def node_script(*path: str) -> list[str]:
     """The command line that runs the npm package script at `path` under NPM_TOOLS on
-    Node.js 22 (both installed by .ci/run), or a skip that says how to install them."""
+    Node.js 22 (both installed by scripts/install-test-tools), or a skip that says how to install them."""
     modules = NPM_TOOLS / "node_modules"
     node = system_tool(modules / f"node-linux-{_ARCH}" / "bin" / "node", NPM_INSTALL)
     return [str(node), str(system_tool(modules.joinpath(*path), NPM_INSTALL))]

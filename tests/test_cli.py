@@ -606,3 +606,27 @@ def test_an_app_that_fails_to_load_is_one_usage_error(
     assert result.exit_code == 2, result.output
     assert says in result.output and "Traceback" not in result.output
     assert result.output.splitlines()[-1].startswith("Error: Invalid value for APP: ")
+
+
+def test_the_demo_keeps_one_database_per_user_unless_given_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As the README says: $XDG_DATA_HOME/codemode/demo.sqlite3, shared by every demo of
+    that user, whose writes stay; --data names another file."""
+    from codemode.demo import create, default_path
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    assert default_path() == tmp_path / "codemode" / "demo.sqlite3"
+    tag = "def main():\n    return instances.tag(sandbox='dev', name='api', tags=['kept'])\n"
+    with create() as first:
+        first.execute(tag, subject="a")
+    with create() as second:  # another demo of the same user: the write stayed
+        found = second.execute(
+            "def main():\n    return instances.list(tag='kept')['total']\n", subject="a"
+        )
+        assert found.value == 1
+    with create(tmp_path / "other.sqlite3") as other:
+        found = other.execute(
+            "def main():\n    return instances.list(tag='kept')['total']\n", subject="a"
+        )
+        assert found.value == 0

@@ -1,5 +1,5 @@
 """The official MCP conformance suite (npm `@modelcontextprotocol/conformance`, installed by
-.ci/run) against `codemode serve --transport http`, in both protocol eras.
+scripts/install-test-tools) against `codemode serve --transport http`, in both protocol eras.
 
 Every server scenario of the suite is either applicable, and then must pass, or listed
 below as not applicable with the reason. Within an applicable scenario, a check that does
@@ -176,7 +176,10 @@ def test_the_unmet_checks_belong_to_applicable_scenarios() -> None:
 
 
 def test_the_suite_pinned_is_the_one_ci_installs() -> None:
-    assert "@modelcontextprotocol/conformance@0.2.0-alpha.12" in Path(ROOT, ".ci/run").read_text()
+    assert (
+        "@modelcontextprotocol/conformance@0.2.0-alpha.12"
+        in Path(ROOT, "scripts/install-test-tools").read_text()
+    )
     assert (
         Path(conformance()[1])
         .parents[1]

@@ -65,7 +65,9 @@ def demo_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def browser() -> Iterator[Browser]:
     SHOTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
-        chromium = system_tool(CHROMIUM, "apt-get install chromium (or run .ci/run)")
+        chromium = system_tool(
+            CHROMIUM, "apt-get install chromium (or run scripts/install-test-tools)"
+        )
         browser = playwright.chromium.launch(
             executable_path=chromium, headless=True, args=CHROMIUM_ARGS
         )
@@ -381,7 +383,8 @@ def test_the_page_works_behind_a_proxy_under_a_path_prefix(
     browser: Browser, demo_url: str, tmp_path: Path
 ) -> None:
     nginx = system_tool(
-        shutil.which("nginx") or "/usr/sbin/nginx", "apt-get install nginx (or run .ci/run)"
+        shutil.which("nginx") or "/usr/sbin/nginx",
+        "apt-get install nginx (or run scripts/install-test-tools)",
     )
     port, upstream = free_port(), int(demo_url.rstrip("/").rsplit(":", 1)[1])
     (tmp_path / "nginx.conf").write_text(

@@ -10,7 +10,7 @@ from tests.conftest import NPM_TOOLS, system_tool
 FIXTURE = str(Path(__file__).with_name("upstream_server.py"))
 """A real MCP server with a tool for every fault (see its docstring)."""
 PYTHON = sys.executable
-NPM_INSTALL = "run .ci/run, which installs {package} there with npm"
+NPM_INSTALL = "run scripts/install-test-tools, which installs {package} there with npm"
 FILESYSTEM_PACKAGE = "@modelcontextprotocol/server-filesystem"
 MEMORY_PACKAGE = "@modelcontextprotocol/server-memory"
 

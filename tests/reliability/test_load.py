@@ -149,7 +149,7 @@ def executions(audit: Path) -> int:
 async def test_two_stateless_servers_behind_nginx_share_the_load_and_survive_a_kill(
     tmp_path: Path,
 ) -> None:
-    nginx_binary = system_tool(NGINX, "apt-get install nginx (or run .ci/run)")
+    nginx_binary = system_tool(NGINX, "apt-get install nginx (or run scripts/install-test-tools)")
     a, b, port = free_port(), free_port(), free_port()
     audits = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
     (tmp_path / "nginx.conf").write_text(NGINX_CONF.format(tmp=tmp_path, a=a, b=b, port=port))
