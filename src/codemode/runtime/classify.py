@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from codemode.authz import Denied
 from codemode.errors import (
@@ -90,6 +91,8 @@ class FailureContext:
     injected: list[tuple[Where, str, str, CodeModeError]] = field(default_factory=list)
     """Errors raised inside the program: (the call that raised it, exception type, message,
     error), in the order they were raised."""
+    results: dict[str, Any] = field(default_factory=dict)
+    """What each capability's last completed call gave the program, by name (for hints)."""
 
 
 def classify(failure: BaseException, context: FailureContext) -> CodeModeError:
@@ -131,7 +134,7 @@ def classify(failure: BaseException, context: FailureContext) -> CodeModeError:
         return _entry_point_error(failure)
     text = _text(failure)
     if context.programs is not None:
-        known = context.programs.known(program)
+        known = context.programs.known(program, context.results)
         text = explain(failure.exc_type, failure.message, known, where)
     return _program_error(text, where, stack)
 

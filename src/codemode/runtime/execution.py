@@ -570,6 +570,7 @@ class Execution:
         except StopIteration as stop:
             completed: Completed = stop.value
             self.ended_calls.append((name, call.span, "ok", completed))
+            self.failure_context.results[name] = completed.projected.value
             return Returned(completed.projected.value, completed.projected.has_records)
         except InjectedError as failure:
             self.ended_calls.append((name, call.span, failure.error.code.value, None))

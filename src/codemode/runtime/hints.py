@@ -14,7 +14,7 @@ import difflib
 import importlib
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, get_args, get_origin
 
@@ -71,6 +71,9 @@ class Known:
     """The capability namespaces the program may use."""
     capabilities: Mapping[str, Capability]
     source: str
+    results: Mapping[str, Any] = field(default_factory=dict)
+    """The value each capability's last completed call gave this execution, by name: the
+    program's own data, whose keys a KeyError on an undeclared dict may name."""
 
 
 _NAME = re.compile(r"^name '([A-Za-z_][A-Za-z0-9_]*)' is not defined$")
@@ -136,6 +139,11 @@ def _hint(exc_type: str, message: str, known: Known, where: Where | None) -> str
             keys = [f.name for f in t.fields_of(declared, result=True)]
             close = _did_you_mean(found[1], keys)
             return close or f"{declared.__name__} has: {', '.join(keys)}"
+        held = _held_keys(known, where, found[1])
+        if held is not None:
+            close = _did_you_mean(found[1], held)  # and the keys: a near name may not be meant
+            listed = "the result has: " + ", ".join(held)
+            return f"{close} {listed}" if close else listed
         return _did_you_mean(found[1], known.vocabulary.keys | known.keys)
     if exc_type == "TypeError" and (found := _NOT_SUBSCRIPTABLE.match(message)):
         fields = known.vocabulary.objects.get(found[1])
@@ -258,6 +266,36 @@ def _did_you_mean(name: str, candidates: Iterable[str]) -> str | None:
 def _subscripted(known: Known, where: Where | None) -> Any:
     """The declared type of `x` in the failing `x["key"]`, when the program's own code
     says it (a capability's result, a key or item of one, a loop over one)."""
+    found = _failing_subscript(known, where)
+    return None if found is None else _type_of(found[0].value, found[1], known.capabilities, 0)
+
+
+def _held_keys(known: Known, where: Where | None, key: str) -> list[str] | None:
+    """For a failing `x["key"]` on a dict whose type declares no keys (an upstream tool's
+    parsed text, a `dict[str, Any]`): the keys that dict has, when the program's code says
+    it is a capability's result (or a key or an index of one, as written) and that value,
+    as the call gave it, lacks the key. The value is the program's own data."""
+    node = _failing_subscript(known, where)
+    if node is None:
+        return None
+    path = _value_path(node[0].value, node[1], known.capabilities, 0)
+    if path is None or path[0] not in known.results:
+        return None
+    value = known.results[path[0]]
+    for step in path[1]:
+        try:
+            value = value[step]
+        except (KeyError, IndexError, TypeError):
+            return None
+    if not isinstance(value, dict) or key in value:
+        return None  # not the value the program holds now
+    keys = [k for k in value if isinstance(k, str)]
+    shown = [k if len(k) <= 40 else k[:37] + "..." for k in keys[:40]]
+    return shown + (["..."] if len(keys) > 40 else [])
+
+
+def _failing_subscript(known: Known, where: Where | None) -> tuple[ast.Subscript, ast.AST] | None:
+    """The failing `x["key"]` and the function it is in."""
     if where is None:
         return None
     try:
@@ -270,7 +308,31 @@ def _subscripted(known: Known, where: Where | None) -> Any:
             scope = node
     for node in ast.walk(scope):
         if isinstance(node, ast.Subscript) and _at(node, where):
-            return _type_of(node.value, scope, known.capabilities, 0)
+            return node, scope
+    return None
+
+
+def _value_path(
+    expr: ast.expr, scope: ast.AST, capabilities: Mapping[str, Capability], depth: int
+) -> tuple[str, list[Any]] | None:
+    """`("fs.get_file_info", ["meta"])` for an expression that is a capability call's result
+    followed by the constant keys and indexes the program wrote; None otherwise (a loop's
+    item is not one value)."""
+    if depth > 16:
+        return None
+    if isinstance(expr, ast.Await):
+        return _value_path(expr.value, scope, capabilities, depth + 1)
+    if isinstance(expr, ast.Call):
+        name = _dotted(expr.func)
+        return (name, []) if name in capabilities else None
+    if isinstance(expr, ast.Name):
+        sources = _bindings(expr.id, scope)
+        if len(sources) != 1 or not hasattr(sources[0], "lineno"):  # a loop's item
+            return None
+        return _value_path(sources[0], scope, capabilities, depth + 1)
+    if isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Constant):
+        base = _value_path(expr.value, scope, capabilities, depth + 1)
+        return None if base is None else (base[0], [*base[1], expr.slice.value])
     return None
 
 

@@ -12,9 +12,11 @@ from __future__ import annotations
 import ast
 import functools
 import re
+import types
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from codemode import preflight, syntax
 from codemode.capabilities import Capability
@@ -138,8 +140,8 @@ class Programs:
         """What these capabilities name, for hints (built on the first failure that needs it)."""
         return Vocabulary.of(self.capabilities.values())
 
-    def known(self, program: Program) -> Known:
-        """What `program` may be naming, for did-you-mean."""
+    def known(self, program: Program, results: Mapping[str, Any] | None = None) -> Known:
+        """What `program` may be naming, for did-you-mean, and what its calls gave it."""
         return Known(
             self.vocabulary,
             program.names,
@@ -147,6 +149,7 @@ class Programs:
             self.roots,
             self.capabilities,
             program.source,
+            types.MappingProxyType(dict(results or {})),
         )
 
     def prepare(self, source: str) -> Program:
