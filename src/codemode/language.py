@@ -46,6 +46,7 @@ MISSING_MODULES: tuple[str, ...] = (
     "threading",
     "urllib",
     "uuid",
+    "zoneinfo",
 )
 """Common modules that do not exist in the sandbox."""
 
@@ -74,11 +75,26 @@ UNSUPPORTED: tuple[tuple[str, str], ...] = (
 )
 """What fails, each with the supported alternative."""
 
+LACKS: tuple[tuple[str, str], ...] = (
+    ("re.VERBOSE, re.X", "start the pattern with (?x)"),
+    ("a function as re.sub's replacement", r"use a string one, \1 for a group"),
+    ("str.maketrans, str.translate", "use str.replace"),
+    ("a method as a value, key=str.lower", "use key=lambda s: s.lower()"),
+    ("json.dumps(default=...)", "convert the value first: vars(obj), list(s)"),
+    ("encodings but utf-8 and ascii", "decode as utf-8"),
+    ("int.from_bytes", "use int(b.hex(), 16)"),
+    ("@property, @staticmethod, @classmethod", "use plain methods"),
+)
+"""What the listed modules and built-in types lack, each with what to write instead."""
+
 
 INSTEAD: dict[str, str] = {
     "str.format_map": "use str.format(**mapping)",
     "str.translate": "use str.replace",
     "str.maketrans": "use str.replace",
+    "int.from_bytes": "use int(b.hex(), 16)",
+    "re.VERBOSE": "start the pattern with (?x)",
+    "re.X": "start the pattern with (?x)",
     "int.bit_length": "use len(bin(abs(n))) - 2",
     "float.is_integer": "use x == int(x)",
     "dataclasses.asdict": "use vars(obj)",
@@ -120,9 +136,20 @@ def surface() -> str:
         "await each call (or gather them).",
         "Works: " + "; ".join(SUPPORTED) + ".",
         "Not supported: " + "; ".join(f"{what} ({instead})" for what, instead in UNSUPPORTED) + ".",
+        "Missing from the modules and types: "
+        + "; ".join(f"{what} ({instead})" for what, instead in LACKS)
+        + ".",
         "Modules: " + ", ".join(MODULES) + ". Not available: " + ", ".join(MISSING_MODULES) + ".",
     ]
     return "\n".join(lines)
 
 
-__all__ = ["INSTEAD", "MISSING_MODULES", "MODULES", "SUPPORTED", "UNSUPPORTED", "surface"]
+__all__ = [
+    "INSTEAD",
+    "LACKS",
+    "MISSING_MODULES",
+    "MODULES",
+    "SUPPORTED",
+    "UNSUPPORTED",
+    "surface",
+]

@@ -60,6 +60,56 @@ UNSUPPORTED_PROBES = {
 }
 
 
+LACK_PROBES = {
+    "re.VERBOSE, re.X": (
+        "import re\ndef main():\n    return re.findall('a # x', 'a', re.VERBOSE)",
+        "re.VERBOSE is not supported in the sandbox: start the pattern with (?x)",
+    ),
+    "a function as re.sub's replacement": (
+        "import re\ndef main():\n    return re.sub('a', lambda m: 'b', 'a')",
+        "pass a string replacement (\\1 is a group), or join the pieces of re.finditer",
+    ),
+    "str.maketrans, str.translate": (
+        "def main():\n    return 'ab'.translate(str.maketrans('a', 'b'))",
+        "str.maketrans is not supported in the sandbox: use str.replace",
+    ),
+    "a method as a value, key=str.lower": (
+        "def main():\n    return sorted(['b', 'A'], key=str.lower)",
+        "str.lower cannot be taken as a value: use a lambda, e.g. lambda x: x.lower()",
+    ),
+    "json.dumps(default=...)": (
+        "import json\ndef main():\n    return json.dumps({1}, default=list)",
+        "json.dumps takes no default=: convert the value first, e.g. vars(obj) or list(s)",
+    ),
+    "encodings but utf-8 and ascii": (
+        "def main():\n    return b'a'.decode('latin-1')",
+        "the sandbox has utf-8 and ascii only: use .decode('utf-8')",
+    ),
+    "int.from_bytes": (
+        "def main():\n    return int.from_bytes(b'a', 'big')",
+        "int.from_bytes is not supported in the sandbox: use int(b.hex(), 16)",
+    ),
+    "@property, @staticmethod, @classmethod": (
+        "class A:\n    @property\n    def x(self):\n        return 1\ndef main():\n    return A().x",
+        "use a plain method and call it: obj.name()",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", [what for what, _ in language.LACKS])
+def test_each_listed_gap_fails_with_what_to_write_instead(cm: CodeMode, name: str) -> None:
+    """What the description says the modules and types lack fails at its line, and the
+    error says what to use, as the description does."""
+    source, instead = LACK_PROBES[name]
+    error = run_error(cm, source)
+    assert error.code is ErrorCode.INVALID_PROGRAM and error.where is not None
+    assert str(error).endswith(instead), str(error)
+
+
+def test_every_listed_gap_has_a_probe() -> None:
+    assert set(LACK_PROBES) == {what for what, _ in language.LACKS}
+
+
 def test_surface_block_is_quoted_verbatim_in_the_docs() -> None:
     for page in ("errors.md", "mcp-tools.md"):
         assert f"```text\n{language.surface()}\n```" in (DOCS / page).read_text(), page

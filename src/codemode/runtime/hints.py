@@ -84,6 +84,18 @@ _MODULE_ATTRIBUTE = re.compile(
     r"^module '([A-Za-z_][A-Za-z0-9_.]*)' has no attribute '([A-Za-z_][A-Za-z0-9_]*)'$"
 )
 _KEY = re.compile(r"^'([^'\\]{1,200})'$")
+_TYPE_ATTRIBUTE = re.compile(
+    r"^type object '([A-Za-z_][A-Za-z0-9_]*)' has no attribute '([A-Za-z_][A-Za-z0-9_]*)'$"
+)
+_JSON_KEYWORD = re.compile(
+    r"^JSONEncoder\.__init__\(\) got an unexpected keyword argument '(\w+)'$"
+)
+_FIXED: dict[tuple[str, str], str] = {
+    ("TypeError", "callable replacement is not yet supported in re.sub()"): (
+        r"pass a string replacement (\1 is a group), or join the pieces of re.finditer"
+    ),
+}
+"""Interpreter messages about what it lacks, and what to write instead."""
 _NOT_SUBSCRIPTABLE = re.compile(r"^'([A-Za-z_][A-Za-z0-9_]*)' object is not subscriptable$")
 _NOT_JSON = re.compile(r"^Object of type ([A-Za-z_][A-Za-z0-9_]*) is not JSON serializable$")
 _OS_CALL = re.compile(r"^'([a-z_.A-Z]+)' is not supported in this environment$")
@@ -133,6 +145,17 @@ def _hint(exc_type: str, message: str, known: Known, where: Where | None) -> str
         return _AWAIT
     if exc_type == "AttributeError" and (found := _ATTRIBUTE.match(message)):
         return _attribute(found[1], found[2], known, where)
+    if exc_type == "AttributeError" and (found := _TYPE_ATTRIBUTE.match(message)):
+        return _type_attribute(found[1], found[2])
+    if (exc_type, message) in _FIXED:
+        return _FIXED[exc_type, message]
+    if exc_type == "TypeError" and (found := _JSON_KEYWORD.match(message)):
+        instead = ": convert the value first, e.g. vars(obj) or list(s)"
+        return f"json.dumps takes no {found[1]}=" + (instead if found[1] == "default" else "")
+    if exc_type == "LookupError" and message.startswith("unknown encoding: "):
+        return "the sandbox has utf-8 and ascii only: use .decode('utf-8')"
+    if exc_type == "NotImplementedError" and "method decorators" in message:
+        return "use a plain method and call it: obj.name()"
     if exc_type == "KeyError" and (found := _KEY.match(message)):
         declared = _subscripted(known, where)
         if is_typeddict(declared):
@@ -250,6 +273,17 @@ def _subscript(where: Where | None) -> tuple[str, str | None]:
         return "x", None
     key = node.slice.value if isinstance(node.slice, ast.Constant) else None
     return _written(ast.unparse(node.value)), key if isinstance(key, str) else None
+
+
+def _type_attribute(owner: str, attribute: str) -> str | None:
+    """`str.maketrans`, or `str.lower` taken as a value (`key=str.lower`), on a built-in type."""
+    kind = _BUILTIN_TYPES.get(owner)
+    if kind is None or not hasattr(kind, attribute) or attribute.startswith("_"):
+        return None
+    key = f"{owner}.{attribute}"
+    if key in INSTEAD or not callable(getattr(kind, attribute)):
+        return _unsupported(key, key)
+    return f"{key} cannot be taken as a value: use a lambda, e.g. lambda x: x.{attribute}()"
 
 
 def _unsupported(what: str, key: str) -> str:
