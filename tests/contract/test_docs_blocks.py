@@ -109,11 +109,15 @@ def test_python_blocks_run(block: Block, folder: Path) -> None:
         with host_for(block) as cm:
             cm.execute(block.text, subject="alice")
         return
-    namespace: dict[str, object] = {"__name__": "docs_block"}
-    exec(compile(block.text, str(block), "exec"), namespace)
-    for value in namespace.values():
-        if isinstance(value, CodeMode):
-            value.close()
+    module = types.ModuleType("docs_block")  # a module of its own, as a dataclass needs
+    sys.modules[module.__name__] = module
+    try:
+        exec(compile(block.text, str(block), "exec"), module.__dict__)
+    finally:
+        del sys.modules[module.__name__]
+        for value in vars(module).values():
+            if isinstance(value, CodeMode):
+                value.close()
 
 
 SHELL = [
