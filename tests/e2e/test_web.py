@@ -256,6 +256,7 @@ def test_a_token_protected_server_asks_for_the_token(browser: Browser, tmp_path:
         page.fill("#token", "secret-token")
         page.click("#token-form button")
         expect(page.locator("#token-form")).to_be_hidden()
+        expect(page.locator("#subject")).to_have_text("Calls run as alice")
         page.fill("#search", "owners")
         expect(page.locator("#results li").first).to_be_visible()
         run(page, "def main():\n    return 1\n")
@@ -281,11 +282,42 @@ def test_insert_call_on_a_fresh_page_goes_inside_main(page: Page) -> None:
     page.focus("#source")
     page.keyboard.press("Control+End")
     page.click("#insert-call")
-    assert page.input_value("#source") == (
-        'def main():\n    value = instances.get(sandbox="dev", name="api")\n    return 1\n'
+    assert page.input_value("#source") == (  # the template's `return 1` returns the value
+        'def main():\n    value = instances.get(sandbox="dev", name="api")\n    return value\n'
     )
-    run(page, page.input_value("#source"))
+    assert page.eval_on_selector("#source", "e => e.scrollLeft") == 0
+    page.focus("#source")
+    page.keyboard.press("Control+Enter")
     expect(page.locator("#status")).to_have_text("Finished.")
+    expect(page.locator("#result-tree")).to_contain_text("api")
+
+
+def test_long_reports_wrap_at_the_panel_edge_at_1280_pixels(page: Page) -> None:
+    """The model's text, the traceback and printed output wrap (nothing is cut at the
+    panel's edge); the failing line keeps its columns and scrolls."""
+    long_key = "k" * 150
+    run(
+        page,
+        "def helper():\n"
+        f"    return instances.list()['{long_key}']\n"
+        "def main():\n"
+        f"    print('{'p' * 300}')\n"
+        "    return helper()\n",
+    )
+    page.click("#model-view summary")
+    page.click("#toggle-traceback")
+    for selector in ("#model-text", "#traceback", "#error-printed"):
+        fits = page.eval_on_selector(selector, "e => e.scrollWidth <= e.clientWidth + 1")
+        assert fits, selector
+    assert page.eval_on_selector("#error-source", "e => getComputedStyle(e).overflowX") == "auto"
+    assert page.eval_on_selector("#error-source", "e => e.scrollWidth > e.clientWidth")
+
+
+def test_the_capability_list_fits_the_window(page: Page) -> None:
+    """The list grows with the window rather than a fixed box: at 800 pixels high it
+    shows more than the fixed 16 lines' worth it had."""
+    height = page.eval_on_selector("#results", "e => e.getBoundingClientRect().height")
+    assert height > 16 * 15 + 1  # more than 16rem at 15 px
 
 
 def test_every_problem_the_preflight_reports_is_marked(page: Page) -> None:

@@ -112,7 +112,7 @@ def web_routes(cm: CodeMode) -> list[BaseRoute]:
         query = text_argument("query", data.get("query"))
         offset = offset_argument(data.get("offset", 0))
         found = await cm.search_async(query, offset=offset, subject=who)
-        return {"ok": True, **search_payload(found)}
+        return {"ok": True, "subject": who, **search_payload(found)}
 
     async def describe(who: str, data: dict[str, Any]) -> dict[str, Any]:
         capability = await cm.describe_async(text_argument("name", data.get("name")), subject=who)

@@ -40,6 +40,7 @@ $("token-form").addEventListener("submit", (event) => {
 async function search() {
   const query = $("search").value;
   const answer = await api("search", { query });
+  if (answer.subject) $("subject").textContent = `Calls run as ${answer.subject}`;
   const list = $("results");
   list.replaceChildren();
   let namespace = null;
@@ -79,7 +80,7 @@ async function select(name) {
   $("detail-name").textContent = selected.name;
   $("detail-signature").textContent = selected.signature;
   $("detail-summary").textContent = selected.summary;
-  $("detail-description").textContent = selected.description === selected.summary ? "" : selected.description;
+  $("detail-description").textContent = selected.description || "";
   const params = $("detail-parameters");
   params.replaceChildren();
   for (const p of selected.parameters) {
@@ -124,9 +125,20 @@ $("insert-call").addEventListener("click", () => {
     editor.selectionStart = editor.selectionEnd = at || editor.value.length;
     insert(text);
     editor.selectionStart = editor.selectionEnd = (at || 0) + text.length - 1;
+    keepValue();
   }
   editor.focus();
+  editor.scrollLeft = 0;  // the call's start in view, however long the line
+  changed();
 });
+
+function keepValue() {
+  // A main() that only returns a constant (the page's template) returns the inserted call's
+  // value instead, so Run shows what the call gives.
+  const trivial = /^(\s*def main\(\):\n    value = .*\n)    return (None|True|False|-?\d+(\.\d+)?|""|''|\[\]|\{\})\n?$/;
+  const match = trivial.exec(editor.value);
+  if (match) editor.value = `${match[1]}    return value\n`;
+}
 
 // -- the editor -------------------------------------------------------------------------
 
