@@ -383,7 +383,7 @@ class Dispatcher:
                 raise StopError(InternalError()) from None
 
     @property
-    def host_seconds(self) -> float:
+    def capability_seconds(self) -> float:
         """The time at least one call was running: gathered calls overlap, and the program
         waits for them once, so their times are not added up."""
         with self.lock:

@@ -535,7 +535,7 @@ class Execution:
         usage = Usage(
             duration_seconds=clock.now() - self.created,
             capability_calls=tuple(self.calls),
-            host_seconds=self.dispatcher.host_seconds,
+            capability_seconds=self.dispatcher.capability_seconds,
             sandbox_seconds=self._sandbox_seconds,
             result_bytes=self.dispatcher.result_bytes,
             return_bytes=written,

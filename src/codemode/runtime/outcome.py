@@ -15,7 +15,7 @@ class Usage:
     duration_seconds: float
     capability_calls: tuple[str, ...]
     """Names of the capabilities called, in the order the calls started."""
-    host_seconds: float = 0.0
+    capability_seconds: float = 0.0
     """Time spent in capability calls (binding, authorization, handlers); calls that ran
     at once (gathered) count once."""
     sandbox_seconds: float = 0.0
@@ -25,14 +25,21 @@ class Usage:
     return_bytes: int = 0
     """JSON bytes of the value main() returned."""
 
-    def to_dict(self) -> JSONObject:
-        """The form the agent sees: durations in milliseconds, calls counted by name."""
+    @property
+    def calls(self) -> dict[str, int]:
+        """How many calls each capability got, in the order of their first call (the
+        `calls` of the MCP reply's `usage`)."""
         counts = Counter(self.capability_calls)
-        calls: dict[str, JSONValue] = {name: counts[name] for name in counts}
+        return {name: counts[name] for name in counts}
+
+    def to_dict(self) -> JSONObject:
+        """The form the agent sees: the same names in milliseconds (`duration_ms` for
+        `duration_seconds`, `capability_ms` for `capability_seconds`), calls counted."""
+        calls: dict[str, JSONValue] = dict(self.calls)
         return {
             "duration_ms": round(self.duration_seconds * 1000, 3),
             "sandbox_ms": round(self.sandbox_seconds * 1000, 3),
-            "capability_ms": round(self.host_seconds * 1000, 3),
+            "capability_ms": round(self.capability_seconds * 1000, 3),
             "calls": calls,
             "result_bytes": self.result_bytes,
             "return_bytes": self.return_bytes,
