@@ -94,7 +94,8 @@ class Completed:
 
 
 Plan = Generator[Awaiting, Any, Completed]
-"""One call: yields what must be awaited, returns what the program receives."""
+"""One call: yields what must be awaited, returns the completed call (what the program
+receives, and what its record keeps)."""
 
 
 class Abandon(BaseException):
