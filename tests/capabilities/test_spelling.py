@@ -84,3 +84,28 @@ def test_a_program_and_describe_get_the_same_hint() -> None:
         with pytest.raises(CodeModeError) as typo:
             cm.describe("fs.raed_file")
         assert str(typo.value) == 'capability not found: did you mean "fs.read_file"?'
+
+
+def test_names_far_from_the_word_are_ruled_out_before_any_edit_distance(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A long or odd name against a big catalog costs a few cheap checks per name, not a
+    full edit distance each (which took seconds, on the server's loop)."""
+    from codemode.capabilities import naming
+
+    computed: list[tuple[str, str]] = []
+    edits = naming._edits
+
+    def counting(a: str, b: str, limit: int | None = None) -> int:
+        computed.append((a, b))
+        return edits(a, b, limit)
+
+    monkeypatch.setattr(naming, "_edits", counting)
+    names = [f"ns{i}.get_item_number_{i}" for i in range(2000)]
+    assert capability_hint("a" * 200, names) is None
+    assert capability_hint("z" * 21, names) is None
+    words = {a for a, _ in computed}
+    assert words <= {"a" * 200, "z" * 21} and len(computed) <= 2  # only verbs, if any
+    computed.clear()
+    assert capability_hint("ns5.get_item_numbr_5", names) == 'did you mean "ns5.get_item_number_5"?'
+    assert len([pair for pair in computed if pair[0] == "get_item_numbr_5"]) <= 20

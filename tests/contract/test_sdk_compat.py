@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import inspect
 import io
 import json
 import subprocess
@@ -455,3 +456,53 @@ def test_checked_lines_serves_a_batch_only_on_a_2025_03_26_connection() -> None:
 
     assert served(initialize, [ping]) == ([initialize, ping], [])
     assert served(modern, initialize, [ping]) == ([modern, initialize], [compat.NO_BATCHES])
+
+
+def test_the_sdk_makes_up_json_rpc_errors_for_http_failures() -> None:
+    """`made_by_sdk` tells them from a server's own answer: an HTTP 500 from an upstream
+    reaches the client as a JSON-RPC error that no server wrote."""
+    import mcp.client.streamable_http
+    import mcp.shared.jsonrpc_dispatcher
+    from mcp.client.streamable_http import streamable_http_client
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route
+
+    sources = inspect.getsource(mcp.client.streamable_http) + inspect.getsource(
+        mcp.shared.jsonrpc_dispatcher
+    )
+    for start in compat.SDK_MADE:  # each text is still the SDK's own
+        assert start.rstrip(": ") in sources, start
+
+    async def failing(request: Any) -> PlainTextResponse:
+        return PlainTextResponse("down for maintenance", status_code=500)
+
+    app = Starlette(routes=[Route("/mcp", failing, methods=["POST", "GET", "DELETE"])])
+    listening = serving.listen("127.0.0.1", 0)
+    port = listening.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listening]}, daemon=True)
+    thread.start()
+
+    async def scenario() -> BaseException:
+        with anyio.fail_after(20):
+            try:
+                async with (
+                    streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read, write),
+                    ClientSession(read, write) as session,
+                ):
+                    await session.initialize()
+            except BaseException as error:  # an exception group around it, perhaps
+                while isinstance(error, BaseExceptionGroup):
+                    error = error.exceptions[0]
+                return error
+        raise AssertionError("initialize answered")
+
+    try:
+        error = anyio.run(scenario)
+    finally:
+        server.should_exit = True
+        thread.join(10)
+    assert isinstance(error, mcp.MCPError)
+    assert error.error.message == "Server returned an error response"
+    assert compat.made_by_sdk(error)
+    assert not compat.made_by_sdk(mcp.MCPError(code=-32000, message="no note named x"))

@@ -67,3 +67,21 @@ def test_a_dict_the_program_built_itself_gets_no_list(host: CodeMode) -> None:
     )
     changed = "    r = files.info(path='a')\n    r['bytes'] = 1\n    r.pop('kind')\n    return r['kind']\n"
     assert failure(host, changed) == "invalid program: <codemode>:5:12: KeyError: 'kind'"
+
+
+def test_an_expected_failure_is_one_line_of_the_host_log(caplog: pytest.LogCaptureFixture) -> None:
+    """Its message may quote an upstream, whose line breaks must not forge log lines."""
+    import logging
+
+    from codemode.errors import ExpectedError
+
+    cm = CodeMode(authorizer=AllowAll())
+
+    @cm.capability("svc.call", summary="Fails as an unreachable service does.")
+    def call() -> int:
+        raise ExpectedError("refused\n2026-12-01 INFO codemode: forged line")
+
+    with cm, caplog.at_level(logging.WARNING, logger="codemode"):
+        assert failure(cm, "    return svc.call()\n").startswith("capability failed")
+    [record] = [r for r in caplog.records if "svc.call failed" in r.getMessage()]
+    assert record.getMessage().endswith("refused\\n2026-12-01 INFO codemode: forged line")

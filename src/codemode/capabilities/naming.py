@@ -5,6 +5,7 @@ from __future__ import annotations
 import builtins
 import keyword
 import sys
+from collections import Counter
 from collections.abc import Iterable
 
 from codemode.errors import RegistrationError
@@ -100,12 +101,21 @@ def likely_spelling(word: str, candidates: Iterable[str]) -> str | None:
     if len(word) > 200:
         return None
     verb = _verb(word)
+    letters = Counter(word)
     best: tuple[int, str] | None = None
     for candidate in sorted(set(candidates) - {word}):
-        distance = _edits(word, candidate)
-        if distance > _allowed(word, candidate) or (best is not None and distance >= best[0]):
+        # Cheapest first: the length alone rules most out, then the short verbs, then the
+        # letters they do not share (each edit mends at most one).
+        allowed = _allowed(word, candidate)
+        if best is not None:
+            allowed = min(allowed, best[0] - 1)
+        if abs(len(word) - len(candidate)) > allowed or not _same_verb(verb, _verb(candidate)):
             continue
-        if _same_verb(verb, _verb(candidate)):
+        shared = (letters & Counter(candidate)).total()
+        if max(len(word), len(candidate)) - shared > allowed:
+            continue
+        distance = _edits(word, candidate, allowed)
+        if distance <= allowed:
             best = (distance, candidate)
     return best[1] if best else None
 
@@ -122,15 +132,18 @@ def _same_verb(a: str, b: str) -> bool:
     """A verb and a misspelling of it: a quarter of its letters changed, or one letter
     dropped, doubled or swapped with its neighbour (`gt`, `gett`, `gte` are `get`; `set`
     is another verb)."""
+    if abs(len(a) - len(b)) > max(1, max(len(a), len(b)) // 4):
+        return False
     distance = _edits(a, b)
     if distance <= max(len(a), len(b)) // 4:
         return True
     return distance == 1 and (len(a) != len(b) or sorted(a) == sorted(b))
 
 
-def _edits(a: str, b: str) -> int:
+def _edits(a: str, b: str, limit: int | None = None) -> int:
     """The edits that make `a` into `b`: insertions, deletions, substitutions and swaps of
-    two neighbouring letters (optimal string alignment)."""
+    two neighbouring letters (optimal string alignment). With `limit`, counting stops
+    once every alignment needs more (the answer is then some number above it)."""
     previous2: list[int] = []
     previous = list(range(len(b) + 1))
     for i, x in enumerate(a, 1):
@@ -140,6 +153,8 @@ def _edits(a: str, b: str) -> int:
             if i > 1 and j > 1 and x == b[j - 2] and a[i - 2] == y:
                 cost = min(cost, previous2[j - 2] + 1)
             current.append(cost)
+        if limit is not None and min(current) > limit:
+            return limit + 1
         previous2, previous = previous, current
     return previous[-1]
 

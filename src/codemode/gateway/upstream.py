@@ -42,7 +42,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from codemode.errors import ExpectedError
 from codemode.gateway.unreadable import Mended
-from codemode.mcp.compat import session_ended
+from codemode.mcp.compat import made_by_sdk, session_ended
 
 log = logging.getLogger("codemode.upstream")
 
@@ -372,7 +372,7 @@ class Upstream:
             if _answered(exc):
                 raise UpstreamRefused(failed, exc.error.message) from exc
             alive = held is not None and await _responds(session)
-            if isinstance(exc, MCPError) and alive:  # -32000, which servers use too
+            if isinstance(exc, MCPError) and alive and not made_by_sdk(exc):  # -32000 too
                 raise UpstreamRefused(failed, exc.error.message) from exc
             if held is not None and not alive:
                 self._retire(held)
@@ -389,8 +389,8 @@ async def _responds(session: ClientSession) -> bool:
             await session.send_ping()
     except TimeoutError:
         return False
-    except MCPError as exc:
-        return exc.error.code != mt.CONNECTION_CLOSED
+    except MCPError as exc:  # the server's own error proves it; one the SDK made does not
+        return exc.error.code != mt.CONNECTION_CLOSED and not made_by_sdk(exc)
     except Exception:
         return True
     return True
@@ -398,8 +398,13 @@ async def _responds(session: ClientSession) -> bool:
 
 def _answered(exc: BaseException) -> TypeGuard[MCPError]:
     """Whether the upstream answered with an error of its own: the connection is good.
-    -32000 is also what the SDK says of a closed connection: only a ping tells."""
-    return isinstance(exc, MCPError) and exc.error.code != mt.CONNECTION_CLOSED
+    -32000 is also what the SDK says of a closed connection (only a ping tells), and the
+    SDK's HTTP client makes up errors of other codes (`made_by_sdk`)."""
+    return (
+        isinstance(exc, MCPError)
+        and exc.error.code != mt.CONNECTION_CLOSED
+        and not made_by_sdk(exc)
+    )
 
 
 def _leaf(exc: BaseException) -> BaseException:

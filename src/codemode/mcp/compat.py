@@ -75,6 +75,29 @@ def session_ended(session: Any) -> bool:
     return bool(getattr(dispatcher, "_closed", False))
 
 
+SDK_MADE = (
+    "Not Found",
+    "Session terminated",
+    "Server returned an error response",
+    "Unexpected content type: ",
+    "Failed to parse JSON response: ",
+    "Failed to parse SSE message: ",
+    "SSE stream ended without a response",
+    "Connection closed",
+)
+"""How the messages begin of the JSON-RPC errors the SDK's client makes up itself."""
+
+
+def made_by_sdk(error: Any) -> bool:
+    """Whether an `MCPError` a `ClientSession` raised is one the SDK's client made up (an
+    HTTP error status, a body it could not read, a closed stream) rather than the
+    server's own answer: the two arrive alike, and only the message tells. A server that
+    answers with one of these words is taken for a transport failure, the safe side.
+    Upstream: the SDK would mark the errors it makes (a subclass, or `data`)."""
+    message = getattr(getattr(error, "error", None), "message", None)
+    return isinstance(message, str) and message.startswith(SDK_MADE)
+
+
 # -- JSON-RPC messages -----------------------------------------------------------------------
 
 PARSE_ERROR_MESSAGE = "Parse error: the message is not valid JSON"
@@ -338,6 +361,7 @@ __all__ = [
     "NO_BATCHES",
     "PARSE_ERROR_MESSAGE",
     "POST_ONLY",
+    "SDK_MADE",
     "UNSUPPORTED_VERSION",
     "Rejected",
     "answer_alone",
@@ -348,6 +372,7 @@ __all__ = [
     "checked_lines",
     "disconnected",
     "is_request_id",
+    "made_by_sdk",
     "read_message",
     "refuse_method",
     "replay",

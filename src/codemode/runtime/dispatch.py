@@ -121,6 +121,12 @@ def _written(kwargs: dict[str, Any]) -> tuple[str, str]:
     ).hexdigest()
 
 
+def _one_line(exc: BaseException) -> str:
+    """An expected failure's message for one line of the host log: it may quote an
+    upstream or a policy engine, whose line breaks would start lines of their own."""
+    return str(exc).replace("\r", "\\r").replace("\n", "\\n")
+
+
 def abandon(plan: Plan) -> None:
     """End a plan early, whatever state it is in."""
     try:
@@ -294,7 +300,7 @@ class Dispatcher:
                     "execution %s: the policy failed on %s: %s",
                     self.execution_id,
                     capability.name,
-                    exc,
+                    _one_line(exc),
                 )
             else:
                 self._log("authorizer failed on", capability, exc)
@@ -343,12 +349,20 @@ class Dispatcher:
             if isinstance(exc, AgentError) and isinstance(exc.__cause__, ExpectedError):
                 # an upstream's failure told the model in fixed words: the detail is here
                 log.warning(
-                    "execution %s: %s failed: %s", self.execution_id, capability.name, exc.__cause__
+                    "execution %s: %s failed: %s",
+                    self.execution_id,
+                    capability.name,
+                    _one_line(exc.__cause__),
                 )
             elif isinstance(exc, AgentError):
                 log.info("execution %s: %s raised AgentError", self.execution_id, capability.name)
             elif isinstance(exc, ExpectedError):
-                log.warning("execution %s: %s failed: %s", self.execution_id, capability.name, exc)
+                log.warning(
+                    "execution %s: %s failed: %s",
+                    self.execution_id,
+                    capability.name,
+                    _one_line(exc),
+                )
             else:
                 self._log("handler or its result failed:", capability, exc)
             raise handler_failure(exc) from exc
