@@ -132,7 +132,7 @@ def _same_verb(a: str, b: str) -> bool:
     """A verb and a misspelling of it: a quarter of its letters changed, or one letter
     dropped, doubled or swapped with its neighbour (`gt`, `gett`, `gte` are `get`; `set`
     is another verb)."""
-    if abs(len(a) - len(b)) > max(1, max(len(a), len(b)) // 4):
+    if abs(len(a) - len(b)) > _allowed(a, b):
         return False
     distance = _edits(a, b)
     if distance <= max(len(a), len(b)) // 4:

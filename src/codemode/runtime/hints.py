@@ -157,12 +157,15 @@ def _hint(exc_type: str, message: str, known: Known, where: Where | None) -> str
     if exc_type == "NotImplementedError" and "method decorators" in message:
         return "use a plain method and call it: obj.name()"
     if exc_type == "KeyError" and (found := _KEY.match(message)):
-        declared = _subscripted(known, where)
+        failing = _failing_subscript(known, where)
+        declared: Any = None
+        if failing is not None:
+            declared = _type_of(failing[0].value, failing[1], known.capabilities, 0)
         if is_typeddict(declared):
             keys = [f.name for f in t.fields_of(declared, result=True)]
             close = _did_you_mean(found[1], keys)
             return close or f"{declared.__name__} has: {', '.join(keys)}"
-        held = _held_keys(known, where, found[1])
+        held = None if failing is None else _held_keys(known, failing, found[1])
         if held is not None:
             close = _did_you_mean(found[1], held)  # and the keys: a near name may not be meant
             listed = "the result has: " + ", ".join(held)
@@ -297,22 +300,13 @@ def _did_you_mean(name: str, candidates: Iterable[str]) -> str | None:
     return f'did you mean "{found[0]}"?' if found else None
 
 
-def _subscripted(known: Known, where: Where | None) -> Any:
-    """The declared type of `x` in the failing `x["key"]`, when the program's own code
-    says it (a capability's result, a key or item of one, a loop over one)."""
-    found = _failing_subscript(known, where)
-    return None if found is None else _type_of(found[0].value, found[1], known.capabilities, 0)
-
-
-def _held_keys(known: Known, where: Where | None, key: str) -> list[str] | None:
+def _held_keys(known: Known, failing: tuple[ast.Subscript, ast.AST], key: str) -> list[str] | None:
     """For a failing `x["key"]` on a dict whose type declares no keys (an upstream tool's
     parsed text, a `dict[str, Any]`): the keys that dict has, when the program's code says
     it is a capability's result (or a key or an index of one, as written) and that value,
     as the call gave it, lacks the key. The value is the program's own data."""
-    node = _failing_subscript(known, where)
-    if node is None:
-        return None
-    path = _value_path(node[0].value, node[1], known.capabilities, 0)
+    node, scope = failing
+    path = _value_path(node.value, scope, known.capabilities, 0)
     if path is None or path[0] not in known.results:
         return None
     value = known.results[path[0]]
@@ -329,7 +323,8 @@ def _held_keys(known: Known, where: Where | None, key: str) -> list[str] | None:
 
 
 def _failing_subscript(known: Known, where: Where | None) -> tuple[ast.Subscript, ast.AST] | None:
-    """The failing `x["key"]` and the function it is in."""
+    """The failing `x["key"]` and the function it is in; its declared type is what
+    `_type_of` makes of `x`, as far as the program's own code says it."""
     if where is None:
         return None
     try:
