@@ -85,10 +85,9 @@ class Completed:
     """A call that completed: what the program receives, and what its record keeps."""
 
     projected: Projected
-    arguments: str
-    """The keyword arguments as the program passed them, cut short for a report."""
-    digest: str
-    """The digest of their whole canonical JSON: equal digests, equal arguments."""
+    kwargs: dict[str, Any]
+    """The keyword arguments as the program passed them (its own values, which no
+    handler receives), written out only if a failure report needs them (`written`)."""
     changes: bool
     """Whether the capability may change something (it is not declared read-only)."""
 
@@ -109,9 +108,10 @@ _SHORT.maxlist = _SHORT.maxdict = 4
 _SHORT.maxlevel = 2
 
 
-def _written(kwargs: dict[str, Any]) -> tuple[str, str]:
+def written(kwargs: dict[str, Any]) -> tuple[str, str]:
     """The keyword arguments as the program wrote them (`id='T-7', status='closed'`), at
-    most 120 characters, and the digest of their whole canonical JSON."""
+    most 120 characters, and the digest of their whole canonical JSON (equal digests,
+    equal arguments). Only a failure report needs them: never on a call's own path."""
     text = ", ".join(f"{key}={_SHORT.repr(value)}" for key, value in kwargs.items())
     if len(text) > 120:
         text = text[:117] + "..."
@@ -267,9 +267,7 @@ class Dispatcher:
         if stopped is not None:  # answered meanwhile: what the caller was told stands
             raise StopError(stopped)
         self._count(projected.size)
-        text, digest = _written(kwargs)
-        changes = capability.annotations.get("readOnlyHint") is not True
-        return Completed(projected, text, digest, changes)
+        return Completed(projected, kwargs, capability.annotations.get("readOnlyHint") is not True)
 
     def _authorize(
         self, capability: Capability, arguments: Any, base: dict[str, Any], span: Span
@@ -431,10 +429,12 @@ def capability_time(budget: float) -> ResourceLimitError:
 __all__ = [
     "Abandon",
     "Awaiting",
+    "Completed",
     "Dispatcher",
     "HostExit",
     "Plan",
     "abandon",
     "capability_time",
     "guarded",
+    "written",
 ]

@@ -48,7 +48,7 @@ from codemode.runtime.classify import FailureContext, InjectedError, StopError, 
 from codemode.runtime.clock import Clock, Timer
 from codemode.runtime.crossing import returned
 from codemode.runtime.deadline import Deadline
-from codemode.runtime.dispatch import Awaiting, Completed, Dispatcher, Plan, abandon
+from codemode.runtime.dispatch import Awaiting, Completed, Dispatcher, Plan, abandon, written
 from codemode.runtime.guest import sleep_problem, undefined, vars_of
 from codemode.runtime.loop import EngineLoop
 from codemode.runtime.notices import Notices
@@ -676,11 +676,8 @@ class Execution:
             if completed is None:
                 records.append(CallRecord(name, line, result))
                 continue
-            records.append(
-                CallRecord(
-                    name, line, result, completed.arguments, completed.digest, completed.changes
-                )
-            )
+            text, digest = written(completed.kwargs)
+            records.append(CallRecord(name, line, result, text, digest, completed.changes))
         return tuple(records)
 
     def _started(self) -> None:
