@@ -75,18 +75,6 @@ UNSUPPORTED: tuple[tuple[str, str], ...] = (
 )
 """What fails, each with the supported alternative."""
 
-LACKS: tuple[tuple[str, str], ...] = (
-    ("re.VERBOSE, re.X", "start the pattern with (?x)"),
-    ("a function as re.sub's replacement", r"use a string one, \1 for a group"),
-    ("str.maketrans, str.translate", "use str.replace"),
-    ("a method as a value, key=str.lower", "use key=lambda s: s.lower()"),
-    ("json.dumps(default=...)", "convert the value first: vars(obj), list(s)"),
-    ("encodings but utf-8 and ascii", "decode as utf-8"),
-    ("int.from_bytes", "use int(b.hex(), 16)"),
-    ("@property, @staticmethod, @classmethod", "use plain methods"),
-)
-"""What the listed modules and built-in types lack, each with what to write instead."""
-
 
 INSTEAD: dict[str, str] = {
     "str.format_map": "use str.format(**mapping)",
@@ -124,6 +112,19 @@ INSTEAD: dict[str, str] = {
     "globals": "use a dict of your own",
 }
 """What to use instead of a function or method the sandbox lacks, where one exists."""
+
+LACKS: tuple[tuple[str, str], ...] = (
+    ("re.VERBOSE, re.X", INSTEAD["re.VERBOSE"]),
+    ("a function as re.sub's replacement", r"use a string one, \1 for a group"),
+    ("str.maketrans, str.translate", INSTEAD["str.maketrans"]),
+    ("a method as a value, key=str.lower", "use key=lambda s: s.lower()"),
+    ("json.dumps(default=...)", "convert the value first: vars(obj), list(s)"),
+    ("encodings but utf-8 and ascii", "decode as utf-8"),
+    ("int.from_bytes", INSTEAD["int.from_bytes"]),
+    ("@property, @staticmethod, @classmethod", "use plain methods"),
+)
+"""What the listed modules and built-in types lack, each with what to write instead (in
+`INSTEAD`'s words where an error gives the same alternative)."""
 
 
 def surface() -> str:

@@ -27,6 +27,7 @@ from typing import Any
 
 from codemode.errors import RegistrationError
 from codemode.gateway.gateway import namespace
+from codemode.gateway.tools import expose_mode
 
 
 class ConfigError(ValueError):
@@ -146,7 +147,11 @@ def _fits(kind: str, value: object) -> bool:
     if kind == _BOOLEAN:
         return isinstance(value, bool)
     if kind == _EXPOSE:
-        return isinstance(value, bool) or value in ("tool", "none", "all")
+        try:
+            expose_mode(value)  # the one rule add_mcp_server applies
+        except ValueError:
+            return False
+        return True
     if kind == "a positive number":
         return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
     if kind == _STRINGS:
