@@ -297,8 +297,7 @@ class InFlight:
 
     def cut(self, request: Mapping[str, Any]) -> bool:
         """Whether the drop of this request's connection ended its calls (with `cancel`)."""
-        connection = _connection(request)
-        return connection is not None and self._ends(connection)
+        return self.on_disconnect == "cancel" and self.dropped(request)
 
     def _ends(self, connection: _Connection) -> bool:
         return connection.dropped and self.on_disconnect == "cancel"
