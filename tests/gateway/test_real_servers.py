@@ -13,6 +13,7 @@ from codemode import CodeMode, CodeModeError
 from codemode.authz import AllowAll
 from codemode.authz.cedar import CedarAuthorizer
 from codemode.payloads import describe_payload
+from tests.conftest import run_error
 from tests.e2e.conftest import ROOT, free_port, start_codemode
 from tests.gateway.conftest import filesystem_server, memory_server
 
@@ -67,11 +68,11 @@ def test_the_servers_own_error_reaches_the_model_unless_the_host_withholds_it(
     """MCP's `isError` result is the report meant for the model: by default a missing
     file and a path outside the allowed folder read as what they are."""
     gone = str(files / "gone.txt")
-    shown = failure(fs, f"def main():\n    return fs.read_text_file(path={gone!r})")
+    shown = run_error(fs, f"def main():\n    return fs.read_text_file(path={gone!r})")
     assert str(shown) == (
         f"capability failed: the upstream says: ENOENT: no such file or directory, open '{gone}'"
     )
-    outside = failure(fs, "def main():\n    return fs.read_text_file(path='/etc/hostname')")
+    outside = run_error(fs, "def main():\n    return fs.read_text_file(path='/etc/hostname')")
     assert str(outside).startswith("capability failed: the upstream says: Access denied")
     with CodeMode(authorizer=AllowAll()) as cm:
         cm.add_mcp_server(
@@ -81,14 +82,8 @@ def test_the_servers_own_error_reaches_the_model_unless_the_host_withholds_it(
             include=["read_text_file"],
             expose_errors="none",
         )
-        hidden = failure(cm, f"def main():\n    return fs.read_text_file(path={gone!r})")
+        hidden = run_error(cm, f"def main():\n    return fs.read_text_file(path={gone!r})")
     assert str(hidden) == "capability failed: the upstream reported an error; its text is withheld"
-
-
-def failure(cm: CodeMode, source: str) -> CodeModeError:
-    with pytest.raises(CodeModeError) as caught:
-        cm.execute(source, subject="alice")
-    return caught.value
 
 
 def test_a_cedar_policy_on_destructive_hints_denies_writes_and_allows_reads(files: Path) -> None:

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from codemode import CodeMode, CodeModeError
+from codemode import CodeMode
 from codemode.authz import AllowAll
+from tests.conftest import run_error
 from tests.gateway.conftest import FIXTURE, PYTHON
 
 
@@ -27,9 +28,7 @@ def host() -> Iterator[CodeMode]:
 
 
 def failure(cm: CodeMode, body: str) -> str:
-    with pytest.raises(CodeModeError) as caught:
-        cm.execute("def main():\n" + body, subject="a")
-    return str(caught.value)
+    return str(run_error(cm, "def main():\n" + body))
 
 
 @pytest.mark.parametrize(
