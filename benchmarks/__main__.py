@@ -1,6 +1,6 @@
 """Run the benchmarks, print the summaries, write results/latest.json, results.md and a plot.
 
-`uv run python -m benchmarks [suite ...]` (suites: engine, authoring, catalog, mcp, shape, gateway, context, policy, peers).
+`uv run python -m benchmarks [suite ...]` (suites: engine, authoring, catalog, mcp, shape, gateway, context, policy, openapi, peers).
 Every figure is a median of at least 30 samples after a warm-up, and every claim is a
 ratio taken in the same run, because these machines are small and shared.
 
@@ -48,6 +48,7 @@ SUITES = {
     "gateway": Suite("gateway"),
     "context": Suite("context"),
     "policy": Suite("policy"),
+    "openapi": Suite("openapi"),
     "peers": Suite("peers", needs=("fastmcp", "smolagents")),
 }
 PLOT_NEEDS = ("matplotlib",)

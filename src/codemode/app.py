@@ -122,6 +122,8 @@ class CodeMode:
         self._engine: Engine | None = None
         self._gateway: Any = None
         """The upstream MCP servers' `codemode.gateway.Gateway`, made on first use."""
+        self._apis: list[Any] = []
+        """The REST APIs' `codemode.openapi.client.Api`s, closed with the CodeMode."""
         self._engine_lock = threading.Lock()
         self._closed = False
         self._close_done = threading.Event()
@@ -326,6 +328,70 @@ class CodeMode:
             gateway = self._gateway
         return tuple(c.name for c in gateway.add(name, target, options))
 
+    def add_openapi(
+        self,
+        name: str,
+        *,
+        spec: str | os.PathLike[str] | Mapping[str, Any],
+        base_url: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        auth: Mapping[str, str | tuple[str, str]] | None = None,
+        include: Sequence[str] | None = None,
+        exclude: Sequence[str] | None = None,
+        timeout: float | None = None,
+    ) -> tuple[str, ...]:
+        """Register every operation of a REST API's OpenAPI 3.0 or 3.1 document as a
+        capability `name.<operationId in snake_case>` (`listPets` -> `pets.list_pets`).
+
+        `spec` is a path, an `http(s)` URL fetched once now, or a parsed dict, in JSON or
+        YAML. Requests go to `base_url`, else the document's one server, else the origin
+        it was fetched from. `headers` go with every request, and `auth` maps a security
+        scheme of the document to its secret (a `(user, password)` pair for HTTP basic):
+        neither ever reaches a program, an error or the log. `include` and `exclude` take
+        operation ids, tags or `"METHOD /path"` patterns (`*` matches anything).
+        `timeout` bounds one request in seconds (a `capability failed` the program can
+        catch). A 4xx answer fails the call with its status and the fields of the error
+        body the document declares; nothing else the API writes reaches the model. Like
+        `add_mcp_server`, it may be called at any time, the policy checking the new
+        capabilities before any program can see them. Returns the new capability names;
+        raises `RegistrationError`.
+        """
+        from codemode.gateway import namespace
+        from codemode.openapi import openapi_source
+
+        name = namespace(name, "REST API")
+        if timeout is not None and (isinstance(timeout, bool) or not timeout > 0):
+            raise RegistrationError(f'REST API "{name}": timeout must be a positive number')
+        for option, value in (("include", include), ("exclude", exclude)):
+            if isinstance(value, str):
+                raise RegistrationError(f'REST API "{name}": {option} must be a list of str')
+        taken = sorted(n for n in self.catalog.names() if n.startswith(name + "."))
+        if taken:
+            raise RegistrationError(
+                f'REST API "{name}": its namespace holds capabilities already ({taken[0]}); '
+                "give the API another name"
+            )
+        source = openapi_source(
+            name,
+            spec=spec,
+            base_url=base_url,
+            headers=headers,
+            auth=auth,
+            include=tuple(include) if include is not None else None,
+            exclude=tuple(exclude or ()),
+            timeout=timeout,
+            max_bytes=self.limits.max_total_result_bytes,
+        )
+        try:
+            self.catalog.change((), source.capabilities)  # all of them, or none
+        except BaseException:
+            source.api.close()
+            raise
+        with self._engine_lock:
+            self._apis.append(source.api)
+        log.info("REST API %s: %d operations as capabilities", name, len(source.capabilities))
+        return tuple(c.name for c in source.capabilities)
+
     def _policy_for(self, capabilities: Sequence[Capability]) -> Authorizer:
         """The authorizer that decides for one snapshot's enabled capabilities: built from
         them when its policy reads them (it refuses them by raising), else the one given."""
@@ -527,10 +593,13 @@ class CodeMode:
             first, self._closed = not self._closed, True
             engine, self._engine = self._engine, None
             gateway, self._gateway = self._gateway, None
+            apis, self._apis = self._apis, []
         if not first:  # closing already (a signal's closer, say): it ends when that does
             self._close_done.wait(CLOSE_WAIT_SECONDS)
             return
         try:
+            for api in apis:  # on the engine's loop, while it still runs
+                api.close()
             if engine is not None:
                 engine.close()
             if gateway is not None:

@@ -364,13 +364,15 @@ def serve(context: click.Context, /, app: str, reload: bool, **options: Any) -> 
 @_serve_options
 @click.pass_context
 def proxy(context: click.Context, /, config: str, **options: Any) -> None:
-    """Serve one code-mode server over every MCP server in CONFIG.
+    """Serve one code-mode server over every MCP server and REST API in CONFIG.
 
     CONFIG is the `mcpServers` file MCP clients use: each server has `command`, `args`,
     `env` and `cwd` (stdio) or `url` and `headers` (streamable HTTP), and may add
-    `include`, `exclude`, `expose_errors`, `timeout` and `connect`. `${VAR}` and
-    `${VAR:-default}` are taken from the environment. Server names become namespaces
-    (`my-fs` -> `my_fs`). See docs/guides/mcp-gateway.md.
+    `include`, `exclude`, `expose_errors`, `timeout` and `connect`. Its `openApi` object
+    names REST APIs: each has `spec` (a path or URL of an OpenAPI document) and may add
+    `baseUrl`, `headers`, `auth`, `include`, `exclude` and `timeout`. `${VAR}` and
+    `${VAR:-default}` are taken from the environment. Names become namespaces (`my-fs`
+    -> `my_fs`). See docs/guides/mcp-gateway.md and docs/guides/openapi.md.
     """
     config = str(Path(config).resolve())  # the printed client configuration works anywhere
     _start(

@@ -75,7 +75,8 @@ def app_folder(spec: str) -> str:
 
 
 def load_proxy(config: str) -> CodeMode:
-    """A CodeMode over every server of an `mcpServers` file, each connected now."""
+    """A CodeMode over every server (and REST API) of an `mcpServers` file, each
+    connected (read) now."""
     from codemode.errors import RegistrationError
     from codemode.gateway.config import ConfigError, load_config
 
@@ -86,7 +87,10 @@ def load_proxy(config: str) -> CodeMode:
     cm = CodeMode(authorizer=AllowAll(), name="codemode-proxy")
     for entry in entries:
         try:
-            cm.add_mcp_server(entry.name, **entry.options)
+            if entry.kind == "openapi":
+                cm.add_openapi(entry.name, **entry.options)
+            else:
+                cm.add_mcp_server(entry.name, **entry.options)
         except RegistrationError:
             cm.close()
             raise

@@ -10,6 +10,8 @@ stopped), anything else until it exits 0.
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import os
 import re
 import shlex
@@ -26,6 +28,12 @@ from codemode import CodeMode
 from codemode.authz import AllowAll
 from codemode.demo import create
 from tests.e2e.conftest import ROOT, codemode_command, free_port, wait_for_port
+from tests.openapi.pets import served
+
+_spec = importlib.util.spec_from_file_location("tickets_api", ROOT / "docs/guides/tickets_api.py")
+assert _spec is not None and _spec.loader is not None
+tickets_api = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(tickets_api)
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 SELF = {"uv run pytest"}
@@ -67,6 +75,8 @@ TOKENS = GUIDE_TOKENS.split("A token file holds one `subject:token` per line:\n\
 TOKENS = TOKENS.split("```", 1)[0]
 GATEWAY = (ROOT / "docs" / "guides" / "mcp-gateway.md").read_text()
 SERVERS = GATEWAY.split("`servers.json` beside the `docs` folder:\n\n```json\n")[1].split("```")[0]
+OPENAPI = (ROOT / "docs" / "guides" / "openapi.md").read_text()
+APIS = OPENAPI.split("`apis.json`, beside the `docs` folder:\n\n```json\n")[1].split("```")[0]
 SERVING = ("serve", "demo", "proxy")
 """Commands that serve until stopped: each is run until it listens."""
 
@@ -78,6 +88,7 @@ def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     (tmp_path / "myhost.py").write_text(README_HOST)
     (tmp_path / "tokens").write_text(TOKENS)
     (tmp_path / "servers.json").write_text(SERVERS)
+    (tmp_path / "apis.json").write_text(APIS)
     (tmp_path / "docs").symlink_to(ROOT / "docs")
     monkeypatch.chdir(tmp_path)
     # `python` in the pages' commands is the one with the project installed, as under uv.
@@ -87,20 +98,36 @@ def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     yield tmp_path
 
 
-def host_for(block: Block) -> CodeMode:
-    """The host a program block is written for: the README's, or the demo."""
+@contextlib.contextmanager
+def host_for(block: Block) -> Iterator[CodeMode]:
+    """The host a program block is written for: the README's, a guide's, or the demo."""
     if block.page.name == "README.md":
         module = types.ModuleType("myhost")
         exec(compile(README_HOST, "myhost.py", "exec"), module.__dict__)
         cm: CodeMode = module.cm
-        return cm
-    if block.page.name == "mcp-gateway.md":  # the guide's notes server, behind a proxy
-        proxy = CodeMode(authorizer=AllowAll())
-        proxy.add_mcp_server(
-            "notes", command="python", args=["docs/guides/notes_server.py", "notes"]
-        )
-        return proxy
-    return create(Path(os.environ["XDG_DATA_HOME"]) / "demo.sqlite3")
+        with cm:
+            yield cm
+    elif block.page.name == "mcp-gateway.md":  # the guide's notes server, behind a proxy
+        with CodeMode(authorizer=AllowAll()) as proxy:
+            proxy.add_mcp_server(
+                "notes", command="python", args=["docs/guides/notes_server.py", "notes"]
+            )
+            yield proxy
+    elif block.page.name == "openapi.md":  # the guide's tickets API, on loopback
+        with (
+            served(tickets_api.create_app, "dev-token") as url,
+            CodeMode(authorizer=AllowAll()) as rest,
+        ):
+            rest.add_openapi(
+                "tickets",
+                spec="docs/guides/tickets.yaml",
+                base_url=url,
+                auth={"bearer": "dev-token"},
+            )
+            yield rest
+    else:
+        with create(Path(os.environ["XDG_DATA_HOME"]) / "demo.sqlite3") as demo:
+            yield demo
 
 
 @pytest.mark.parametrize("block", blocks("python"), ids=str)

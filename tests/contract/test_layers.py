@@ -13,7 +13,8 @@ before it, never one after it):
 5. runtime: sandboxed execution;
 6. app: `CodeMode` and the `codemode` package, with `payloads` (the one structured form
    every adapter renders) and `testing` (helpers for hosts' tests);
-7. gateway: upstream MCP servers as capabilities, still core (it serves nothing);
+7. gateway: upstream MCP servers as capabilities, and `openapi`, REST APIs as
+   capabilities (it reads schemas as the gateway does), still core (they serve nothing);
 8. http: the security layer every HTTP route shares, and the uvicorn settings: above the
    whole core, so no core module imports HTTP serving at any level;
 9. adapters: `mcp`, `web` and the `demo` host, peers that share only what lies below;
@@ -23,8 +24,9 @@ before it, never one after it):
 11. cli: command-line parsing and printing, and `__main__`.
 
 The named exceptions, and no other: `CodeMode.run` and `CodeMode.http_app` import
-`codemode.serving` inside the function and `CodeMode.add_mcp_server` imports
-`codemode.gateway` inside the function, so importing the core loads neither; the gateway
+`codemode.serving` inside the function and `CodeMode.add_mcp_server` and
+`CodeMode.add_openapi` import `codemode.gateway` (and `codemode.openapi`) inside the
+function, so importing the core loads none of them; the gateway
 may import `codemode.mcp.compat`, the SDK compatibility module, which in turn imports
 nothing of codemode. The demo host also uses only the public API, as a real host would.
 """
@@ -71,7 +73,7 @@ LAYERS = (
     Layer("authz", ("codemode.authz",)),
     Layer("runtime", ("codemode.runtime",)),
     Layer("app", (PACKAGE, "codemode.app", "codemode.payloads", "codemode.testing")),
-    Layer("gateway", ("codemode.gateway",)),
+    Layer("gateway", ("codemode.gateway", "codemode.openapi")),
     Layer("http", ("codemode.http",)),
     Layer("adapters", ("codemode.mcp", "codemode.web", "codemode.demo"), peers=True),
     Layer("serving", ("codemode.serving", "codemode.loading")),
@@ -93,6 +95,8 @@ EXCEPTIONS = (
     Allowed("codemode.app", "CodeMode.run", "codemode.serving"),
     Allowed("codemode.app", "CodeMode.http_app", "codemode.serving"),
     Allowed("codemode.app", "CodeMode.add_mcp_server", "codemode.gateway"),
+    Allowed("codemode.app", "CodeMode.add_openapi", "codemode.gateway"),
+    Allowed("codemode.app", "CodeMode.add_openapi", "codemode.openapi"),
     Allowed("codemode.gateway", None, "codemode.mcp.compat"),
 )
 FREESTANDING = frozenset({"codemode.mcp.compat"})

@@ -58,8 +58,25 @@ def test_a_client_config_reads_as_servers_with_variables_from_the_environment(
     [
         ("{", "not JSON: Expecting property name enclosed in double quotes at line 1, column 2"),
         ([], 'the file must hold an object with "mcpServers"'),
-        ({"servers": {}}, 'servers: unknown key (the file holds "mcpServers")'),
-        ({"mcpServers": {}}, "mcpServers: must be an object of servers by name, with at least one"),
+        ({"servers": {}}, 'servers: unknown key (the file holds "mcpServers" and "openApi")'),
+        ({"mcpServers": {}}, 'mcpServers: must name a server (or "openApi" a REST API)'),
+        ({"mcpServers": []}, "mcpServers: must be an object of servers by name"),
+        (
+            {"openApi": {"pets": {}}},
+            'openApi.pets: needs "spec", the path or URL of its OpenAPI document',
+        ),
+        (
+            {"openApi": {"pets": {"spec": "a.json", "base_url": "x"}}},
+            'openApi.pets.base_url: unknown key; did you mean "baseUrl"?',
+        ),
+        (
+            {"openApi": {"pets": {"spec": "a.json", "auth": {"basic": ["ada"]}}}},
+            "openApi.pets.auth: must be an object of strings or [user, password] pairs",
+        ),
+        (
+            {"openApi": {"pets": {"spec": "a.json"}}, "mcpServers": {"pets": {"command": "x"}}},
+            'openApi.pets: "pets" and "pets" both become pets',
+        ),
         (
             {"mcpServers": {"fs": {"comand": "x"}}},
             'mcpServers.fs.comand: unknown key; did you mean "command"?',

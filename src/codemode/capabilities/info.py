@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import types
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from codemode.capabilities import typehints as t
@@ -64,8 +64,18 @@ class CapabilityInfo:
     """A call as a program writes it, when the host gave one."""
     annotations: Mapping[str, bool]
     """What it says of its effects (an upstream MCP tool's hints); empty otherwise."""
-    input_schema: JSONObject
-    output_schema: JSONObject
+    _capability: Capability = field(repr=False, compare=False)
+
+    @property
+    def input_schema(self) -> JSONObject:
+        """Its arguments as JSON Schema (made when asked: few describes want it, and a
+        REST API's thousand operations would otherwise pay for it at registration)."""
+        return self._capability.input_schema
+
+    @property
+    def output_schema(self) -> JSONObject:
+        """Its result as JSON Schema (made when asked, as `input_schema`)."""
+        return self._capability.output_schema
 
     @classmethod
     def of(cls, capability: Capability) -> CapabilityInfo:
@@ -96,8 +106,7 @@ class CapabilityInfo:
             shapes=tuple(shape.render() for shape in capability.shapes),
             example=capability.example,
             annotations=types.MappingProxyType(dict(capability.annotations)),
-            input_schema=capability.input_schema,
-            output_schema=capability.output_schema,
+            _capability=capability,
         )
 
 

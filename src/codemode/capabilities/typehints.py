@@ -145,6 +145,18 @@ class Field:
     """What the type says of it (`Field(description=...)`)."""
 
 
+@functools.lru_cache(maxsize=16384)
+def _typeddict_fields(tp: Any, result: bool) -> tuple[Field, ...]:
+    """A TypedDict's fields, read once (a REST API's thousand operations share them)."""
+    hints = field_hints(tp)
+    required = tp.__required_keys__
+    return tuple(
+        Field(name, hint, name in required)
+        for name, hint in hints.items()
+        if not (result and FieldInfo.from_annotation(hint).exclude)
+    )
+
+
 def fields_of(tp: Any, *, result: bool = False) -> list[Field]:
     """The fields of a TypedDict, dataclass or pydantic model, in declaration order.
 
@@ -155,13 +167,7 @@ def fields_of(tp: Any, *, result: bool = False) -> list[Field]:
     always present.
     """
     if is_typeddict(tp):
-        hints = field_hints(tp)
-        required = tp.__required_keys__
-        return [
-            Field(name, hint, name in required)
-            for name, hint in hints.items()
-            if not (result and FieldInfo.from_annotation(hint).exclude)
-        ]
+        return list(_typeddict_fields(tp, result))
     if isinstance(tp, type) and issubclass(tp, pydantic.BaseModel):
         if result:
             declared = [
@@ -505,19 +511,31 @@ def shapes(tp: Any, *, result: bool = False) -> list[Shape]:
                     tuple((repr(m.value), "", True, None) for m in current),
                 )
             )
-        elif is_typeddict(current) or is_record(current):
-            kind: Literal["dict", "object"] = "object" if is_record(current) else "dict"
-            fields = tuple(
-                (
-                    f.name,
-                    notation(f.annotation),
-                    f.required,
-                    f.description or declared(f.annotation).description,
-                )
-                for f in fields_of(current, result=result)
-            )
-            found.append(Shape(current.__name__, kind, fields))
+        elif is_typeddict(current):
+            found.append(_typeddict_shape(current, result))
+        elif is_record(current):
+            found.append(_shape(current, result))
     return found
+
+
+@functools.lru_cache(maxsize=16384)
+def _typeddict_shape(tp: Any, result: bool) -> Shape:
+    """A TypedDict's shape, made once (a REST API's thousand operations share it)."""
+    return _shape(tp, result)
+
+
+def _shape(tp: Any, result: bool) -> Shape:
+    kind: Literal["dict", "object"] = "object" if is_record(tp) else "dict"
+    fields = tuple(
+        (
+            f.name,
+            notation(f.annotation),
+            f.required,
+            f.description or declared(f.annotation).description,
+        )
+        for f in fields_of(tp, result=result)
+    )
+    return Shape(tp.__name__, kind, fields)
 
 
 __all__ = [

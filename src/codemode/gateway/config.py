@@ -1,4 +1,5 @@
-"""The `mcpServers` file MCP clients already use, read as `add_mcp_server` calls.
+"""The `mcpServers` file MCP clients already use, read as `add_mcp_server` calls, and
+its `openApi` object of REST APIs, read as `add_openapi` calls.
 
 ```json
 {"mcpServers": {
@@ -12,6 +13,16 @@ Besides the clients' keys (`command`, `args`, `env`, `cwd`, `url`, `headers`, `t
 `expose_errors`, `timeout`, `connect`. `${VAR}` (or `${VAR:-default}`) in any string is
 taken from the environment; a relative `cwd` is taken from the file's folder. Every
 problem is one `ConfigError` naming the file and the key's path.
+
+```json
+{"openApi": {
+    "pets": {"spec": "pets.yaml", "baseUrl": "https://pets.example/v1",
+             "auth": {"bearer": "${PETS_TOKEN}"}, "exclude": ["DELETE /*"]}}}
+```
+
+A REST API takes `spec` (a path, relative to the file's folder, or a URL), `baseUrl`,
+`headers`, `auth` (a security scheme's name -> its secret, or `[user, password]` for
+HTTP basic), `include`, `exclude` and `timeout`; `mcpServers` may then be left out.
 """
 
 from __future__ import annotations
@@ -23,7 +34,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from codemode.errors import RegistrationError
 from codemode.gateway.gateway import namespace
@@ -40,6 +51,8 @@ class ServerEntry:
 
     name: str
     options: dict[str, Any]
+    kind: Literal["mcp", "openapi"] = "mcp"
+    """An MCP server (`add_mcp_server`) or a REST API (`add_openapi`)."""
 
 
 _STRING = "a string"
@@ -63,6 +76,18 @@ _KEYS: dict[str, str] = {
     "disabled": _BOOLEAN,
 }
 """Each key a server entry may have, and what its value must be."""
+_AUTH = "an object of strings or [user, password] pairs"
+_API_KEYS: dict[str, str] = {
+    "spec": _STRING,
+    "baseUrl": _STRING,
+    "headers": _OBJECT,
+    "auth": _AUTH,
+    "include": _STRINGS,
+    "exclude": _STRINGS,
+    "timeout": "a positive number",
+    "disabled": _BOOLEAN,
+}
+"""Each key a REST API entry may have, and what its value must be."""
 _TYPES = {"stdio": "command", "http": "url", "streamable-http": "url", "streamableHttp": "url"}
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
@@ -90,55 +115,89 @@ def load_config(
     if not isinstance(data, dict):
         raise ConfigError(f'{where}: the file must hold an object with "mcpServers"')
     for key in data:
-        if key != "mcpServers":
-            raise fail(key, 'unknown key (the file holds "mcpServers")')
-    servers = data.get("mcpServers")
-    if not isinstance(servers, dict) or not servers:
-        raise fail("mcpServers", "must be an object of servers by name, with at least one")
+        if key not in _SECTIONS:
+            raise fail(key, 'unknown key (the file holds "mcpServers" and "openApi")')
+    servers = data.get("mcpServers", {})
+    apis = data.get("openApi", {})
+    for section, value in (("mcpServers", servers), ("openApi", apis)):
+        if not isinstance(value, dict):
+            raise fail(section, f"must be an object of {_SECTIONS[section]} by name")
+    if not servers and not apis:
+        raise fail("mcpServers", 'must name a server (or "openApi" a REST API)')
     entries: list[ServerEntry] = []
     namespaces: dict[str, str] = {}
-    for name, spec in servers.items():
-        at = f"mcpServers.{name}"
-        try:
-            converted = namespace(name)
-        except RegistrationError as exc:
-            raise fail(at, str(exc).split(": ", 1)[-1]) from None
-        if converted in namespaces:
-            raise fail(at, f'"{namespaces[converted]}" and "{name}" both become {converted}')
-        namespaces[converted] = name
-        if not isinstance(spec, dict):
-            raise fail(at, "must be an object")
-        for key, value in spec.items():
-            if key not in _KEYS:
-                close = difflib.get_close_matches(key, list(_KEYS), n=1, cutoff=0.6)
-                hint = (
-                    f'did you mean "{close[0]}"?' if close else "a server takes " + ", ".join(_KEYS)
-                )
-                raise fail(f"{at}.{key}", f"unknown key; {hint}")
-            if not _fits(_KEYS[key], value):
-                raise fail(f"{at}.{key}", f"must be {_KEYS[key]}")
-        if spec.get("disabled"):
-            continue
-        kind = spec.get("type")
-        if kind is not None and kind not in _TYPES:
-            raise fail(f"{at}.type", f'"{kind}" is not supported; use "stdio" or "http"')
-        if ("command" in spec) == ("url" in spec):
-            raise fail(at, 'give either "command" (stdio) or "url" (streamable HTTP)')
-        if kind is not None and _TYPES[kind] not in spec:
-            raise fail(at, f'type "{kind}" needs "{_TYPES[kind]}"')
-        if spec.get("connect", "start") not in ("start", "first_use"):
-            raise fail(f"{at}.connect", 'must be "start" or "first_use"')
-        options = {
-            key: _expand(value, f"{at}.{key}", environ, fail)
-            for key, value in spec.items()
-            if key not in ("type", "disabled")
-        }
-        if "cwd" in options:  # relative to the file, whoever starts the proxy from where
-            options["cwd"] = str(Path(where).resolve().parent / options["cwd"])
-        entries.append(ServerEntry(name, options))
+    for section, group in (("mcpServers", servers), ("openApi", apis)):
+        keys = _KEYS if section == "mcpServers" else _API_KEYS
+        takes = "a server takes " if section == "mcpServers" else "a REST API takes "
+        for name, spec in group.items():
+            at = f"{section}.{name}"
+            try:
+                converted = namespace(name)
+            except RegistrationError as exc:
+                raise fail(at, str(exc).split(": ", 1)[-1]) from None
+            if converted in namespaces:
+                raise fail(at, f'"{namespaces[converted]}" and "{name}" both become {converted}')
+            namespaces[converted] = name
+            if not isinstance(spec, dict):
+                raise fail(at, "must be an object")
+            for key, value in spec.items():
+                if key not in keys:
+                    close = difflib.get_close_matches(key, list(keys), n=1, cutoff=0.6)
+                    hint = f'did you mean "{close[0]}"?' if close else takes + ", ".join(keys)
+                    raise fail(f"{at}.{key}", f"unknown key; {hint}")
+                if not _fits(keys[key], value):
+                    raise fail(f"{at}.{key}", f"must be {keys[key]}")
+            if spec.get("disabled"):
+                continue
+            read = _server_entry if section == "mcpServers" else _api_entry
+            entries.append(read(name, spec, at, where, environ, fail))
     if not entries:
         raise fail("mcpServers", "every server is disabled")
     return entries
+
+
+_SECTIONS = {"mcpServers": "servers", "openApi": "REST APIs"}
+
+
+def _server_entry(
+    name: str, spec: dict[str, Any], at: str, where: str, environ: Mapping[str, str], fail: Any
+) -> ServerEntry:
+    kind = spec.get("type")
+    if kind is not None and kind not in _TYPES:
+        raise fail(f"{at}.type", f'"{kind}" is not supported; use "stdio" or "http"')
+    if ("command" in spec) == ("url" in spec):
+        raise fail(at, 'give either "command" (stdio) or "url" (streamable HTTP)')
+    if kind is not None and _TYPES[kind] not in spec:
+        raise fail(at, f'type "{kind}" needs "{_TYPES[kind]}"')
+    if spec.get("connect", "start") not in ("start", "first_use"):
+        raise fail(f"{at}.connect", 'must be "start" or "first_use"')
+    options = {
+        key: _expand(value, f"{at}.{key}", environ, fail)
+        for key, value in spec.items()
+        if key not in ("type", "disabled")
+    }
+    if "cwd" in options:  # relative to the file, whoever starts the proxy from where
+        options["cwd"] = str(Path(where).resolve().parent / options["cwd"])
+    return ServerEntry(name, options)
+
+
+def _api_entry(
+    name: str, spec: dict[str, Any], at: str, where: str, environ: Mapping[str, str], fail: Any
+) -> ServerEntry:
+    if "spec" not in spec:
+        raise fail(at, 'needs "spec", the path or URL of its OpenAPI document')
+    options = {
+        ("base_url" if key == "baseUrl" else key): _expand(value, f"{at}.{key}", environ, fail)
+        for key, value in spec.items()
+        if key != "disabled"
+    }
+    if not re.match(r"(?i)https?://", options["spec"]):  # relative to the file, as cwd is
+        options["spec"] = str(Path(where).resolve().parent / options["spec"])
+    if "auth" in options:  # a JSON pair is a list; add_openapi takes a tuple
+        options["auth"] = {
+            k: tuple(v) if isinstance(v, list) else v for k, v in options["auth"].items()
+        }
+    return ServerEntry(name, options, "openapi")
 
 
 def _fits(kind: str, value: object) -> bool:
@@ -156,6 +215,12 @@ def _fits(kind: str, value: object) -> bool:
         return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
     if kind == _STRINGS:
         return isinstance(value, list) and all(isinstance(v, str) for v in value)
+    if kind == _AUTH:
+        return isinstance(value, dict) and all(
+            isinstance(v, str)
+            or (isinstance(v, list) and len(v) == 2 and all(isinstance(p, str) for p in v))
+            for v in value.values()
+        )
     return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
 
 

@@ -348,16 +348,18 @@ async def _close_all(upstreams: list[Upstream]) -> None:
             group.start_soon(upstream.close)
 
 
-def namespace(name: object) -> str:
-    """A server's name as the namespace of its tools: an identifier (`my-fs` -> `my_fs`),
-    or RegistrationError for one programs already use (a builtin or standard module)."""
+def namespace(name: object, kind: str = "MCP server") -> str:
+    """A server's (or REST API's) name as the namespace of its capabilities: an
+    identifier (`my-fs` -> `my_fs`), or RegistrationError for one programs already use (a
+    builtin or standard module)."""
     if not isinstance(name, str) or not name.strip():
-        raise RegistrationError(f"an MCP server name must be a non-empty string, not {name!r}")
+        raise RegistrationError(f"an {kind} name must be a non-empty string, not {name!r}")
     converted = identifier(name, lead="server_")
+    noun = "server" if kind == "MCP server" else "API"
     if converted in RESERVED_ROOTS:
         raise RegistrationError(
-            f'MCP server "{name}": "{converted}" is a name programs use for a builtin or '
-            f'module; name the server otherwise, e.g. "{converted}_server"'
+            f'{kind} "{name}": "{converted}" is a name programs use for a builtin or '
+            f'module; name the {noun} otherwise, e.g. "{converted}_{noun.lower()}"'
         )
     return converted
 

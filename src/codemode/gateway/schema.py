@@ -18,7 +18,7 @@ import keyword
 import re
 import types
 import unicodedata
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, NotRequired, Required, Union, get_args, get_origin
 
@@ -26,6 +26,8 @@ import jsonschema
 import pydantic
 from typing_extensions import TypedDict
 
+from codemode.capabilities import REQUIRED, Parameter
+from codemode.capabilities import typehints as t
 from codemode.capabilities.typehints import matches
 from codemode.types import JSONObject
 
@@ -62,19 +64,24 @@ def camel(name: str) -> str:
     return "".join(part[:1].upper() + part[1:] for part in re.split(r"[\W_]+", name) if part)
 
 
-def validator(schema: Mapping[str, Any]) -> jsonschema.protocols.Validator:
+def validator(
+    schema: Mapping[str, Any], *, checked: bool = False
+) -> jsonschema.protocols.Validator:
     """A validator for the schema's own draft (`$schema`; 2020-12 when it names none), or
-    SchemaError when the schema is not valid under that draft.
+    SchemaError when the schema is not valid under that draft (not checked again when
+    the caller has `checked` it).
 
     Patterns are matched by a linear-time engine (the Rust regex crate, through
     pydantic-core), never by Python's backtracking `re`: a pattern an upstream declares
     could otherwise hold the process for hours on one argument.
     """
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    try:
-        cls.check_schema(dict(schema))
-    except jsonschema.SchemaError as exc:
-        raise SchemaError(f"invalid JSON Schema at {_pointer(exc.path)}: {exc.message}") from None
+    if not checked:
+        try:
+            cls.check_schema(dict(schema))
+        except jsonschema.SchemaError as exc:
+            where = _pointer(exc.path)
+            raise SchemaError(f"invalid JSON Schema at {where}: {exc.message}") from None
     checker: jsonschema.protocols.Validator = _linear(cls)(schema)
     return checker
 
@@ -625,7 +632,7 @@ def problem(error: jsonschema.ValidationError, names: Mapping[str, str]) -> str:
         "uniqueItems": "must not repeat an item",
         "required": "is missing a required key",
         "additionalProperties": "has a key the schema does not declare",
-    }.get(kind, f'does not meet the tool\'s schema ("{kind}")')
+    }.get(kind, f'does not meet its schema ("{kind}")')
     return f'argument "{where}" {words}' if where else f"the arguments do not meet {kind!r}"
 
 
@@ -677,6 +684,73 @@ def _properties(schema: Mapping[str, Any], root: Mapping[str, Any]) -> dict[str,
     return found
 
 
+@dataclass(frozen=True)
+class Signature:
+    """An object schema as a capability's keyword parameters, one per property."""
+
+    parameters: tuple[Parameter, ...]
+    document: Callable[[JSONObject], JSONObject | str]
+    """The bound arguments as the document that goes on the wire, which the authorizer
+    and audit see too: the schema's names, a None it does not accept left out, then its
+    defaults of what is omitted, at every level (`with_defaults`); or the problem the
+    schema finds, in binding words."""
+
+
+def signature(
+    input_schema: JSONObject, prefix: str, *, hints: Hints | None = None, checked: bool = False
+) -> Signature:
+    """The parameters of `input_schema`'s properties, their shapes named after `prefix`
+    (by `hints`, which several schemas may share, so a shape each refers to is made
+    once); SchemaError when the schema is not valid (unless `checked`) or two properties
+    read as one name."""
+    checker = validator(input_schema, checked=checked)
+    hints = hints or Hints(input_schema, prefix)
+    properties: dict[str, Any] = dict(input_schema.get("properties") or {})  # type: ignore[arg-type]
+    required = set(input_schema.get("required") or ())  # type: ignore[arg-type]
+    parameters: list[Parameter] = []
+    wire: dict[str, str] = {}
+    """Each parameter's name as the schema spells it."""
+    defaults: JSONObject = {}
+    """The schema's default of each optional property that has one, by the schema's name."""
+    for key, sub in properties.items():
+        param = identifier(key, lead="arg_")
+        if param in wire:
+            raise SchemaError(f'properties "{wire[param]}" and "{key}" both read as "{param}"')
+        wire[param] = key
+        hint = hints.of(sub, prefix + camel(key))
+        if key in required:
+            default: Any = REQUIRED
+        elif isinstance(sub, Mapping) and "default" in sub:
+            default = defaults[key] = sub["default"]
+        else:  # left out when the program leaves it out (or passes None)
+            default, hint = None, hint if hint is Any else hint | None
+        doc = sub.get("description") if isinstance(sub, Mapping) else None
+        parameters.append(
+            Parameter(
+                param,
+                described(hint, sub),
+                default,
+                clean(doc) if isinstance(doc, str) else None,
+                wire=key if key != param else None,
+                filled=defaults.get(key) is not None,
+            )
+        )
+    for parameter in parameters:
+        t.check_supported(parameter.annotation)
+    keep_null = {param for param, key in wire.items() if nullable(properties[key])}
+    names = {key: param for param, key in wire.items()}
+
+    def document(arguments: JSONObject) -> JSONObject | str:
+        sent = {wire.get(k, k): v for k, v in arguments.items() if v is not None or k in keep_null}
+        error = next(iter(sorted(checker.iter_errors(sent), key=lambda e: e.path)), None)
+        if error is not None:
+            return problem(error, names)
+        filled: JSONObject = with_defaults(input_schema, sent, input_schema)
+        return filled
+
+    return Signature(tuple(parameters), document)
+
+
 def object_schema(schema: object) -> JSONObject:
     """An input schema as an object schema, or SchemaError when no call could meet it."""
     if not isinstance(schema, dict):
@@ -690,6 +764,7 @@ __all__ = [
     "Hints",
     "Pattern",
     "SchemaError",
+    "Signature",
     "camel",
     "clean",
     "described",
@@ -697,6 +772,7 @@ __all__ = [
     "nullable",
     "object_schema",
     "problem",
+    "signature",
     "validator",
     "with_defaults",
 ]

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import mcp_types as mt
 
-from codemode.capabilities import REQUIRED, Capability, Parameter
+from codemode.capabilities import Capability
 from codemode.capabilities import typehints as t
 from codemode.capabilities.hints import complete_hints
 from codemode.capabilities.naming import check_name
@@ -92,51 +92,15 @@ def tool_capability(
         name = check_name(f"{namespace}.{s.identifier(tool.name)}")
     except RegistrationError as exc:
         raise s.SchemaError(f"its name cannot name a capability ({exc})") from None
-    input_schema = s.object_schema(tool.input_schema)
-    checker = s.validator(input_schema)
+    arguments = s.signature(s.object_schema(tool.input_schema), s.camel(tool.name))
     if tool.output_schema is not None:
         s.validator(tool.output_schema)
-    hints = s.Hints(input_schema, s.camel(tool.name))
-    properties: dict[str, Any] = dict(input_schema.get("properties") or {})  # type: ignore[arg-type]
-    required = set(input_schema.get("required") or ())  # type: ignore[arg-type]
-    parameters: list[Parameter] = []
-    wire: dict[str, str] = {}
-    """Each parameter's name as the upstream spells it."""
-    defaults: JSONObject = {}
-    """The schema's default of each optional property that has one, by the upstream's name."""
-    for key, sub in properties.items():
-        param = s.identifier(key, lead="arg_")
-        if param in wire:
-            raise s.SchemaError(f'properties "{wire[param]}" and "{key}" both read as "{param}"')
-        wire[param] = key
-        hint = hints.of(sub, s.camel(tool.name) + s.camel(key))
-        if key in required:
-            default: Any = REQUIRED
-        elif isinstance(sub, Mapping) and "default" in sub:
-            default = defaults[key] = sub["default"]
-        else:  # left out when the program leaves it out (or passes None)
-            default, hint = None, hint if hint is Any else hint | None
-        doc = sub.get("description") if isinstance(sub, Mapping) else None
-        parameters.append(
-            Parameter(
-                param,
-                s.described(hint, sub),
-                default,
-                s.clean(doc) if isinstance(doc, str) else None,
-                wire=key if key != param else None,
-                filled=defaults.get(key) is not None,
-            )
-        )
-    for parameter in parameters:
-        t.check_supported(parameter.annotation)
     result: Any = Any
     if tool.output_schema is not None:
         result = s.Hints(tool.output_schema, s.camel(tool.name)).of(
             tool.output_schema, s.camel(tool.name) + "Result"
         )
         t.check_supported(result)
-    keep_null = {param for param, key in wire.items() if s.nullable(properties[key])}
-    names = {key: param for param, key in wire.items()}
 
     async def call(**document: Any) -> Any:
         try:
@@ -154,20 +118,9 @@ def tool_capability(
             raise AgentError(UNREACHABLE) from failed
         return tool_value(answer, structured=tool.output_schema is not None, expose=expose_errors)
 
-    def document(arguments: JSONObject) -> JSONObject | str:
-        """What goes on the wire, which the authorizer and audit see too: the upstream's
-        names, a None it does not accept left out, then its schema's defaults of what is
-        omitted, at every level (`with_defaults`)."""
-        sent = {wire.get(k, k): v for k, v in arguments.items() if v is not None or k in keep_null}
-        error = next(iter(sorted(checker.iter_errors(sent), key=lambda e: e.path)), None)
-        if error is not None:
-            return s.problem(error, names)
-        filled: JSONObject = s.with_defaults(input_schema, sent, input_schema)
-        return filled
-
     description = s.clean(tool.description or "")
     title = s.clean(tool.title or (tool.annotations.title if tool.annotations else None) or "")
-    summary = _first_sentence(description) or title or f"The {tool.name} tool of {namespace}."
+    summary = first_sentence(description) or title or f"The {tool.name} tool of {namespace}."
     return Capability(
         id=name,
         name=name,
@@ -177,14 +130,14 @@ def tool_capability(
         handler=call,
         is_async=True,
         context_parameter=None,
-        parameters=tuple(parameters),
+        parameters=arguments.parameters,
         result_annotation=result,
         result_doc=None if tool.output_schema is not None else TEXT_RESULT,
         timeout=None if timeout is None else timeout + _GRACE_SECONDS,
-        flat=all(t.is_scalar(p.annotation) for p in parameters),
+        flat=all(t.is_scalar(p.annotation) for p in arguments.parameters),
         annotations=annotations_of(tool),
         json_results=True,
-        document=document,
+        document=arguments.document,
     )
 
 
@@ -194,7 +147,7 @@ _GRACE_SECONDS = 1.0
 timeout (a `capability failed` the program can catch) is the one that ends a call."""
 
 
-def _first_sentence(text: str) -> str:
+def first_sentence(text: str) -> str:
     line = text.strip().split("\n", 1)[0].strip()
     end = line.find(". ")
     return line if end < 0 else line[: end + 1]
@@ -272,6 +225,7 @@ __all__ = [
     "UpstreamToolError",
     "annotations_of",
     "expose_mode",
+    "first_sentence",
     "tool_capability",
     "tool_value",
 ]

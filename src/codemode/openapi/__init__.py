@@ -1,0 +1,225 @@
+"""REST APIs described by an OpenAPI document as capabilities: `CodeMode.add_openapi`.
+
+Each operation becomes `name.<operationId in snake_case>`, built as every capability is,
+so describe, binding, policies, budgets and audit treat it as they treat the rest. The
+API's credentials and the host's headers stay here, on the host's side of the boundary.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
+from codemode.capabilities import Capability
+from codemode.capabilities import typehints as t
+from codemode.errors import RegistrationError
+from codemode.gateway.schema import Hints, SchemaError, camel
+from codemode.openapi.capabilities import Shared, operation_capability
+from codemode.openapi.client import Api, Credential
+from codemode.openapi.document import Document, SpecError, load
+from codemode.openapi.operations import Operation, Reading, chosen, operations
+
+log = logging.getLogger("codemode.openapi")
+
+Spec = str | os.PathLike[str] | Mapping[str, Any]
+Secret = str | tuple[str, str]
+
+
+@dataclass(frozen=True)
+class Source:
+    """A registered REST API: its client and the capabilities of its operations."""
+
+    api: Api
+    capabilities: list[Capability]
+
+
+def openapi_source(
+    name: str,
+    *,
+    spec: Spec,
+    base_url: str | None,
+    headers: Mapping[str, str] | None,
+    auth: Mapping[str, Secret] | None,
+    include: Sequence[str] | None,
+    exclude: Sequence[str],
+    timeout: float | None,
+    max_bytes: int,
+) -> Source:
+    """Read the document and build its operations' capabilities (not yet in a catalog);
+    RegistrationError naming the API for anything that cannot be used."""
+    try:
+        document = load(spec)
+        schemes = _schemes(document)
+        credentials = _credentials(schemes, auth or {})
+        url = _base_url(document, base_url)
+        host_headers = {str(k): str(v) for k, v in (headers or {}).items()}
+        credential_headers = {k.lower() for k in host_headers} | {
+            c.name.lower() for c in credentials.values() if c.kind == "header"
+        }
+        credential_headers |= {
+            str(s.get("name", "")).lower()
+            for s in schemes.values()
+            if s.get("type") == "apiKey" and s.get("in") == "header"
+        }
+        reading = operations(document, credential_headers, name)
+        found = chosen(reading.operations, include, exclude)
+    except SpecError as exc:
+        raise RegistrationError(f'REST API "{name}": {exc}') from None
+    security = document.root.get("security")
+    api = Api(
+        name,
+        url,
+        headers=host_headers,
+        credentials=credentials,
+        security=security if isinstance(security, list) else [],
+        timeout=timeout,
+        max_bytes=max_bytes,
+    )
+    try:
+        return Source(api, _capabilities(name, found, api, reading))
+    except BaseException:
+        api.close()
+        raise
+
+
+def _capabilities(
+    name: str, found: list[Operation], api: Api, reading: Reading
+) -> list[Capability]:
+    """The operations' capabilities, their shapes shared: a schema many operations refer
+    to is one type, read once (its keywords were checked as it was converted)."""
+    shared = Shared(
+        requests=Hints({"$defs": reading.requests.defs}, camel(name)),
+        responses=Hints({"$defs": reading.responses.defs}, camel(name)),
+    )
+    leaves: dict[str, Operation] = {}
+    built: list[Capability] = []
+    for operation in found:
+        other = leaves.get(operation.leaf)
+        if other is not None:
+            raise RegistrationError(
+                f'REST API "{name}": operations {other.route} and {operation.route} both '
+                f'become "{name}.{operation.leaf}"; exclude one of them'
+            )
+        leaves[operation.leaf] = operation
+        try:
+            capability = operation_capability(name, operation, api, shared)
+            capability.info  # noqa: B018 - built now: a schema that breaks it is skipped
+        except (SchemaError, t.UnsupportedTypeError) as exc:
+            log.warning("REST API %s: operation %s skipped: %s", name, operation.route, exc)
+            continue
+        except Exception as exc:  # a schema too intricate to read (a RecursionError)
+            log.warning(
+                "REST API %s: operation %s skipped: its schema cannot be read (%s)",
+                name,
+                operation.route,
+                type(exc).__name__,
+            )
+            continue
+        built.append(capability)
+    return built
+
+
+def _schemes(document: Document) -> dict[str, Mapping[str, Any]]:
+    components = document.root.get("components") or {}
+    schemes = components.get("securitySchemes") if isinstance(components, Mapping) else None
+    if not isinstance(schemes, Mapping):
+        return {}
+    found: dict[str, Mapping[str, Any]] = {}
+    for key, scheme in schemes.items():
+        target, _ = (
+            document.lookup(document.uri, scheme["$ref"])
+            if isinstance(scheme, Mapping) and isinstance(scheme.get("$ref"), str)
+            else (scheme, None)
+        )
+        if isinstance(target, Mapping):
+            found[str(key)] = target
+    return found
+
+
+def _credentials(
+    schemes: Mapping[str, Mapping[str, Any]], auth: Mapping[str, Secret]
+) -> dict[str, Credential]:
+    """Each `auth` entry as how its scheme sends it; SpecError for a scheme the document
+    does not declare or a secret of the wrong form (never with the secret in it)."""
+    found: dict[str, Credential] = {}
+    for key, secret in auth.items():
+        scheme = schemes.get(key)
+        if scheme is None:
+            close = difflib.get_close_matches(key, list(schemes), n=1, cutoff=0.6)
+            hint = (
+                f'did you mean "{close[0]}"?'
+                if close
+                else "it has: " + (", ".join(schemes) or "none")
+            )
+            raise SpecError(
+                f'auth names the security scheme "{key}", which is not declared; {hint}'
+            )
+        kind, where = scheme.get("type"), scheme.get("in")
+        http_scheme = str(scheme.get("scheme", "")).lower()
+        if kind == "http" and http_scheme == "basic":
+            if not (
+                isinstance(secret, tuple | list)
+                and len(secret) == 2
+                and all(isinstance(part, str) for part in secret)
+            ):
+                raise SpecError(f'auth "{key}" is HTTP basic: give a (user, password) pair')
+            found[key] = Credential(key, "basic", secret=f"{secret[0]}:{secret[1]}")
+            continue
+        if not isinstance(secret, str) or not secret:
+            raise SpecError(f'auth "{key}" must be a non-empty string')
+        if any(ch in secret for ch in "\r\n\0"):
+            raise SpecError(f'auth "{key}" holds a line break')
+        if kind == "apiKey" and where in ("header", "query", "cookie"):
+            name = scheme.get("name")
+            if not isinstance(name, str) or not name:
+                raise SpecError(f'security scheme "{key}" names no {where} to send the key in')
+            found[key] = Credential(key, where, name=name, secret=secret)
+        elif (kind == "http" and http_scheme == "bearer") or kind in ("oauth2", "openIdConnect"):
+            found[key] = Credential(key, "bearer", secret=secret)
+        else:
+            raise SpecError(
+                f'security scheme "{key}" ({kind} {http_scheme or where}) is not supported'
+            )
+    return found
+
+
+def _base_url(document: Document, given: str | None) -> str:
+    """Where requests go: `base_url`, else the document's one server (relative to where
+    it was fetched), else the origin it was fetched from."""
+    if given is not None:
+        url = given
+    else:
+        servers = document.root.get("servers")
+        servers = servers if isinstance(servers, list) and servers else [{"url": "/"}]
+        if len(servers) > 1:
+            raise SpecError("the document names several servers; give base_url")
+        server = servers[0] if isinstance(servers[0], Mapping) else {}
+        url = _filled(str(server.get("url", "/")), server.get("variables"))
+        if not urlsplit(url).scheme:
+            if document.origin is None:
+                raise SpecError(
+                    f"the document's server is {url!r}, relative to no URL; give base_url"
+                )
+            url = urljoin(document.uri, url)
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise SpecError(f"base_url must be an http(s) URL, not {url!r}")
+    if parts.query or parts.fragment:
+        raise SpecError("base_url must not hold a query or a fragment")
+    return url
+
+
+def _filled(url: str, variables: Any) -> str:
+    """A server URL with each `{variable}` as its default."""
+    for key, variable in (variables or {}).items() if isinstance(variables, Mapping) else ():
+        if isinstance(variable, Mapping) and "default" in variable:
+            url = url.replace("{" + str(key) + "}", str(variable["default"]))
+    return url
+
+
+__all__ = ["Secret", "Source", "Spec", "openapi_source"]

@@ -1,0 +1,236 @@
+"""One operation -> one capability, built as an upstream MCP tool's is: its arguments
+from one object schema (`schema.signature`), its result hint from the declared 2xx
+schemas (`schema.Hints`), so binding, describe, the declared-type projection and every
+hint are the same code for a REST API as for any capability.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypedDict
+
+import jsonschema
+
+from codemode.capabilities import Capability
+from codemode.capabilities import typehints as t
+from codemode.capabilities.hints import complete_hints
+from codemode.capabilities.naming import check_name
+from codemode.capabilities.results import Projection
+from codemode.errors import AgentError, RegistrationError
+from codemode.gateway import schema as s
+from codemode.gateway.tools import first_sentence
+from codemode.openapi.client import (
+    NOT_JSON,
+    UNDECLARED,
+    Api,
+    declared,
+    status_text,
+)
+from codemode.openapi.operations import Media, Operation
+
+log = logging.getLogger("codemode.openapi")
+
+
+class BinaryBody(TypedDict):
+    """A response body that is neither JSON nor text: what it is, not its bytes."""
+
+    type: str
+    mime_type: str
+    size: int
+
+
+_METHOD_HINTS: dict[str, dict[str, bool]] = {
+    "get": {"readOnlyHint": True},
+    "head": {"readOnlyHint": True},
+    "options": {"readOnlyHint": True},
+    "trace": {"readOnlyHint": True},
+    "post": {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False},
+    "patch": {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False},
+    "put": {"readOnlyHint": False, "idempotentHint": True},
+    "delete": {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": True},
+}
+_GRACE_SECONDS = 1.0
+"""How much longer the runtime waits than the API's timeout, so the client's own
+timeout (a `capability failed` the program can catch) is the one that ends a call."""
+
+
+def annotations_of(operation: Operation) -> Mapping[str, bool]:
+    """MCP's four hints, by the method and refined by `x-codemode-hints`."""
+    given = dict(_METHOD_HINTS[operation.method])
+    given.update({k: v for k, v in operation.hints.items() if isinstance(v, bool)})
+    return complete_hints(given)
+
+
+@dataclass(frozen=True)
+class Shared:
+    """What the operations of one API share: the readers of its schemas, one for each
+    direction."""
+
+    requests: s.Hints
+    responses: s.Hints
+
+
+def operation_capability(
+    namespace: str, operation: Operation, api: Api, shared: Shared
+) -> Capability:
+    """The capability `namespace.<leaf>`; SchemaError when its schemas cannot be read."""
+    try:
+        name = check_name(f"{namespace}.{operation.leaf}")
+    except RegistrationError as exc:
+        raise s.SchemaError(f"its name cannot name a capability ({exc})") from None
+    prefix = s.camel(operation.leaf)
+    arguments = s.signature(operation.input_schema, prefix, hints=shared.requests, checked=True)
+    hints = shared.responses
+    successes = {k: m for k, m in operation.responses.items() if k[0] == "2"} or {
+        k: m for k, m in operation.responses.items() if k == "DEFAULT"
+    }
+    kinds = [_hint(hints, media, prefix + "Result") for media in successes.values()]
+    result: Any = s.described(_one_of(kinds), None) if kinds else type(None)
+    t.check_supported(result)
+    errors = {
+        key: hints.of(media.schema, prefix + "Error")
+        for key, media in operation.responses.items()
+        if (key[0] == "4" or key == "DEFAULT") and media.kind == "json" and media.schema
+    }
+    projections: dict[str, Projection] = {}
+
+    def error_detail(key: str, body: bytes) -> str:
+        """The declared part of an error body (its projection made at the first one)."""
+        if key not in projections:
+            projections[key] = Projection(errors[key], serialize=False)
+        return _error_detail(projections[key], body)
+
+    checkers: dict[int, Any] = {}
+
+    def checker(media: Media) -> Any:
+        """The validator of one declared body (made at its first use)."""
+        if id(media) not in checkers:
+            checkers[id(media)] = s.validator({**media.schema, "$defs": operation.response_defs})
+        return checkers[id(media)]
+
+    async def call(**document: Any) -> Any:
+        code, media_type, body = await api.call(operation, document)
+        media = declared(operation, code)
+        if 200 <= code < 300:
+            return _value(api, operation, code, media, media_type, body, checker)
+        detail = ""
+        if 400 <= code < 500 and media is not None:
+            key = next(k for k in (str(code), f"{str(code)[0]}XX", "DEFAULT") if k in errors)
+            if key in errors:
+                detail = error_detail(key, body)
+        log.warning(
+            "REST API %s: %s answered %s: %s",
+            api.name,
+            operation.route,
+            code,
+            api.redact(body[:2048].decode("utf-8", "replace")),
+        )
+        raise AgentError(status_text(code) + (f": {detail}" if detail else ""))
+
+    summary = s.clean(operation.summary) or first_sentence(s.clean(operation.description))
+    summary = summary or f"{operation.route} of {namespace}."
+    description = s.clean(operation.description) or summary
+    return Capability(
+        id=name,
+        name=name,
+        summary=summary,
+        description=f"{description}\n\n{operation.route}",
+        search_terms=tuple(
+            w for w in (operation.operation_id, *operation.tags, operation.path, namespace) if w
+        ),
+        handler=call,
+        is_async=True,
+        context_parameter=None,
+        parameters=arguments.parameters,
+        result_annotation=result,
+        timeout=None if api.timeout is None else api.timeout + _GRACE_SECONDS,
+        flat=all(t.is_scalar(p.annotation) for p in arguments.parameters),
+        annotations=annotations_of(operation),
+        json_results=True,
+        document=arguments.document,
+    )
+
+
+def _hint(hints: s.Hints, media: Media, name: str) -> Any:
+    if media.kind == "json":
+        return Any if media.schema is None else hints.of(media.schema, name)
+    if media.kind == "text":
+        return str
+    if media.kind == "binary":
+        return BinaryBody
+    return type(None)
+
+
+def _one_of(kinds: list[Any]) -> Any:
+    unique: list[Any] = []
+    for kind in kinds:
+        if not any(kind is u or kind == u for u in unique):
+            unique.append(kind)
+    if Any in unique:
+        return Any
+    union: Any = unique[0]
+    for kind in unique[1:]:
+        union = union | kind
+    return union
+
+
+def _error_detail(projection: Projection, body: bytes) -> str:
+    """The declared part of an error body, as compact JSON (cut short, as every
+    `AgentError` message is)."""
+    try:
+        value = json.loads(body, parse_constant=_not_json)
+        kept = projection.project(value, 10_000).value
+    except Exception:
+        return ""
+    return json.dumps(kept, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def _value(
+    api: Api,
+    operation: Operation,
+    code: int,
+    media: Media | None,
+    media_type: str,
+    body: bytes,
+    checker: Callable[[Media], Any],
+) -> Any:
+    """A 2xx response as the program gets it, or AgentError for one that breaks what the
+    operation declares."""
+    if media is None or media.kind == "none" or code == 204 or not body:
+        return None
+    if media.kind == "text":
+        return body.decode("utf-8", "replace")
+    if media.kind == "binary":
+        return {
+            "type": "binary",
+            "mime_type": media_type or "application/octet-stream",
+            "size": len(body),
+        }
+    try:
+        value = json.loads(body, parse_constant=_not_json)
+    except ValueError:
+        log.warning("REST API %s: %s answered %s with no JSON", api.name, operation.route, code)
+        raise AgentError(NOT_JSON) from None
+    if media.schema is not None:
+        error = jsonschema.exceptions.best_match(checker(media).iter_errors(value))
+        if error is not None:
+            log.warning(
+                "REST API %s: %s answered %s with a body its schema refuses: %s at %s",
+                api.name,
+                operation.route,
+                code,
+                api.redact(error.message[:500]),
+                "/".join(str(p) for p in error.absolute_path) or "the root",
+            )
+            raise AgentError(UNDECLARED)
+    return value
+
+
+def _not_json(constant: str) -> None:
+    raise ValueError(constant)
+
+
+__all__ = ["BinaryBody", "Shared", "annotations_of", "operation_capability"]

@@ -1,0 +1,350 @@
+"""One REST API's side of the boundary: its connection pools, its credentials, and how
+a call's request is sent and its response read.
+
+Credentials never enter an argument, a result or an error: they are added here, to the
+request, after the authorizer has decided on the arguments. A response crosses only as
+its operation declares it; everything else the server wrote (an undeclared error body, a
+5xx page, a reason phrase, headers) goes to the host log alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import http
+import json
+import logging
+import weakref
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import httpx2
+
+from codemode.errors import AgentError
+from codemode.openapi import wire
+from codemode.openapi.operations import Media, Operation
+from codemode.types import JSONObject
+
+log = logging.getLogger("codemode.openapi")
+
+TIMED_OUT = "the API did not answer within {seconds:g} s"
+UNREACHABLE = "the connection to the API failed"
+TOO_LARGE = "the API's response is too large"
+NOT_JSON = "the API's response is not JSON"
+UNDECLARED = "the API's response does not match its declared schema"
+REDIRECTED = "the API redirected to another origin"
+
+
+@dataclass(frozen=True)
+class Credential:
+    """How one security scheme's secret is sent."""
+
+    scheme: str
+    kind: Literal["bearer", "basic", "header", "query", "cookie"]
+    name: str = ""
+    """The header, query parameter or cookie an API key goes in."""
+    secret: str = ""
+
+    def __repr__(self) -> str:  # the secret never shows, not even in a traceback's locals
+        return f"Credential({self.scheme!r}, {self.kind!r})"
+
+
+class Redirected(Exception):
+    """The API redirected a request to another origin: it is not sent there."""
+
+
+class TooLarge(Exception):
+    """A response body past the bound."""
+
+
+class Api:
+    """A REST API's pools (one per event loop that calls it) and what every request
+    carries: its base URL, the host's headers and the credentials."""
+
+    def __init__(
+        self,
+        name: str,
+        base_url: str,
+        *,
+        headers: Mapping[str, str],
+        credentials: Mapping[str, Credential],
+        security: Sequence[Mapping[str, Any]],
+        timeout: float | None,
+        max_bytes: int,
+    ) -> None:
+        self.name = name
+        self.base = httpx2.URL(base_url)
+        self.headers = dict(headers)
+        self.credentials = dict(credentials)
+        self.security = list(security)
+        """The document's own `security`, for operations that give none."""
+        self.timeout = timeout
+        self.max_bytes = max_bytes
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx2.AsyncClient]
+        self._clients = weakref.WeakKeyDictionary()
+        _REDACT.secrets[id(self)] = self.secrets
+
+    @property
+    def secrets(self) -> list[str]:
+        """Every secret text a request may carry, for the log filter to blank out."""
+        found = [c.secret for c in self.credentials.values() if len(c.secret) >= 4]
+        for c in self.credentials.values():
+            if c.kind == "basic":
+                found.append(base64.b64encode(c.secret.encode()).decode())
+        found += [value for value in self.headers.values() if len(value) >= 8]
+        return found
+
+    def _client(self) -> httpx2.AsyncClient:
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            client = httpx2.AsyncClient(
+                timeout=httpx2.Timeout(self.timeout),
+                follow_redirects=True,
+                max_redirects=5,
+                event_hooks={"request": [self._same_origin]},
+                limits=httpx2.Limits(max_connections=32, max_keepalive_connections=16),
+                trust_env=False,
+            )
+            self._clients[loop] = client
+        return client
+
+    async def _same_origin(self, request: httpx2.Request) -> None:
+        """Every request, each redirect's included, goes to the API's own origin only."""
+        url = request.url
+        if (url.scheme, url.host, url.port) != (self.base.scheme, self.base.host, self.base.port):
+            raise Redirected()
+
+    async def call(self, operation: Operation, document: JSONObject) -> tuple[int, str, bytes]:
+        """Send one call; its status, media type and body, or AgentError for a failure
+        that is not the API's answer (the detail is logged)."""
+        request = self._request(operation, document)
+        try:
+            response = await self._client().send(request, stream=True)
+            try:
+                body = await self._read(response)
+            finally:
+                await response.aclose()
+        except httpx2.TimeoutException as exc:
+            self._log(operation, f"timed out ({type(exc).__name__})")
+            raise AgentError(TIMED_OUT.format(seconds=self.timeout or 0)) from None
+        except Redirected:
+            self._log(operation, "redirected to another origin; not followed")
+            raise AgentError(REDIRECTED) from None
+        except TooLarge:
+            self._log(operation, f"a response of more than {self.max_bytes} bytes")
+            raise AgentError(TOO_LARGE) from None
+        except httpx2.HTTPError as exc:
+            self._log(operation, f"{type(exc).__name__}: {exc}")
+            raise AgentError(UNREACHABLE) from None
+        media = response.headers.get("content-type", "").split(";")[0].strip().lower()
+        return response.status_code, media, body
+
+    def _log(self, operation: Operation, detail: str) -> None:
+        log.warning("REST API %s: %s failed: %s", self.name, operation.route, self.redact(detail))
+
+    def redact(self, text: str) -> str:
+        """`text` with every credential blanked out (an API may echo one in an error)."""
+        return _blanked(text, self.secrets)
+
+    async def _read(self, response: httpx2.Response) -> bytes:
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_bytes:
+            raise TooLarge()
+        body = bytearray()
+        async for chunk in response.aiter_bytes():
+            body += chunk
+            if len(body) > self.max_bytes:
+                raise TooLarge()
+        return bytes(body)
+
+    def _request(self, operation: Operation, document: JSONObject) -> httpx2.Request:
+        """The request for bound arguments: each where the document puts it, then the
+        host's headers and the credentials, which no argument can override."""
+        by_key = {a.key: a for a in operation.arguments}
+        given = {k: (by_key[k], v) for k, v in document.items() if k in by_key and v is not None}
+        path_values = {a.wire: (a, v) for a, v in given.values() if a.location == "path"}
+        params: list[tuple[str, str | int | float | bool | None]] = []
+        headers: dict[str, str] = {}
+        cookies: list[str] = []
+        body: Any = None
+        for argument, value in given.values():
+            if argument.location == "query":
+                params += wire.query(argument, value)
+            elif argument.location == "header":
+                try:
+                    headers[argument.wire] = wire.header(argument, value)
+                except ValueError:  # the program's own argument, and HTTP's own rule
+                    raise AgentError(
+                        f'argument "{argument.key}" holds a line break, which a header cannot carry'
+                    ) from None
+            elif argument.location == "cookie":
+                cookies.append(wire.cookie(argument, value))
+            elif argument.location == "body":
+                if operation.body_flat:
+                    body = {} if body is None else body
+                    body[argument.wire] = value
+                else:
+                    body = value
+        if body is None and operation.body_flat and operation.body_required:
+            body = {}
+        headers.update(self.headers)
+        if self.credentials:
+            for credential in self._chosen(operation):
+                if credential.kind == "bearer":
+                    headers["Authorization"] = f"Bearer {credential.secret}"
+                elif credential.kind == "basic":
+                    token = base64.b64encode(credential.secret.encode()).decode()
+                    headers["Authorization"] = f"Basic {token}"
+                elif credential.kind == "header":
+                    headers[credential.name] = credential.secret
+                elif credential.kind == "query":
+                    params.append((credential.name, credential.secret))
+                else:
+                    cookies.append(f"{credential.name}={credential.secret}")
+        if cookies:
+            headers["Cookie"] = "; ".join(cookies)
+        headers.setdefault("Accept", _accept(operation))
+        content: bytes | None = None
+        form: dict[str, str] | None = None
+        if body is not None:
+            if operation.body == "json":
+                content = json.dumps(body, separators=(",", ":")).encode()
+                headers["Content-Type"] = "application/json"
+            elif operation.body == "form":
+                form = {k: wire.scalar(v) for k, v in body.items()}
+            else:
+                content = str(body).encode()
+                headers["Content-Type"] = "text/plain; charset=utf-8"
+        raw_path = self.base.raw_path.split(b"?")[0].rstrip(b"/")
+        target = raw_path + wire.path(operation.path, path_values).encode("ascii")
+        url = self.base.copy_with(raw_path=target)
+        return self._client().build_request(
+            operation.method.upper(),
+            url,
+            params=params or None,
+            headers=headers,
+            content=content,
+            data=form,
+        )
+
+    def _chosen(self, operation: Operation) -> list[Credential]:
+        """The credentials of the first of the operation's security alternatives the host
+        holds every secret of; none when it holds no alternative whole."""
+        alternatives = operation.security if operation.security is not None else self.security
+        for alternative in alternatives:
+            if isinstance(alternative, Mapping) and all(k in self.credentials for k in alternative):
+                return [self.credentials[k] for k in alternative]
+        return []
+
+    async def aclose(self) -> None:
+        """Close the pool of the loop this runs on."""
+        client = self._clients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.aclose()
+
+    def close(self) -> None:
+        """Close every pool: each on its own loop while that still runs."""
+        _REDACT.secrets.pop(id(self), None)
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        for loop, client in list(self._clients.items()):
+            if loop.is_closed():
+                continue
+            if loop is running:  # closed from its own loop: it cannot be waited for here
+                loop.create_task(client.aclose())
+                continue
+            future = asyncio.run_coroutine_threadsafe(client.aclose(), loop)
+            try:
+                future.result(timeout=2)
+            except Exception:  # a loop that no longer runs its tasks: the sockets go with it
+                future.cancel()
+        self._clients.clear()
+
+
+def _accept(operation: Operation) -> str:
+    kinds = {m.kind for m in operation.responses.values()}
+    if kinds <= {"json", "none"}:
+        return "application/json"
+    return "application/json, text/plain;q=0.9, */*;q=0.8"
+
+
+_RFC_9110 = {
+    413: "Content Too Large",
+    414: "URI Too Long",
+    416: "Range Not Satisfiable",
+    422: "Unprocessable Content",
+}
+"""The phrases RFC 9110 renamed, which older Pythons' `http.HTTPStatus` spell the old way."""
+
+
+def status_text(code: int) -> str:
+    """`HTTP 404 Not Found`: the status and the standard phrase, never the server's."""
+    try:
+        return f"HTTP {code} {_RFC_9110.get(code) or http.HTTPStatus(code).phrase}"
+    except ValueError:
+        return f"HTTP {code}"
+
+
+def declared(operation: Operation, code: int) -> Media | None:
+    """What the operation declares for a status: the code, its class (`4XX`), `default`."""
+    for key in (str(code), f"{str(code)[0]}XX", "DEFAULT"):
+        if key in operation.responses:
+            return operation.responses[key]
+    return None
+
+
+class _Redact(logging.Filter):
+    """Blanks out credentials in the HTTP client's own log lines (it logs each request's
+    URL at INFO, and an API key may ride in the query)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.secrets: dict[int, list[str]] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        secrets = [s for group in list(self.secrets.values()) for s in group]
+        if secrets:
+            message = record.getMessage()
+            blanked = _blanked(message, secrets)
+            if blanked != message:
+                record.msg, record.args = blanked, None
+        return True
+
+
+def _blanked(text: str, secrets: list[str]) -> str:
+    """`text` with each secret, as written or percent-encoded, as `[redacted]`."""
+    for secret in secrets:
+        text = text.replace(secret, "[redacted]").replace(_quoted(secret), "[redacted]")
+    return text
+
+
+def _quoted(secret: str) -> str:
+    return str(httpx2.QueryParams({"k": secret})).removeprefix("k=")
+
+
+_REDACT = _Redact()
+logging.getLogger("httpx2").addFilter(_REDACT)
+
+
+def origin_of(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+__all__ = [
+    "NOT_JSON",
+    "REDIRECTED",
+    "TIMED_OUT",
+    "TOO_LARGE",
+    "UNDECLARED",
+    "UNREACHABLE",
+    "Api",
+    "Credential",
+    "declared",
+    "status_text",
+]

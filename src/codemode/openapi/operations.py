@@ -1,0 +1,384 @@
+"""A document's operations, each read as what one capability needs: its name, its
+arguments with where each goes on the wire, its request body and its declared responses.
+
+An operation's arguments are its path, query, header and cookie parameters and, for a
+JSON (or form) object body, that body's properties, each named as the document spells it.
+A name two locations share keeps its spelling in the first of path, query, header,
+cookie, body and gets the location as a suffix in the others (`id`, `id_body`). Header
+parameters that carry a credential (a security scheme's, `Authorization`) or that the
+host sets are not arguments: the host's side sends them.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from codemode.gateway.schema import SchemaError, identifier
+from codemode.openapi.document import Document, Schemas, SpecError, resolve
+
+log = logging.getLogger("codemode.openapi")
+
+METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
+Location = Literal["path", "query", "header", "cookie", "body"]
+_ORDER: tuple[Location, ...] = ("path", "query", "header", "cookie", "body")
+_STYLES = {
+    "path": ("simple", "label", "matrix"),
+    "query": ("form", "spaceDelimited", "pipeDelimited", "deepObject"),
+    "header": ("simple",),
+    "cookie": ("form",),
+}
+_JSON = re.compile(r"(?i)^application/(.+\+)?json$")
+_FORM = "application/x-www-form-urlencoded"
+_IGNORED_HEADERS = frozenset(("accept", "content-type", "authorization"))
+"""Header parameters OpenAPI says are not parameters: the client sets them."""
+
+
+@dataclass(frozen=True)
+class Argument:
+    """One keyword argument, and where and how it is sent."""
+
+    key: str
+    """Its name in the argument document (the document's spelling, suffixed on a clash)."""
+    wire: str
+    """Its name on the wire."""
+    location: Location
+    style: str = "simple"
+    explode: bool = False
+    allow_reserved: bool = False
+    json: bool = False
+    """Sent as JSON text (a parameter with `content: application/json`)."""
+
+
+@dataclass(frozen=True)
+class Media:
+    """What a response (or request) body of one status holds."""
+
+    kind: Literal["json", "text", "binary", "none"]
+    schema: Any = None
+    """Its converted schema, for `json` and `text` (None: undeclared)."""
+
+
+@dataclass
+class Operation:
+    """One operation of the document, ready to become a capability."""
+
+    leaf: str
+    """The capability name's last part (`list_pets`)."""
+    method: str
+    path: str
+    operation_id: str | None
+    summary: str
+    description: str
+    tags: tuple[str, ...]
+    arguments: list[Argument]
+    input_schema: dict[str, Any]
+    """The arguments as one object schema, by key, with the `$defs` it reaches."""
+    body: Literal["json", "form", "text"] | None
+    body_flat: bool
+    """Whether the body's properties are arguments (else it is the `body` argument)."""
+    body_required: bool
+    responses: dict[str, Media]
+    """By status as the document writes it (`200`, `2XX`, `default`)."""
+    response_defs: dict[str, Any]
+    security: list[dict[str, list[str]]] | None
+    """Its own `security` (alternatives of schemes), None to use the document's."""
+    hints: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def route(self) -> str:
+        return f"{self.method.upper()} {self.path}"
+
+
+def snake(name: str) -> str:
+    """`listPets` -> `list_pets`, `getHTTPStatus` -> `get_http_status`, `pets/list` ->
+    `pets_list`: a name as a Python programmer would write it."""
+    text = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name)
+    text = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", text)
+    text = re.sub(r"[^0-9A-Za-z]+", "_", text).strip("_").lower()
+    return identifier(re.sub(r"_+", "_", text), lead="op_")
+
+
+def default_name(method: str, path: str) -> str:
+    """The name of an operation without an `operationId`: its method and its path's
+    words, `GET /pets/{petId}/photos` -> `get_pets_pet_id_photos`."""
+    return snake(f"{method} {path.replace('{', ' ').replace('}', ' ')}")
+
+
+@dataclass(frozen=True)
+class Reading:
+    """A document's operations, and the schemas they share (one `$defs` per direction)."""
+
+    operations: list[Operation]
+    requests: Schemas
+    responses: Schemas
+
+
+def operations(document: Document, credential_headers: set[str], api: str = "") -> Reading:
+    """Every operation the document declares; one that cannot be read is skipped with a
+    warning naming the `api`, the operation and why."""
+    requests = Schemas(document, "request")
+    responses = Schemas(document, "response")
+    found: list[Operation] = []
+    paths = document.root.get("paths") or {}
+    for path, item in paths.items():
+        item, base = resolve(document, item, document.uri)
+        if not isinstance(item, Mapping):
+            continue
+        shared = item.get("parameters") or []
+        for method in METHODS:
+            spec = item.get(method)
+            if not isinstance(spec, Mapping):
+                continue
+            try:
+                found.append(
+                    _operation(
+                        document,
+                        requests,
+                        responses,
+                        method,
+                        path,
+                        spec,
+                        shared,
+                        base,
+                        credential_headers,
+                    )
+                )
+            except (SchemaError, SpecError) as exc:
+                log.warning(
+                    "REST API %s: operation %s %s skipped: %s", api, method.upper(), path, exc
+                )
+    return Reading(found, requests, responses)
+
+
+def _operation(
+    document: Document,
+    requests: Schemas,
+    responses: Schemas,
+    method: str,
+    path: str,
+    spec: Mapping[str, Any],
+    shared: Sequence[Any],
+    base: str,
+    credential_headers: set[str],
+) -> Operation:
+    if not path.startswith("/"):
+        raise SpecError(f"its path {path!r} does not start with /")
+    parameters: dict[tuple[str, str], tuple[Mapping[str, Any], str]] = {}
+    for raw in [*shared, *(spec.get("parameters") or [])]:  # the operation's win
+        parameter, where = resolve(document, raw, base)
+        if not isinstance(parameter, Mapping) or not isinstance(parameter.get("name"), str):
+            raise SpecError("a parameter has no name")
+        parameters[(parameter["name"], str(parameter.get("in")))] = (parameter, where)
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    arguments: list[Argument] = []
+    wanted: list[tuple[Location, str, Any, bool, dict[str, Any]]] = []
+    """(location, wire name, converted schema, required, how it is sent)."""
+    for (name, location), (parameter, where) in parameters.items():
+        if location not in _STYLES:
+            raise SpecError(f'parameter "{name}" is in {location!r}')
+        if location == "header" and (
+            name.lower() in _IGNORED_HEADERS or name.lower() in credential_headers
+        ):
+            continue
+        style = parameter.get("style", "form" if location in ("query", "cookie") else "simple")
+        if style not in _STYLES[location]:
+            raise SpecError(f'parameter "{name}" has style {style!r}, not one for {location}')
+        how: dict[str, Any] = {
+            "style": style,
+            "explode": parameter.get("explode", style == "form") is True,
+            "allow_reserved": parameter.get("allowReserved") is True,
+        }
+        schema = parameter.get("schema")
+        content = parameter.get("content")
+        if schema is None and isinstance(content, Mapping) and content:
+            media, body = next(iter(content.items()))
+            if not _JSON.match(str(media)):
+                raise SpecError(f'parameter "{name}" is sent as {media}')
+            schema, how["json"] = (body or {}).get("schema", {}), True
+        converted = requests.convert(schema if schema is not None else {}, where)
+        if isinstance(parameter.get("description"), str):
+            converted = {**converted, "description": parameter["description"]}
+        is_required = location == "path" or parameter.get("required") is True
+        wanted.append((location, name, converted, is_required, how))  # type: ignore[arg-type]
+    body_kind, body_flat, body_required = None, False, False
+    raw_body = spec.get("requestBody")
+    if raw_body is not None:
+        body, where = resolve(document, raw_body, base)
+        if not isinstance(body, Mapping):
+            raise SpecError("its request body is not an object")
+        media_type, media = _pick(body.get("content") or {})
+        if media_type is None:
+            kinds = ", ".join(body.get("content") or {}) or "nothing"
+            raise SpecError(f"its request body is {kinds}, which is not sent")
+        body_kind = "json" if _JSON.match(media_type) else "form" if media_type == _FORM else "text"
+        body_required = body.get("required") is True
+        schema = requests.convert((media or {}).get("schema", {}), where)
+        fields = _object_properties(schema, requests.defs)
+        if body_kind == "form" or fields is not None:
+            body_flat = True
+            own_required = set(_object_required(schema, requests.defs))
+            for name, sub in (fields or {}).items():
+                wanted.append(("body", name, sub, body_required and name in own_required, {}))
+        else:
+            if isinstance(body.get("description"), str) and isinstance(schema, Mapping):
+                schema = {**schema, "description": body["description"]}
+            wanted.append(("body", "body", schema, body_required, {}))
+    taken: set[str] = set()
+    for location in _ORDER:
+        for where_, name, converted, is_required, how in wanted:
+            if where_ != location:
+                continue
+            key = name if name not in taken else f"{name}_{location}"
+            if key in taken:
+                raise SchemaError(f'arguments named "{name}" clash')
+            taken.add(key)
+            properties[key] = converted
+            if is_required:
+                required.append(key)
+            arguments.append(Argument(key, name, location, **how))
+    input_schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        input_schema["required"] = required
+    defs = requests.closure(list(properties.values()))
+    if defs:
+        input_schema["$defs"] = defs
+    declared: dict[str, Media] = {}
+    for status, raw_response in (spec.get("responses") or {}).items():
+        response, where = resolve(document, raw_response, base)
+        declared[str(status).upper()] = _media(responses, response, where)
+    operation_id = spec.get("operationId")
+    operation_id = operation_id if isinstance(operation_id, str) and operation_id else None
+    security = spec.get("security")
+    hints = spec.get("x-codemode-hints")
+    return Operation(
+        leaf=snake(operation_id) if operation_id else default_name(method, path),
+        method=method,
+        path=path,
+        operation_id=operation_id,
+        summary=str(spec.get("summary") or ""),
+        description=str(spec.get("description") or ""),
+        tags=tuple(str(tag) for tag in spec.get("tags") or ()),
+        arguments=arguments,
+        input_schema=input_schema,
+        body=body_kind,  # type: ignore[arg-type]
+        body_flat=body_flat,
+        body_required=body_required,
+        responses=declared,
+        response_defs=responses.closure([m.schema for m in declared.values()]),
+        security=list(security) if isinstance(security, list) else None,
+        hints=dict(hints) if isinstance(hints, Mapping) else {},
+    )
+
+
+def _pick(content: Mapping[str, Any]) -> tuple[str | None, Any]:
+    """The request media codemode sends, by preference: JSON, a form, text."""
+    for test in (
+        lambda m: bool(_JSON.match(m)),
+        lambda m: m == _FORM,
+        lambda m: m.startswith("text/"),
+    ):
+        for media_type, media in content.items():
+            if test(str(media_type).split(";")[0].strip().lower()):
+                return str(media_type).split(";")[0].strip().lower(), media
+    return None, None
+
+
+def _media(schemas: Schemas, response: Any, base: str) -> Media:
+    content = response.get("content") if isinstance(response, Mapping) else None
+    if not isinstance(content, Mapping) or not content:
+        return Media("none")
+    for media_type, media in content.items():
+        kind = str(media_type).split(";")[0].strip().lower()
+        if _JSON.match(kind) or (kind == "*/*" and "schema" in (media or {})):
+            schema = (media or {}).get("schema")
+            return Media("json", None if schema is None else schemas.convert(schema, base))
+    if any(str(m).lower().startswith("text/") for m in content):
+        return Media("text")
+    return Media("binary")
+
+
+def _object_properties(schema: Any, defs: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The properties of a body that is an object with declared keys (its reference
+    followed, its `allOf` members merged); None for any other body."""
+    schema = _deref(schema, defs)
+    if not isinstance(schema, Mapping) or schema.get("type", "object") != "object":
+        return None
+    if any(word in schema for word in ("anyOf", "oneOf", "if", "not")):
+        return None
+    found: dict[str, Any] = {}
+    for member in [schema, *(_deref(m, defs) for m in schema.get("allOf") or ())]:
+        if not isinstance(member, Mapping) or (
+            member is not schema
+            and (
+                member.get("type", "object") != "object"
+                or any(w in member for w in ("anyOf", "oneOf", "allOf"))
+            )
+        ):
+            return None
+        found.update(member.get("properties") or {})
+    return found or None
+
+
+def _object_required(schema: Any, defs: Mapping[str, Any]) -> list[str]:
+    schema = _deref(schema, defs)
+    members = [schema, *(_deref(m, defs) for m in schema.get("allOf") or ())]
+    return [r for m in members for r in (m.get("required") or ()) if isinstance(r, str)]
+
+
+def _deref(schema: Any, defs: Mapping[str, Any]) -> Any:
+    for _ in range(32):
+        ref = schema.get("$ref") if isinstance(schema, Mapping) else None
+        if not isinstance(ref, str) or not ref.startswith("#/$defs/"):
+            return schema
+        schema = defs.get(ref[len("#/$defs/") :])
+    return schema
+
+
+def chosen(
+    found: list[Operation],
+    include: Sequence[str] | None,
+    exclude: Sequence[str],
+) -> list[Operation]:
+    """The operations `include` and `exclude` leave. A pattern is an operation id, a tag,
+    or `METHOD /path` (both may hold `*`); one with no wildcard that matches nothing is a
+    registration error, as it is likely a typo."""
+
+    def matches(pattern: str, operation: Operation) -> bool:
+        if re.match(r"(?i)^[a-z*]+ /", pattern):
+            method, _, path = pattern.partition(" ")
+            return fnmatch.fnmatchcase(operation.method, method.lower()) and (
+                fnmatch.fnmatchcase(operation.path, path)
+            )
+        return any(
+            fnmatch.fnmatchcase(word, pattern)
+            for word in (operation.operation_id, operation.leaf, *operation.tags)
+            if word
+        )
+
+    for pattern in [*(include or ()), *exclude]:
+        if not any(ch in pattern for ch in "*?[") and not any(matches(pattern, o) for o in found):
+            raise SpecError(f'no operation, tag or "METHOD /path" matches "{pattern}"')
+    return [
+        operation
+        for operation in found
+        if (include is None or any(matches(p, operation) for p in include))
+        and not any(matches(p, operation) for p in exclude)
+    ]
+
+
+__all__ = [
+    "Argument",
+    "Location",
+    "Media",
+    "Operation",
+    "Reading",
+    "chosen",
+    "operations",
+    "snake",
+]

@@ -1,0 +1,399 @@
+"""The tests' own REST API: a pet store with an OpenAPI 3.1 document in YAML (one schema
+in a file of its own), served by uvicorn on loopback. It records every request as it
+arrived (raw path, query, headers), and plants the canary where only the host may see it:
+in undeclared result keys, undeclared error fields, a 500 page and its headers."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from codemode import serving
+from tests.conftest import CANARY
+
+SPEC = """
+openapi: 3.1.0
+info: {title: Pets, version: "1"}
+servers: [{url: /v1}]
+security: [{bearer: []}]
+components:
+  securitySchemes:
+    bearer: {type: http, scheme: bearer}
+    key: {type: apiKey, in: query, name: api_key}
+    session: {type: apiKey, in: cookie, name: sid}
+    basic: {type: http, scheme: basic}
+    header_key: {type: apiKey, in: header, name: X-Api-Key}
+  schemas:
+    Echo:
+      type: object
+      properties:
+        path: {type: string}
+        query: {type: string}
+        cookie: {type: [string, "null"]}
+        ids: {type: [string, "null"]}
+    Pet:
+      type: object
+      required: [id, name]
+      properties:
+        id: {type: integer, readOnly: true}
+        name: {type: string, minLength: 1, description: What the pet answers to.}
+        tag: {type: [string, "null"]}
+        owner: {$ref: "common.yaml#/Owner"}
+    Error:
+      type: object
+      properties:
+        code: {type: integer}
+        message: {type: string}
+paths:
+  /pets:
+    get:
+      operationId: listPets
+      tags: [pets]
+      summary: List the pets.
+      parameters:
+        - {name: limit, in: query, schema: {type: integer, minimum: 1, maximum: 100}}
+        - {name: tags, in: query, schema: {type: array, items: {type: string}}}
+        - {name: kind, in: query, schema: {type: string, enum: [cat, dog]}}
+        - {name: X-Trace, in: header, schema: {type: string}}
+        - {name: X-Api-Key, in: header, schema: {type: string}}
+      responses:
+        200:
+          description: The pets.
+          content:
+            application/json:
+              schema: {type: array, items: {$ref: "#/components/schemas/Pet"}}
+    post:
+      operationId: createPet
+      tags: [pets]
+      summary: Add a pet.
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema: {$ref: "#/components/schemas/Pet"}
+      responses:
+        "201":
+          description: Made.
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/Pet"}
+        4XX:
+          description: Refused.
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/Error"}
+  /pets/{petId}:
+    parameters:
+      - {name: petId, in: path, required: true, schema: {type: string}}
+    get:
+      operationId: showPetById
+      tags: [pets]
+      responses:
+        "200":
+          description: The pet.
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/Pet"}
+        "404":
+          description: No such pet.
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/Error"}
+    delete:
+      tags: [admin]
+      security: [{basic: []}]
+      responses:
+        "204": {description: Gone.}
+  /search:
+    get:
+      operationId: search
+      security: [{key: []}, {session: []}]
+      parameters:
+        - {name: filter, in: query, style: deepObject, explode: true,
+           schema: {type: object, properties: {color: {type: string}, size: {type: integer}}}}
+        - {name: ids, in: query, style: pipeDelimited, explode: false,
+           schema: {type: array, items: {type: integer}}}
+        - {name: ids, in: header, schema: {type: string}}
+        - {name: theme, in: cookie, schema: {type: string}}
+      responses:
+        "200":
+          description: What the request was.
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/Echo"}
+  /shelves/{shelf}/{slot}:
+    get:
+      operationId: getSlot
+      parameters:
+        - {name: shelf, in: path, required: true, style: label, schema: {type: array, items: {type: string}}}
+        - {name: slot, in: path, required: true, style: matrix, explode: true,
+           schema: {type: object, properties: {row: {type: integer}, col: {type: integer}}}}
+      responses:
+        "200":
+          description: What the request was.
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/Echo"}
+  /notes:
+    put:
+      operationId: putNotes
+      requestBody:
+        content:
+          application/json:
+            schema: {type: array, items: {type: string}, maxItems: 3}
+      responses:
+        "200":
+          description: The count.
+          content:
+            application/json:
+              schema: {type: object, properties: {count: {type: integer}}}
+  /boom:
+    get:
+      operationId: boom
+      responses:
+        "200": {description: Never.}
+        "500":
+          description: Declared, yet a 5xx says its status only.
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/Error"}
+  /slow:
+    get:
+      operationId: slow
+      parameters:
+        - {name: seconds, in: query, schema: {type: number}}
+      responses:
+        "200":
+          description: Late.
+          content:
+            application/json:
+              schema: {type: object, properties: {waited: {type: number}}}
+  /broken:
+    get:
+      operationId: broken
+      responses:
+        "200":
+          description: A body its schema refuses.
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/Pet"}
+  /readme:
+    get:
+      operationId: readme
+      responses:
+        "200":
+          description: Text.
+          content:
+            text/plain: {schema: {type: string}}
+  /logo:
+    get:
+      operationId: logo
+      responses:
+        "200":
+          description: An image.
+          content:
+            image/png: {}
+  /away:
+    get:
+      operationId: away
+      responses:
+        "200": {description: Never reached.}
+  /huge:
+    get:
+      operationId: huge
+      responses:
+        "200":
+          description: Too much.
+          content:
+            application/json:
+              schema: {type: array, items: {type: string}}
+"""
+
+COMMON = """
+Owner:
+  type: object
+  properties:
+    login: {type: string}
+"""
+
+
+@dataclass
+class Seen:
+    """One request as the server got it."""
+
+    method: str
+    raw_path: str
+    query: str
+    headers: dict[str, str]
+
+
+@dataclass
+class PetStore:
+    url: str
+    """The server's origin (`http://127.0.0.1:PORT`)."""
+    seen: list[Seen] = field(default_factory=list)
+    in_flight: dict[float, int] = field(default_factory=dict)
+    """Requests of `/slow` being answered, by the seconds they wait."""
+    most_in_flight: dict[float, int] = field(default_factory=dict)
+
+    @property
+    def spec_url(self) -> str:
+        return self.url + "/openapi.yaml"
+
+    def paths(self) -> list[str]:
+        return [s.raw_path for s in self.seen if not s.raw_path.endswith(".yaml")]
+
+
+def app(store: PetStore) -> Starlette:
+    pets: dict[str, dict[str, Any]] = {
+        "1": {"id": 1, "name": "Rex", "tag": None, "owner": {"login": "ada"}, "vault": CANARY}
+    }
+
+    def record(request: Request) -> None:
+        store.seen.append(
+            Seen(
+                request.method,
+                request.scope["raw_path"].decode(),
+                request.scope["query_string"].decode(),
+                dict(request.headers),
+            )
+        )
+
+    async def spec(request: Request) -> Response:
+        record(request)
+        return PlainTextResponse(SPEC, media_type="application/yaml")
+
+    async def common(request: Request) -> Response:
+        record(request)
+        return PlainTextResponse(COMMON, media_type="application/yaml")
+
+    async def list_pets(request: Request) -> Response:
+        record(request)
+        return JSONResponse(list(pets.values()))
+
+    async def create_pet(request: Request) -> Response:
+        record(request)
+        body = await request.json()
+        if body.get("name") == "taken":
+            return JSONResponse({"code": 409, "message": "name taken", "trace": CANARY}, 409)
+        pet = {"id": len(pets) + 1, **body, "vault": CANARY}
+        pets[str(pet["id"])] = pet
+        return JSONResponse(pet, 201)
+
+    async def show(request: Request) -> Response:
+        record(request)
+        pet = pets.get(request.path_params["petId"])
+        if pet is None:
+            return JSONResponse({"code": 404, "message": "no such pet", "trace": CANARY}, 404)
+        return JSONResponse(pet)
+
+    async def delete(request: Request) -> Response:
+        record(request)
+        pets.pop(request.path_params["petId"], None)
+        return Response(status_code=204)
+
+    async def echo(request: Request) -> Response:
+        record(request)
+        return JSONResponse(
+            {
+                "path": request.scope["raw_path"].decode(),
+                "query": request.scope["query_string"].decode(),
+                "cookie": request.headers.get("cookie"),
+                "ids": request.headers.get("ids"),
+            }
+        )
+
+    async def notes(request: Request) -> Response:
+        record(request)
+        return JSONResponse({"count": len(await request.json())})
+
+    async def boom(request: Request) -> Response:
+        record(request)
+        return JSONResponse({"code": 500, "message": CANARY}, 500, headers={"x-debug": CANARY})
+
+    async def slow(request: Request) -> Response:
+        record(request)
+        seconds = float(request.query_params.get("seconds", "0"))
+        store.in_flight[seconds] = store.in_flight.get(seconds, 0) + 1
+        most = max(store.most_in_flight.get(seconds, 0), store.in_flight[seconds])
+        store.most_in_flight[seconds] = most
+        try:
+            await asyncio.sleep(seconds)
+        finally:
+            store.in_flight[seconds] -= 1
+        return JSONResponse({"waited": seconds})
+
+    async def broken(request: Request) -> Response:
+        record(request)
+        return JSONResponse({"id": "not a number", "name": CANARY})
+
+    async def readme(request: Request) -> Response:
+        record(request)
+        return PlainTextResponse("Pets are friends.")
+
+    async def logo(request: Request) -> Response:
+        record(request)
+        return Response(b"\x89PNG" + b"\0" * 60, media_type="image/png")
+
+    async def away(request: Request) -> Response:
+        record(request)
+        return RedirectResponse("http://localhost:9/steal", 302)
+
+    async def huge(request: Request) -> Response:
+        record(request)
+        return JSONResponse(["x" * 1000] * 20_000)
+
+    return Starlette(
+        routes=[
+            Route("/openapi.yaml", spec),
+            Route("/common.yaml", common),
+            Route("/v1/pets", list_pets, methods=["GET"]),
+            Route("/v1/pets", create_pet, methods=["POST"]),
+            Route("/v1/pets/{petId:path}", show, methods=["GET"]),
+            Route("/v1/pets/{petId:path}", delete, methods=["DELETE"]),
+            Route("/v1/search", echo),
+            Route("/v1/shelves/{rest:path}", echo),
+            Route("/v1/notes", notes, methods=["PUT"]),
+            Route("/v1/boom", boom),
+            Route("/v1/slow", slow),
+            Route("/v1/broken", broken),
+            Route("/v1/readme", readme),
+            Route("/v1/logo", logo),
+            Route("/v1/away", away),
+            Route("/v1/huge", huge),
+            Route("/{rest:path}", echo),
+        ]
+    )
+
+
+@contextmanager
+def served(make: Any, *args: Any) -> Iterator[str]:
+    """Serve the ASGI app `make(*args)` on a free loopback port; yields its origin."""
+    listening = serving.listen("127.0.0.1", 0)  # listening now: requests wait for it
+    port = listening.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(make(*args), log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listening]}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+@contextmanager
+def pet_store() -> Iterator[PetStore]:
+    store = PetStore(url="")
+    with served(app, store) as url:
+        store.url = url
+        yield store

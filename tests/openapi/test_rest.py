@@ -1,0 +1,407 @@
+"""A REST API behind code mode, against the tests' own pet store on loopback: what the
+model sees, what goes on the wire, and what never crosses (the canary)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import codemode
+from codemode import CodeMode
+from codemode.authz import AllowAll, AuthorizationRequest
+from codemode.errors import RegistrationError
+from tests.conftest import CANARY, assert_no_canary, run_error
+from tests.openapi.pets import COMMON, SPEC, PetStore, pet_store
+
+pytestmark = pytest.mark.slow
+
+SECRET = "SECRET-api-token-7f3a"
+"""The credentials' canary (the server plants CANARY in what it writes)."""
+
+
+@pytest.fixture(scope="module")
+def store() -> Iterator[PetStore]:
+    with pet_store() as running:
+        yield running
+
+
+@pytest.fixture
+def events() -> list[Any]:
+    return []
+
+
+@pytest.fixture
+def cm(store: PetStore, events: list[Any]) -> Iterator[CodeMode]:
+    with CodeMode(authorizer=AllowAll(), on_event=events.append) as host:
+        host.add_openapi(
+            "pets",
+            spec=store.spec_url,
+            auth={"bearer": SECRET, "key": SECRET + "-q", "basic": ("ada", SECRET + "-b")},
+            timeout=2,
+        )
+        yield host
+
+
+def run(cm: CodeMode, body: str) -> Any:
+    source = "def main():\n" + "".join(f"    {line}\n" for line in body.splitlines())
+    return cm.execute(source, subject="alice").value
+
+
+def fail(cm: CodeMode, body: str) -> codemode.CodeModeError:
+    return run_error(cm, "def main():\n" + "".join(f"    {line}\n" for line in body.splitlines()))
+
+
+def test_each_operation_is_a_capability_named_by_its_operation_id(cm: CodeMode) -> None:
+    assert sorted(cm.catalog.names()) == [
+        "pets.away",
+        "pets.boom",
+        "pets.broken",
+        "pets.create_pet",
+        "pets.delete_pets_pet_id",
+        "pets.get_slot",
+        "pets.huge",
+        "pets.list_pets",
+        "pets.logo",
+        "pets.put_notes",
+        "pets.readme",
+        "pets.search",
+        "pets.show_pet_by_id",
+        "pets.slow",
+    ]
+    assert cm.describe("pets.list_pets").signature == (
+        "pets.list_pets(*, limit: int | None = None, tags: list[str] | None = None, "
+        "kind: Literal['cat', 'dog'] | None = None, X_Trace: str | None = None) -> list[Pet]"
+    )
+    create = cm.describe("pets.create_pet")
+    assert create.signature == (  # the body's properties, without the read-only id
+        "pets.create_pet(*, name: str, tag: str | None = None, owner: Owner | None = None) -> Pet"
+    )
+    assert create.description == "Add a pet.\n\nPOST /pets"
+    assert create.annotations == {
+        "readOnlyHint": False,
+        "destructiveHint": True,
+        "idempotentHint": False,
+        "openWorldHint": True,
+    }
+    assert cm.describe("pets.show_pet_by_id").annotations["readOnlyHint"] is True
+    assert cm.describe("pets.show_pet_by_id").shapes == (
+        "Pet: dict {id: int, name: str (What the pet answers to.), tag?: str | None, "
+        'owner?: Owner}, read as r["id"]',
+        'Owner: dict {login?: str}, read as r["login"]',  # from common.yaml
+    )
+    assert cm.describe("pets.put_notes").signature == (
+        "pets.put_notes(*, body: list[str] | None = None) -> PutNotesResult"
+    )
+
+
+def test_results_cross_with_their_declared_keys_only(cm: CodeMode) -> None:
+    pet = run(cm, 'return pets.show_pet_by_id(petId="1")')
+    assert pet == {"id": 1, "name": "Rex", "tag": None, "owner": {"login": "ada"}}
+    error = fail(cm, 'return pets.show_pet_by_id(petId="1")["vault"]')
+    assert error.detail == "<codemode>:2:12: KeyError: 'vault'; Pet has: id, name, tag, owner"
+    assert run(cm, "return pets.readme()") == "Pets are friends."
+    assert run(cm, "return pets.logo()") == {"type": "binary", "mime_type": "image/png", "size": 64}
+    assert run(cm, 'return pets.delete_pets_pet_id(petId="none")') is None
+
+
+def test_arguments_go_where_the_document_puts_them(cm: CodeMode, store: PetStore) -> None:
+    store.seen.clear()
+    run(cm, 'return pets.list_pets(limit=5, tags=["a", "b c"], kind="cat", X_Trace="t-1")')
+    [seen] = store.seen
+    assert (seen.raw_path, seen.query) == ("/v1/pets", "limit=5&tags=a&tags=b+c&kind=cat")
+    assert seen.headers["x-trace"] == "t-1"
+    assert seen.headers["authorization"] == f"Bearer {SECRET}"
+    echo = run(
+        cm,
+        'return pets.search(filter={"color": "red", "size": 2}, ids=[1, 2], ids_header="h", theme="dark")',
+    )
+    assert (
+        echo["query"]
+        == "filter%5Bcolor%5D=red&filter%5Bsize%5D=2&ids=1%7C2&api_key=" + SECRET + "-q"
+    )
+    assert (echo["ids"], echo["cookie"]) == ("h", "theme=dark")
+    slot = run(cm, 'return pets.get_slot(shelf=["a", "b/c"], slot={"row": 1, "col": 2})')
+    assert slot["path"] == "/v1/shelves/.a,b%2Fc/;row=1;col=2"
+    assert run(cm, 'return pets.put_notes(body=["x", "y"])') == {"count": 2}
+    made = run(cm, 'return pets.create_pet(name="Tom", owner={"login": "bob"})')
+    assert made["name"] == "Tom" and "vault" not in made
+    assert "ids: list[int] | None = None, ids_header: str | None = None" in (
+        cm.describe("pets.search").signature
+    )
+
+
+def test_no_argument_can_change_the_path(cm: CodeMode, store: PetStore) -> None:
+    store.seen.clear()
+    for pet_id in ("../admin", "..", ".", "a/../../b", "x?y#z", "%2e%2e"):
+        error = fail(cm, f"return pets.show_pet_by_id(petId={pet_id!r})")
+        assert error.detail is not None and "HTTP 404 Not Found" in error.detail
+    assert store.paths() == [
+        "/v1/pets/..%2Fadmin",
+        "/v1/pets/%2E%2E",
+        "/v1/pets/%2E",
+        "/v1/pets/a%2F..%2F..%2Fb",
+        "/v1/pets/x%3Fy%23z",
+        "/v1/pets/%252e%252e",
+    ]
+
+
+def test_binding_checks_bounds_and_enums_before_any_request(cm: CodeMode, store: PetStore) -> None:
+    store.seen.clear()
+    assert str(fail(cm, "return pets.list_pets(limit=0)")) == (
+        'invalid capability arguments: <codemode>:2:12: argument "limit" must be from 1 to 100'
+    )
+    assert str(fail(cm, 'return pets.list_pets(kind="bird")')).endswith(
+        "argument \"kind\" must be one of 'cat', 'dog' or None"
+    )
+    assert str(fail(cm, 'return pets.create_pet(name="")')).endswith(
+        'argument "name" must have at least 1 character'
+    )
+    assert str(fail(cm, 'return pets.put_notes(body=["a", "b", "c", "d"])')).endswith(
+        'argument "body" must have at most 3 items'
+    )
+    assert store.seen == []
+
+
+def test_a_4xx_says_its_status_and_the_declared_fields_of_its_body(
+    cm: CodeMode, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, "codemode"):
+        missing = fail(cm, 'return pets.show_pet_by_id(petId="99")')
+        taken = fail(cm, 'return pets.create_pet(name="taken")')
+    assert str(missing) == (
+        'capability failed: HTTP 404 Not Found: {"code":404,"message":"no such pet"}'
+    )
+    assert str(taken) == (
+        'capability failed: HTTP 409 Conflict: {"code":409,"message":"name taken"}'
+    )
+    assert_no_canary(missing, taken)
+    assert CANARY in caplog.text  # the host log has the whole body
+
+
+def test_failures_that_are_not_the_apis_answer_say_their_kind_only(
+    cm: CodeMode, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, "codemode"):
+        failures = {
+            body: fail(cm, body)
+            for body in (
+                "return pets.boom()",
+                "return pets.broken()",
+                "return pets.away()",
+                "return pets.slow(seconds=5)",
+                "return pets.huge()",
+            )
+        }
+    assert [e.detail for e in failures.values()] == [
+        "HTTP 500 Internal Server Error",
+        "the API's response does not match its declared schema",
+        "the API redirected to another origin",
+        "the API did not answer within 2 s",
+        "the API's response is too large",
+    ]
+    assert_no_canary(*failures.values())
+    assert "answered 500" in caplog.text and "redirected" in caplog.text
+
+
+def test_an_unreachable_api_is_a_connection_failure(store: PetStore) -> None:
+    with CodeMode(authorizer=AllowAll()) as cm:
+        spec = _document(store)
+        cm.add_openapi("pets", spec=spec, base_url="http://127.0.0.1:9/v1", include=["readme"])
+        assert str(fail(cm, "return pets.readme()")) == (
+            "capability failed: the connection to the API failed"
+        )
+
+
+def test_no_credential_reaches_the_model_events_or_the_log(
+    cm: CodeMode, store: PetStore, events: list[Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO):
+        outcomes = [
+            fail(cm, 'return pets.show_pet_by_id(petId="99")'),
+            fail(cm, "return pets.boom()"),
+            cm.execute("def main():\n    return pets.search(ids=[1])", subject="a"),
+            cm.execute('def main():\n    return pets.delete_pets_pet_id(petId="9")', subject="a"),
+        ]
+    [*_, search, _] = store.seen
+    assert "api_key=" + SECRET in search.query  # it was sent...
+    basic = store.seen[-1].headers["authorization"]
+    assert basic.startswith("Basic ")
+    texts = [repr(outcomes[3])] + [repr(e) for e in events]  # (the search echoes its URL)
+    texts += [json.dumps(cm.describe(n).__repr__()) for n in cm.catalog.names()]
+    texts += [caplog.text]
+    for text in texts:  # ...and appears nowhere else, not even its encoding
+        assert SECRET not in text and basic.removeprefix("Basic ") not in text
+    assert_no_canary(*outcomes[:2])
+    assert "api_key=[redacted]" in caplog.text  # the HTTP client's own line, blanked
+
+
+def test_gathered_calls_run_side_by_side(cm: CodeMode, store: PetStore) -> None:
+    store.most_in_flight.clear()
+    source = (
+        "import asyncio\n"
+        "async def main():\n"
+        "    return await asyncio.gather(*[pets.slow(seconds=0.3) for _ in range(4)])\n"
+    )
+    assert cm.execute(source, subject="alice").value == [{"waited": 0.3}] * 4
+    assert store.most_in_flight[0.3] == 4
+
+
+def test_policies_see_the_methods_hints(store: PetStore) -> None:
+    asked: list[AuthorizationRequest] = []
+
+    def no_destruction(request: AuthorizationRequest) -> bool:
+        asked.append(request)
+        return not request.annotations["destructiveHint"]
+
+    with CodeMode(authorizer=no_destruction) as cm:
+        cm.add_openapi("pets", spec=store.spec_url, include=["pets"], auth={"bearer": "t"})
+        assert run(cm, 'return pets.show_pet_by_id(petId="1")')["name"] == "Rex"
+        assert fail(cm, 'return pets.create_pet(name="Z")').code == "permission_denied"
+    assert [r.arguments for r in asked] == [{"petId": "1"}, {"name": "Z"}]
+
+
+def test_include_and_exclude_take_ids_tags_and_routes(store: PetStore) -> None:
+    def names(**options: Any) -> list[str]:
+        with CodeMode(authorizer=AllowAll()) as cm:
+            return sorted(cm.add_openapi("pets", spec=store.spec_url, **options))
+
+    assert names(include=["pets"], exclude=["POST /pets"]) == [
+        "pets.list_pets",
+        "pets.show_pet_by_id",
+    ]
+    assert names(include=["GET /pets*"], exclude=["listPets"]) == ["pets.show_pet_by_id"]
+    assert names(include=["admin", "read*"]) == ["pets.delete_pets_pet_id", "pets.readme"]
+    with pytest.raises(RegistrationError) as info:
+        names(include=["listPet"])
+    assert str(info.value) == (
+        'REST API "pets": no operation, tag or "METHOD /path" matches "listPet"'
+    )
+
+
+def test_registration_goes_through_the_catalog_and_its_policy(store: PetStore) -> None:
+    class Refusing:
+        def __call__(self, request: AuthorizationRequest) -> None:
+            return None
+
+        def prepare(self, capabilities: Any) -> Any:
+            if any(c.name.startswith("pets.") for c in capabilities):
+                raise ValueError("no pets")
+            return self
+
+    with CodeMode(authorizer=Refusing()) as cm:
+        cm.prepare()
+        with pytest.raises(RegistrationError, match="the policy refuses them"):
+            cm.add_openapi("pets", spec=store.spec_url)
+        assert not [n for n in cm.catalog.names() if n.startswith("pets.")]
+
+
+def _document(store: PetStore) -> dict[str, Any]:
+    import yaml
+
+    return dict(yaml.safe_load(SPEC.replace("common.yaml#/Owner", "#/components/schemas/Pet")))
+
+
+@pytest.mark.parametrize(
+    ("options", "problem"),
+    [
+        (
+            {"spec": {"openapi": "3.1.0", "paths": {}}},
+            "the document's server is '/', relative to no URL; give base_url",
+        ),
+        ({"spec": {"swagger": "2.0"}}, "Swagger 2.0 is not supported; convert it to OpenAPI 3"),
+        (
+            {"spec": {"openapi": "3.1.0", "paths": {}}, "base_url": "ftp://x"},
+            "base_url must be an http(s) URL, not 'ftp://x'",
+        ),
+        (
+            {"auth": {"bearr": "x"}},
+            'auth names the security scheme "bearr", which is not declared; did you mean "bearer"?',
+        ),
+        ({"auth": {"basic": "x"}}, 'auth "basic" is HTTP basic: give a (user, password) pair'),
+        (
+            {
+                "spec": {
+                    "openapi": "3.1.0",
+                    "servers": [{"url": "https://a"}, {"url": "https://b"}],
+                    "paths": {},
+                }
+            },
+            "the document names several servers; give base_url",
+        ),
+    ],
+)
+def test_registration_problems_are_one_clear_error(
+    store: PetStore, options: dict[str, Any], problem: str
+) -> None:
+    with CodeMode(authorizer=AllowAll()) as cm, pytest.raises(RegistrationError) as info:
+        cm.add_openapi("pets", **{"spec": store.spec_url, **options})
+    assert str(info.value) == f'REST API "pets": {problem}'
+
+
+def test_references_stay_with_the_document(tmp_path: Path, store: PetStore) -> None:
+    (tmp_path / "api").mkdir()
+    (tmp_path / "api" / "pets.yaml").write_text(SPEC)
+    (tmp_path / "api" / "common.yaml").write_text(COMMON)
+    with CodeMode(authorizer=AllowAll()) as cm:
+        names = cm.add_openapi("pets", spec=tmp_path / "api" / "pets.yaml", base_url=store.url)
+        assert "pets.show_pet_by_id" in names
+    (tmp_path / "api" / "pets.yaml").write_text(SPEC.replace("common.yaml", "../secret.yaml"))
+    (tmp_path / "secret.yaml").write_text(COMMON)
+    with CodeMode(authorizer=AllowAll()) as cm:
+        cm.add_openapi("pets", spec=tmp_path / "api" / "pets.yaml", base_url=store.url)
+        assert "pets.show_pet_by_id" not in cm.catalog.names()  # the operations that use it
+        assert "pets.readme" in cm.catalog.names()
+    remote = SPEC.replace("common.yaml#/Owner", "http://localhost:9/x.yaml#/Owner")
+    with CodeMode(authorizer=AllowAll()) as cm:
+        cm.add_openapi("pets", spec=_parsed(remote), base_url=store.url)
+        assert "pets.show_pet_by_id" not in cm.catalog.names()
+
+
+def _parsed(text: str) -> dict[str, Any]:
+    import yaml
+
+    return dict(yaml.safe_load(text))
+
+
+def test_a_config_file_puts_a_rest_api_behind_the_cli(
+    tmp_path: Path, store: PetStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from codemode.cli import main
+
+    (tmp_path / "pets.yaml").write_text(SPEC)
+    (tmp_path / "common.yaml").write_text(COMMON)
+    config = tmp_path / "servers.json"
+    config.write_text(
+        json.dumps(
+            {
+                "openApi": {
+                    "pets": {
+                        "spec": "pets.yaml",
+                        "baseUrl": store.url + "/v1",
+                        "auth": {"bearer": "${PETS_TOKEN}", "basic": ["ada", "pw"]},
+                        "include": ["pets"],
+                        "timeout": 5,
+                    }
+                }
+            }
+        )
+    )
+    monkeypatch.setenv("PETS_TOKEN", SECRET)
+    described = CliRunner().invoke(main, ["describe", str(config), "pets.show_pet_by_id"])
+    assert described.exit_code == 0, described.output
+    assert "pets.show_pet_by_id(*, petId: str) -> Pet" in described.output
+    program = tmp_path / "p.py"
+    program.write_text("def main():\n    return pets.show_pet_by_id(petId='1')['name']\n")
+    store.seen.clear()
+    ran = CliRunner().invoke(main, ["run", str(config), str(program)])
+    assert ran.exit_code == 0, ran.output
+    assert ran.output.strip() == '"Rex"'
+    assert store.seen[-1].headers["authorization"] == f"Bearer {SECRET}"
+    assert SECRET not in described.output + ran.output
