@@ -1,7 +1,8 @@
 """The tickets API of docs/guides/openapi.md: the REST API that `tickets.yaml` describes.
 
-Run it with `python docs/guides/tickets_api.py` (it listens on 127.0.0.1:8900); every
-request needs `Authorization: Bearer <TICKETS_TOKEN>` (`dev-token` when it is unset).
+Run it from the repository's folder with `uv run python docs/guides/tickets_api.py` (it
+listens on 127.0.0.1:8900, and keeps its tickets in memory until it stops); every request
+needs `Authorization: Bearer <TICKETS_TOKEN>` (`dev-token` when it is unset).
 """
 
 from __future__ import annotations

@@ -389,7 +389,12 @@ class CodeMode:
             raise
         with self._engine_lock:
             self._apis.append(source.api)
-        log.info("REST API %s: %d operations as capabilities", name, len(source.capabilities))
+        log.info(
+            "REST API %s: %d operations as capabilities (%d left out)",
+            name,
+            len(source.capabilities),
+            source.left_out,
+        )
         return tuple(c.name for c in source.capabilities)
 
     def _policy_for(self, capabilities: Sequence[Capability]) -> Authorizer:

@@ -316,6 +316,7 @@ def test_long_reports_wrap_at_the_panel_edge_at_1280_pixels(page: Page) -> None:
 def test_the_capability_list_fits_the_window(page: Page) -> None:
     """The list grows with the window rather than a fixed box: at 800 pixels high it
     shows more than the fixed 16 lines' worth it had."""
+    expect(page.locator("#results li[role=option]").last).to_be_visible()  # the list is in
     height = page.eval_on_selector("#results", "e => e.getBoundingClientRect().height")
     assert height > 16 * 15 + 1  # more than 16rem at 15 px
 

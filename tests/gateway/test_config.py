@@ -75,7 +75,7 @@ def test_a_client_config_reads_as_servers_with_variables_from_the_environment(
         ),
         (
             {"openApi": {"pets": {"spec": "a.json"}}, "mcpServers": {"pets": {"command": "x"}}},
-            'openApi.pets: "pets" and "pets" both become pets',
+            'openApi.pets: "mcpServers.pets" and "pets" both become pets',
         ),
         (
             {"mcpServers": {"fs": {"comand": "x"}}},

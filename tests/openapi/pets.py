@@ -6,6 +6,7 @@ in undeclared result keys, undeclared error fields, a 500 page and its headers."
 from __future__ import annotations
 
 import asyncio
+import gzip
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,7 +16,13 @@ from typing import Any
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.responses import (
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
 from starlette.routing import Route
 
 from codemode import serving
@@ -208,6 +215,69 @@ paths:
       operationId: away
       responses:
         "200": {description: Never reached.}
+  /login:
+    get:
+      operationId: login
+      parameters:
+        - {name: user, in: query, required: true, schema: {type: string}}
+      responses:
+        "204": {description: Logged in (a session cookie).}
+  /whoami:
+    get:
+      operationId: whoami
+      responses:
+        "200":
+          description: The session cookie the request carried.
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/Echo"}
+  /gone:
+    get:
+      operationId: gone
+      responses:
+        "200": {description: Never.}
+        "410": {description: Gone, with no body declared.}
+  /drip:
+    get:
+      operationId: drip
+      responses:
+        "200":
+          description: One byte at a time.
+          content:
+            application/json:
+              schema: {type: array, items: {type: integer}}
+  /deep:
+    get:
+      operationId: deep
+      responses:
+        "200":
+          description: Nested too deeply to parse.
+          content:
+            application/json: {}
+  /host:
+    get:
+      operationId: host
+      parameters:
+        - {name: Host, in: header, schema: {type: string}}
+        - {name: Content-Length, in: header, schema: {type: string}}
+        - {name: api_key, in: query, schema: {type: string}}
+      responses:
+        "200":
+          description: What the request was.
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/Echo"}
+  /bomb:
+    get:
+      operationId: bomb
+      parameters:
+        - {name: encoding, in: query, schema: {type: string}}
+      responses:
+        "200":
+          description: A small body that inflates to a large one.
+          content:
+            application/json:
+              schema: {type: array, items: {type: string}}
   /huge:
     get:
       operationId: huge
@@ -286,6 +356,9 @@ def app(store: PetStore) -> Starlette:
         body = await request.json()
         if body.get("name") == "taken":
             return JSONResponse({"code": 409, "message": "name taken", "trace": CANARY}, 409)
+        if body.get("name") == "echo":  # an error that quotes the request's credential
+            said = f"bad token {request.headers.get('authorization')}"
+            return JSONResponse({"code": 400, "message": said}, 400)
         pet = {"id": len(pets) + 1, **body, "vault": CANARY}
         pets[str(pet["id"])] = pet
         return JSONResponse(pet, 201)
@@ -343,11 +416,46 @@ def app(store: PetStore) -> Starlette:
 
     async def logo(request: Request) -> Response:
         record(request)
-        return Response(b"\x89PNG" + b"\0" * 60, media_type="image/png")
+        return Response(b"\x89PNG" + b"\0" * 60, media_type=f"x-{CANARY}/png")
 
     async def away(request: Request) -> Response:
         record(request)
         return RedirectResponse("http://localhost:9/steal", 302)
+
+    bomb_body = gzip.compress(b'["' + b"0" * 100_000_000 + b'"]', 9)  # ~100 KB
+
+    async def bomb(request: Request) -> Response:
+        record(request)
+        encoding = request.query_params.get("encoding", "gzip")
+        return Response(
+            bomb_body, headers={"content-encoding": encoding}, media_type="application/json"
+        )
+
+    async def login(request: Request) -> Response:
+        record(request)
+        response = Response(status_code=204)
+        response.set_cookie("session", request.query_params["user"])
+        return response
+
+    async def gone(request: Request) -> Response:
+        record(request)
+        return JSONResponse({"detail": CANARY}, 410)
+
+    async def drip(request: Request) -> Response:
+        record(request)
+
+        async def slowly() -> Any:
+            yield b"["
+            for n in range(30):
+                await asyncio.sleep(0.2)
+                yield f"{n},".encode()
+            yield b"0]"
+
+        return StreamingResponse(slowly(), media_type="application/json")
+
+    async def deep(request: Request) -> Response:
+        record(request)
+        return Response(b"[" * 200_000 + b"]" * 200_000, media_type="application/json")
 
     async def huge(request: Request) -> Response:
         record(request)
@@ -371,6 +479,13 @@ def app(store: PetStore) -> Starlette:
             Route("/v1/logo", logo),
             Route("/v1/away", away),
             Route("/v1/huge", huge),
+            Route("/v1/bomb", bomb),
+            Route("/v1/login", login),
+            Route("/v1/whoami", echo),
+            Route("/v1/gone", gone),
+            Route("/v1/drip", drip),
+            Route("/v1/deep", deep),
+            Route("/v1/host", echo),
             Route("/{rest:path}", echo),
         ]
     )

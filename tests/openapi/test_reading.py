@@ -213,7 +213,7 @@ def test_clashing_names_get_their_location_and_credentials_are_no_arguments() ->
             }
         }
     )
-    [operation] = operations(load(spec), {"x-key"}).operations
+    [operation] = operations(load(spec), {("header", "x-key")}).operations
     assert [(a.key, a.location) for a in operation.arguments] == [
         ("id", "path"),
         ("id_query", "query"),
@@ -329,6 +329,7 @@ def test_the_failure_texts_are_the_documented_ones() -> None:
     for text in (
         client.UNREACHABLE,
         client.TOO_LARGE,
+        client.UNREADABLE_BODY,
         client.NOT_JSON,
         client.UNDECLARED,
         client.REDIRECTED,

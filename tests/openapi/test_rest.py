@@ -59,19 +59,26 @@ def fail(cm: CodeMode, body: str) -> codemode.CodeModeError:
 def test_each_operation_is_a_capability_named_by_its_operation_id(cm: CodeMode) -> None:
     assert sorted(cm.catalog.names()) == [
         "pets.away",
+        "pets.bomb",
         "pets.boom",
         "pets.broken",
         "pets.create_pet",
+        "pets.deep",
         "pets.delete_pets_pet_id",
+        "pets.drip",
         "pets.get_slot",
+        "pets.gone",
+        "pets.host",
         "pets.huge",
         "pets.list_pets",
+        "pets.login",
         "pets.logo",
         "pets.put_notes",
         "pets.readme",
         "pets.search",
         "pets.show_pet_by_id",
         "pets.slow",
+        "pets.whoami",
     ]
     assert cm.describe("pets.list_pets").signature == (
         "pets.list_pets(*, limit: int | None = None, tags: list[str] | None = None, "
@@ -120,13 +127,10 @@ def test_arguments_go_where_the_document_puts_them(cm: CodeMode, store: PetStore
         cm,
         'return pets.search(filter={"color": "red", "size": 2}, ids=[1, 2], ids_header="h", theme="dark")',
     )
-    assert (
-        echo["query"]
-        == "filter%5Bcolor%5D=red&filter%5Bsize%5D=2&ids=1%7C2&api_key=" + SECRET + "-q"
-    )
+    assert echo["query"] == "filter%5Bcolor%5D=red&filter%5Bsize%5D=2&ids=1%7C2&api_key=[redacted]"
     assert (echo["ids"], echo["cookie"]) == ("h", "theme=dark")
-    slot = run(cm, 'return pets.get_slot(shelf=["a", "b/c"], slot={"row": 1, "col": 2})')
-    assert slot["path"] == "/v1/shelves/.a,b%2Fc/;row=1;col=2"
+    slot = run(cm, 'return pets.get_slot(shelf=["a", "b c"], slot={"row": 1, "col": 2})')
+    assert slot["path"] == "/v1/shelves/.a,b%20c/;row=1;col=2"
     assert run(cm, 'return pets.put_notes(body=["x", "y"])') == {"count": 2}
     made = run(cm, 'return pets.create_pet(name="Tom", owner={"login": "bob"})')
     assert made["name"] == "Tom" and "vault" not in made
@@ -137,16 +141,24 @@ def test_arguments_go_where_the_document_puts_them(cm: CodeMode, store: PetStore
 
 def test_no_argument_can_change_the_path(cm: CodeMode, store: PetStore) -> None:
     store.seen.clear()
-    for pet_id in ("../admin", "..", ".", "a/../../b", "x?y#z", "%2e%2e"):
+    for pet_id in ("../admin", "..", ".", "", "a/b", "a\\b"):
+        error = fail(cm, f"return pets.show_pet_by_id(petId={pet_id!r})")
+        assert (error.code, error.where and error.where.line) == ("invalid_arguments", 2)
+        assert error.detail == (
+            'argument "petId" must not be empty, "." or ".." or hold "/" or "\\": it is one '
+            "segment of the path"
+        )
+    error = fail(cm, 'return pets.get_slot(shelf=["a", ".."], slot={"row": 1})')
+    assert error.code == "invalid_arguments"
+    assert store.seen == []  # refused before any request
+    for pet_id in ("x?y#z", "%2e%2e", "@evil.example", "http:evil"):
         error = fail(cm, f"return pets.show_pet_by_id(petId={pet_id!r})")
         assert error.detail is not None and "HTTP 404 Not Found" in error.detail
     assert store.paths() == [
-        "/v1/pets/..%2Fadmin",
-        "/v1/pets/%2E%2E",
-        "/v1/pets/%2E",
-        "/v1/pets/a%2F..%2F..%2Fb",
         "/v1/pets/x%3Fy%23z",
         "/v1/pets/%252e%252e",
+        "/v1/pets/%40evil.example",
+        "/v1/pets/http%3Aevil",
     ]
 
 
@@ -195,6 +207,8 @@ def test_failures_that_are_not_the_apis_answer_say_their_kind_only(
                 "return pets.away()",
                 "return pets.slow(seconds=5)",
                 "return pets.huge()",
+                "return pets.bomb()",
+                'return pets.bomb(encoding="br")',
             )
         }
     assert [e.detail for e in failures.values()] == [
@@ -203,6 +217,8 @@ def test_failures_that_are_not_the_apis_answer_say_their_kind_only(
         "the API redirected to another origin",
         "the API did not answer within 2 s",
         "the API's response is too large",
+        "the API's response is too large",
+        "the API's response cannot be read",
     ]
     assert_no_canary(*failures.values())
     assert "answered 500" in caplog.text and "redirected" in caplog.text
@@ -228,10 +244,10 @@ def test_no_credential_reaches_the_model_events_or_the_log(
             cm.execute('def main():\n    return pets.delete_pets_pet_id(petId="9")', subject="a"),
         ]
     [*_, search, _] = store.seen
-    assert "api_key=" + SECRET in search.query  # it was sent...
+    assert "api_key=" + SECRET in search.query  # it was sent (and echoed back, blanked)...
     basic = store.seen[-1].headers["authorization"]
     assert basic.startswith("Basic ")
-    texts = [repr(outcomes[3])] + [repr(e) for e in events]  # (the search echoes its URL)
+    texts = [repr(o) for o in outcomes[2:]] + [repr(e) for e in events]
     texts += [json.dumps(cm.describe(n).__repr__()) for n in cm.catalog.names()]
     texts += [caplog.text]
     for text in texts:  # ...and appears nowhere else, not even its encoding
@@ -311,7 +327,7 @@ def _document(store: PetStore) -> dict[str, Any]:
     [
         (
             {"spec": {"openapi": "3.1.0", "paths": {}}},
-            "the document's server is '/', relative to no URL; give base_url",
+            "the document names no server; give base_url",
         ),
         ({"spec": {"swagger": "2.0"}}, "Swagger 2.0 is not supported; convert it to OpenAPI 3"),
         (
@@ -322,7 +338,10 @@ def _document(store: PetStore) -> dict[str, Any]:
             {"auth": {"bearr": "x"}},
             'auth names the security scheme "bearr", which is not declared; did you mean "bearer"?',
         ),
-        ({"auth": {"basic": "x"}}, 'auth "basic" is HTTP basic: give a (user, password) pair'),
+        (
+            {"auth": {"basic": "x"}},
+            'auth "basic" is HTTP basic: give a (user, password) pair (["user", "password"] in a config file)',
+        ),
         (
             {
                 "spec": {
@@ -405,3 +424,137 @@ def test_a_config_file_puts_a_rest_api_behind_the_cli(
     assert ran.output.strip() == '"Rex"'
     assert store.seen[-1].headers["authorization"] == f"Bearer {SECRET}"
     assert SECRET not in described.output + ran.output
+
+
+def test_a_compressed_body_is_bounded_as_it_inflates(cm: CodeMode) -> None:
+    import tracemalloc
+
+    fail(cm, "return pets.bomb()")  # warm: the pool's connection is made
+    tracemalloc.start()
+    try:
+        error = fail(cm, "return pets.bomb()")  # ~100 KB of gzip, 100 MB inflated
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert error.detail == "the API's response is too large"
+    assert peak < 32 * 2**20  # the 8 MiB bound and its copies, never the 100 MB
+
+
+CEDAR = """
+@id("everything")
+permit (principal, action, resource);
+
+@id("no-destructive-tools")
+forbid (principal, action, resource)
+when { resource has destructiveHint && resource.destructiveHint };
+"""
+REGO = """
+package codemode.authz
+
+import rego.v1
+
+default allow := false
+
+allow if not input.context.destructiveHint
+"""
+
+
+@pytest.mark.parametrize("kind", ["cedar", "rego"])
+def test_the_gateway_guides_policies_cover_rest_operations_unchanged(
+    store: PetStore, kind: str
+) -> None:
+    from codemode.authz.cedar import CedarAuthorizer
+    from codemode.authz.rego import RegoAuthorizer
+
+    authorizer: Any = (
+        CedarAuthorizer(CEDAR) if kind == "cedar" else RegoAuthorizer(modules={"p.rego": REGO})
+    )
+    with CodeMode(authorizer=authorizer) as cm:
+        cm.add_openapi("pets", spec=store.spec_url, include=["pets"], auth={"bearer": "t"})
+        assert run(cm, 'return pets.show_pet_by_id(petId="1")')["name"] == "Rex"
+        assert fail(cm, 'return pets.create_pet(name="Z")').code == "permission_denied"
+
+
+def test_x_codemode_hints_refine_the_methods_hints() -> None:
+    responses = {"204": {"description": "done"}}
+    spec = {
+        "openapi": "3.1.0",
+        "paths": {
+            "/search": {
+                "post": {
+                    "operationId": "search",
+                    "x-codemode-hints": {"readOnlyHint": True, "destructiveHint": False},
+                    "responses": responses,
+                }
+            }
+        },
+    }
+    with CodeMode(authorizer=AllowAll()) as cm:
+        cm.add_openapi("api", spec=spec, base_url="http://127.0.0.1:9")
+        assert dict(cm.describe("api.search").annotations) == {
+            "readOnlyHint": True,
+            "destructiveHint": False,
+            "idempotentHint": False,  # the method's, which the hints leave as it is
+            "openWorldHint": True,
+        }
+
+
+def test_the_pool_keeps_no_cookie_from_one_caller_for_the_next(cm: CodeMode) -> None:
+    run(cm, 'return pets.login(user="alice")')  # the API sets session=alice
+    assert run(cm, "return pets.whoami()")["cookie"] is None
+
+
+def test_a_credential_the_api_echoes_is_blanked_out(
+    cm: CodeMode, events: list[Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO):
+        error = fail(cm, 'return pets.create_pet(name="echo")')
+    assert error.detail == (
+        'HTTP 400 Bad Request: {"code":400,"message":"bad token Bearer [redacted]"}'
+    )
+    assert SECRET not in repr(events) + caplog.text
+
+
+def test_what_the_document_declares_decides_what_crosses(cm: CodeMode) -> None:
+    assert fail(cm, "return pets.gone()").detail == "HTTP 410 Gone"  # no body declared
+    logo = run(cm, "return pets.logo()")
+    assert logo == {"type": "binary", "mime_type": "image/png", "size": 64}  # not its header
+    assert fail(cm, "return pets.deep()").detail == "the API's response is not JSON"
+
+
+def test_the_timeout_bounds_the_whole_exchange(cm: CodeMode) -> None:
+    assert fail(cm, "return pets.drip()").detail == "the API did not answer within 2 s"
+
+
+def test_headers_that_frame_or_route_the_request_are_no_arguments(
+    cm: CodeMode, store: PetStore
+) -> None:
+    # Host and Content-Length frame the request; api_key is the key scheme's: none is
+    # an argument, so no program sends its own.
+    assert cm.describe("pets.host").signature == "pets.host() -> Echo"
+    error = fail(cm, 'return pets.list_pets(X_Trace="café")')
+    assert error.detail == 'argument "X_Trace" must be printable ASCII: it is sent as a header'
+    error = fail(cm, 'return pets.list_pets(X_Trace="a\\r\\nX-Evil: 1")')
+    assert error.code == "invalid_arguments"
+
+
+def test_a_yaml_alias_bomb_is_refused_at_registration(tmp_path: Path) -> None:
+    levels = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    levels += [f"a{n}: &a{n} [{', '.join([f'*a{n - 1}'] * 10)}]" for n in range(1, 9)]
+    path = tmp_path / "bomb.yaml"
+    path.write_text(
+        "openapi: 3.1.0\npaths: {}\nx-bomb:\n" + "".join(f"  {line}\n" for line in levels)
+    )
+    with CodeMode(authorizer=AllowAll()) as cm, pytest.raises(RegistrationError) as info:
+        cm.add_openapi("bomb", spec=path, base_url="http://127.0.0.1:9")
+    assert str(info.value) == (
+        'REST API "bomb": the document repeats its parts (YAML aliases) too often'
+    )
+
+
+def test_a_document_too_deep_to_read_is_a_registration_error(tmp_path: Path) -> None:
+    path = tmp_path / "deep.json"
+    path.write_text('{"openapi": "3.1.0", "paths": {}, "x": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with CodeMode(authorizer=AllowAll()) as cm, pytest.raises(RegistrationError) as info:
+        cm.add_openapi("deep", spec=path, base_url="http://127.0.0.1:9")
+    assert str(info.value).endswith("nests too deeply")

@@ -125,7 +125,7 @@ def load_config(
     if not servers and not apis:
         raise fail("mcpServers", 'must name a server (or "openApi" a REST API)')
     entries: list[ServerEntry] = []
-    namespaces: dict[str, str] = {}
+    namespaces: dict[str, tuple[str, str]] = {}
     for section, group in (("mcpServers", servers), ("openApi", apis)):
         keys = _KEYS if section == "mcpServers" else _API_KEYS
         takes = "a server takes " if section == "mcpServers" else "a REST API takes "
@@ -136,8 +136,10 @@ def load_config(
             except RegistrationError as exc:
                 raise fail(at, str(exc).split(": ", 1)[-1]) from None
             if converted in namespaces:
-                raise fail(at, f'"{namespaces[converted]}" and "{name}" both become {converted}')
-            namespaces[converted] = name
+                other, other_section = namespaces[converted]
+                first = other if other_section == section else f"{other_section}.{other}"
+                raise fail(at, f'"{first}" and "{name}" both become {converted}')
+            namespaces[converted] = (name, section)
             if not isinstance(spec, dict):
                 raise fail(at, "must be an object")
             for key, value in spec.items():
@@ -152,6 +154,8 @@ def load_config(
             read = _server_entry if section == "mcpServers" else _api_entry
             entries.append(read(name, spec, at, where, environ, fail))
     if not entries:
+        if apis:
+            raise ConfigError(f"{where}: every server and REST API is disabled")
         raise fail("mcpServers", "every server is disabled")
     return entries
 

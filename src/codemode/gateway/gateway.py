@@ -354,8 +354,8 @@ def namespace(name: object, kind: str = "MCP server") -> str:
     builtin or standard module)."""
     if not isinstance(name, str) or not name.strip():
         raise RegistrationError(f"an {kind} name must be a non-empty string, not {name!r}")
-    converted = identifier(name, lead="server_")
     noun = "server" if kind == "MCP server" else "API"
+    converted = identifier(name, lead=f"{noun.lower()}_")
     if converted in RESERVED_ROOTS:
         raise RegistrationError(
             f'{kind} "{name}": "{converted}" is a name programs use for a builtin or '

@@ -36,6 +36,8 @@ class Source:
 
     api: Api
     capabilities: list[Capability]
+    left_out: int
+    """Operations of the document that are not capabilities (excluded, or skipped)."""
 
 
 def openapi_source(
@@ -58,18 +60,19 @@ def openapi_source(
         credentials = _credentials(schemes, auth or {})
         url = _base_url(document, base_url)
         host_headers = {str(k): str(v) for k, v in (headers or {}).items()}
-        credential_headers = {k.lower() for k in host_headers} | {
-            c.name.lower() for c in credentials.values() if c.kind == "header"
-        }
-        credential_headers |= {
-            str(s.get("name", "")).lower()
+        sent = {("header", k.lower()) for k in host_headers} | {
+            (str(s.get("in")), str(s.get("name", "")).lower())
             for s in schemes.values()
-            if s.get("type") == "apiKey" and s.get("in") == "header"
+            if s.get("type") == "apiKey"
         }
-        reading = operations(document, credential_headers, name)
+        reading = operations(document, sent, name)
         found = chosen(reading.operations, include, exclude)
     except SpecError as exc:
         raise RegistrationError(f'REST API "{name}": {exc}') from None
+    except (RecursionError, ValueError) as exc:  # a document too deep, a path with a NUL
+        raise RegistrationError(
+            f'REST API "{name}": the document cannot be read ({type(exc).__name__})'
+        ) from None
     security = document.root.get("security")
     api = Api(
         name,
@@ -81,7 +84,8 @@ def openapi_source(
         max_bytes=max_bytes,
     )
     try:
-        return Source(api, _capabilities(name, found, api, reading))
+        built = _capabilities(name, found, api, reading)
+        return Source(api, built, document.operation_count - len(built))
     except BaseException:
         api.close()
         raise
@@ -167,7 +171,10 @@ def _credentials(
                 and len(secret) == 2
                 and all(isinstance(part, str) for part in secret)
             ):
-                raise SpecError(f'auth "{key}" is HTTP basic: give a (user, password) pair')
+                raise SpecError(
+                    f'auth "{key}" is HTTP basic: give a (user, password) pair '
+                    '(["user", "password"] in a config file)'
+                )
             found[key] = Credential(key, "basic", secret=f"{secret[0]}:{secret[1]}")
             continue
         if not isinstance(secret, str) or not secret:
@@ -194,8 +201,9 @@ def _base_url(document: Document, given: str | None) -> str:
     if given is not None:
         url = given
     else:
-        servers = document.root.get("servers")
-        servers = servers if isinstance(servers, list) and servers else [{"url": "/"}]
+        listed = document.root.get("servers")
+        named = isinstance(listed, list) and bool(listed)
+        servers: list[Any] = listed if isinstance(listed, list) and listed else [{"url": "/"}]
         if len(servers) > 1:
             raise SpecError("the document names several servers; give base_url")
         server = servers[0] if isinstance(servers[0], Mapping) else {}
@@ -204,6 +212,8 @@ def _base_url(document: Document, given: str | None) -> str:
             if document.origin is None:
                 raise SpecError(
                     f"the document's server is {url!r}, relative to no URL; give base_url"
+                    if named
+                    else "the document names no server; give base_url"
                 )
             url = urljoin(document.uri, url)
     parts = urlsplit(url)

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
 import jsonschema
 
-from codemode.capabilities import Capability
+from codemode.capabilities import Capability, Parameter
 from codemode.capabilities import typehints as t
 from codemode.capabilities.hints import complete_hints
 from codemode.capabilities.naming import check_name
@@ -30,6 +31,7 @@ from codemode.openapi.client import (
     status_text,
 )
 from codemode.openapi.operations import Media, Operation
+from codemode.types import JSONObject
 
 log = logging.getLogger("codemode.openapi")
 
@@ -113,20 +115,21 @@ def operation_capability(
 
     async def call(**document: Any) -> Any:
         code, media_type, body = await api.call(operation, document)
-        media = declared(operation, code)
+        key = declared(operation, code)
         if 200 <= code < 300:
+            if key is None and len(successes) == 1:  # a 201 where 200 is declared, say
+                key = next(iter(successes))
+            media = operation.responses.get(key) if key is not None else None
             return _value(api, operation, code, media, media_type, body, checker)
         detail = ""
-        if 400 <= code < 500 and media is not None:
-            key = next(k for k in (str(code), f"{str(code)[0]}XX", "DEFAULT") if k in errors)
-            if key in errors:
-                detail = error_detail(key, body)
+        if 400 <= code < 500 and key in errors:
+            detail = api.redact(error_detail(key, body))
         log.warning(
             "REST API %s: %s answered %s: %s",
             api.name,
             operation.route,
             code,
-            api.redact(body[:2048].decode("utf-8", "replace")),
+            api.redact(body.decode("utf-8", "replace"))[:2048],
         )
         raise AgentError(status_text(code) + (f": {detail}" if detail else ""))
 
@@ -150,8 +153,45 @@ def operation_capability(
         flat=all(t.is_scalar(p.annotation) for p in arguments.parameters),
         annotations=annotations_of(operation),
         json_results=True,
-        document=arguments.document,
+        document=_wire_checked(arguments.document, operation, arguments.parameters),
     )
+
+
+def _wire_checked(
+    document: Callable[[JSONObject], JSONObject | str],
+    operation: Operation,
+    parameters: tuple[Parameter, ...],
+) -> Callable[[JSONObject], JSONObject | str]:
+    """`document`, refusing what HTTP cannot carry where the argument goes: a path
+    parameter that could change the path (empty, `.`, `..`, or holding `/` or `\\`:
+    percent-encoding them is not enough, as servers and proxies decode `%2F` and resolve
+    `%2E%2E` before they route), and a header value that is not one line of ASCII."""
+    where = {a.key: a.location for a in operation.arguments if a.location in ("path", "header")}
+    names = {p.key: p.name for p in parameters}  # as the program wrote it
+
+    def checked(arguments: JSONObject) -> JSONObject | str:
+        made = document(arguments)
+        if isinstance(made, str):
+            return made
+        for key, location in where.items():
+            value = made.get(key)
+            parts = [*value, *value.values()] if isinstance(value, dict) else value
+            for part in parts if isinstance(parts, list) else [parts]:
+                if not isinstance(part, str):
+                    continue
+                if location == "path" and (part in ("", ".", "..") or "/" in part or "\\" in part):
+                    return (
+                        f'argument "{names.get(key, key)}" must not be empty, "." or ".." '
+                        'or hold "/" or "\\": it is one segment of the path'
+                    )
+                if location == "header" and (not part.isascii() or not part.isprintable()):
+                    return (
+                        f'argument "{names.get(key, key)}" must be printable ASCII: it is '
+                        "sent as a header"
+                    )
+        return made
+
+    return checked
 
 
 def _hint(hints: s.Hints, media: Media, name: str) -> Any:
@@ -199,19 +239,22 @@ def _value(
 ) -> Any:
     """A 2xx response as the program gets it, or AgentError for one that breaks what the
     operation declares."""
-    if media is None or media.kind == "none" or code == 204 or not body:
+    if media is None:  # a status it declares no response for
+        log.warning("REST API %s: %s answered %s, undeclared", api.name, operation.route, code)
+        raise AgentError(UNDECLARED)
+    if media.kind == "none":
         return None
     if media.kind == "text":
-        return body.decode("utf-8", "replace")
-    if media.kind == "binary":
-        return {
-            "type": "binary",
-            "mime_type": media_type or "application/octet-stream",
-            "size": len(body),
-        }
+        return api.redact(body.decode("utf-8", "replace"))
+    if media.kind == "binary":  # the declared media type: the server's header is its own
+        given = media_type if media_type in media.types else None
+        kind = given or (media.types[0] if media.types else "application/octet-stream")
+        return {"type": "binary", "mime_type": kind, "size": len(body)}
     try:
         value = json.loads(body, parse_constant=_not_json)
-    except ValueError:
+        if _SURROGATE.search(body):  # `"\ud800"` parses to text no UTF-8 can hold
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except (ValueError, RecursionError):
         log.warning("REST API %s: %s answered %s with no JSON", api.name, operation.route, code)
         raise AgentError(NOT_JSON) from None
     if media.schema is not None:
@@ -226,7 +269,10 @@ def _value(
                 "/".join(str(p) for p in error.absolute_path) or "the root",
             )
             raise AgentError(UNDECLARED)
-    return value
+    return api.scrub(value, body)
+
+
+_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 def _not_json(constant: str) -> None:

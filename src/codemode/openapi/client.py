@@ -12,10 +12,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import http
+import http.cookiejar
 import json
 import logging
 import weakref
-from collections.abc import Mapping, Sequence
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -24,7 +26,7 @@ import httpx2
 
 from codemode.errors import AgentError
 from codemode.openapi import wire
-from codemode.openapi.operations import Media, Operation
+from codemode.openapi.operations import Operation
 from codemode.types import JSONObject
 
 log = logging.getLogger("codemode.openapi")
@@ -32,6 +34,7 @@ log = logging.getLogger("codemode.openapi")
 TIMED_OUT = "the API did not answer within {seconds:g} s"
 UNREACHABLE = "the connection to the API failed"
 TOO_LARGE = "the API's response is too large"
+UNREADABLE_BODY = "the API's response cannot be read"
 NOT_JSON = "the API's response is not JSON"
 UNDECLARED = "the API's response does not match its declared schema"
 REDIRECTED = "the API redirected to another origin"
@@ -51,12 +54,31 @@ class Credential:
         return f"Credential({self.scheme!r}, {self.kind!r})"
 
 
+class _NoCookies(http.cookiejar.DefaultCookiePolicy):
+    """Keeps no cookie an API sets: one pool serves every subject and execution, so a
+    cookie set for one caller's call would go with the next caller's."""
+
+    def set_ok(self, cookie: http.cookiejar.Cookie, request: Any) -> bool:
+        return False
+
+
+_NO_COOKIES = _NoCookies()
+
+
 class Redirected(Exception):
     """The API redirected a request to another origin: it is not sent there."""
 
 
 class TooLarge(Exception):
     """A response body past the bound."""
+
+
+class Unreadable(Exception):
+    """A response body in an encoding that cannot be read, or broken in it."""
+
+
+_ENCODINGS = {"identity": 0, "gzip": 31, "x-gzip": 31, "deflate": 15}
+"""The content encodings read (asked for in `Accept-Encoding`), as zlib's window bits."""
 
 
 class Api:
@@ -84,23 +106,16 @@ class Api:
         self.max_bytes = max_bytes
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx2.AsyncClient]
         self._clients = weakref.WeakKeyDictionary()
+        self.secrets = _secrets(self.credentials.values(), self.headers.values())
+        """Every secret text a request may carry, blanked out wherever it would show."""
         _REDACT.secrets[id(self)] = self.secrets
-
-    @property
-    def secrets(self) -> list[str]:
-        """Every secret text a request may carry, for the log filter to blank out."""
-        found = [c.secret for c in self.credentials.values() if len(c.secret) >= 4]
-        for c in self.credentials.values():
-            if c.kind == "basic":
-                found.append(base64.b64encode(c.secret.encode()).decode())
-        found += [value for value in self.headers.values() if len(value) >= 8]
-        return found
 
     def _client(self) -> httpx2.AsyncClient:
         loop = asyncio.get_running_loop()
         client = self._clients.get(loop)
         if client is None:
             client = httpx2.AsyncClient(
+                cookies=http.cookiejar.CookieJar(policy=_NO_COOKIES),  # see _NoCookies
                 timeout=httpx2.Timeout(self.timeout),
                 follow_redirects=True,
                 max_redirects=5,
@@ -122,12 +137,13 @@ class Api:
         that is not the API's answer (the detail is logged)."""
         request = self._request(operation, document)
         try:
-            response = await self._client().send(request, stream=True)
-            try:
-                body = await self._read(response)
-            finally:
-                await response.aclose()
-        except httpx2.TimeoutException as exc:
+            async with asyncio.timeout(self.timeout):  # the whole exchange, not each read
+                response = await self._client().send(request, stream=True)
+                try:
+                    body = await self._read(response)
+                finally:
+                    await response.aclose()
+        except (httpx2.TimeoutException, TimeoutError) as exc:
             self._log(operation, f"timed out ({type(exc).__name__})")
             raise AgentError(TIMED_OUT.format(seconds=self.timeout or 0)) from None
         except Redirected:
@@ -136,6 +152,9 @@ class Api:
         except TooLarge:
             self._log(operation, f"a response of more than {self.max_bytes} bytes")
             raise AgentError(TOO_LARGE) from None
+        except Unreadable as exc:
+            self._log(operation, f"an unreadable response ({exc})")
+            raise AgentError(UNREADABLE_BODY) from None
         except httpx2.HTTPError as exc:
             self._log(operation, f"{type(exc).__name__}: {exc}")
             raise AgentError(UNREACHABLE) from None
@@ -149,15 +168,47 @@ class Api:
         """`text` with every credential blanked out (an API may echo one in an error)."""
         return _blanked(text, self.secrets)
 
+    def scrub(self, value: Any, body: bytes) -> Any:
+        """A parsed body with every credential it echoes blanked out: what the API
+        answers reaches the program, the host's secrets never do."""
+        if not any(secret.encode() in body for secret in self.secrets):
+            return value
+        if isinstance(value, str):
+            return _blanked(value, self.secrets)
+        if isinstance(value, list):
+            return [self.scrub(item, body) for item in value]
+        if isinstance(value, dict):
+            return {self.redact(str(k)): self.scrub(v, body) for k, v in value.items()}
+        return value
+
     async def _read(self, response: httpx2.Response) -> bytes:
+        """The body, decoded, never more than the bound: a compressed body is inflated
+        here with the bound as the limit of its output, so a small bomb stays small."""
         declared = response.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self.max_bytes:
             raise TooLarge()
+        encoding = response.headers.get("content-encoding", "identity").strip().lower()
+        if encoding not in _ENCODINGS:
+            raise Unreadable(f"content encoding {encoding!r}")
+        inflater = zlib.decompressobj(_ENCODINGS[encoding]) if _ENCODINGS[encoding] else None
         body = bytearray()
-        async for chunk in response.aiter_bytes():
-            body += chunk
-            if len(body) > self.max_bytes:
-                raise TooLarge()
+        try:
+            async for chunk in response.aiter_raw():
+                if inflater is None:
+                    body += chunk
+                while chunk and inflater is not None:
+                    body += inflater.decompress(chunk, self.max_bytes + 1 - len(body))
+                    chunk = inflater.unconsumed_tail
+                    if len(body) > self.max_bytes:
+                        break
+                if len(body) > self.max_bytes:
+                    raise TooLarge()
+            if inflater is not None:
+                body += inflater.flush()
+        except zlib.error as exc:
+            raise Unreadable(f"{encoding}: {exc}") from None
+        if len(body) > self.max_bytes:
+            raise TooLarge()
         return bytes(body)
 
     def _request(self, operation: Operation, document: JSONObject) -> httpx2.Request:
@@ -178,7 +229,8 @@ class Api:
                     headers[argument.wire] = wire.header(argument, value)
                 except ValueError:  # the program's own argument, and HTTP's own rule
                     raise AgentError(
-                        f'argument "{argument.key}" holds a line break, which a header cannot carry'
+                        f'argument "{argument.key}" cannot be sent as a header: it holds a '
+                        "line break or a character that is not ASCII"
                     ) from None
             elif argument.location == "cookie":
                 cookies.append(wire.cookie(argument, value))
@@ -200,13 +252,17 @@ class Api:
                     headers["Authorization"] = f"Basic {token}"
                 elif credential.kind == "header":
                     headers[credential.name] = credential.secret
-                elif credential.kind == "query":
+                elif credential.kind == "query":  # the host's key, never the program's
+                    params = [pair for pair in params if pair[0] != credential.name]
                     params.append((credential.name, credential.secret))
                 else:
-                    cookies.append(f"{credential.name}={credential.secret}")
+                    prefix = f"{credential.name}="
+                    cookies = [c for c in cookies if not c.startswith(prefix)]
+                    cookies.append(prefix + credential.secret)
         if cookies:
             headers["Cookie"] = "; ".join(cookies)
         headers.setdefault("Accept", _accept(operation))
+        headers["Accept-Encoding"] = "gzip, deflate"
         content: bytes | None = None
         form: dict[str, str] | None = None
         if body is not None:
@@ -290,11 +346,12 @@ def status_text(code: int) -> str:
         return f"HTTP {code}"
 
 
-def declared(operation: Operation, code: int) -> Media | None:
-    """What the operation declares for a status: the code, its class (`4XX`), `default`."""
+def declared(operation: Operation, code: int) -> str | None:
+    """Which response the operation declares for a status: the code's own, its class's
+    (`4XX`), or `DEFAULT`; None when it declares none of them."""
     for key in (str(code), f"{str(code)[0]}XX", "DEFAULT"):
         if key in operation.responses:
-            return operation.responses[key]
+            return key
     return None
 
 
@@ -316,9 +373,21 @@ class _Redact(logging.Filter):
         return True
 
 
+def _secrets(credentials: Iterable[Credential], headers: Iterable[str]) -> list[str]:
+    found: list[str] = []
+    for credential in credentials:
+        if len(credential.secret) >= 4:
+            found.append(credential.secret)
+        if credential.kind == "basic":
+            found.append(base64.b64encode(credential.secret.encode()).decode())
+            found += [part for part in credential.secret.split(":", 1)[1:] if len(part) >= 4]
+    return found + [value for value in headers if len(value) >= 8]
+
+
 def _blanked(text: str, secrets: list[str]) -> str:
-    """`text` with each secret, as written or percent-encoded, as `[redacted]`."""
-    for secret in secrets:
+    """`text` with each secret, as written or percent-encoded, as `[redacted]` (the
+    longest first: one secret may begin another)."""
+    for secret in sorted(secrets, key=len, reverse=True):
         text = text.replace(secret, "[redacted]").replace(_quoted(secret), "[redacted]")
     return text
 
@@ -343,6 +412,7 @@ __all__ = [
     "TOO_LARGE",
     "UNDECLARED",
     "UNREACHABLE",
+    "UNREADABLE_BODY",
     "Api",
     "Credential",
     "declared",

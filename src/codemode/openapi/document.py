@@ -60,6 +60,18 @@ class Document:
     _others: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def operation_count(self) -> int:
+        """How many operations the document declares."""
+        paths = self.root.get("paths") or {}
+        return sum(
+            1
+            for item in paths.values()
+            if isinstance(item, Mapping)
+            for method in ("get", "put", "post", "delete", "options", "head", "patch", "trace")
+            if isinstance(item.get(method), Mapping)
+        )
+
+    @property
     def origin(self) -> str | None:
         """`scheme://host[:port]` of a document fetched over HTTP, else None."""
         parts = urlsplit(self.uri)
@@ -137,14 +149,22 @@ def _read_file(path: Path) -> bytes:
 def _fetch(url: str) -> bytes:
     """A document over HTTP, once: no redirect to another origin, a bounded size."""
     own = urlsplit(url)
+
+    def same_origin(request: httpx2.Request) -> None:  # each redirect's hop too
+        hop = urlsplit(str(request.url))
+        if (hop.scheme, hop.netloc) != (own.scheme, own.netloc):
+            raise SpecError(f"{url} redirects to another origin")
+
     try:
         with (
-            httpx2.Client(timeout=FETCH_SECONDS, follow_redirects=True) as client,
+            httpx2.Client(
+                timeout=FETCH_SECONDS,
+                follow_redirects=True,
+                trust_env=False,
+                event_hooks={"request": [same_origin]},
+            ) as client,
             client.stream("GET", url) as response,
         ):
-            final = urlsplit(str(response.url))
-            if (final.scheme, final.netloc) != (own.scheme, own.netloc):
-                raise SpecError(f"{url} redirects to another origin")
             if response.status_code != 200:
                 raise SpecError(f"{url} answered HTTP {response.status_code}")
             data = bytearray()
@@ -171,22 +191,36 @@ def _parse(data: bytes, where: str) -> Any:
             return json.loads(text)
         except ValueError:
             pass  # YAML's flow style also starts with "{"
-    try:
-        return _plain(yaml.load(text, Loader=_Loader))
+        except RecursionError:
+            raise SpecError(f"{where} nests too deeply") from None
+    try:  # YAML's aliases may repeat a part: the copy is bounded by the text's size
+        loaded = yaml.load(text, Loader=_Loader)  # a safe loader: no Python objects
+        return _plain(loaded, budget=[_NODES_PER_BYTE * len(data)])
+    except RecursionError:
+        raise SpecError(f"{where} nests too deeply") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         raise SpecError(f"{where} is neither JSON nor YAML{at}") from None
 
 
-def _plain(value: Any, depth: int = 0) -> Any:
-    """YAML's values as JSON's: keys as strings (`200:` is a status), dates as ISO text."""
+_NODES_PER_BYTE = 4
+"""How many values a document's text may become, by its size: more is an alias bomb."""
+
+
+def _plain(value: Any, depth: int = 0, budget: list[int] | None = None) -> Any:
+    """YAML's values as JSON's: keys as strings (`200:` is a status), dates as ISO text;
+    SpecError past `budget` values (a YAML alias repeats a part as often as it is named)."""
     if depth > _DEPTH:
         raise SpecError("the document nests too deeply")
+    if budget is not None:
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise SpecError("the document repeats its parts (YAML aliases) too often")
     if isinstance(value, Mapping):
-        return {str(k): _plain(v, depth + 1) for k, v in value.items()}
+        return {str(k): _plain(v, depth + 1, budget) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_plain(v, depth + 1) for v in value]
+        return [_plain(v, depth + 1, budget) for v in value]
     if isinstance(value, datetime.date):
         return value.isoformat()
     return value

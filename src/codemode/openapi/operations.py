@@ -34,8 +34,29 @@ _STYLES = {
 }
 _JSON = re.compile(r"(?i)^application/(.+\+)?json$")
 _FORM = "application/x-www-form-urlencoded"
-_IGNORED_HEADERS = frozenset(("accept", "content-type", "authorization"))
-"""Header parameters OpenAPI says are not parameters: the client sets them."""
+_IGNORED_HEADERS = frozenset(
+    [
+        "accept",
+        "content-type",
+        "authorization",
+        "accept-encoding",
+        "cookie",
+        "host",
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "te",
+        "trailer",
+        "upgrade",
+        "proxy-authorization",
+        "proxy-connection",
+        "expect",
+    ]
+)
+"""Header parameters that are not arguments: those OpenAPI says the client sets, and
+those that frame the request or route it (a program's `Host` or `Content-Length` would
+send it elsewhere or smuggle another)."""
 
 
 @dataclass(frozen=True)
@@ -60,7 +81,9 @@ class Media:
 
     kind: Literal["json", "text", "binary", "none"]
     schema: Any = None
-    """Its converted schema, for `json` and `text` (None: undeclared)."""
+    """Its converted schema, for `json` (None: undeclared)."""
+    types: tuple[str, ...] = ()
+    """The media types it declares, for `binary` (what a program is told it got)."""
 
 
 @dataclass
@@ -118,9 +141,10 @@ class Reading:
     responses: Schemas
 
 
-def operations(document: Document, credential_headers: set[str], api: str = "") -> Reading:
+def operations(document: Document, credentials: set[tuple[str, str]], api: str = "") -> Reading:
     """Every operation the document declares; one that cannot be read is skipped with a
-    warning naming the `api`, the operation and why."""
+    warning naming the `api`, the operation and why. `credentials` are the (location,
+    lower-case name) pairs the host's side sends, which are not arguments."""
     requests = Schemas(document, "request")
     responses = Schemas(document, "response")
     found: list[Operation] = []
@@ -145,7 +169,7 @@ def operations(document: Document, credential_headers: set[str], api: str = "") 
                         spec,
                         shared,
                         base,
-                        credential_headers,
+                        credentials,
                     )
                 )
             except (SchemaError, SpecError) as exc:
@@ -164,7 +188,7 @@ def _operation(
     spec: Mapping[str, Any],
     shared: Sequence[Any],
     base: str,
-    credential_headers: set[str],
+    credentials: set[tuple[str, str]],
 ) -> Operation:
     if not path.startswith("/"):
         raise SpecError(f"its path {path!r} does not start with /")
@@ -182,8 +206,8 @@ def _operation(
     for (name, location), (parameter, where) in parameters.items():
         if location not in _STYLES:
             raise SpecError(f'parameter "{name}" is in {location!r}')
-        if location == "header" and (
-            name.lower() in _IGNORED_HEADERS or name.lower() in credential_headers
+        if (location, name.lower()) in credentials or (
+            location == "header" and name.lower() in _IGNORED_HEADERS
         ):
             continue
         style = parameter.get("style", "form" if location in ("query", "cookie") else "simple")
@@ -300,7 +324,7 @@ def _media(schemas: Schemas, response: Any, base: str) -> Media:
             return Media("json", None if schema is None else schemas.convert(schema, base))
     if any(str(m).lower().startswith("text/") for m in content):
         return Media("text")
-    return Media("binary")
+    return Media("binary", types=tuple(str(m).split(";")[0].strip().lower() for m in content))
 
 
 def _object_properties(schema: Any, defs: Mapping[str, Any]) -> dict[str, Any] | None:

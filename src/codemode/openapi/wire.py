@@ -3,8 +3,9 @@ serialization rules (`style`, `explode`), with nothing an argument holds able to
 the request's scheme, host or path.
 
 Every value in a path is percent-encoded (`/`, `?` and `#` included), so it stays within
-its segment; a segment that would be `.` or `..` is sent as `%2E` or `%2E%2E`, which no
-server or proxy resolves as a step up.
+its segment; binding has refused a value that is empty, `.`, `..` or holds `/` or a backslash
+(servers and proxies decode `%2F` and resolve `%2E%2E`), and a segment that values next
+to each other still make `.` or `..` is sent as `%2E` or `%2E%2E`.
 """
 
 from __future__ import annotations
@@ -111,8 +112,8 @@ def header(argument: Argument, value: Any) -> str:
         text = ",".join(f"{k}{sep}{v}" for k, v in pairs)
     else:
         text = scalar(value)
-    if any(ch in text for ch in "\r\n\0"):
-        raise ValueError("a header value holds a line break")
+    if not text.isascii() or any(ch in text for ch in "\r\n\0"):
+        raise ValueError("a header value holds a line break or a character that is not ASCII")
     return text
 
 
