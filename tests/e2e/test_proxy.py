@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -57,12 +57,13 @@ def config(files: Path) -> Path:
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "SECRET": CANARY}
 
 
-@pytest.fixture(scope="module")
-def proxy_url(config: Path) -> Iterator[str]:
+@contextmanager
+def proxy_over_http(config: Path, env: dict[str, str]) -> Iterator[str]:
+    """`codemode proxy CONFIG --transport http` until the block ends; yields its URL."""
     port = free_port()
     command = codemode_command("proxy", str(config), "--transport", "http", "--port", str(port))
     process = subprocess.Popen(
-        command, cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:
         wait_for_port(port, process, timeout=60)
@@ -70,6 +71,12 @@ def proxy_url(config: Path) -> Iterator[str]:
     finally:
         process.terminate()
         process.wait(20)
+
+
+@pytest.fixture(scope="module")
+def proxy_url(config: Path) -> Iterator[str]:
+    with proxy_over_http(config, ENV) as url:
+        yield url
 
 
 @asynccontextmanager

@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.e2e import test_proxy
-from tests.e2e.conftest import ROOT, codemode_command, free_port, wait_for_port
-from tests.e2e.test_proxy import session
+from tests.e2e.conftest import ROOT
+from tests.e2e.test_proxy import proxy_over_http, session
 from tests.gateway.conftest import filesystem_server
 from tests.openapi.pets import PetStore, pet_store
 
@@ -68,17 +67,8 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT), "PETS_TOKEN": TOKEN}
 
 @pytest.fixture(scope="module")
 def proxy_url(config: Path) -> Iterator[str]:
-    port = free_port()
-    command = codemode_command("proxy", str(config), "--transport", "http", "--port", str(port))
-    process = subprocess.Popen(
-        command, cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    try:
-        wait_for_port(port, process, timeout=60)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.terminate()
-        process.wait(20)
+    with proxy_over_http(config, ENV) as url:
+        yield url
 
 
 @pytest.mark.parametrize("connection", ["stdio-2025", "http-2026"])

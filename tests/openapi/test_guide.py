@@ -8,6 +8,7 @@ from pathlib import Path
 from codemode import CodeMode
 from codemode.authz import AllowAll
 from codemode.payloads import describe_payload, model_text
+from tests.openapi.test_reading import FAILURE_TEXTS
 
 ROOT = Path(__file__).parents[2]
 GUIDE = (ROOT / "docs" / "guides" / "openapi.md").read_text()
@@ -37,18 +38,6 @@ def test_the_guides_patterns_choose_what_it_says() -> None:
 
 
 def test_the_error_table_lists_every_failure_text() -> None:
-    from codemode.openapi import client
-
     table = GUIDE.split("## Errors")[1].split("## Security")[0]
     shown = set(re.findall(r"`capability failed: ([^`]+)`", table))
-    texts = {
-        client.UNREACHABLE,
-        client.TOO_LARGE,
-        client.UNREADABLE_BODY,
-        client.NOT_JSON,
-        client.UNDECLARED,
-        client.REDIRECTED,
-        client.TIMED_OUT.format(seconds=10),
-        client.status_text(500),
-    }
-    assert texts <= shown, texts - shown
+    assert set(FAILURE_TEXTS) <= shown, set(FAILURE_TEXTS) - shown

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,7 +13,7 @@ from codemode import CodeMode
 from codemode.authz import AllowAll
 from codemode.errors import RegistrationError
 from codemode.gateway.schema import SchemaError
-from codemode.openapi import wire
+from codemode.openapi import client, wire
 from codemode.openapi.document import Schemas, SpecError, load
 from codemode.openapi.operations import Argument, default_name, operations, snake
 
@@ -320,22 +321,22 @@ def test_a_bad_keyword_is_a_schema_error() -> None:
         Schemas(document, "request").convert({"minLength": "3"}, document.uri)
 
 
+FAILURE_TEXTS = (
+    client.UNREACHABLE,
+    client.TOO_LARGE,
+    client.UNREADABLE_BODY,
+    client.NOT_JSON,
+    client.UNDECLARED,
+    client.REDIRECTED,
+    client.TIMED_OUT.format(seconds=10),
+    client.status_text(500),
+)
+"""Every failure of an operation that is not its 4xx answer, as the model reads it."""
+
+
 def test_the_failure_texts_are_the_documented_ones() -> None:
-    from pathlib import Path
-
-    from codemode.openapi import client
-
     documented = (Path(__file__).parents[2] / "docs" / "reference" / "errors.md").read_text()
-    for text in (
-        client.UNREACHABLE,
-        client.TOO_LARGE,
-        client.UNREADABLE_BODY,
-        client.NOT_JSON,
-        client.UNDECLARED,
-        client.REDIRECTED,
-        client.TIMED_OUT.format(seconds=10),
-        client.status_text(500),
-    ):
+    for text in FAILURE_TEXTS:
         assert f"`{text}`" in documented, text
     assert f"`{client.status_text(404)}: " in documented
     assert client.status_text(422) == "HTTP 422 Unprocessable Content"

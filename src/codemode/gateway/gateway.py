@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fnmatch
+import functools
 import logging
 import threading
 from collections.abc import Iterable, Sequence
@@ -18,10 +19,9 @@ import anyio.to_thread
 import mcp_types as mt
 
 from codemode.capabilities import Capability, Catalog, Snapshot
-from codemode.capabilities import typehints as t
 from codemode.capabilities.naming import RESERVED_ROOTS
 from codemode.errors import RegistrationError
-from codemode.gateway.schema import SchemaError, identifier
+from codemode.gateway.schema import identifier, readable
 from codemode.gateway.tools import ExposeErrors, Send, ToolChanged, tool_capability
 from codemode.gateway.upstream import CONNECT_SECONDS, Target, Upstream, UpstreamError
 from codemode.types import JSONObject
@@ -162,24 +162,21 @@ class Gateway:
             if before is not None and before[0] == tool:
                 found[tool.name] = before
                 continue
-            try:
-                capability = tool_capability(
-                    name, tool, send, expose_errors=options.expose_errors, timeout=options.timeout
-                )
-                capability.info  # noqa: B018 - built now: a schema that breaks it is skipped
-                capability.projection  # noqa: B018
-            except (SchemaError, t.UnsupportedTypeError) as exc:
-                log.warning("MCP server %s: tool %r skipped: %s", name, tool.name, exc)
-                continue
-            except Exception as exc:  # a schema too intricate to read (a RecursionError)
-                log.warning(
-                    "MCP server %s: tool %r skipped: its schema cannot be read (%s)",
+            capability = readable(
+                functools.partial(
+                    tool_capability,
                     name,
-                    tool.name,
-                    type(exc).__name__,
-                )
-                continue
-            found[tool.name] = (tool, capability)
+                    tool,
+                    send,
+                    expose_errors=options.expose_errors,
+                    timeout=options.timeout,
+                ),
+                functools.partial(
+                    log.warning, "MCP server %s: tool %r skipped: %s", name, tool.name
+                ),
+            )
+            if capability is not None:
+                found[tool.name] = (tool, capability)
         return found
 
     def _sender(self, name: str, timeout: float | None) -> Send:

@@ -751,6 +751,26 @@ def signature(
     return Signature(tuple(parameters), document)
 
 
+def readable(
+    build: Callable[[], Any], skipped: Callable[[str], None], *, projection: bool = True
+) -> Any:
+    """The capability `build` makes, with what describe (and, with `projection`, the
+    result's crossing) needs made now; None, after `skipped(why)`, when its schema cannot
+    be read, so one tool or operation is left out rather than its whole server."""
+    try:
+        capability = build()
+        capability.info  # noqa: B018 - built now: a schema that breaks it is skipped
+        if projection:
+            capability.projection  # noqa: B018
+    except (SchemaError, t.UnsupportedTypeError) as exc:
+        skipped(str(exc))
+        return None
+    except Exception as exc:  # a schema too intricate to read (a RecursionError)
+        skipped(f"its schema cannot be read ({type(exc).__name__})")
+        return None
+    return capability
+
+
 def object_schema(schema: object) -> JSONObject:
     """An input schema as an object schema, or SchemaError when no call could meet it."""
     if not isinstance(schema, dict):
@@ -772,6 +792,7 @@ __all__ = [
     "nullable",
     "object_schema",
     "problem",
+    "readable",
     "signature",
     "validator",
     "with_defaults",

@@ -8,6 +8,7 @@ API's credentials and the host's headers stay here, on the host's side of the bo
 from __future__ import annotations
 
 import difflib
+import functools
 import logging
 import os
 from collections.abc import Mapping, Sequence
@@ -16,9 +17,8 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 from codemode.capabilities import Capability
-from codemode.capabilities import typehints as t
 from codemode.errors import RegistrationError
-from codemode.gateway.schema import Hints, SchemaError, camel
+from codemode.gateway.schema import Hints, camel, readable
 from codemode.openapi.capabilities import Shared, operation_capability
 from codemode.openapi.client import Api, Credential
 from codemode.openapi.document import Document, SpecError, load
@@ -110,21 +110,15 @@ def _capabilities(
                 f'become "{name}.{operation.leaf}"; exclude one of them'
             )
         leaves[operation.leaf] = operation
-        try:
-            capability = operation_capability(name, operation, api, shared)
-            capability.info  # noqa: B018 - built now: a schema that breaks it is skipped
-        except (SchemaError, t.UnsupportedTypeError) as exc:
-            log.warning("REST API %s: operation %s skipped: %s", name, operation.route, exc)
-            continue
-        except Exception as exc:  # a schema too intricate to read (a RecursionError)
-            log.warning(
-                "REST API %s: operation %s skipped: its schema cannot be read (%s)",
-                name,
-                operation.route,
-                type(exc).__name__,
-            )
-            continue
-        built.append(capability)
+        capability = readable(
+            functools.partial(operation_capability, name, operation, api, shared),
+            functools.partial(
+                log.warning, "REST API %s: operation %s skipped: %s", name, operation.route
+            ),
+            projection=False,  # made at its first call: a thousand operations register fast
+        )
+        if capability is not None:
+            built.append(capability)
     return built
 
 

@@ -90,7 +90,7 @@ def operation_capability(
         k: m for k, m in operation.responses.items() if k == "DEFAULT"
     }
     kinds = [_hint(hints, media, prefix + "Result") for media in successes.values()]
-    result: Any = s.described(_one_of(kinds), None) if kinds else type(None)
+    result: Any = _one_of(kinds) if kinds else type(None)
     t.check_supported(result)
     errors = {
         key: hints.of(media.schema, prefix + "Error")

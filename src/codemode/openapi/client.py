@@ -224,14 +224,8 @@ class Api:
         for argument, value in given.values():
             if argument.location == "query":
                 params += wire.query(argument, value)
-            elif argument.location == "header":
-                try:
-                    headers[argument.wire] = wire.header(argument, value)
-                except ValueError:  # the program's own argument, and HTTP's own rule
-                    raise AgentError(
-                        f'argument "{argument.key}" cannot be sent as a header: it holds a '
-                        "line break or a character that is not ASCII"
-                    ) from None
+            elif argument.location == "header":  # binding has refused what HTTP cannot carry
+                headers[argument.wire] = wire.header(argument, value)
             elif argument.location == "cookie":
                 cookies.append(wire.cookie(argument, value))
             elif argument.location == "body":
