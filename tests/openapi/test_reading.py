@@ -282,13 +282,16 @@ def test_path_values_by_style(style: str, explode: bool, value: Any, sent: str) 
     assert wire.path("/{id}", {"id": (arg(style, explode), value)}) == "/" + sent
 
 
-@pytest.mark.parametrize("value", ["..", ".", "%2E%2E"])
+@pytest.mark.parametrize("value", ["..", "."])
 def test_a_path_value_never_steps_up(value: str) -> None:
-    assert wire.path("/a/{id}/b", {"id": (arg("simple", False), value)}) in (
-        "/a/%2E%2E/b",
-        "/a/%2E/b",
-        "/a/%252E%252E/b",
-    )
+    with pytest.raises(ValueError, match="segment"):  # binding refused it already
+        wire.path("/a/{id}/b", {"id": (arg("simple", False), value)})
+    assert wire.path("/a/{id}", {"id": (arg("simple", False), "%2E%2E")}) == "/a/%252E%252E"
+
+
+def test_a_multi_segment_value_keeps_its_slashes() -> None:
+    spanning = Argument("path", "path", "path", segments=True)
+    assert wire.path("/c/{path}", {"path": (spanning, "docs/a b.md")}) == "/c/docs/a%20b.md"
 
 
 @pytest.mark.parametrize(
@@ -341,3 +344,66 @@ def test_the_failure_texts_are_the_documented_ones() -> None:
     assert f"`{client.status_text(404)}: " in documented
     assert client.status_text(422) == "HTTP 422 Unprocessable Content"
     assert client.status_text(499) == "HTTP 499"
+
+
+def test_a_multi_segment_path_parameter_takes_whole_segments_only() -> None:
+    parameter = {"name": "path", "in": "path", "required": True, "x-multi-segment": True}
+    spec = doc(
+        {
+            "/contents/{path}": {
+                "get": {
+                    "operationId": "get",
+                    "parameters": [{**parameter, "schema": {"type": "string"}}],
+                    "responses": {"204": {"description": "d"}},
+                }
+            }
+        }
+    )
+    with CodeMode(authorizer=AllowAll()) as cm:
+        cm.add_openapi("repo", spec=spec, base_url="http://127.0.0.1:9")
+
+        def error(path: str) -> str:
+            try:
+                cm.execute(f"def main():\n    return repo.get(path={path!r})\n", subject="a")
+            except Exception as failed:
+                return str(failed)
+            raise AssertionError("it ran")
+
+        assert error("docs/README.md") == "capability failed: the connection to the API failed"
+        assert error("docs/../secret") == (
+            'invalid capability arguments: argument "path" must not hold an '
+            'empty, "." or ".." segment or "\\"'
+        )
+
+
+def test_yaml_that_costs_out_of_proportion_to_its_size_is_refused_or_kept_as_text(
+    tmp_path: Path,
+) -> None:
+    merges = ["x-m0: &m0 {k0: 0}"] + [
+        f"x-m{n}: &m{n} {{<<: *m{n - 1}, k{n}: 0}}" for n in range(1, 400)
+    ]
+    path = tmp_path / "merge.yaml"
+    path.write_text("openapi: 3.1.0\npaths: {}\n" + "\n".join(merges) + "\n")
+    with pytest.raises(SpecError, match="merge keys"):
+        load(path)
+    path.write_text("openapi: 3.1.0\npaths: {}\nx-time: 1:59:59\nx-big: 0x" + "f" * 5000 + "\n")
+    document = load(path)
+    assert (document.root["x-time"], len(document.root["x-big"])) == ("1:59:59", 5002)
+
+
+def test_an_operation_of_the_wrong_shape_is_skipped_alone(caplog: pytest.LogCaptureFixture) -> None:
+    ok = {"operationId": "ok", "responses": {"204": {"description": "d"}}}
+    spec = doc(
+        {
+            "/a": {"get": {"operationId": "a", "responses": 5}},
+            "/b/{id}": {"get": {"operationId": "b", "responses": {"204": {"description": "d"}}}},
+            "/c": {"get": ok},
+        }
+    )
+    with caplog.at_level(logging.WARNING, "codemode.openapi"):
+        found = operations(load(spec), set(), "api").operations
+    assert [o.leaf for o in found] == ["ok"]
+    assert "operation GET /a skipped: it cannot be read (AttributeError)" in caplog.text
+    assert "operation GET /b/{id} skipped: its path and its path parameters differ (id)" in (
+        caplog.text
+    )

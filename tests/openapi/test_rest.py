@@ -558,3 +558,35 @@ def test_a_document_too_deep_to_read_is_a_registration_error(tmp_path: Path) -> 
     with CodeMode(authorizer=AllowAll()) as cm, pytest.raises(RegistrationError) as info:
         cm.add_openapi("deep", spec=path, base_url="http://127.0.0.1:9")
     assert str(info.value).endswith("nests too deeply")
+
+
+def test_no_container_or_spelling_gets_a_path_value_past_its_segment(cm: CodeMode) -> None:
+    for call in (
+        'pets.get_slot(shelf=[], slot={"row": 1})',
+        'pets.get_slot(shelf=["a"], slot={})',
+        'pets.get_slot(shelf=["a"], slot={"row": 1, "..": 2})',
+        'pets.show_pet_by_id(petId="..;x")',
+    ):
+        assert fail(cm, f"return {call}").code == "invalid_arguments", call
+
+
+def test_an_echo_in_any_json_spelling_is_blanked_out() -> None:
+    from codemode.openapi.client import Api, Credential
+
+    api = Api(
+        "x",
+        "http://127.0.0.1:9",
+        headers={},
+        credentials={"b": Credential("b", "bearer", secret="tok/Ab+Cd=9f3e")},
+        security=[{"b": []}],
+        timeout=None,
+        max_bytes=1024,
+    )
+    try:
+        escaped = json.loads(
+            '{"said": "Bearer tok\\/Ab+Cd=9f3e", "url": "?k=tok%2FAb%2BCd%3D9f3e"}'
+        )
+        assert api.scrub(escaped) == {"said": "Bearer [redacted]", "url": "?k=[redacted]"}
+        assert "tok" not in api.loggable(b'{"a": "tok\\/Ab+Cd=9f3e"}')
+    finally:
+        api.close()

@@ -26,6 +26,7 @@ from codemode.gateway.tools import first_sentence
 from codemode.openapi.client import (
     NOT_JSON,
     UNDECLARED,
+    UNREADABLE_BODY,
     Api,
     declared,
     status_text,
@@ -103,7 +104,7 @@ def operation_capability(
         """The declared part of an error body (its projection made at the first one)."""
         if key not in projections:
             projections[key] = Projection(errors[key], serialize=False)
-        return _error_detail(projections[key], body)
+        return _error_detail(projections[key], body, api)
 
     checkers: dict[int, Any] = {}
 
@@ -123,13 +124,13 @@ def operation_capability(
             return _value(api, operation, code, media, media_type, body, checker)
         detail = ""
         if 400 <= code < 500 and key in errors:
-            detail = api.redact(error_detail(key, body))
+            detail = error_detail(key, body)
         log.warning(
             "REST API %s: %s answered %s: %s",
             api.name,
             operation.route,
             code,
-            api.redact(body.decode("utf-8", "replace"))[:2048],
+            api.loggable(body),
         )
         raise AgentError(status_text(code) + (f": {detail}" if detail else ""))
 
@@ -169,29 +170,48 @@ def _wire_checked(
     where = {a.key: a.location for a in operation.arguments if a.location in ("path", "header")}
     names = {p.key: p.name for p in parameters}  # as the program wrote it
 
+    segments = {a.key for a in operation.arguments if a.segments}
+
     def checked(arguments: JSONObject) -> JSONObject | str:
         made = document(arguments)
         if isinstance(made, str):
             return made
         for key, location in where.items():
-            value = made.get(key)
-            parts = [*value, *value.values()] if isinstance(value, dict) else value
-            for part in parts if isinstance(parts, list) else [parts]:
-                if not isinstance(part, str):
-                    continue
-                if location == "path" and (part in ("", ".", "..") or "/" in part or "\\" in part):
-                    return (
-                        f'argument "{names.get(key, key)}" must not be empty, "." or ".." '
-                        'or hold "/" or "\\": it is one segment of the path'
-                    )
-                if location == "header" and (not part.isascii() or not part.isprintable()):
-                    return (
-                        f'argument "{names.get(key, key)}" must be printable ASCII: it is '
-                        "sent as a header"
-                    )
+            if key not in made:
+                continue
+            name = names.get(key, key)
+            parts = _parts(made[key])
+            if location == "path" and not all(_segment(p, key in segments) for p in parts):
+                return (
+                    f'argument "{name}" must not be empty, "." or ".." or hold "/" or "\\": '
+                    "it is one segment of the path"
+                    if key not in segments
+                    else f'argument "{name}" must not hold an empty, "." or ".." segment or "\\"'
+                )
+            if location == "header" and not all(p.isascii() and p.isprintable() for p in parts):
+                return f'argument "{name}" must be printable ASCII: it is sent as a header'
         return made
 
     return checked
+
+
+def _parts(value: Any) -> list[str]:
+    """The texts one argument is sent as: a scalar's, or a list's or an object's items
+    and keys (one level, as OpenAPI serializes them; deeper, or empty, is `""`)."""
+    if isinstance(value, list | dict):
+        items = [*value, *value.values()] if isinstance(value, dict) else value
+        if not items or any(isinstance(item, list | dict) for item in items):
+            return [""]  # an empty segment, or one OpenAPI gives no form to
+        return [item if isinstance(item, str) else json.dumps(item) for item in items]
+    return [value if isinstance(value, str) else json.dumps(value)]
+
+
+def _segment(text: str, spans: bool) -> bool:
+    """Whether `text` stays one segment of a path (or, `spans`, whole segments) however
+    servers and proxies decode and resolve it (`%2F`, `%2E%2E`, `..;`)."""
+    if "\\" in text or (not spans and "/" in text):
+        return False
+    return all(part.split(";")[0] not in ("", ".", "..") for part in text.split("/"))
 
 
 def _hint(hints: s.Hints, media: Media, name: str) -> Any:
@@ -217,13 +237,13 @@ def _one_of(kinds: list[Any]) -> Any:
     return union
 
 
-def _error_detail(projection: Projection, body: bytes) -> str:
-    """The declared part of an error body, as compact JSON (cut short, as every
-    `AgentError` message is)."""
+def _error_detail(projection: Projection, body: bytes, api: Api) -> str:
+    """The declared part of an error body, credentials blanked out, as compact JSON (cut
+    short, as every `AgentError` message is)."""
     try:
         value = json.loads(body, parse_constant=_not_json)
-        kept = projection.project(value, 10_000).value
-    except Exception:
+        kept = api.scrub(projection.project(value, 10_000).value)
+    except Exception:  # a body that is not what it declares: its status says enough
         return ""
     return json.dumps(kept, separators=(",", ":"), ensure_ascii=False, default=str)
 
@@ -258,18 +278,22 @@ def _value(
         log.warning("REST API %s: %s answered %s with no JSON", api.name, operation.route, code)
         raise AgentError(NOT_JSON) from None
     if media.schema is not None:
-        error = jsonschema.exceptions.best_match(checker(media).iter_errors(value))
+        try:
+            error = jsonschema.exceptions.best_match(checker(media).iter_errors(value))
+        except RecursionError:  # deeper than its schema can be checked
+            log.warning("REST API %s: %s answered too deep a body", api.name, operation.route)
+            raise AgentError(UNREADABLE_BODY) from None
         if error is not None:
             log.warning(
                 "REST API %s: %s answered %s with a body its schema refuses: %s at %s",
                 api.name,
                 operation.route,
                 code,
-                api.redact(error.message[:500]),
+                api.redact(error.message)[:500],
                 "/".join(str(p) for p in error.absolute_path) or "the root",
             )
             raise AgentError(UNDECLARED)
-    return api.scrub(value, body)
+    return api.scrub(value)
 
 
 _SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")

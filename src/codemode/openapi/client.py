@@ -168,18 +168,40 @@ class Api:
         """`text` with every credential blanked out (an API may echo one in an error)."""
         return _blanked(text, self.secrets)
 
-    def scrub(self, value: Any, body: bytes) -> Any:
-        """A parsed body with every credential it echoes blanked out: what the API
-        answers reaches the program, the host's secrets never do."""
-        if not any(secret.encode() in body for secret in self.secrets):
+    def scrub(self, value: Any) -> Any:
+        """A parsed body with every credential it echoes blanked out, however its JSON
+        spelled it (`\\/`, `\\u0026`) and percent-encoded too, a number that is one
+        included: what the API answers reaches the program, the host's secrets never do.
+        (Iterative, as a body may nest deeper than Python's recursion.)"""
+        if not self.secrets:
             return value
-        if isinstance(value, str):
-            return _blanked(value, self.secrets)
-        if isinstance(value, list):
-            return [self.scrub(item, body) for item in value]
-        if isinstance(value, dict):
-            return {self.redact(str(k)): self.scrub(v, body) for k, v in value.items()}
-        return value
+        root = [value]
+        stack: list[tuple[Any, Any]] = [(root, 0)]
+        while stack:
+            holder, key = stack.pop()
+            item = holder[key]
+            if isinstance(item, str):
+                holder[key] = _blanked(item, self.secrets)
+            elif isinstance(item, int | float) and not isinstance(item, bool):
+                if _blanked(str(item), self.secrets) != str(item):
+                    holder[key] = "[redacted]"
+            elif isinstance(item, list):
+                stack.extend((item, i) for i in range(len(item)))
+            elif isinstance(item, dict):
+                renamed = {self.redact(str(k)): v for k, v in item.items()}
+                item.clear()
+                item.update(renamed)
+                stack.extend((item, k) for k in renamed)
+        return root[0]
+
+    def loggable(self, body: bytes) -> str:
+        """A body as the host log gets it: its credentials blanked out (in its JSON, read
+        as JSON), then cut to 2 KiB."""
+        try:
+            text = json.dumps(self.scrub(json.loads(body)), ensure_ascii=False)
+        except (ValueError, RecursionError):
+            text = self.redact(body.decode("utf-8", "replace"))
+        return text[:2048]
 
     async def _read(self, response: httpx2.Response) -> bytes:
         """The body, decoded, never more than the bound: a compressed body is inflated
@@ -253,6 +275,11 @@ class Api:
                     prefix = f"{credential.name}="
                     cookies = [c for c in cookies if not c.startswith(prefix)]
                     cookies.append(prefix + credential.secret)
+        host_cookie = next((v for k, v in self.headers.items() if k.lower() == "cookie"), None)
+        if host_cookie is not None:  # the host's own cookies win over an argument's
+            names = {part.split("=", 1)[0].strip() for part in host_cookie.split(";")}
+            cookies = [c for c in cookies if c.split("=", 1)[0] not in names] + [host_cookie]
+            headers = {k: v for k, v in headers.items() if k.lower() != "cookie"}
         if cookies:
             headers["Cookie"] = "; ".join(cookies)
         headers.setdefault("Accept", _accept(operation))

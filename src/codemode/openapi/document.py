@@ -20,6 +20,7 @@ import datetime
 import json
 import os
 import re
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -168,7 +169,10 @@ def _fetch(url: str) -> bytes:
             if response.status_code != 200:
                 raise SpecError(f"{url} answered HTTP {response.status_code}")
             data = bytearray()
+            ends = time.monotonic() + FETCH_SECONDS  # the whole document, not each read
             for chunk in response.iter_bytes():
+                if time.monotonic() > ends:
+                    raise SpecError(f"{url} did not arrive within {FETCH_SECONDS:g} s")
                 data += chunk
                 if len(data) > MAX_DOCUMENT_BYTES:
                     raise SpecError(f"{url} is larger than {MAX_DOCUMENT_BYTES // 2**20} MiB")
@@ -177,7 +181,30 @@ def _fetch(url: str) -> bytes:
         raise SpecError(f"cannot fetch {url}: {type(exc).__name__}") from None
 
 
-_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_BaseLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _loader(budget: list[int]) -> Any:
+    """A safe YAML loader (no Python objects) whose merge keys (`<<: *base`) copy at most
+    `budget` entries, and whose YAML 1.1 integers of another base than 10, 16, 8 or 2
+    (`1:59:59`, base 60) or of more than 64 characters stay text: both cost time out
+    of all proportion to the document's size."""
+
+    class Loader(_BaseLoader):  # type: ignore[misc]
+        def flatten_mapping(self, node: Any) -> None:
+            super().flatten_mapping(node)
+            budget[0] -= len(node.value)
+            if budget[0] < 0:
+                raise SpecError("the document repeats its parts (YAML merge keys) too often")
+
+    def integer(loader: Any, node: Any) -> Any:
+        text = loader.construct_scalar(node)
+        if ":" in text or len(text) > 64:
+            return text
+        return yaml.SafeLoader.construct_yaml_int(loader, node)
+
+    Loader.add_constructor("tag:yaml.org,2002:int", integer)
+    return Loader
 
 
 def _parse(data: bytes, where: str) -> Any:
@@ -194,8 +221,8 @@ def _parse(data: bytes, where: str) -> Any:
         except RecursionError:
             raise SpecError(f"{where} nests too deeply") from None
     try:  # YAML's aliases may repeat a part: the copy is bounded by the text's size
-        loaded = yaml.load(text, Loader=_Loader)  # a safe loader: no Python objects
-        return _plain(loaded, budget=[_NODES_PER_BYTE * len(data)])
+        budget = [_NODES_PER_BYTE * len(data)]
+        return _plain(yaml.load(text, Loader=_loader(budget)), budget=budget)
     except RecursionError:
         raise SpecError(f"{where} nests too deeply") from None
     except yaml.YAMLError as exc:

@@ -36,6 +36,15 @@ _JSON = re.compile(r"(?i)^application/(.+\+)?json$")
 _FORM = "application/x-www-form-urlencoded"
 _IGNORED_HEADERS = frozenset(
     [
+        "x-http-method-override",
+        "x-http-method",
+        "x-method-override",
+        "x-original-url",
+        "x-rewrite-url",
+        "x-forwarded-host",
+        "x-forwarded-for",
+        "x-forwarded-proto",
+        "forwarded",
         "accept",
         "content-type",
         "authorization",
@@ -73,6 +82,9 @@ class Argument:
     allow_reserved: bool = False
     json: bool = False
     """Sent as JSON text (a parameter with `content: application/json`)."""
+    segments: bool = False
+    """A path parameter that may span segments (`x-multi-segment: true`, as GitHub's
+    `path` of a file): its `/` stay, each segment between them encoded."""
 
 
 @dataclass(frozen=True)
@@ -176,6 +188,14 @@ def operations(document: Document, credentials: set[tuple[str, str]], api: str =
                 log.warning(
                     "REST API %s: operation %s %s skipped: %s", api, method.upper(), path, exc
                 )
+            except Exception as exc:  # a document of the wrong shape here (`responses: 5`)
+                log.warning(
+                    "REST API %s: operation %s %s skipped: it cannot be read (%s)",
+                    api,
+                    method.upper(),
+                    path,
+                    type(exc).__name__,
+                )
     return Reading(found, requests, responses)
 
 
@@ -217,6 +237,7 @@ def _operation(
             "style": style,
             "explode": parameter.get("explode", style == "form") is True,
             "allow_reserved": parameter.get("allowReserved") is True,
+            "segments": location == "path" and parameter.get("x-multi-segment") is True,
         }
         schema = parameter.get("schema")
         content = parameter.get("content")
@@ -266,6 +287,11 @@ def _operation(
             if is_required:
                 required.append(key)
             arguments.append(Argument(key, name, location, **how))
+    templated = set(re.findall(r"\{([^{}]+)\}", path))
+    declared_path = {a.wire for a in arguments if a.location == "path"}
+    if templated != declared_path:
+        missing = sorted(templated ^ declared_path)
+        raise SpecError(f"its path and its path parameters differ ({', '.join(missing)})")
     input_schema: dict[str, Any] = {"type": "object", "properties": properties}
     if required:
         input_schema["required"] = required

@@ -3,9 +3,9 @@ serialization rules (`style`, `explode`), with nothing an argument holds able to
 the request's scheme, host or path.
 
 Every value in a path is percent-encoded (`/`, `?` and `#` included), so it stays within
-its segment; binding has refused a value that is empty, `.`, `..` or holds `/` or a backslash
-(servers and proxies decode `%2F` and resolve `%2E%2E`), and a segment that values next
-to each other still make `.` or `..` is sent as `%2E` or `%2E%2E`.
+its segment; binding has refused a value that is empty, `.`, `..` or holds `/` or a
+backslash (servers and proxies decode `%2F` and resolve `%2E%2E`), and a request whose
+values next to each other would still make a `.` or `..` segment is not sent.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from urllib.parse import quote
 from codemode.openapi.operations import Argument
 
 _TEMPLATE = re.compile(r"\{([^{}]+)\}")
-_DOTS = {".": "%2E", "..": "%2E%2E"}
 
 
 def scalar(value: Any) -> str:
@@ -44,7 +43,10 @@ def path(template: str, values: Mapping[str, tuple[Argument, Any]]) -> str:
         return _path_value(argument, value)
 
     filled = _TEMPLATE.sub(fill, template)
-    return "/".join(_DOTS.get(segment, segment) for segment in filled.split("/"))
+    segments = filled.split("/")
+    if any(segment.split(";")[0] in (".", "..") for segment in segments):
+        raise ValueError("a path value would make a . or .. segment")  # binding refuses it
+    return "/".join(segments)
 
 
 def _path_value(argument: Argument, value: Any) -> str:
@@ -54,6 +56,8 @@ def _path_value(argument: Argument, value: Any) -> str:
     name, style, explode = enc(argument.wire), argument.style, argument.explode
     if argument.json:
         value = json.dumps(value, separators=(",", ":"))
+    if argument.segments and isinstance(value, str):  # `docs/README.md`: its `/` stay
+        return "/".join(enc(segment) for segment in value.split("/"))
     if isinstance(value, list):
         items = [enc(scalar(v)) for v in value]
         if style == "label":
