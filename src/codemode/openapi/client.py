@@ -20,7 +20,6 @@ import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 import httpx2
 
@@ -419,11 +418,6 @@ def _quoted(secret: str) -> str:
 
 _REDACT = _Redact()
 logging.getLogger("httpx2").addFilter(_REDACT)
-
-
-def origin_of(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}"
 
 
 __all__ = [

@@ -79,7 +79,6 @@ class Argument:
     location: Location
     style: str = "simple"
     explode: bool = False
-    allow_reserved: bool = False
     json: bool = False
     """Sent as JSON text (a parameter with `content: application/json`)."""
     segments: bool = False
@@ -236,7 +235,6 @@ def _operation(
         how: dict[str, Any] = {
             "style": style,
             "explode": parameter.get("explode", style == "form") is True,
-            "allow_reserved": parameter.get("allowReserved") is True,
             "segments": location == "path" and parameter.get("x-multi-segment") is True,
         }
         schema = parameter.get("schema")
