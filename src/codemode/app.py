@@ -296,17 +296,13 @@ class CodeMode:
             raise RegistrationError(f'MCP server "{name}": give either command or url')
         if connect not in ("start", "first_use"):
             raise RegistrationError(f'MCP server "{name}": connect must be "start" or "first_use"')
-        if timeout is not None and (isinstance(timeout, bool) or not timeout > 0):
-            raise RegistrationError(f'MCP server "{name}": timeout must be a positive number')
+        _check_source(f'MCP server "{name}"', timeout, args=args, include=include, exclude=exclude)
         try:
             exposed = expose_mode(expose_errors)
         except ValueError as exc:
             raise RegistrationError(f'MCP server "{name}": {exc}') from None
         if cwd is not None and not os.path.isdir(cwd):
             raise RegistrationError(f'MCP server "{name}": cwd {os.fspath(cwd)!r} is not a folder')
-        for option, value in (("args", args), ("include", include), ("exclude", exclude)):
-            if isinstance(value, str):
-                raise RegistrationError(f'MCP server "{name}": {option} must be a list of str')
         target = Target(
             command=command,
             args=tuple(args),
@@ -360,11 +356,7 @@ class CodeMode:
         from codemode.openapi import openapi_source
 
         name = namespace(name, "REST API")
-        if timeout is not None and (isinstance(timeout, bool) or not timeout > 0):
-            raise RegistrationError(f'REST API "{name}": timeout must be a positive number')
-        for option, value in (("include", include), ("exclude", exclude)):
-            if isinstance(value, str):
-                raise RegistrationError(f'REST API "{name}": {option} must be a list of str')
+        _check_source(f'REST API "{name}"', timeout, include=include, exclude=exclude)
         taken = sorted(n for n in self.catalog.names() if n.startswith(name + "."))
         if taken:
             raise RegistrationError(
@@ -671,6 +663,16 @@ class CodeMode:
 CLOSE_WAIT_SECONDS = 10.0
 """How long a second `close()` waits for the first to end the workers and upstreams."""
 _VIEWS_KEPT = 64
+
+
+def _check_source(what: str, timeout: float | None, **lists: object) -> None:
+    """RegistrationError, naming the MCP server or REST API, for a `timeout` that is not
+    a positive number or a list option given as one string."""
+    if timeout is not None and (isinstance(timeout, bool) or not timeout > 0):
+        raise RegistrationError(f"{what}: timeout must be a positive number")
+    for option, value in lists.items():
+        if isinstance(value, str):
+            raise RegistrationError(f"{what}: {option} must be a list of str")
 
 
 def _check_authorizer(authorizer: object, hide_forbidden: bool) -> None:

@@ -189,7 +189,7 @@ class Hints:
         kinds = schema.get("type")
         if isinstance(kinds, list) and "object" in kinds:  # a nullable object, say
             rest = {k: v for k, v in schema.items() if k != "type"}
-            return _union([self.of({**rest, "type": kind}, name) for kind in kinds])
+            return union([self.of({**rest, "type": kind}, name) for kind in kinds])
         if kinds == "object" or (kinds is None and _declares(schema)):
             return self._object(schema, name)
         if isinstance(schema.get("allOf"), list) and schema["allOf"]:
@@ -208,7 +208,7 @@ class Hints:
                 return self._alternatives(schema[key], name)
         if isinstance(kinds, list):
             rest = {k: v for k, v in schema.items() if k != "type"}
-            return _union([self.of({**rest, "type": kind}, name) for kind in kinds])
+            return union([self.of({**rest, "type": kind}, name) for kind in kinds])
         if kinds is None and isinstance(schema.get("properties"), Mapping):
             kinds = "object"
         return self._typed(schema, kinds, name)
@@ -234,7 +234,7 @@ class Hints:
             kinds += [items] if isinstance(items, Mapping) else []
             if isinstance(items, list):  # draft 4 to 2019-09 tuples
                 kinds += items
-            item = _union([self.of(k, name + "Item") for k in kinds]) if kinds else Any
+            item = union([self.of(k, name + "Item") for k in kinds]) if kinds else Any
             return _bounded(list[item], schema, min_length="minItems", max_length="maxItems")  # type: ignore[valid-type]
         if kind == "object":
             return self._object(schema, name)
@@ -357,13 +357,13 @@ class Hints:
             for i, m in enumerate(others)
         ]
         if not objects:
-            return _union([hint for _, hint in hints])
+            return union([hint for _, hint in hints])
         loose = [m for m, hint in hints if hint is Any]
         if len(objects) == 1 and not loose and not open:
             shape = self.of(objects[0], name)  # a reference keeps its own name
         else:
             shape = self._object({"anyOf": [*objects, *loose, *([{}] if open else [])]}, name)
-        return _union([shape, *(hint for _, hint in hints if hint is not Any)])
+        return union([shape, *(hint for _, hint in hints if hint is not Any)])
 
     def _flatten(self, members: list[Any], depth: int = 0) -> list[Mapping[str, Any]]:
         """allOf members with references followed and nested allOfs opened."""
@@ -573,7 +573,7 @@ def _literal(values: list[Any]) -> Any:
     return literal | None if None in values else literal
 
 
-def _union(members: list[Any]) -> Any:
+def union(members: list[Any]) -> Any:
     """The members as one union, its Literals as one (`Literal['a', 'b']`, as a Python
     programmer writes the values alternatives allow)."""
     if any(m is Any for m in members):
@@ -641,7 +641,7 @@ def with_defaults(schema: Any, value: Any, root: Mapping[str, Any], depth: int =
     of objects the schema declares (through local `$ref`s and `allOf` members, and in
     array items), as an upstream that validates its arguments applies them: a policy
     decides on what the upstream will do. The value itself is never changed."""
-    schema = _resolved(schema, root)
+    schema = resolved(schema, root)
     if depth > _DEPTH or not isinstance(schema, Mapping):
         return value
     if isinstance(value, dict):
@@ -649,7 +649,7 @@ def with_defaults(schema: Any, value: Any, root: Mapping[str, Any], depth: int =
         for key, sub in _properties(schema, root).items():
             if key in filled:
                 filled[key] = with_defaults(sub, filled[key], root, depth + 1)
-            elif isinstance(target := _resolved(sub, root), Mapping) and "default" in target:
+            elif isinstance(target := resolved(sub, root), Mapping) and "default" in target:
                 filled[key] = copy.deepcopy(target["default"])
         return filled
     items = schema.get("items")
@@ -658,7 +658,7 @@ def with_defaults(schema: Any, value: Any, root: Mapping[str, Any], depth: int =
     return value
 
 
-def _resolved(schema: Any, root: Mapping[str, Any]) -> Any:
+def resolved(schema: Any, root: Mapping[str, Any]) -> Any:
     """A local `#/...` reference followed (a few levels), else the schema; None for one
     that resolves to nothing."""
     for _ in range(_DEPTH):
@@ -677,7 +677,7 @@ def _properties(schema: Mapping[str, Any], root: Mapping[str, Any]) -> dict[str,
     """The properties an object schema declares, its `allOf` members' too."""
     found: dict[str, Any] = {}
     for member in [schema, *(schema.get("allOf") or ())]:
-        member = _resolved(member, root)
+        member = resolved(member, root)
         given = member.get("properties") if isinstance(member, Mapping) else None
         if isinstance(given, Mapping):
             found.update({str(k): v for k, v in given.items() if str(k) not in found})
@@ -793,7 +793,9 @@ __all__ = [
     "object_schema",
     "problem",
     "readable",
+    "resolved",
     "signature",
+    "union",
     "validator",
     "with_defaults",
 ]

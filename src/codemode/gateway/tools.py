@@ -176,7 +176,7 @@ def tool_value(answer: mt.CallToolResult, *, structured: bool, expose: ExposeErr
 def _content_value(item: Any) -> JSONValue:
     if isinstance(item, mt.TextContent):
         try:
-            parsed: JSONValue = json.loads(item.text, parse_constant=_not_json)
+            parsed: JSONValue = strict_json(item.text)
         except ValueError:
             return item.text
         return parsed
@@ -200,8 +200,13 @@ def _content_value(item: Any) -> JSONValue:
     return {"type": str(getattr(item, "type", "unknown")), "mime_type": None, "size": None}
 
 
+def strict_json(text: str | bytes) -> Any:
+    """JSON as JSON defines it; ValueError for anything else, NaN and Infinity included
+    (Python's extensions, which no other reader takes)."""
+    return json.loads(text, parse_constant=_not_json)
+
+
 def _not_json(constant: str) -> None:
-    """NaN and Infinity are Python's extensions, not JSON: such text stays text."""
     raise ValueError(constant)
 
 
@@ -226,6 +231,7 @@ __all__ = [
     "annotations_of",
     "expose_mode",
     "first_sentence",
+    "strict_json",
     "tool_capability",
     "tool_value",
 ]

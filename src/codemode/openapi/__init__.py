@@ -21,7 +21,7 @@ from codemode.errors import RegistrationError
 from codemode.gateway.schema import Hints, camel, readable
 from codemode.openapi.capabilities import Shared, operation_capability
 from codemode.openapi.client import Api, Credential
-from codemode.openapi.document import Document, SpecError, load
+from codemode.openapi.document import Document, SpecError, load, resolve
 from codemode.openapi.operations import Operation, Reading, chosen, operations
 
 log = logging.getLogger("codemode.openapi")
@@ -85,7 +85,7 @@ def openapi_source(
     )
     try:
         built = _capabilities(name, found, api, reading)
-        return Source(api, built, document.operation_count - len(built))
+        return Source(api, built, reading.declared - len(built))
     except BaseException:
         api.close()
         raise
@@ -129,11 +129,7 @@ def _schemes(document: Document) -> dict[str, Mapping[str, Any]]:
         return {}
     found: dict[str, Mapping[str, Any]] = {}
     for key, scheme in schemes.items():
-        target, _ = (
-            document.lookup(document.uri, scheme["$ref"])
-            if isinstance(scheme, Mapping) and isinstance(scheme.get("$ref"), str)
-            else (scheme, None)
-        )
+        target, _ = resolve(document, scheme, document.uri)
         if isinstance(target, Mapping):
             found[str(key)] = target
     return found

@@ -22,7 +22,7 @@ from codemode.capabilities.naming import check_name
 from codemode.capabilities.results import Projection
 from codemode.errors import AgentError, RegistrationError
 from codemode.gateway import schema as s
-from codemode.gateway.tools import first_sentence
+from codemode.gateway.tools import first_sentence, strict_json
 from codemode.openapi.client import (
     NOT_JSON,
     UNDECLARED,
@@ -91,7 +91,7 @@ def operation_capability(
         k: m for k, m in operation.responses.items() if k == "DEFAULT"
     }
     kinds = [_hint(hints, media, prefix + "Result") for media in successes.values()]
-    result: Any = _one_of(kinds) if kinds else type(None)
+    result: Any = s.union(kinds) if kinds else type(None)
     t.check_supported(result)
     errors = {
         key: hints.of(media.schema, prefix + "Error")
@@ -224,24 +224,11 @@ def _hint(hints: s.Hints, media: Media, name: str) -> Any:
     return type(None)
 
 
-def _one_of(kinds: list[Any]) -> Any:
-    unique: list[Any] = []
-    for kind in kinds:
-        if not any(kind is u or kind == u for u in unique):
-            unique.append(kind)
-    if Any in unique:
-        return Any
-    union: Any = unique[0]
-    for kind in unique[1:]:
-        union = union | kind
-    return union
-
-
 def _error_detail(projection: Projection, body: bytes, api: Api) -> str:
     """The declared part of an error body, credentials blanked out, as compact JSON (cut
     short, as every `AgentError` message is)."""
     try:
-        value = json.loads(body, parse_constant=_not_json)
+        value = strict_json(body)
         kept = api.scrub(projection.project(value, 10_000).value)
     except Exception:  # a body that is not what it declares: its status says enough
         return ""
@@ -271,7 +258,7 @@ def _value(
         kind = given or (media.types[0] if media.types else "application/octet-stream")
         return {"type": "binary", "mime_type": kind, "size": len(body)}
     try:
-        value = json.loads(body, parse_constant=_not_json)
+        value = strict_json(body)
         if _SURROGATE.search(body):  # `"\ud800"` parses to text no UTF-8 can hold
             json.dumps(value, ensure_ascii=False).encode("utf-8")
     except (ValueError, RecursionError):
@@ -297,10 +284,6 @@ def _value(
 
 
 _SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
-
-
-def _not_json(constant: str) -> None:
-    raise ValueError(constant)
 
 
 __all__ = ["BinaryBody", "Shared", "annotations_of", "operation_capability"]

@@ -187,10 +187,11 @@ class Api:
             elif isinstance(item, list):
                 stack.extend((item, i) for i in range(len(item)))
             elif isinstance(item, dict):
-                renamed = {self.redact(str(k)): v for k, v in item.items()}
-                item.clear()
-                item.update(renamed)
-                stack.extend((item, k) for k in renamed)
+                if any(self.redact(k) != k for k in item):  # rare: a key that is a secret
+                    renamed = {self.redact(k): v for k, v in item.items()}
+                    item.clear()
+                    item.update(renamed)
+                stack.extend((item, k) for k in item)
         return root[0]
 
     def loggable(self, body: bytes) -> str:
@@ -384,7 +385,9 @@ class _Redact(logging.Filter):
         self.secrets: dict[int, list[str]] = {}
 
     def filter(self, record: logging.LogRecord) -> bool:
-        secrets = [s for group in list(self.secrets.values()) for s in group]
+        secrets = sorted(
+            {s for group in list(self.secrets.values()) for s in group}, key=len, reverse=True
+        )
         if secrets:
             message = record.getMessage()
             blanked = _blanked(message, secrets)
@@ -394,6 +397,9 @@ class _Redact(logging.Filter):
 
 
 def _secrets(credentials: Iterable[Credential], headers: Iterable[str]) -> list[str]:
+    """Every text a request's secrets may show as: each as written and percent-encoded
+    (as a query carries it), a basic pair's password and base64 too; the longest first,
+    as one secret may begin another (made once: `_blanked` runs on every result)."""
     found: list[str] = []
     for credential in credentials:
         if len(credential.secret) >= 4:
@@ -401,19 +407,16 @@ def _secrets(credentials: Iterable[Credential], headers: Iterable[str]) -> list[
         if credential.kind == "basic":
             found.append(base64.b64encode(credential.secret.encode()).decode())
             found += [part for part in credential.secret.split(":", 1)[1:] if len(part) >= 4]
-    return found + [value for value in headers if len(value) >= 8]
+    found += [value for value in headers if len(value) >= 8]
+    encoded = [str(httpx2.QueryParams({"k": s})).removeprefix("k=") for s in found]
+    return sorted(set(found + encoded), key=len, reverse=True)
 
 
 def _blanked(text: str, secrets: list[str]) -> str:
-    """`text` with each secret, as written or percent-encoded, as `[redacted]` (the
-    longest first: one secret may begin another)."""
-    for secret in sorted(secrets, key=len, reverse=True):
-        text = text.replace(secret, "[redacted]").replace(_quoted(secret), "[redacted]")
+    """`text` with each of `secrets` (longest first) as `[redacted]`."""
+    for secret in secrets:
+        text = text.replace(secret, "[redacted]")
     return text
-
-
-def _quoted(secret: str) -> str:
-    return str(httpx2.QueryParams({"k": secret})).removeprefix("k=")
 
 
 _REDACT = _Redact()

@@ -61,18 +61,6 @@ class Document:
     _others: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def operation_count(self) -> int:
-        """How many operations the document declares."""
-        paths = self.root.get("paths") or {}
-        return sum(
-            1
-            for item in paths.values()
-            if isinstance(item, Mapping)
-            for method in ("get", "put", "post", "delete", "options", "head", "patch", "trace")
-            if isinstance(item.get(method), Mapping)
-        )
-
-    @property
     def origin(self) -> str | None:
         """`scheme://host[:port]` of a document fetched over HTTP, else None."""
         parts = urlsplit(self.uri)
@@ -81,8 +69,7 @@ class Document:
     def lookup(self, base: str, ref: str) -> tuple[Any, str]:
         """What `ref`, read in the document at `base`, points at, and the URI of the
         document that holds it (which the target's own references are read in)."""
-        target_uri = urljoin(base, ref) if not ref.startswith("#") else base.split("#")[0] + ref
-        document_uri, fragment = urldefrag(target_uri)
+        document_uri, fragment = urldefrag(absolute(base, ref))
         content = self.root if document_uri == self.uri else self._other(document_uri, ref)
         return _pointer(content, unquote(fragment), ref), document_uri
 
@@ -109,6 +96,12 @@ class Document:
         if own.scheme == "dict":
             raise SpecError(f"reference {ref!r}: a document given as a dict has local ones only")
         raise SpecError(f"reference {ref!r} is not on the document's own origin")
+
+
+def absolute(base: str, ref: str) -> str:
+    """A reference as the URI of what it names, read in the document at `base` (a local
+    `#/...` by string, as `dict:` is no base `urljoin` reads)."""
+    return base.split("#")[0] + ref if ref.startswith("#") else urljoin(base, ref)
 
 
 def load(spec: str | os.PathLike[str] | Mapping[str, Any]) -> Document:
@@ -359,7 +352,7 @@ class Schemas:
         return isinstance(schema, Mapping) and schema.get(word) is True
 
     def _key(self, ref: str, base: str, depth: int) -> str:
-        target_uri = urljoin(base, ref) if not ref.startswith("#") else base + ref
+        target_uri = absolute(base, ref)
         key = self._keys.get(target_uri)
         if key is not None:
             return key

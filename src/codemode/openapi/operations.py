@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from codemode.gateway.schema import SchemaError, identifier
+from codemode.gateway.schema import SchemaError, identifier, resolved
 from codemode.openapi.document import Document, Schemas, SpecError, resolve
 
 log = logging.getLogger("codemode.openapi")
@@ -150,6 +150,8 @@ class Reading:
     operations: list[Operation]
     requests: Schemas
     responses: Schemas
+    declared: int
+    """How many operations the document declares, the skipped ones included."""
 
 
 def operations(document: Document, credentials: set[tuple[str, str]], api: str = "") -> Reading:
@@ -159,6 +161,7 @@ def operations(document: Document, credentials: set[tuple[str, str]], api: str =
     requests = Schemas(document, "request")
     responses = Schemas(document, "response")
     found: list[Operation] = []
+    declared = 0
     paths = document.root.get("paths") or {}
     for path, item in paths.items():
         item, base = resolve(document, item, document.uri)
@@ -169,6 +172,7 @@ def operations(document: Document, credentials: set[tuple[str, str]], api: str =
             spec = item.get(method)
             if not isinstance(spec, Mapping):
                 continue
+            declared += 1
             try:
                 found.append(
                     _operation(
@@ -195,7 +199,7 @@ def operations(document: Document, credentials: set[tuple[str, str]], api: str =
                     path,
                     type(exc).__name__,
                 )
-    return Reading(found, requests, responses)
+    return Reading(found, requests, responses, declared)
 
 
 def _operation(
@@ -262,10 +266,9 @@ def _operation(
         body_kind = "json" if _JSON.match(media_type) else "form" if media_type == _FORM else "text"
         body_required = body.get("required") is True
         schema = requests.convert((media or {}).get("schema", {}), where)
-        fields = _object_properties(schema, requests.defs)
+        fields, own_required = _object_fields(schema, {"$defs": requests.defs})
         if body_kind == "form" or fields is not None:
             body_flat = True
-            own_required = set(_object_required(schema, requests.defs))
             for name, sub in (fields or {}).items():
                 wanted.append(("body", name, sub, body_required and name in own_required, {}))
         else:
@@ -351,16 +354,18 @@ def _media(schemas: Schemas, response: Any, base: str) -> Media:
     return Media("binary", types=tuple(str(m).split(";")[0].strip().lower() for m in content))
 
 
-def _object_properties(schema: Any, defs: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The properties of a body that is an object with declared keys (its reference
-    followed, its `allOf` members merged); None for any other body."""
-    schema = _deref(schema, defs)
+def _object_fields(schema: Any, root: Mapping[str, Any]) -> tuple[dict[str, Any] | None, set[str]]:
+    """The properties and the required keys of a body that is an object with declared
+    keys (its reference followed, its `allOf` members merged); no properties for any
+    other body."""
+    schema = resolved(schema, root)
     if not isinstance(schema, Mapping) or schema.get("type", "object") != "object":
-        return None
+        return None, set()
     if any(word in schema for word in ("anyOf", "oneOf", "if", "not")):
-        return None
+        return None, set()
     found: dict[str, Any] = {}
-    for member in [schema, *(_deref(m, defs) for m in schema.get("allOf") or ())]:
+    required: set[str] = set()
+    for member in [schema, *(resolved(m, root) for m in schema.get("allOf") or ())]:
         if not isinstance(member, Mapping) or (
             member is not schema
             and (
@@ -368,24 +373,10 @@ def _object_properties(schema: Any, defs: Mapping[str, Any]) -> dict[str, Any] |
                 or any(w in member for w in ("anyOf", "oneOf", "allOf"))
             )
         ):
-            return None
+            return None, set()
         found.update(member.get("properties") or {})
-    return found or None
-
-
-def _object_required(schema: Any, defs: Mapping[str, Any]) -> list[str]:
-    schema = _deref(schema, defs)
-    members = [schema, *(_deref(m, defs) for m in schema.get("allOf") or ())]
-    return [r for m in members for r in (m.get("required") or ()) if isinstance(r, str)]
-
-
-def _deref(schema: Any, defs: Mapping[str, Any]) -> Any:
-    for _ in range(32):
-        ref = schema.get("$ref") if isinstance(schema, Mapping) else None
-        if not isinstance(ref, str) or not ref.startswith("#/$defs/"):
-            return schema
-        schema = defs.get(ref[len("#/$defs/") :])
-    return schema
+        required.update(r for r in member.get("required") or () if isinstance(r, str))
+    return found or None, required
 
 
 def chosen(
