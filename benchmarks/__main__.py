@@ -1,6 +1,7 @@
 """Run the benchmarks, print the summaries, write results/latest.json, results.md and a plot.
 
-`uv run python -m benchmarks [suite ...]` (suites: engine, authoring, catalog, mcp, shape, gateway, context, policy, openapi, peers).
+`uv run python -m benchmarks [suite ...]` (suites: engine, authoring, catalog, mcp, shape, gateway, context, policy, openapi,
+approvals, peers).
 Every figure is a median of at least 30 samples after a warm-up, and every claim is a
 ratio taken in the same run, because these machines are small and shared.
 
@@ -49,6 +50,7 @@ SUITES = {
     "context": Suite("context"),
     "policy": Suite("policy"),
     "openapi": Suite("openapi"),
+    "approvals": Suite("approvals"),
     "peers": Suite("peers", needs=("fastmcp", "smolagents")),
 }
 PLOT_NEEDS = ("matplotlib",)

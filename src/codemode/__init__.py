@@ -14,6 +14,9 @@ from codemode.capabilities.search import SearchHit, SearchResult
 from codemode.context import CallContext
 from codemode.errors import (
     AgentError,
+    ApprovalDeclinedError,
+    ApprovalTimedOutError,
+    ApprovalUnavailableError,
     CapabilityFailedError,
     CodeModeError,
     ErrorCode,
@@ -27,6 +30,7 @@ from codemode.errors import (
     PolicyFailureError,
     RegistrationError,
     ResourceLimitError,
+    ResumeRefusedError,
     UnauthenticatedError,
     Where,
 )
@@ -41,6 +45,9 @@ except PackageNotFoundError:  # a source tree on sys.path without an install
 
 __all__ = [
     "AgentError",
+    "ApprovalDeclinedError",
+    "ApprovalTimedOutError",
+    "ApprovalUnavailableError",
     "CallContext",
     "CapabilityFailedError",
     "CapabilityInfo",
@@ -61,6 +68,7 @@ __all__ = [
     "RegistrationError",
     "ResourceLimitError",
     "ResultInfo",
+    "ResumeRefusedError",
     "SearchHit",
     "SearchResult",
     "UnauthenticatedError",

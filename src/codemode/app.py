@@ -15,7 +15,16 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import anyio
 
-from codemode.authz import Authorizer, CatalogPolicy, VisibilityPolicy
+from codemode.approvals import (
+    Approver,
+    InProcessReplayGuard,
+    Paused,
+    ReplayGuard,
+    Verdict,
+    ask_each,
+    state_seconds,
+)
+from codemode.authz import Authorizer, CatalogPolicy, RequireApproval, VisibilityPolicy
 from codemode.authz.visibility import Visibility
 from codemode.capabilities import Capability, Catalog, Snapshot, View, build_capability
 from codemode.capabilities.info import CapabilityInfo
@@ -28,12 +37,14 @@ from codemode.errors import (
     InvalidRequestError,
     NotFoundError,
     RegistrationError,
+    ResumeRefusedError,
     UnauthenticatedError,
 )
 from codemode.events import EventHandler
 from codemode.limits import LimitKind, Limits, exceeded, size
 from codemode.runtime import Engine, Execution, ExecutionResult
 from codemode.runtime.clock import Clock
+from codemode.runtime.paused import NOT_YOURS, OTHER_CATALOG, RESUMED, PausedState
 from codemode.runtime.program import Programs
 from codemode.runtime.sandbox import MontySandbox, Sandbox
 
@@ -81,6 +92,13 @@ class CodeMode:
       describe or execution): in a lifespan, assign `cm.host_loop` before that.
     - `clock`: the time deadlines, budgets and sleeps go by; the system's unless given
       (tests pass a `codemode.testing.ManualClock`).
+    - `replay_guard`: remembers the paused programs that resumed, so each resumes at
+      most once (`codemode.approvals`): in this process unless given; replicas behind a
+      load balancer share a `RedisReplayGuard`.
+    - `request_state_key`: the secret (32 bytes or more) the MCP server seals a paused
+      program's state with; every replica must hold the same one. The
+      `CODEMODE_REQUEST_STATE_KEY` environment variable when omitted, else a key made
+      at start (and a warning that paused programs then resume only on this process).
     """
 
     def __init__(
@@ -98,6 +116,8 @@ class CodeMode:
         disclose_limits: bool = True,
         host_loop: asyncio.AbstractEventLoop | None = None,
         clock: Clock | None = None,
+        replay_guard: ReplayGuard | None = None,
+        request_state_key: str | bytes | None = None,
     ) -> None:
         if isinstance(disabled, str):
             raise TypeError("disabled must be a collection of capability ids, not a string")
@@ -115,6 +135,10 @@ class CodeMode:
         self._disclose_limits = disclose_limits
         self.host_loop = host_loop
         self.clock = clock
+        if replay_guard is not None and not isinstance(replay_guard, ReplayGuard):
+            raise TypeError("replay_guard must have async claim(state_id, seconds)")
+        self.replay_guard: ReplayGuard = replay_guard or InProcessReplayGuard()
+        self.request_state_key = request_state_key
         self._frozen = False
         """Set by the first search, describe, execution or serving: from then on the
         configuration is what they were built with."""
@@ -489,16 +513,87 @@ class CodeMode:
             engine = self._engine_for(subject)
             snapshot, view = self._visible(subject)
             execution = self._execution(source, subject, engine, snapshot, view)
-            return engine.execute(execution)
+            outcome = engine.execute(execution)
+            assert isinstance(outcome, ExecutionResult)  # it cannot pause
+            return outcome
 
-    async def execute_async(self, source: str, *, subject: str) -> ExecutionResult:
+    async def execute_async(
+        self, source: str, *, subject: str, approve: Approver | None = None
+    ) -> ExecutionResult:
         """As `execute`, awaiting. Async handlers and authorizers run on the engine's own
-        event loop (or on `host_loop`), never on the calling one."""
+        event loop (or on `host_loop`), never on the calling one.
+
+        `approve` asks a person about each call the authorizer answers
+        `RequireApproval` for (True runs it); the program pauses meanwhile, holding no
+        worker, each answer within `Limits.max_approval_wait_seconds`. Without it such a
+        call fails with `approval unavailable` (fail closed)."""
+        outcome = await self.start_async(source, subject=subject, pausable=approve is not None)
+        while isinstance(outcome, Paused):
+            assert approve is not None
+            verdicts = await ask_each(outcome, approve, self.limits)
+            outcome = await self._resume(outcome.state, subject, verdicts)
+        return outcome
+
+    async def start_async(
+        self, source: str, *, subject: str, pausable: bool = True
+    ) -> ExecutionResult | Paused:
+        """As `execute_async`, for a caller that asks a person itself: a program that
+        reaches a call needing approval pauses and is answered `Paused`, for
+        `resume_async` (here or on another replica) once the person has answered."""
         self._freeze()
         with _last_resort("execute_async"):
             engine = self._engine_for(subject)
             snapshot, view = await self._off_loop(lambda: self._visible(subject), subject)
-            execution = self._execution(source, subject, engine, snapshot, view)
+            execution = self._execution(source, subject, engine, snapshot, view, pausable)
+            return await engine.execute_async(execution)
+
+    async def resume_async(
+        self, state: bytes, *, subject: str, answers: Mapping[str, bool]
+    ) -> ExecutionResult | Paused:
+        """Resume a `Paused` program with the person's answers (by `ApprovalRequest.key`:
+        True approves; a request left out is declined). An approved call is authorized
+        again, then runs; the calls made before the pause never run again. Refused with
+        `ResumeRefusedError`, nothing run, for a state of another version, another
+        catalog or another subject, or one that resumed already. `state` must be the
+        bytes `Paused` gave, unaltered (seal them when they leave the process)."""
+        self._freeze()
+        with _last_resort("resume_async"):
+            paused = PausedState.decode(state)
+            now = time.time()
+            wait = self.limits.max_approval_wait_seconds
+            verdicts = {
+                ask.key: (
+                    Verdict.TIMED_OUT
+                    if now > ask.asked_at + wait
+                    else Verdict.APPROVED
+                    if answers.get(ask.key) is True
+                    else Verdict.DECLINED
+                )
+                for ask in paused.asks
+            }
+            return await self._resume(state, subject, verdicts, paused)
+
+    async def _resume(
+        self,
+        state: bytes,
+        subject: str,
+        verdicts: Mapping[str, Verdict],
+        paused: PausedState | None = None,
+    ) -> ExecutionResult | Paused:
+        with _last_resort("resume_async"):
+            paused = paused or PausedState.decode(state)
+            engine = self._engine_for(subject)
+            if paused.subject != subject:
+                raise ResumeRefusedError(NOT_YOURS)
+            snapshot, view = await self._off_loop(lambda: self._visible(subject), subject)
+            setup = engine.setup(view)
+            if await anyio.to_thread.run_sync(setup.digest) != paused.catalog:
+                raise ResumeRefusedError(OTHER_CATALOG)
+            if not await self.replay_guard.claim(paused.id, state_seconds(self.limits)):
+                raise ResumeRefusedError(RESUMED)
+            execution = self._execution(
+                paused.source, subject, engine, snapshot, view, True, paused, verdicts
+            )
             return await engine.execute_async(execution)
 
     def check(self, source: str, *, subject: str | None = None) -> list[CodeModeError]:
@@ -623,7 +718,7 @@ class CodeMode:
         except BaseException:
             log.exception("can_see failed for %s", capability.name)
             return False
-        return decision is None or decision is True
+        return decision is None or decision is True or isinstance(decision, RequireApproval)
 
     def _engine_for(self, subject: str) -> Engine:
         if not isinstance(subject, str) or not subject.strip():
@@ -642,7 +737,15 @@ class CodeMode:
             return self._engine
 
     def _execution(
-        self, source: str, subject: str, engine: Engine, snapshot: Snapshot, view: View
+        self,
+        source: str,
+        subject: str,
+        engine: Engine,
+        snapshot: Snapshot,
+        view: View,
+        pausable: bool = False,
+        restored: PausedState | None = None,
+        verdicts: Mapping[str, Verdict] | None = None,
     ) -> Execution:
         """An execution that reads one snapshot to its end: its capabilities, their hints
         and the authorizer built for them."""
@@ -657,6 +760,9 @@ class CodeMode:
             emit=self.on_event,
             trace_arguments=self.trace_arguments,
             disclose_limits=self.disclose_limits,
+            pausable=pausable,
+            restored=restored,
+            verdicts=verdicts,
         )
 
 

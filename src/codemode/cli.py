@@ -335,6 +335,12 @@ def _serve_options(command: Any) -> Any:
         click.option(
             "--audit-log", type=click.Path(dir_okay=False), help="Append audit events (JSON lines)."
         ),
+        click.option(
+            "--replay-guard",
+            metavar="REDIS_URL",
+            help="Record resumed paused programs in this Redis server (redis://host:6379/0), "
+            "so each resumes once across replicas; needs the codemode[redis] extra.",
+        ),
         click.option("--web", is_flag=True, help="Serve the playground at / (HTTP only)."),
         MCP_PATH,
         ROOT_PATH,
@@ -414,6 +420,7 @@ def _start(
             policy=_policy(options),
             hide_forbidden=options["hide_forbidden"],
             audit_log=options["audit_log"],
+            replay_guard=options["replay_guard"],
             app=None if reload_app is None else _Reloaded(reload_app, _log_level()),
         )
     except ValueError as exc:

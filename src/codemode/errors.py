@@ -11,7 +11,11 @@
     ├── NotFoundError              describe of an unknown or hidden name
     ├── UnauthenticatedError       no subject
     ├── ExecutionCanceledError     the caller cancelled
-    └── InvalidRequestError        a tool call's own arguments are malformed
+    ├── InvalidRequestError        a tool call's own arguments are malformed
+    ├── ApprovalDeclinedError      a person declined a call that needed approval
+    ├── ApprovalUnavailableError   a call needed approval and no one could be asked
+    ├── ApprovalTimedOutError      no one answered an approval within its bound
+    └── ResumeRefusedError         a paused program cannot resume here
 
 Only `detail` built from what the program owns ever reaches the model; host text stays in
 the host log. `report()` is the whole text a model is shown: the message, the failing line
@@ -24,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from codemode.types import JSONObject
 
@@ -72,6 +76,10 @@ class ErrorCode(StrEnum):
     UNAUTHENTICATED = "unauthenticated"
     CANCELED = "canceled"
     INVALID_REQUEST = "invalid_request"
+    APPROVAL_DECLINED = "approval_declined"
+    APPROVAL_UNAVAILABLE = "approval_unavailable"
+    APPROVAL_TIMED_OUT = "approval_timed_out"
+    RESUME_REFUSED = "resume_refused"
 
 
 @dataclass(frozen=True, slots=True)
@@ -377,6 +385,48 @@ class InvalidRequestError(CodeModeError):
     sentinel = "invalid request"
 
 
+class ApprovalDeclinedError(CodeModeError):
+    """A person declined (or dismissed) a call that the authorizer sent for approval."""
+
+    code = ErrorCode.APPROVAL_DECLINED
+    sentinel = "approval declined"
+
+    def __init__(
+        self, detail: str | None = "a person declined this call; do not retry it", **kwargs: Any
+    ) -> None:
+        super().__init__(detail, **kwargs)
+
+
+class ApprovalUnavailableError(CodeModeError):
+    """A call needed a person's approval and the client cannot ask one (fail closed)."""
+
+    code = ErrorCode.APPROVAL_UNAVAILABLE
+    sentinel = "approval unavailable"
+
+    def __init__(
+        self,
+        detail: str
+        | None = "this call needs a person's approval, and this client cannot ask for it",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(detail, **kwargs)
+
+
+class ApprovalTimedOutError(CodeModeError):
+    """No one answered an approval within `Limits.max_approval_wait_seconds`."""
+
+    code = ErrorCode.APPROVAL_TIMED_OUT
+    sentinel = "approval timed out"
+
+
+class ResumeRefusedError(CodeModeError):
+    """A paused program cannot resume here: another version, another catalog, or a state
+    that resumed once already. Nothing of it ran."""
+
+    code = ErrorCode.RESUME_REFUSED
+    sentinel = "resume refused"
+
+
 ERROR_CLASSES: dict[ErrorCode, type[CodeModeError]] = {
     cls.code: cls
     for cls in (
@@ -391,6 +441,10 @@ ERROR_CLASSES: dict[ErrorCode, type[CodeModeError]] = {
         UnauthenticatedError,
         ExecutionCanceledError,
         InvalidRequestError,
+        ApprovalDeclinedError,
+        ApprovalUnavailableError,
+        ApprovalTimedOutError,
+        ResumeRefusedError,
     )
 }
 """One class per code; a contract test keeps this, the enum and the docs in step."""
@@ -450,6 +504,9 @@ __all__ = [
     "MAX_TRACEBACK_FRAMES",
     "PROGRAM_FILE",
     "AgentError",
+    "ApprovalDeclinedError",
+    "ApprovalTimedOutError",
+    "ApprovalUnavailableError",
     "CallRecord",
     "CapabilityFailedError",
     "CodeModeError",
@@ -465,6 +522,7 @@ __all__ = [
     "PolicyFailureError",
     "RegistrationError",
     "ResourceLimitError",
+    "ResumeRefusedError",
     "UnauthenticatedError",
     "Where",
     "bounded",

@@ -179,6 +179,34 @@ class CallFailed(CallEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalEvent(CallEvent):
+    """Base of the events of a call a person is asked to approve."""
+
+    message: str
+    """What the authorizer asked the person (`RequireApproval.message`)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalAsked(ApprovalEvent):
+    """The program paused at a call until a person approves it."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalGranted(ApprovalEvent):
+    """A person approved the call; it is authorized again, then runs."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalDeclined(ApprovalEvent):
+    """A person declined (or dismissed) the call; it does not run."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalTimedOut(ApprovalEvent):
+    """No one answered within `Limits.max_approval_wait_seconds`; the call does not run."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class HostCodeAbandoned(Event):
     """A thread was left running in host code (a handler, an authorizer) past its deadline.
 
@@ -223,6 +251,11 @@ class JsonLinesSink:
 __all__ = [
     "MAX_AUDIT_INT",
     "MAX_AUDIT_TEXT",
+    "ApprovalAsked",
+    "ApprovalDeclined",
+    "ApprovalEvent",
+    "ApprovalGranted",
+    "ApprovalTimedOut",
     "CallAttempted",
     "CallAuthorized",
     "CallCompleted",

@@ -35,6 +35,10 @@ class LimitKind(StrEnum):
     PROGRAMS_WAITING = "programs waiting to run"
     """A subject's executions queued for a slot: past its share of the queue, or with the
     queue full, its new executions are refused (see `queued`)."""
+    APPROVALS = "approvals"
+    """Calls of one execution sent to a person for approval."""
+    PAUSED_SIZE = "paused program size"
+    """What a program paused for an approval holds (its interpreter's state and more)."""
 
 
 WORK_THREADS = 16
@@ -87,6 +91,12 @@ class Limits:
       unless the capability sets `max_calls_per_execution`.
     - `max_capability_seconds` (10): how long one handler may run, unless the capability
       sets `timeout`; an async handler is cancelled, a sync one abandoned.
+    - `max_approvals` (10): calls of one execution a person is asked to approve
+      (`codemode.authz.RequireApproval`).
+    - `max_approval_wait_seconds` (600): how long a person may take to answer one
+      approval; the wait does not count against `max_execution_seconds`.
+    - `max_paused_bytes` (1 MiB): what a program paused for an approval may hold (its
+      interpreter's state, its output and its record of calls), sealed into the reply.
     """
 
     max_source_bytes: int = 64 * KIB
@@ -104,6 +114,9 @@ class Limits:
     max_concurrent_executions: int = 8
     max_calls_per_capability: int = 100
     max_capability_seconds: float = 10.0
+    max_approvals: int = 10
+    max_approval_wait_seconds: float = 600.0
+    max_paused_bytes: int = 1 * MIB
 
     def __post_init__(self) -> None:
         for field in fields(self):
@@ -130,6 +143,8 @@ _FIELDS: dict[LimitKind, str] = {
     LimitKind.RETURN_VALUE_SIZE: "max_return_bytes",
     LimitKind.VALUE_DEPTH: "max_value_depth",
     LimitKind.PRINTED_OUTPUT: "max_printed_bytes",
+    LimitKind.APPROVALS: "max_approvals",
+    LimitKind.PAUSED_SIZE: "max_paused_bytes",
 }
 """The `Limits` field behind each kind but `HOST_CALLS` (derived from the capability calls)
 and `CALLS_LEFT_RUNNING` and `PROGRAMS_WAITING` (shares of the engine's bounds);

@@ -77,6 +77,9 @@ class ServeConfig:
     own setting)."""
     audit_log: str | None = None
     """Append every audit event to this file as a JSON line (None keeps the app's sink)."""
+    replay_guard: str | None = None
+    """A Redis URL where replicas record the paused programs they resumed, so each resumes
+    once (`codemode.approvals.RedisReplayGuard`; None keeps the app's guard)."""
     app: Callable[[], CodeMode] | None = None
     """Builds the app again, as each server process of `serve_reloading` does, so that a
     changed file is read; only `serve_reloading` needs it."""
@@ -296,8 +299,12 @@ def reloaded_app() -> Starlette:
 
 
 def _configure(cm: CodeMode, config: ServeConfig) -> None:
-    """Apply the policy and audit log of `config` to `cm`; nothing when it has none (a
-    CodeMode in use refuses `configure`)."""
+    """Apply the replay guard, policy and audit log of `config` to `cm`; nothing when it
+    has none (a CodeMode in use refuses `configure`)."""
+    if config.replay_guard is not None:
+        from codemode.approvals import RedisReplayGuard
+
+        cm.replay_guard = RedisReplayGuard.from_url(config.replay_guard)
     if config.policy is None and not config.hide_forbidden and config.audit_log is None:
         return
     authorizer = None if config.policy is None else config.policy(cm)

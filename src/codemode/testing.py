@@ -172,6 +172,15 @@ class ScriptedRun:
         values = [r.value for r in results if isinstance(r, Returned)]
         return self._advance(lambda generator: generator.send(values))
 
+    def dump(self) -> bytes:
+        """A script cannot pause (a generator has no state to carry elsewhere): test
+        approvals with the real sandbox."""
+        raise SandboxFailure(FailureKind.HOST)
+
+    def load(self, state: bytes) -> Step:
+        """Nothing to load: a script never paused."""
+        raise SandboxFailure(FailureKind.HOST)
+
     def type_names(self, expressions: list[str]) -> list[str] | None:
         """The interpreter's type names of returned values (none for a script)."""
         return None  # a script's values are what it returned: no function among them

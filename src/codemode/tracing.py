@@ -60,6 +60,11 @@ class Span:
         finally:
             otel_context.detach(token)
 
+    def approval(self, verdict: str) -> None:
+        """Record how a person answered for this call (`asked` while the program waits)."""
+        if self.span is not None:
+            self.span.set_attribute("codemode.approval", verdict)
+
     def arguments(self, arguments: JSONObject) -> None:
         if self.span is not None:
             self.span.set_attribute("codemode.arguments", json.dumps(arguments, ensure_ascii=False))

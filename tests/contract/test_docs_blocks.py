@@ -14,6 +14,7 @@ import contextlib
 import importlib.util
 import os
 import re
+import runpy
 import shlex
 import subprocess
 import sys
@@ -113,6 +114,10 @@ def host_for(block: Block) -> Iterator[CodeMode]:
                 "notes", command="python", args=["docs/guides/notes_server.py", "notes"]
             )
             yield proxy
+    elif block.page.name == "approvals.md":  # the guide's host, fresh
+        approvals: CodeMode = runpy.run_path(str(ROOT / "docs/guides/approvals_host.py"))["cm"]
+        with approvals:
+            yield approvals
     elif block.page.name == "openapi.md":  # the guide's tickets API, on loopback
         with (
             served(tickets_api.create_app, "dev-token") as url,

@@ -70,7 +70,7 @@ LAYERS = (
     ),
     Layer("capabilities", ("codemode.capabilities",)),
     Layer("binding", ("codemode.binding", "codemode.preflight")),
-    Layer("authz", ("codemode.authz",)),
+    Layer("authz", ("codemode.authz", "codemode.approvals")),
     Layer("runtime", ("codemode.runtime",)),
     Layer("app", (PACKAGE, "codemode.app", "codemode.payloads", "codemode.testing")),
     Layer("gateway", ("codemode.gateway", "codemode.openapi")),
@@ -103,7 +103,14 @@ FREESTANDING = frozenset({"codemode.mcp.compat"})
 """Modules that import nothing of codemode, which is what lets a lower layer use them."""
 DEMO = "codemode.demo"
 PUBLIC = frozenset(
-    {"codemode", "codemode.authz", "codemode.errors", "codemode.events", "codemode.testing"}
+    {
+        "codemode",
+        "codemode.approvals",
+        "codemode.authz",
+        "codemode.errors",
+        "codemode.events",
+        "codemode.testing",
+    }
 )
 
 

@@ -10,6 +10,7 @@ import codemode.events
 
 PUBLIC_MODULES = {
     "codemode",
+    "codemode.approvals",
     "codemode.authz",
     "codemode.authz.cedar",
     "codemode.authz.rego",
@@ -24,6 +25,9 @@ PUBLIC_MODULES = {
 def test_codemode_exports() -> None:
     assert sorted(codemode.__all__) == [
         "AgentError",
+        "ApprovalDeclinedError",
+        "ApprovalTimedOutError",
+        "ApprovalUnavailableError",
         "CallContext",
         "CapabilityFailedError",
         "CapabilityInfo",
@@ -44,6 +48,7 @@ def test_codemode_exports() -> None:
         "RegistrationError",
         "ResourceLimitError",
         "ResultInfo",
+        "ResumeRefusedError",
         "SearchHit",
         "SearchResult",
         "UnauthenticatedError",
@@ -60,8 +65,10 @@ def test_authz_exports() -> None:
         "AuthorizationRequest",
         "Authorizer",
         "CatalogPolicy",
+        "Decision",
         "Denied",
         "HINTS",
+        "RequireApproval",
         "VisibilityPolicy",
     ]
 

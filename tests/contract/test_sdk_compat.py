@@ -88,6 +88,7 @@ PUBLIC_SDK = frozenset(
         "mcp",
         "mcp.client.streamable_http",
         "mcp.server",
+        "mcp.server.request_state",
         "mcp.server.stdio",
         "mcp.server.transport_security",
         "mcp.shared.message",
@@ -96,7 +97,8 @@ PUBLIC_SDK = frozenset(
     }
 )
 """The SDK modules codemode imports outside `compat`: its front doors, the transports
-and their message type, as its documentation uses them."""
+and their message type, and the request-state boundary a lowlevel server appends itself,
+as its documentation uses them."""
 
 
 def test_nothing_outside_the_compatibility_module_reaches_into_the_sdk() -> None:

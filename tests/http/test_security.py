@@ -9,8 +9,10 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
-from codemode.http import MAX_BODY_BYTES, SecurityMiddleware, host_names, is_loopback
+from codemode import Limits
+from codemode.http import SecurityMiddleware, host_names, is_loopback
 from codemode.mcp.compat import PARSE_ERROR_MESSAGE
+from codemode.mcp.server import body_limit
 from tests.http.conftest import ADD, TOKENS, body, noting_host
 
 JSON = {"Content-Type": "application/json"}
@@ -217,7 +219,7 @@ class TestBodyLimit:
         self, open_client: TestClient, effects: list[str]
     ) -> None:
         response = open_client.post(
-            "/api/execute", content=b" " * (MAX_BODY_BYTES + 1), headers=JSON
+            "/api/execute", content=b" " * (body_limit(Limits()) + 1), headers=JSON
         )
         assert (response.status_code, response.json()) == (413, {"error": "body_too_large"})
         assert effects == []
@@ -226,7 +228,8 @@ class TestBodyLimit:
     async def test_a_streamed_body_is_refused_as_soon_as_it_passes_the_limit(
         self, effects: list[str]
     ) -> None:
-        """A 50 MB chunked body without Content-Length: reading stops just past 1 MiB."""
+        """A 50 MB chunked body without Content-Length: reading stops just past the limit
+        (3 MiB: room for a program and for a paused program's sealed state)."""
         chunk = b" " * (64 * 1024)
         pulled = 0
 
@@ -240,7 +243,7 @@ class TestBodyLimit:
         async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
             response = await http.post("/api/execute", content=fifty_megabytes(), headers=JSON)
         assert (response.status_code, response.json()) == (413, {"error": "body_too_large"})
-        assert pulled == MAX_BODY_BYTES // len(chunk) + 1
+        assert pulled == body_limit(Limits()) // len(chunk) + 1
         assert effects == []
 
     @pytest.mark.anyio

@@ -18,7 +18,6 @@ from codemode.events import Event, ExecutionStarted, HostCodeAbandoned
 from codemode.limits import LimitKind
 from codemode.runtime.clock import COMPACT_AFTER, SystemClock
 from codemode.runtime.deadline import Deadline
-from codemode.runtime.execution import State
 from codemode.runtime.pool import WorkPool
 from codemode.testing import ManualClock, ScriptedProgram, ScriptedSandbox
 
@@ -417,32 +416,6 @@ def test_a_call_that_left_in_time_arms_nothing_earlier() -> None:
     assert clock.pending <= 2  # one timer at the execution's end, one for the first call
     clock.advance(9.5)
     assert told == ["resource limit exceeded: execution time (limit 10 s)"]
-
-
-def test_a_suspended_deadline_holds_its_time_until_resumed() -> None:
-    clock = ManualClock()
-    late, told = deadline(clock)
-    clock.advance(4)
-    late.suspend()
-    clock.advance(100)
-    assert told == [] and late.remaining() == 6
-    late.resume()
-    clock.advance(5.9)
-    assert told == []
-    clock.advance(0.1)
-    assert told == ["resource limit exceeded: execution time (limit 10 s)"]
-
-
-def test_the_state_set_has_a_waiting_state_for_a_pause() -> None:
-    assert State.WAITING.value == "waiting"
-    assert [s.value for s in State] == [
-        "queued",
-        "running",
-        "in host code",
-        "awaiting",
-        "waiting",
-        "settled",
-    ]
 
 
 def test_a_refusal_when_every_thread_is_stuck_is_internal(

@@ -2,7 +2,9 @@
 
 An authorizer is any callable, sync or async, taking an `AuthorizationRequest`. It allows
 by returning None or True, and denies by returning False or raising `Denied`, so
-`return request.subject == "admin"` means what it says. Any other return value, and
+`return request.subject == "admin"` means what it says; it returns
+`RequireApproval(message)` for a call a person must approve first (`codemode.approvals`).
+Any other return value, and
 anything else it raises, is a policy failure: the call does not run (fail closed).
 There is no default: a `CodeMode` without an authorizer cannot be built (fail closed).
 """
@@ -40,12 +42,27 @@ class AuthorizationRequest:
     can cover every destructive tool; empty for a host function."""
 
 
+@dataclass(frozen=True, slots=True)
+class RequireApproval:
+    """An authorizer's answer for a call a person must approve before it runs:
+    `RequireApproval("Delete 3 tickets of ACME?")`. The message is for the person, never
+    for the model; each such call is asked for on its own."""
+
+    message: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.message, str) or not self.message.strip():
+            raise TypeError("RequireApproval needs a message for the person, as a string")
+
+
 class Denied(Exception):
     """Raised by an authorizer to deny a call. Its message stays in the host log."""
 
 
-Authorizer: TypeAlias = Callable[[AuthorizationRequest], Awaitable[bool | None] | bool | None]
-"""Allows by returning None or True; denies by returning False or raising `Denied`."""
+Decision: TypeAlias = bool | RequireApproval | None
+Authorizer: TypeAlias = Callable[[AuthorizationRequest], Awaitable[Decision] | Decision]
+"""Allows by returning None or True; denies by returning False or raising `Denied`; asks a
+person by returning `RequireApproval`."""
 
 
 @runtime_checkable
@@ -53,8 +70,8 @@ class VisibilityPolicy(Protocol):
     """An authorizer that can tell what a subject may ever call, so `hide_forbidden` shows
     each subject only that (`CedarAuthorizer`, and `RegoAuthorizer` with a `visible` rule).
 
-    `can_see` answers like an authorizer, sync or async: None or True shows the
-    capability; False, any other value and any failure hide it.
+    `can_see` answers like an authorizer, sync or async: None, True or `RequireApproval`
+    shows the capability; False, any other value and any failure hide it.
     """
 
     def can_see(self, subject: str, capability_id: str, capability_name: str) -> object:
@@ -94,6 +111,8 @@ __all__ = [
     "AuthorizationRequest",
     "Authorizer",
     "CatalogPolicy",
+    "Decision",
     "Denied",
+    "RequireApproval",
     "VisibilityPolicy",
 ]

@@ -8,7 +8,9 @@ destructiveHint && resource.destructiveHint }`.
 Policies, entities and requests are checked against one schema: the types of the host's
 entities (derived from the entities themselves unless the host gives a schema), the
 Capability type, and one action per capability with its arguments as context.
-Permit allows; forbid or no matching permit is `permission denied`; an evaluation error,
+Permit allows; a permit annotated `@approval("<message for the person>")` allows only once a
+person approves the call (`RequireApproval`), whichever other permits match too; forbid or
+no matching permit is `permission denied`; an evaluation error,
 a policy that does not parse or a timeout is `authorization policy failure`. The decision,
 the determining policies and the diagnostics go to the host log, never to the model.
 """
@@ -26,7 +28,7 @@ from typing import Any
 
 import cedarpy
 
-from codemode.authz import AuthorizationRequest, Denied
+from codemode.authz import AuthorizationRequest, Denied, RequireApproval
 from codemode.authz.cedar_messages import mistakes, policy_lines
 from codemode.authz.cedar_schema import (
     CATALOG_TYPES,
@@ -78,6 +80,12 @@ class CedarAuthorizer:
             for policy_id, policy in self.policies.to_pst().static_policies.items()
         }
         """Each policy's `@id` annotation (or Cedar's own id), as logs and reasons name it."""
+        self.approvals = {
+            policy_id: str(policy.annotations["approval"])
+            for policy_id, policy in self.policies.to_pst().static_policies.items()
+            if "approval" in policy.annotations
+        }
+        """The message of each permit annotated `@approval("...")`, by Cedar's id."""
         self.host_entities = _entities(
             json.loads(entities) if isinstance(entities, str) else entities
         )
@@ -155,7 +163,7 @@ class CedarAuthorizer:
 
     # -- decisions ------------------------------------------------------------------------
 
-    async def __call__(self, request: AuthorizationRequest) -> None:
+    async def __call__(self, request: AuthorizationRequest) -> RequireApproval | None:
         cedar_request = {
             "principal": {"type": "User", "id": request.subject},
             "action": {"type": "Action", "id": request.capability_id},
@@ -199,6 +207,8 @@ class CedarAuthorizer:
             if diagnostics.reasons:
                 raise Denied(f"cedar Deny by {policies}")
             raise Denied("cedar Deny: no matching permit")
+        asking = [self.approvals[r] for r in diagnostics.reasons if r in self.approvals]
+        return RequireApproval(asking[0]) if asking else None
 
     def can_see(self, subject: str, capability_id: str, capability_name: str) -> bool:
         """True only when some arguments could make Cedar allow the call.

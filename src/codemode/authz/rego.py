@@ -13,8 +13,9 @@ the contract of the Go codemode library's OPA adapter:
 
 `arguments` is the canonical JSON the call bound to (absent optional arguments left out);
 `context` carries the capability's annotations (an upstream MCP tool's hints) and is left
-out when it has none. `true` allows; `false` denies (`permission denied`); an undefined
-decision, any other value and any evaluation error are a policy failure
+out when it has none. `true` allows; `false` denies (`permission denied`);
+`{"approval": "<message for the person>"}` asks a person first (`RequireApproval`); an
+undefined decision, any other value and any evaluation error are a policy failure
 (`authorization policy failure`). Fail closed, always: nothing of the policy, its values
 or its errors reaches the model; the host log has them.
 
@@ -42,7 +43,7 @@ from typing import Any
 
 import regopy
 
-from codemode.authz import AuthorizationRequest, Denied
+from codemode.authz import AuthorizationRequest, Denied, RequireApproval
 from codemode.capabilities import Capability
 from codemode.errors import ExpectedError
 from codemode.types import JSONObject
@@ -200,16 +201,27 @@ class RegoAuthorizer:
 
     # -- decisions ------------------------------------------------------------------------
 
-    def __call__(self, request: AuthorizationRequest) -> bool:
+    def __call__(self, request: AuthorizationRequest) -> bool | RequireApproval:
         document = _document(
             request.subject, request.capability_id, request.capability_name, request.annotations
         )
         document["arguments"] = dict(request.arguments)
         decision = self._run(self._decision, document)
-        word = "allow" if decision is True else "deny" if decision is False else "failure"
+        message = _approval(decision)
+        word = (
+            "allow"
+            if decision is True
+            else "deny"
+            if decision is False
+            else "approval"
+            if message is not None
+            else "failure"
+        )
         log.info("rego %s: subject=%s capability=%s", word, request.subject, request.capability_id)
         if decision is True:
             return True
+        if message is not None:
+            return RequireApproval(message)
         if decision is False:
             raise Denied(f"rego deny by {self.decision}")
         raise RegoEvaluationError(f"{self.decision}: {decision}")
@@ -253,7 +265,17 @@ class RegoAuthorizer:
         if len(expressions) != 1:
             return "undefined"
         value: object = expressions[0]
-        return value if isinstance(value, bool) else f"not a boolean ({type(value).__name__})"
+        if isinstance(value, bool) or _approval(value) is not None:
+            return value
+        return f"not a boolean ({type(value).__name__})"
+
+
+def _approval(decision: object) -> str | None:
+    """The message of a decision that asks a person: `{"approval": "<message>"}`."""
+    if not isinstance(decision, dict) or set(decision) != {"approval"}:
+        return None
+    message = decision["approval"]
+    return message if isinstance(message, str) and message.strip() else None
 
 
 _STACK_BYTES = 1 << 30

@@ -53,6 +53,7 @@ from mcp.types import (
     INVALID_PARAMS,
     CallToolRequestParams,
     CallToolResult,
+    InputRequiredResult,
     JSONRPCError,
     ListToolsResult,
     PaginatedRequestParams,
@@ -83,7 +84,8 @@ from codemode.http import (
     route_path,
     subject_of,
 )
-from codemode.mcp import compat
+from codemode.limits import Limits
+from codemode.mcp import approvals, compat
 from codemode.mcp.compat import JSON, Rejected
 from codemode.mcp.tools import Handlers, check_arguments, failed, tools
 
@@ -115,18 +117,20 @@ def build_server(
 
     async def on_call_tool(
         ctx: ServerRequestContext[Any], params: CallToolRequestParams
-    ) -> CallToolResult:
+    ) -> CallToolResult | InputRequiredResult:
         handler = handlers.lookup(params.name)
-        if handler is None:
+        if handler is None and params.name != "execute":
             raise MCPError(code=INVALID_PARAMS, message="unknown tool")
         started = time.monotonic()
         who = _subject(ctx, subject)
 
-        async def call() -> CallToolResult:
+        async def call() -> CallToolResult | InputRequiredResult:
             try:
                 arguments = check_arguments(by_name[params.name], params.arguments or {})
                 if who is None:
                     raise UnauthenticatedError()
+                if handler is None:
+                    return await approvals.execute(cm, ctx, params, arguments["source"], who)
                 return await handler(arguments, who)
             except CodeModeError as error:
                 return failed(error)
@@ -135,6 +139,7 @@ def build_server(
                 return failed(InternalError())
 
         cause = ""
+        result: CallToolResult | InputRequiredResult
         if calls is None or who is None:
             try:
                 result = await call()
@@ -164,6 +169,9 @@ def build_server(
         on_call_tool=on_call_tool,
     )
     server.middleware.append(_no_leak)
+    server.middleware.append(
+        approvals.boundary(cm, lambda ctx: _subject(ctx, subject), shared=calls is not None)
+    )
     return server
 
 
@@ -172,12 +180,19 @@ DROPPED = "(client disconnected)"
 
 
 def _log_call(
-    tool: str, who: str | None, started: float, result: CallToolResult, cause: str = ""
+    tool: str,
+    who: str | None,
+    started: float,
+    result: CallToolResult | InputRequiredResult,
+    cause: str = "",
 ) -> None:
-    """One line per tool call: `execute subject=alice 12.3 ms ok` (or the error code, and
-    for a call its dropped connection cancelled, `canceled (client disconnected)`)."""
+    """One line per tool call: `execute subject=alice 12.3 ms ok` (or the error code, or
+    `input_required` for a program paused for a person, and for a call its dropped
+    connection cancelled, `canceled (client disconnected)`)."""
     outcome = "ok"
-    if result.is_error and isinstance(result.structured_content, dict):
+    if isinstance(result, InputRequiredResult):
+        outcome = "input_required"
+    elif result.is_error and isinstance(result.structured_content, dict):
         outcome = str(result.structured_content["error"]["code"])
     elapsed = (time.monotonic() - started) * 1000
     log.info(
@@ -493,6 +508,14 @@ def check_path(path: object) -> None:
         )
 
 
+def body_limit(limits: Limits) -> int:
+    """The largest request body served: room for the JSON escaping of a program at the
+    source limit, so that a long program gets the model-facing `source size` error rather
+    than an HTTP 413, and for the sealed state of a paused program at its limit (escaped
+    into the SDK's claims, encrypted, base64-encoded) that a retry carries back."""
+    return max(MAX_BODY_BYTES, 8 * limits.max_source_bytes) + 2 * limits.max_paused_bytes
+
+
 def http_app(
     cm: CodeMode,
     *,
@@ -518,9 +541,7 @@ def http_app(
     check_path(path)
     calls = InFlight(on_disconnect)
     server = build_server(cm, calls=calls)
-    # Room for the JSON escaping of a program at the source limit, so that a long program
-    # gets the model-facing `source size` error rather than an HTTP 413.
-    max_body_bytes = max(MAX_BODY_BYTES, 8 * cm.limits.max_source_bytes)
+    max_body_bytes = body_limit(cm.limits)
     mcp_app = server.streamable_http_app(
         streamable_http_path=path,
         stateless_http=True,
@@ -562,6 +583,7 @@ __all__ = [
     "BATCH_CONCURRENCY",
     "InFlight",
     "Intake",
+    "body_limit",
     "build_server",
     "check_path",
     "http_app",

@@ -35,7 +35,7 @@ from codemode.binding import closest_name
 from codemode.errors import CodeModeError, InvalidRequestError, NotFoundError
 from codemode.language import surface
 from codemode.limits import Limits, seconds, size
-from codemode.payloads import describe_payload, execute_payload, model_text, search_payload
+from codemode.payloads import describe_payload, model_text, search_payload
 from codemode.types import JSONObject, JSONValue
 
 # -- the types ------------------------------------------------------------------------------
@@ -446,7 +446,8 @@ def _unknown(key: str, properties: Schema) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Handlers:
-    """The three tool handlers over one CodeMode, for one resolved subject."""
+    """The discovery tools' handlers over one CodeMode (`execute`'s, which may ask a
+    person, is `codemode.mcp.approvals.execute`)."""
 
     cm: CodeMode
 
@@ -473,18 +474,10 @@ class Handlers:
                 missing.append({"name": name[:200], "message": str(error)})
         return ok({"capabilities": found, "not_found": missing})
 
-    async def execute(self, arguments: dict[str, Any], subject: str) -> CallToolResult:
-        result = await self.cm.execute_async(arguments["source"], subject=subject)
-        return ok(execute_payload(result))
-
     def lookup(
         self, name: str
     ) -> Callable[[dict[str, str], str], Awaitable[CallToolResult]] | None:
-        return {
-            "search_api": self.search_api,
-            "describe_api": self.describe_api,
-            "execute": self.execute,
-        }.get(name)
+        return {"search_api": self.search_api, "describe_api": self.describe_api}.get(name)
 
 
 __all__ = [

@@ -47,15 +47,11 @@ class Deadline:
         self._lock = threading.Lock()
         self._timer: Timer | None = None
         self._armed = math.inf
-        self._suspended: float | None = None
-        """Seconds left while suspended (a program paused for a person holds no clock)."""
         self.expired: CodeModeError | None = None
         """The error, once the deadline or a budget passed."""
         self._arm(self.ends_at)
 
     def remaining(self) -> float:
-        if self._suspended is not None:
-            return self._suspended
         return self.ends_at - self.clock.now()
 
     def enter(self, budget: float, error: CodeModeError, locate: Locate = nowhere) -> int:
@@ -70,7 +66,7 @@ class Deadline:
             else:
                 entry = (self.ends_at, self.error, locate)
             self._entries[token] = entry
-            if entry[0] < self._armed and self._suspended is None:
+            if entry[0] < self._armed:
                 self._arm(entry[0])
         return token
 
@@ -94,22 +90,6 @@ class Deadline:
             return self._expire(entry)
         return None
 
-    def suspend(self) -> None:
-        """Stop the clock: nothing expires until `resume`."""
-        with self._lock:
-            if self._suspended is None:
-                self._suspended = self.ends_at - self.clock.now()
-                self._disarm()
-
-    def resume(self) -> None:
-        """Start the clock again with the time that was left."""
-        with self._lock:
-            if self._suspended is None:
-                return
-            self.ends_at = self.clock.now() + self._suspended
-            self._suspended = None
-            self._arm(self.ends_at)
-
     def cancel(self) -> None:
         """The execution ended: its timer never rings."""
         with self._lock:
@@ -122,8 +102,6 @@ class Deadline:
         execution's own deadline), the one first in the source, whatever order they
         started in, so the text never depends on which thread won."""
         with self._lock:
-            if self._suspended is not None:
-                return None
             first = min((entry[0] for entry in self._entries.values()), default=math.inf)
             if first > self.ends_at:
                 return (self.ends_at, self.error, nowhere)
@@ -152,7 +130,7 @@ class Deadline:
             self._expire(entry)
             return
         with self._lock:
-            if self._suspended is None and entry[0] < self._armed:
+            if entry[0] < self._armed:
                 self._arm(entry[0])
 
     def _expire(self, entry: tuple[float, CodeModeError, Locate]) -> CodeModeError:

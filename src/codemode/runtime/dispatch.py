@@ -29,19 +29,27 @@ from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from codemode.authz import AuthorizationRequest, Authorizer, Denied
+from codemode.approvals import Verdict
+from codemode.authz import AuthorizationRequest, Authorizer, Denied, RequireApproval
 from codemode.binding import ValidatorError, bind
 from codemode.capabilities import Capability
 from codemode.capabilities.results import Projected
 from codemode.context import CallContext
 from codemode.errors import (
     AgentError,
+    ApprovalDeclinedError,
+    ApprovalTimedOutError,
+    ApprovalUnavailableError,
     CodeModeError,
     ExpectedError,
     InternalError,
     ResourceLimitError,
 )
 from codemode.events import (
+    ApprovalDeclined,
+    ApprovalEvent,
+    ApprovalGranted,
+    ApprovalTimedOut,
     CallAttempted,
     CallAuthorized,
     CallCompleted,
@@ -60,6 +68,7 @@ from codemode.runtime.classify import (
 )
 from codemode.runtime.deadline import Deadline, Locate, nowhere
 from codemode.tracing import Span, call_span
+from codemode.types import JSONObject
 
 log = logging.getLogger("codemode")
 T = TypeVar("T")
@@ -81,6 +90,39 @@ class Awaiting:
 
 
 @dataclass(frozen=True, slots=True)
+class Approval:
+    """The authorizer asks a person about this call. The execution pauses the program
+    at it (and ends the plan), or, where no one can be asked, sends `UNAVAILABLE` back
+    into the plan, which then fails the call (fail closed)."""
+
+    arguments: JSONObject
+    """The canonical arguments the authorizer saw (a copy)."""
+    message: str
+    span: Span
+
+
+UNAVAILABLE = "unavailable"
+"""Sent into a plan waiting at an `Approval` when no one can be asked."""
+
+
+@dataclass(frozen=True, slots=True)
+class Asked:
+    """How a person answered for a call they were asked about, for its plan on resume."""
+
+    verdict: Verdict
+    message: str
+    waited: str
+    """The approval wait, as the timed-out error names it (`600 s`)."""
+
+
+_VERDICT_EVENTS: dict[Verdict, type[ApprovalEvent]] = {
+    Verdict.APPROVED: ApprovalGranted,
+    Verdict.DECLINED: ApprovalDeclined,
+    Verdict.TIMED_OUT: ApprovalTimedOut,
+}
+
+
+@dataclass(frozen=True, slots=True)
 class Completed:
     """A call that completed: what the program receives, and what its record keeps."""
 
@@ -92,7 +134,7 @@ class Completed:
     """Whether the capability may change something (it is not declared read-only)."""
 
 
-Plan = Generator[Awaiting, Any, Completed]
+Plan = Generator[Awaiting | Approval, Any, Completed]
 """One call: yields what must be awaited, returns the completed call (what the program
 receives, and what its record keeps)."""
 
@@ -176,14 +218,17 @@ class Dispatcher:
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
         locate: Locate = nowhere,
+        asked: Asked | None = None,
     ) -> Plan:
         """One call, as a plan: returns what the program receives, or raises
-        StopError/InjectedError."""
+        StopError/InjectedError. `asked`: a person answered for it (on resume)."""
         clock = self.deadline.clock
         started = clock.now()
         span = call_span(self.span, capability.name, capability.id)
         try:
-            projected = yield from self._call(capability, args, kwargs, span, locate, started)
+            projected = yield from self._call(
+                capability, args, kwargs, span, locate, started, asked
+            )
         except (StopError, InjectedError) as failure:
             span.outcome(failure.error.code.value)
             raise
@@ -204,6 +249,7 @@ class Dispatcher:
         span: Span,
         locate: Locate,
         started: float,
+        asked: Asked | None,
     ) -> Plan:
         base: dict[str, Any] = (
             {}
@@ -235,7 +281,7 @@ class Dispatcher:
             span.arguments(bound.arguments)
         if self.emit is not None:
             self._event(CallAttempted, required=True, **base)
-        yield from self._authorize(capability, bound.arguments, base, span)
+        yield from self._authorize(capability, bound.arguments, base, span, asked)
         stopped = self.stopped()
         if stopped is not None:  # answered while it was authorized: the handler never runs
             self._event(CallFailed, **base, code=stopped.code.value, duration_seconds=0)
@@ -270,8 +316,21 @@ class Dispatcher:
         return Completed(projected, kwargs, capability.annotations.get("readOnlyHint") is not True)
 
     def _authorize(
-        self, capability: Capability, arguments: Any, base: dict[str, Any], span: Span
-    ) -> Generator[Awaiting, Any, None]:
+        self,
+        capability: Capability,
+        arguments: Any,
+        base: dict[str, Any],
+        span: Span,
+        asked: Asked | None,
+    ) -> Generator[Awaiting | Approval, Any, None]:
+        if asked is not None:  # a person answered: a call they did not approve never runs
+            span.approval(asked.verdict.value)
+            self._event(_VERDICT_EVENTS[asked.verdict], **base, message=asked.message)
+            if asked.verdict is Verdict.DECLINED:
+                raise InjectedError(ApprovalDeclinedError(), "PermissionError")
+            if asked.verdict is Verdict.TIMED_OUT:
+                error = ApprovalTimedOutError(f"no one answered within {asked.waited}")
+                raise InjectedError(error, "PermissionError")
         request = AuthorizationRequest(
             self.subject,
             capability.id,
@@ -304,6 +363,19 @@ class Dispatcher:
                 self._log("authorizer failed on", capability, exc)
             self._event(CallDenied, **base, code=failure.error.code.value, reason=exc)
             raise failure from None
+        if isinstance(decision, RequireApproval):
+            if asked is not None:  # approved, and authorized again: it runs
+                return
+            answer = yield Approval(request.arguments, decision.message, span)
+            assert answer == UNAVAILABLE  # else the execution paused and ended the plan
+            log.info(
+                "execution %s: %s needs approval, and no one can be asked",
+                self.execution_id,
+                capability.name,
+            )
+            failure = InjectedError(ApprovalUnavailableError(), "PermissionError")
+            self._event(CallDenied, **base, code=failure.error.code.value)
+            raise failure
         refused = authorizer_decision(decision)
         if refused is not None:
             if inspect.iscoroutine(decision):
@@ -427,7 +499,10 @@ def capability_time(budget: float) -> ResourceLimitError:
 
 
 __all__ = [
+    "UNAVAILABLE",
     "Abandon",
+    "Approval",
+    "Asked",
     "Awaiting",
     "Completed",
     "Dispatcher",

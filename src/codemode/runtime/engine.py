@@ -18,6 +18,7 @@ from collections import Counter, OrderedDict, deque
 from collections.abc import Hashable
 from typing import Any
 
+from codemode.approvals import Paused
 from codemode.capabilities import View
 from codemode.errors import (
     CodeModeError,
@@ -31,6 +32,7 @@ from codemode.runtime.execution import Execution, Services, Setup
 from codemode.runtime.loop import EngineLoop
 from codemode.runtime.notices import Notices
 from codemode.runtime.outcome import ExecutionResult
+from codemode.runtime.paused import CatalogDigest
 from codemode.runtime.pool import WorkPool
 from codemode.runtime.program import Programs
 from codemode.runtime.sandbox import Sandbox
@@ -190,13 +192,14 @@ class Engine:
                 sandbox=self.sandbox,
                 limits=self.limits,
                 overdue=exceeded(LimitKind.EXECUTION_TIME, self.limits),
+                digest=CatalogDigest(capabilities.values()),
             )
             self._setups[key] = setup
             while len(self._setups) > _VIEWS_KEPT:
                 self._setups.popitem(last=False)
             return setup
 
-    def execute(self, execution: Execution) -> ExecutionResult:
+    def execute(self, execution: Execution) -> ExecutionResult | Paused:
         """Admit the execution and wait for its answer, which comes on time."""
         self._admit(execution)
         try:
@@ -205,7 +208,7 @@ class Engine:
             execution.fail(ExecutionCanceledError())
             raise
 
-    async def execute_async(self, execution: Execution) -> ExecutionResult:
+    async def execute_async(self, execution: Execution) -> ExecutionResult | Paused:
         """As `execute`, awaiting; a cancelled caller cancels the execution."""
         self._admit(execution)
         answer = asyncio.wrap_future(execution.answer)

@@ -22,11 +22,13 @@ import logging
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from codemode.approvals import ApprovalRequest, Paused, Verdict
 from codemode.authz import Authorizer
 from codemode.capabilities import Capability
 from codemode.errors import (
@@ -37,22 +39,35 @@ from codemode.errors import (
     ResourceLimitError,
 )
 from codemode.events import (
+    ApprovalAsked,
     Event,
     EventHandler,
     ExecutionFinished,
     ExecutionStarted,
     HostCodeAbandoned,
 )
-from codemode.limits import LimitKind, Limits, exceeded, size
+from codemode.limits import LimitKind, Limits, exceeded, seconds, size
 from codemode.runtime.classify import FailureContext, InjectedError, StopError, classify
 from codemode.runtime.clock import Clock, Timer
 from codemode.runtime.crossing import returned
 from codemode.runtime.deadline import Deadline
-from codemode.runtime.dispatch import Awaiting, Completed, Dispatcher, Plan, abandon, written
+from codemode.runtime.dispatch import (
+    UNAVAILABLE,
+    Approval,
+    Asked,
+    Awaiting,
+    Completed,
+    Dispatcher,
+    Plan,
+    abandon,
+    written,
+)
 from codemode.runtime.guest import sleep_problem, undefined, vars_of
 from codemode.runtime.loop import EngineLoop
 from codemode.runtime.notices import Notices
 from codemode.runtime.outcome import ExecutionResult, Usage
+from codemode.runtime.paused import VERSIONS, Ask, CatalogDigest, PausedState, new_id
+from codemode.runtime.paused import Injected as Raised
 from codemode.runtime.pool import Job, WorkPool
 from codemode.runtime.program import Program, Programs
 from codemode.runtime.sandbox import (
@@ -83,9 +98,6 @@ class State(StrEnum):
     """Its job runs sync host code (a call of a sync `main()`, the audit sink)."""
     AWAITING = "awaiting"
     """Holds its worker and no thread: waits for calls and sleeps (tasks and timers)."""
-    WAITING = "waiting"
-    """Holds no worker and no thread, its deadline suspended (`Deadline.suspend`): for a
-    program paused while a person approves a call. Reserved: nothing enters it yet."""
     SETTLED = "settled"
     """The caller has its answer; only host code left running may still run."""
 
@@ -103,6 +115,8 @@ class Setup:
     limits: Limits
     overdue: ResourceLimitError
     """The error for an execution past its own deadline (built once; copied when raised)."""
+    digest: CatalogDigest
+    """What a paused program names its capabilities by (`codemode.runtime.paused`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +160,13 @@ class _Printer:
         return "".join(self.parts)
 
 
+class _Pause:
+    """A call waits for a person: the program pauses once nothing else is in flight."""
+
+
+PAUSE = _Pause()
+
+
 class _Answered(Exception):
     """The caller was answered while a job worked: the job stops where it is."""
 
@@ -176,6 +197,9 @@ class Execution:
         trace_arguments: bool = False,
         disclose_limits: bool = True,
         execution_id: str | None = None,
+        pausable: bool = False,
+        restored: PausedState | None = None,
+        verdicts: Mapping[str, Verdict] | None = None,
     ) -> None:
         self.source = source
         self.subject = subject
@@ -184,6 +208,13 @@ class Execution:
         self.emit = emit
         self.disclose_limits = disclose_limits
         """Whether a limit error names the bound and the amount (else only the kind)."""
+        self.pausable = pausable
+        """Whether a call that needs a person's approval pauses the program (else it
+        fails: no one can be asked)."""
+        self.restored = restored
+        """The paused program this execution goes on from, if it resumes one."""
+        if restored is not None:
+            execution_id = restored.execution_id
         self.execution_id = execution_id or uuid.uuid4().hex
         limits = setup.limits
         clock = services.clock
@@ -193,13 +224,17 @@ class Execution:
         self.stuck = False
         """Whether host code was left running when it was answered (nothing waits on it)."""
         self.lock = threading.Lock()
-        self.answer: concurrent.futures.Future[ExecutionResult] = concurrent.futures.Future()
-        """What the caller waits for: set once, by the program's end or by `fail`."""
+        self.answer: concurrent.futures.Future[ExecutionResult | Paused] = (
+            concurrent.futures.Future()
+        )
+        """What the caller waits for: set once, by the program's end (or its pause for a
+        person) or by `fail`."""
         self.created = clock.now()
         self.began: float | None = None
         """When interpreter work started (`ExecutionStarted`), from which its end counts."""
         self.answered_at: float | None = None
-        self.deadline = Deadline(clock, limits.max_execution_seconds, setup.overdue, self.fail)
+        left = limits.max_execution_seconds if restored is None else restored.seconds_left
+        self.deadline = Deadline(clock, left, setup.overdue, self.fail)
         self.failure_context = FailureContext(limits, setup.programs)
         self.printer = _Printer(limits.max_printed_bytes, self._on_flood)
         self.calls: list[str] = []
@@ -229,6 +264,15 @@ class Execution:
         self._sandbox_seconds = 0.0
         self._finished = False
         self._span = Span()
+        self._asks: dict[int, Ask] = {}
+        """Calls waiting for a person's answer, by call id."""
+        self._answered: dict[int, tuple[Ask, Asked]] = {}
+        """On resume: the calls a person answered for, with the answer, by call id."""
+        self._waits_for: tuple[int, ...] | None = None
+        """The calls the program is blocked on now (an `async def main` at a Wait, or a
+        sync `main()` at a call that awaits host code)."""
+        self._approvals = 0
+        self._paused = False
         self.dispatcher = Dispatcher(
             execution_id=self.execution_id,
             subject=subject,
@@ -239,6 +283,25 @@ class Execution:
             emit=emit,
             trace_arguments=trace_arguments,
         )
+        if restored is not None:
+            self._restore(restored, verdicts or {})
+
+    def _restore(self, state: PausedState, verdicts: Mapping[str, Verdict]) -> None:
+        """Go on where a paused program stopped: its calls, budgets, output and errors."""
+        self.printer.parts.append(state.printed)
+        self.printer.size = len(state.printed.encode("utf-8", errors="surrogatepass"))
+        self.calls = list(state.calls)
+        self.calls_by_name = dict(Counter(state.calls))
+        self.dispatcher.result_bytes = state.result_bytes
+        self._sandbox_seconds = state.sandbox_seconds
+        self._approvals = state.approvals
+        self.failure_context.injected.extend(
+            (item.where, item.exc_type, item.message, item.error()) for item in state.injected
+        )
+        waited = seconds(self.setup.limits.max_approval_wait_seconds)
+        for ask in state.asks:
+            verdict = verdicts.get(ask.key, Verdict.DECLINED)
+            self._answered[ask.call_id] = (ask, Asked(verdict, ask.message, waited))
 
     # -- state ---------------------------------------------------------------------------
 
@@ -329,7 +392,13 @@ class Execution:
                 raise _Answered()
             if not ready():
                 self.state, self._awaits, self._resume = State.AWAITING, ready, resume
-                return None
+                waiting = True
+            else:
+                waiting = False
+        if waiting:
+            self._check_pause()
+            return None
+        self._waits_for = None
         return self._step(resume)
 
     def _complete(self, key: int, outcome: Pending) -> None:
@@ -342,10 +411,100 @@ class Execution:
             resume, awaits = self._resume, self._awaits
             if self.state is not State.AWAITING or resume is None or awaits is None:
                 return
-            if not awaits():
+            ready = awaits()
+            if ready:
+                self.state, self._awaits, self._resume = State.RUNNING, None, None
+                self._waits_for = None
+        if not ready:
+            self._check_pause()
+            return
+        self._submit(lambda: self._advance(resume))
+
+    def _check_pause(self) -> None:
+        """Pause an `async def main` once all it waits for is a person: every other call
+        and sleep has ended and the program has taken their answers (so the dump holds
+        them, and no host coroutine is left behind)."""
+        with self.lock:
+            if (
+                self.state is not State.AWAITING
+                or not self._asks
+                or self._waits_for is None
+                or self._sleeping
+                or not self._pending <= self._asks.keys()
+                or any(key in self._answers for key in self._waits_for)
+            ):
                 return
             self.state, self._awaits, self._resume = State.RUNNING, None, None
-        self._submit(lambda: self._advance(resume))
+        self._submit(self._pause)
+
+    def _pause(self) -> None:
+        """Dump the program where it waits and answer the caller with what a person is
+        asked; the worker is let go and nothing of the execution stays behind."""
+        run, program = self._current()
+        limits = self.setup.limits
+        clock = self.services.clock
+        state = PausedState(
+            id=new_id(),
+            execution_id=self.execution_id,
+            subject=self.subject,
+            source=self.source,
+            snapshot=run.dump(),
+            catalog=self.setup.digest(),
+            asks=tuple(self._asks.values()),
+            calls=tuple(self.calls),
+            records=self._records(),
+            injected=tuple(
+                Raised(where, exc_type, message, error.code.value, error.detail)
+                for where, exc_type, message, error in self.failure_context.injected
+            ),
+            printed=self.printer.text,
+            seconds_left=self.deadline.remaining(),
+            elapsed=self._elapsed(),
+            sandbox_seconds=self._sandbox_seconds,
+            capability_seconds=self._capability_seconds(),
+            result_bytes=self.dispatcher.result_bytes,
+            approvals=self._approvals,
+            versions=dict(VERSIONS),
+        )
+        encoded = state.encode()
+        if len(encoded) > limits.max_paused_bytes:
+            where = program.where_at(*state.asks[0].span)
+            raise StopError(
+                exceeded(LimitKind.PAUSED_SIZE, limits, amount=size(len(encoded)), where=where)
+            )
+        for ask in state.asks:
+            event = ApprovalAsked(
+                execution_id=self.execution_id,
+                subject=self.subject,
+                time=time.time(),
+                capability=ask.capability,
+                capability_id=ask.capability_id,
+                arguments=ask.arguments,
+                message=ask.message,
+            )
+            if not self._deliver(event):  # a question that cannot be audited is not asked
+                raise StopError(InternalError())
+        requests = tuple(
+            ApprovalRequest(
+                ask.key,
+                self.subject,
+                self.execution_id,
+                ask.capability,
+                ask.capability_id,
+                ask.arguments,
+                ask.message,
+            )
+            for ask in state.asks
+        )
+        with self.lock:
+            if self.state is State.SETTLED:
+                raise _Answered()
+            self.state, self._paused = State.SETTLED, True
+            self.answered_at = clock.now()
+        with contextlib.suppress(BaseException):  # a tracing hook is host code too
+            self._end_span("paused")
+        self.answer.set_result(Paused(requests, encoded))
+        self.services.settled(self)
 
     # -- jobs ----------------------------------------------------------------------------
 
@@ -396,7 +555,14 @@ class Execution:
             if self.state is State.SETTLED:
                 raise _Answered()
             self.run = run
-        self._advance(lambda: run.start(program.code))
+        restored = self.restored
+        if restored is None:
+            self._advance(lambda: run.start(program.code))
+            return
+        if program.is_async:  # the calls a person answered for run as they would have
+            for ask, _ in list(self._answered.values()):
+                self._start_call(self._resumed_call(ask), program, run)
+        self._advance(lambda: run.load(restored.snapshot))
 
     def _advance(self, resume: Resume) -> None:
         """Run the program until it ends or must wait."""
@@ -437,7 +603,7 @@ class Execution:
             outcome = "ok" if not isinstance(error, CodeModeError) else error.code.value
             with contextlib.suppress(BaseException):  # a tracing hook is host code too
                 self._end_span(outcome)
-            if self.began is not None:
+            if self.began is not None and not self._paused:  # it goes on when resumed
                 self._deliver(
                     ExecutionFinished(
                         execution_id=self.execution_id,
@@ -445,7 +611,8 @@ class Execution:
                         time=time.time(),
                         outcome=outcome,
                         duration_seconds=(self.answered_at or self.services.clock.now())
-                        - self.began,
+                        - self.began
+                        + (0.0 if self.restored is None else self.restored.elapsed),
                         capability_calls=tuple(self.calls),
                         result_bytes=self.dispatcher.result_bytes,
                     )
@@ -462,6 +629,9 @@ class Execution:
 
     def _on_call(self, call: Call) -> Step | None:
         run, program = self._current()
+        answered = self._answered.get(call.call_id)
+        if answered is not None:  # a sync main() resumed at the call a person answered
+            return self._run_sync(self._resumed_call(answered[0]), program, run)
         capability = self.setup.capabilities.get(call.name)
         if capability is None:
             found = (
@@ -481,23 +651,56 @@ class Execution:
             )
         self.calls_by_name[capability.name] = count
         self.calls.append(capability.name)
-        plan = self.dispatcher.call(
-            capability, call.args, call.kwargs, lambda: program.where_at(*call.span)
-        )
-        key = call.call_id
         if program.is_async:  # a job of its own, so gathered calls run at once
-            with self.lock:
-                self._pending.add(key)
-                self._host_jobs[key] = self.services.pool.submit(
-                    self.subject, lambda: self._plan_job(call, capability.name, plan, None, None)
-                )
+            self._start_call(call, program, run)
             return self._step(run.defer)
+        return self._run_sync(call, program, run)
+
+    def _plan(self, call: Call, program: Program) -> Plan:
+        """The plan of a call; of a call a person answered for, the plan of the one they
+        were asked about (its canonical arguments, bound again)."""
+        capability = self.setup.capabilities[call.name]
+        answered = self._answered.pop(call.call_id, None)
+        return self.dispatcher.call(
+            capability,
+            call.args,
+            call.kwargs,
+            lambda: program.where_at(*call.span),
+            None if answered is None else answered[1],
+        )
+
+    def _start_call(self, call: Call, program: Program, run: Run) -> None:
+        """A call of an `async def main`: a job of its own."""
+        plan = self._plan(call, program)
+        with self.lock:
+            self._pending.add(call.call_id)
+            self._host_jobs[call.call_id] = self.services.pool.submit(
+                self.subject, lambda: self._plan_job(call, call.name, plan, None, None)
+            )
+
+    def _run_sync(self, call: Call, program: Program, run: Run) -> Step | None:
+        """A call of a sync `main()`, driven here until it ends, awaits or pauses."""
+        plan = self._plan(call, program)
+        key = call.call_id
         self._enter(State.IN_HOST)
-        outcome = self._drive(call, capability.name, plan, None, None)
-        if isinstance(outcome, Awaiting):
-            self._hand_off(call, capability.name, plan, outcome)
+        outcome = self._drive(call, call.name, plan, None, None)
+        if outcome is PAUSE:
+            self._pause()
+            return None
+        if isinstance(outcome, Awaiting):  # an async authorizer or handler: it may pause too
+            self._hand_off(call, call.name, plan, outcome)
+            self._waits_for = (key,)
             return self._await(lambda: key in self._answers, lambda: run.answer(self._take(key)))
+        assert not isinstance(outcome, _Pause)
         return self._step(lambda: run.answer(outcome))
+
+    def _resumed_call(self, ask: Ask) -> Call:
+        """The call a person answered for, as the program made it: the arguments they
+        saw, by the names the program passes."""
+        capability = self.setup.capabilities[ask.capability]
+        names = {parameter.key: parameter.name for parameter in capability.parameters}
+        kwargs = {names.get(key, key): value for key, value in ask.arguments.items()}
+        return Call(ask.capability, (), kwargs, ask.call_id, ask.span)
 
     def _on_sleep(self, sleep: Sleep) -> Step | None:
         """`time.sleep` and `asyncio.sleep`: wait, within the execution time; an awaited
@@ -520,22 +723,24 @@ class Execution:
     def _on_wait(self, wait: Wait) -> Step | None:
         run, _ = self._current()
         ids = wait.call_ids
+        self._waits_for = ids
         return self._await(
             lambda: any(key in self._answers for key in ids),
             lambda: run.settle(self._take_ready(ids)),
         )
 
     def _on_done(self, done: Done) -> Step | None:
-        if self._pending:  # calls never awaited still run: the execution ends after them
-            return self._await(lambda: not self._pending, lambda: done)
+        if not self._pending <= self._asks.keys():
+            # calls never awaited still run: the execution ends after them (but those
+            # waiting for a person: no one needs their answer, so they never run)
+            return self._await(lambda: self._pending <= self._asks.keys(), lambda: done)
         run, program = self._current()
         limits = self.setup.limits
         value, written = returned(done.value, program, run, self.setup.capabilities, limits)
-        clock = self.services.clock
         usage = Usage(
-            duration_seconds=clock.now() - self.created,
+            duration_seconds=self._elapsed(),
             capability_calls=tuple(self.calls),
-            capability_seconds=self.dispatcher.capability_seconds,
+            capability_seconds=self._capability_seconds(),
             sandbox_seconds=self._sandbox_seconds,
             result_bytes=self.dispatcher.result_bytes,
             return_bytes=written,
@@ -553,18 +758,23 @@ class Execution:
             abandon(plan)
             return
         try:
-            outcome: Pending | Awaiting = self._drive(call, name, plan, value, exc)
+            outcome: Pending | Awaiting | _Pause = self._drive(call, name, plan, value, exc)
         except BaseException as failure:  # taken by the program when it awaits the call
             outcome = failure
         if isinstance(outcome, Awaiting):
             self._hand_off(call, name, plan, outcome)
+        elif isinstance(outcome, _Pause):
+            with self.lock:
+                self._host_jobs.pop(call.call_id, None)
+            self._check_pause()
         else:
             self._complete(call.call_id, outcome)
 
     def _drive(
         self, call: Call, name: str, plan: Plan, value: Any, exc: BaseException | None
-    ) -> Answer | Awaiting:
-        """Run the plan's sync steps here, until it ends (its answer) or awaits."""
+    ) -> Answer | Awaiting | _Pause:
+        """Run the plan's sync steps here, until it ends (its answer), awaits, or waits
+        for a person (PAUSE)."""
         try:
             item = plan.send(value) if exc is None else plan.throw(exc)
         except StopIteration as stop:
@@ -581,7 +791,38 @@ class Execution:
             if error.where is not None or _overdue(error):
                 raise  # the deadline placed it, as the caller was told
             raise StopError(error.replace(where=self._where(call))) from None
+        if isinstance(item, Approval):
+            return self._ask(call, name, plan, item)
         return item
+
+    def _ask(
+        self, call: Call, name: str, plan: Plan, approval: Approval
+    ) -> Answer | Awaiting | _Pause:
+        """The authorizer asks a person about this call: it waits for their answer (the
+        plan ends here; the call runs again on resume), or, when no one can be asked, it
+        fails (fail closed)."""
+        if not self.pausable:
+            return self._drive(call, name, plan, UNAVAILABLE, None)
+        approval.span.approval("asked")
+        abandon(plan)
+        limits = self.setup.limits
+        self._approvals += 1
+        if self._approvals > limits.max_approvals:
+            raise StopError(exceeded(LimitKind.APPROVALS, limits, where=self._where(call)))
+        capability = self.setup.capabilities[name]
+        ask = Ask(
+            key=f"approval-{call.call_id}",
+            call_id=call.call_id,
+            capability=name,
+            capability_id=capability.id,
+            arguments=approval.arguments,
+            span=call.span,
+            message=approval.message,
+            asked_at=time.time(),
+        )
+        with self.lock:
+            self._asks[call.call_id] = ask
+        return PAUSE
 
     def _hand_off(self, call: Call, name: str, plan: Plan, item: Awaiting) -> None:
         """The plan awaits host code: the engine's loop awaits it, holding no thread, and
@@ -666,10 +907,20 @@ class Execution:
         program = self._program
         return None if program is None else program.where_at(*call.span)
 
+    def _elapsed(self) -> float:
+        """Seconds the execution has run, before any pause too (waits for a person not
+        counted)."""
+        before = 0.0 if self.restored is None else self.restored.elapsed
+        return before + self.services.clock.now() - self.created
+
+    def _capability_seconds(self) -> float:
+        before = 0.0 if self.restored is None else self.restored.capability_seconds
+        return before + self.dispatcher.capability_seconds
+
     def _records(self) -> tuple[CallRecord, ...]:
         """The calls that ended, with their lines (built only for an error)."""
         program = self._program
-        records = []
+        records = [] if self.restored is None else list(self.restored.records)
         for name, span, result, completed in list(self.ended_calls):
             where = None if program is None else program.where_at(*span)
             line = None if where is None else where.line
@@ -684,7 +935,7 @@ class Execution:
         self._span = execution_span(self.execution_id, self.subject)
         self.dispatcher.span = self._span
         self.began = self.services.clock.now()
-        if self.emit is None:
+        if self.emit is None or self.restored is not None:  # it started before it paused
             return
         encoded = self.source.encode("utf-8", errors="surrogatepass")
         event = ExecutionStarted(

@@ -154,6 +154,15 @@ class Run(Protocol):
         ...
 
     def settle(self, answers: Mapping[int, Answer]) -> Step: ...
+    def dump(self) -> bytes:
+        """The interpreter's state where the program waits now, for `load` to go on from
+        (in this worker or any other)."""
+        ...
+
+    def load(self, state: bytes) -> Step:
+        """Go on from a `dump` (in a fresh run): the step the program waited at."""
+        ...
+
     def type_names(self, expressions: list[str]) -> list[str] | None:
         """After the program finished: the type name of each expression over its globals
         (None when they cannot be evaluated)."""
@@ -329,6 +338,16 @@ class MontyRun:
         snapshot = self.snapshot
         results = {call_id: self._external(answer) for call_id, answer in answers.items()}
         return self._step(lambda: snapshot.resume(results))
+
+    def dump(self) -> bytes:
+        try:
+            state: bytes = self.snapshot.dump()
+        except pm.MontyError as error:
+            raise translate(error) from None
+        return state
+
+    def load(self, state: bytes) -> Step:
+        return self._step(lambda: self.session.load_snapshot(state, print_callback=self.printer))
 
     def type_names(self, expressions: list[str]) -> list[str] | None:
         code = "[" + ", ".join(f"type({e}).__name__" for e in expressions) + "]"

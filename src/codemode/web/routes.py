@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import logging
+import secrets
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from codemode.app import CodeMode
+from codemode.approvals import Paused
 from codemode.errors import (
     CodeModeError,
     ExecutionCanceledError,
@@ -38,12 +41,16 @@ from codemode.payloads import (
     search_payload,
     text_argument,
 )
+from codemode.runtime import ExecutionResult
 
 log = logging.getLogger("codemode")
 STATIC = Path(__file__).parent / "static"
 
 PUBLIC_PATHS = ("/", "/static/*")
 """The page and its assets are served without a token, so the page can ask for one."""
+
+MAX_WAITING = 64
+"""Programs the page may keep paused for a person at once (the oldest go first)."""
 
 Handler = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 
@@ -106,7 +113,8 @@ async def _unless_gone(request: Request, work: Awaitable[dict[str, Any]]) -> dic
 
 
 def web_routes(cm: CodeMode) -> list[BaseRoute]:
-    """The page at `/`, its assets at `/static`, and `/api/{search,describe,execute}`."""
+    """The page at `/`, its assets at `/static`, and `/api/{search,describe,execute}`, with
+    `/api/resume` for a program paused until the page's person approves a call."""
 
     async def search(who: str, data: dict[str, Any]) -> dict[str, Any]:
         query = text_argument("query", data.get("query"))
@@ -118,15 +126,51 @@ def web_routes(cm: CodeMode) -> list[BaseRoute]:
         capability = await cm.describe_async(text_argument("name", data.get("name")), subject=who)
         return {"ok": True, "capability": describe_payload(capability, schemas=True)}
 
-    async def execute(who: str, data: dict[str, Any]) -> dict[str, Any]:
-        result = await cm.execute_async(text_argument("source", data.get("source")), subject=who)
+    waiting: OrderedDict[str, tuple[str, Paused]] = OrderedDict()
+    """Programs paused for the page's person, by the id the page answers with (the state
+    stays here: the page holds only the id)."""
+
+    def reply(who: str, outcome: ExecutionResult | Paused) -> dict[str, Any]:
+        if isinstance(outcome, Paused):
+            token = secrets.token_urlsafe(16)
+            waiting[token] = (who, outcome)
+            while len(waiting) > MAX_WAITING:
+                waiting.popitem(last=False)
+            requests = [
+                {
+                    "key": request.key,
+                    "message": request.message,
+                    "capability": request.capability_name,
+                    "arguments": request.arguments,
+                }
+                for request in outcome.requests
+            ]
+            return {"ok": True, "approval": {"id": token, "requests": requests}}
         return {
             "ok": True,
-            "result": result.value,
-            "printed": result.printed,
-            "usage": {**result.usage.to_dict(), "call_order": list(result.usage.capability_calls)},
-            "model_text": model_text(execute_payload(result)),
+            "result": outcome.value,
+            "printed": outcome.printed,
+            "usage": {
+                **outcome.usage.to_dict(),
+                "call_order": list(outcome.usage.capability_calls),
+            },
+            "model_text": model_text(execute_payload(outcome)),
         }
+
+    async def execute(who: str, data: dict[str, Any]) -> dict[str, Any]:
+        source = text_argument("source", data.get("source"))
+        return reply(who, await cm.start_async(source, subject=who))
+
+    async def resume(who: str, data: dict[str, Any]) -> dict[str, Any]:
+        token, answers = str(data.get("id")), data.get("answers")
+        found = waiting.get(token)
+        if found is None or found[0] != who:
+            raise InvalidRequestError("no program waits for this approval")
+        if not isinstance(answers, dict):
+            raise InvalidRequestError('"answers" must map each request\'s key to true or false')
+        del waiting[token]
+        answered = {str(key): value is True for key, value in answers.items()}
+        return reply(who, await cm.resume_async(found[1].state, subject=who, answers=answered))
 
     async def page(request: Request) -> Response:
         return FileResponse(STATIC / "index.html", media_type="text/html")
@@ -136,6 +180,7 @@ def web_routes(cm: CodeMode) -> list[BaseRoute]:
         Route("/api/search", _endpoint(search), methods=["POST"]),
         Route("/api/describe", _endpoint(describe), methods=["POST"]),
         Route("/api/execute", _endpoint(execute), methods=["POST"]),
+        Route("/api/resume", _endpoint(resume), methods=["POST"]),
         Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
     ]
 

@@ -352,6 +352,12 @@ async function run() {
   let answer;
   try {
     answer = await api("execute", { source }, { signal: running.signal });
+    while (answer && answer.ok && answer.approval) {  // paused until a person answers
+      clearInterval(timer);
+      $("status").textContent = "Waiting for your approval…";
+      const answers = await approve(answer.approval.requests);
+      answer = await api("resume", { id: answer.approval.id, answers }, { signal: running.signal });
+    }
   } catch (error) {
     answer = null;
     $("status").textContent = error.name === "AbortError" ? "Canceled."
@@ -379,6 +385,23 @@ async function run() {
   remember(source, answer.ok ? "ok" : answer.error.code, seconds);
   if (window.innerWidth < 1000) $("outcome").scrollIntoView({ block: "start" });
 }
+// Ask the person about each call the authorizer sent for approval, one dialog at a time.
+async function approve(requests) {
+  const answers = {};
+  for (const request of requests) {
+    $("approval-message").textContent = request.message;
+    $("approval-capability").textContent = request.capability;
+    $("approval-arguments").textContent = JSON.stringify(request.arguments, null, 2);
+    const dialog = $("approval");
+    const closed = new Promise((resolve) => dialog.addEventListener("close", resolve, { once: true }));
+    dialog.returnValue = "";
+    dialog.showModal();
+    await closed;
+    answers[request.key] = dialog.returnValue === "approve";  // Escape declines
+  }
+  return answers;
+}
+
 $("run").addEventListener("click", run);
 $("cancel").addEventListener("click", () => { if (running) running.abort(); });
 

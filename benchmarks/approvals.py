@@ -1,0 +1,91 @@
+"""Scenario 11: what asking a person costs the machine, against the call it guards.
+
+The same program, one capability call after reading 200 small rows, runs three ways in
+the same turns: the call allowed outright; approved by an approver that answers at once
+(the program pauses: its interpreter state is dumped and its worker let go, then loaded
+into another worker and resumed); and through `start_async` and `resume_async`, as the
+MCP server does for `input_required`. The difference is the price of a pause, which a
+person's answer (seconds) dwarfs. The paused state's size is measured for the same
+program.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from benchmarks._stats import measure_interleaved_async
+from codemode import CodeMode, Limits
+from codemode.approvals import ApprovalRequest, Paused
+from codemode.authz import AuthorizationRequest, RequireApproval
+
+PROGRAM = """\
+def main():
+    rows = tickets.list()
+    return [tickets.close(id=rows[0]["id"]), len(rows)]
+"""
+
+
+def _host(ask: bool) -> CodeMode:
+    def decide(request: AuthorizationRequest) -> RequireApproval | None:
+        if ask and request.capability_name == "tickets.close":
+            return RequireApproval("Close it?")
+        return None
+
+    cm = CodeMode(authorizer=decide, limits=Limits(max_concurrent_executions=2))
+
+    @cm.capability("tickets.list", summary="List tickets.")
+    def list_tickets() -> list[dict[str, Any]]:
+        return [{"id": i, "title": f"ticket {i}", "open": True} for i in range(200)]
+
+    @cm.capability("tickets.close", summary="Close a ticket.")
+    def close(*, id: int) -> bool:
+        return True
+
+    return cm
+
+
+async def _yes(request: ApprovalRequest) -> bool:
+    return True
+
+
+def run() -> dict[str, Any]:
+    plain, asking = _host(False), _host(True)
+
+    async def allowed() -> object:
+        return await plain.execute_async(PROGRAM, subject="bench")
+
+    async def approved() -> object:
+        return await asking.execute_async(PROGRAM, subject="bench", approve=_yes)
+
+    async def two_rounds() -> object:
+        paused = await asking.start_async(PROGRAM, subject="bench")
+        assert isinstance(paused, Paused)
+        key = paused.requests[0].key
+        return await asking.resume_async(paused.state, subject="bench", answers={key: True})
+
+    async def measure() -> tuple[dict[str, Any], int]:
+        stats = await measure_interleaved_async(
+            {"allowed": allowed, "approved": approved, "two_rounds": two_rounds}, samples=30
+        )
+        paused = await asking.start_async(PROGRAM, subject="bench")
+        assert isinstance(paused, Paused)
+        return stats, len(paused.state)
+
+    try:
+        stats, state_bytes = asyncio.run(measure())
+    finally:
+        plain.close()
+        asking.close()
+    ms = {name: s.p50 * 1e3 for name, s in stats.items()}
+    return {
+        "p50_ms": ms,
+        "state_bytes": state_bytes,
+        "summary": [
+            f"a program of two calls (p50): the second allowed outright {ms['allowed']:.2f} ms, "
+            f"approved at once {ms['approved']:.2f} ms ({ms['approved'] / ms['allowed']:.2f}x: "
+            f"one pause, +{ms['approved'] - ms['allowed']:.2f} ms), in two rounds as over "
+            f"input_required {ms['two_rounds']:.2f} ms",
+            f"the paused state of that program, holding 200 small rows: {state_bytes / 1024:.1f} KiB",
+        ],
+    }

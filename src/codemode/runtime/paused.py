@@ -1,0 +1,180 @@
+"""What a program paused for an approval carries to where it resumes.
+
+The state holds the interpreter's dump and everything else the execution needs to go on
+as if it had never stopped: the calls it made and their records, its budgets used, its
+printed output, the time it has left, and the calls a person is asked about. It names
+the versions of codemode and pydantic-monty that wrote it and a digest of the
+capabilities the program could call, so a replica of another version, or one whose
+catalog differs, refuses it rather than resume a program into a world it did not see.
+
+It is plain JSON and trusts its reader: it must be sealed (encrypted and authenticated)
+before it leaves the process, and only a sealed state a server minted may be loaded.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import uuid
+import zlib
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from importlib.metadata import version
+from typing import Any
+
+from codemode.capabilities import Capability
+from codemode.capabilities import typehints as t
+from codemode.errors import (
+    ERROR_CLASSES,
+    CallRecord,
+    CodeModeError,
+    ErrorCode,
+    ResumeRefusedError,
+    Where,
+)
+from codemode.types import JSONObject
+
+FORMAT = 1
+
+VERSIONS = {"codemode": version("codemode"), "pydantic-monty": version("pydantic-monty")}
+"""What wrote a state: a replica of another version refuses it."""
+
+OTHER_VERSION = "the program was paused by another version of codemode; run it again"
+OTHER_CATALOG = "the capabilities changed while the program was paused; run it again"
+RESUMED = "this paused program was resumed already"
+UNREADABLE = "the paused program cannot be read"
+NOT_YOURS = "the paused program belongs to another caller"
+
+
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """A call waiting for a person's answer."""
+
+    key: str
+    call_id: int
+    capability: str
+    capability_id: str
+    arguments: JSONObject
+    span: tuple[int, int]
+    message: str
+    asked_at: float
+    """Seconds since the epoch: the wait is bounded from here, on any replica."""
+
+
+@dataclass(frozen=True, slots=True)
+class Injected:
+    """An error raised inside the program before it paused (so it is known again if the
+    program lets it out later)."""
+
+    where: Where
+    exc_type: str
+    message: str
+    code: str
+    detail: str | None
+
+    def error(self) -> CodeModeError:
+        return ERROR_CLASSES[ErrorCode(self.code)](self.detail)
+
+
+@dataclass(frozen=True, slots=True)
+class PausedState:
+    """Everything a paused execution needs to go on."""
+
+    id: str
+    execution_id: str
+    subject: str
+    source: str
+    snapshot: bytes
+    catalog: str
+    asks: tuple[Ask, ...]
+    calls: tuple[str, ...]
+    records: tuple[CallRecord, ...]
+    injected: tuple[Injected, ...]
+    printed: str
+    seconds_left: float
+    elapsed: float
+    """Seconds the execution ran before (waiting for a person not counted)."""
+    sandbox_seconds: float
+    capability_seconds: float
+    result_bytes: int
+    approvals: int
+    """Calls asked about so far, these included."""
+    versions: dict[str, str]
+
+    def encode(self) -> bytes:
+        data: dict[str, Any] = asdict(self)
+        data["format"] = FORMAT
+        # Compressed: a program's data is mostly text. Whatever length it leaks is of the
+        # program's own values, which its caller has anyway.
+        data["snapshot"] = base64.b64encode(zlib.compress(self.snapshot)).decode("ascii")
+        return json.dumps(data, separators=(",", ":")).encode()
+
+    @classmethod
+    def decode(cls, encoded: bytes) -> PausedState:
+        """The state, or ResumeRefusedError for one of another version or unreadable."""
+        try:
+            data = json.loads(encoded)
+            if data.pop("format") != FORMAT or data["versions"] != VERSIONS:
+                raise ResumeRefusedError(OTHER_VERSION)
+            data["snapshot"] = zlib.decompress(base64.b64decode(data["snapshot"], validate=True))
+            data["asks"] = tuple(Ask(**{**ask, "span": tuple(ask["span"])}) for ask in data["asks"])
+            data["calls"] = tuple(data["calls"])
+            data["records"] = tuple(CallRecord(**record) for record in data["records"])
+            data["injected"] = tuple(
+                Injected(**{**item, "where": Where(**item["where"])}) for item in data["injected"]
+            )
+            return cls(**data)
+        except ResumeRefusedError:
+            raise
+        except Exception:
+            raise ResumeRefusedError(UNREADABLE) from None
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+class CatalogDigest:
+    """`catalog_digest` of one view, made the first time a program of it pauses."""
+
+    def __init__(self, capabilities: Iterable[Capability]) -> None:
+        self._capabilities = capabilities
+        self._digest: str | None = None
+
+    def __call__(self) -> str:
+        if self._digest is None:
+            self._digest = catalog_digest(self._capabilities)
+        return self._digest
+
+
+def catalog_digest(capabilities: Iterable[Capability]) -> str:
+    """A digest of what a program can call: each capability's id and name, its
+    parameters and result as `describe` shows them, and its annotations."""
+    digest = hashlib.sha256()
+    for capability in sorted(capabilities, key=lambda c: c.id):
+        parts = [
+            capability.id,
+            capability.name,
+            json.dumps(dict(capability.annotations), sort_keys=True),
+            t.notation(capability.result_annotation),
+            *(f"{p.key}:{p.notation}:{p.constraints}:{p.filled}" for p in capability.parameters),
+        ]
+        digest.update("\x1f".join(parts).encode("utf-8", "surrogatepass") + b"\x1e")
+    return digest.hexdigest()
+
+
+__all__ = [
+    "NOT_YOURS",
+    "OTHER_CATALOG",
+    "OTHER_VERSION",
+    "RESUMED",
+    "UNREADABLE",
+    "VERSIONS",
+    "Ask",
+    "CatalogDigest",
+    "Injected",
+    "PausedState",
+    "catalog_digest",
+    "new_id",
+]

@@ -1,0 +1,58 @@
+"""A host whose deletes need a person's approval, for the approval tests.
+
+Every call its handlers run is appended to the file `CODEMODE_TEST_CALLS` names (with the
+process id), so a test counts them across processes; `CODEMODE_TEST_WAIT` is the
+approval wait.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TypedDict
+
+from codemode import CodeMode, Limits
+from codemode.authz import AuthorizationRequest, RequireApproval
+
+CANARY = "CANARY-approval-message-7f3a"
+"""In every approval message: a person reads it, the model never does."""
+
+
+class Ticket(TypedDict):
+    id: int
+    title: str
+
+
+def ask_before_deleting(request: AuthorizationRequest) -> RequireApproval | None:
+    if request.capability_name == "tickets.delete":
+        return RequireApproval(f"Delete ticket {request.arguments['id']}? ({CANARY})")
+    return None
+
+
+def _record(line: str) -> None:
+    path = os.environ.get("CODEMODE_TEST_CALLS")
+    if path:
+        with open(path, "a") as calls:
+            calls.write(f"{os.getpid()} {line}\n")
+
+
+def build() -> CodeMode:
+    wait = float(os.environ.get("CODEMODE_TEST_WAIT", 600))
+    cm = CodeMode(
+        authorizer=ask_before_deleting,
+        limits=Limits(max_approval_wait_seconds=wait),
+        name="tickets",
+    )
+
+    @cm.capability("tickets.list", summary="List the open tickets.")
+    def list_tickets() -> list[Ticket]:
+        _record("list")
+        return [{"id": i, "title": f"ticket {i}"} for i in range(1, 4)]
+
+    @cm.capability(
+        "tickets.delete", summary="Delete a ticket.", annotations={"destructiveHint": True}
+    )
+    def delete_ticket(*, id: int) -> bool:
+        _record(f"delete {id}")
+        return True
+
+    return cm

@@ -1,0 +1,317 @@
+"""A person approves a call in the middle of a program: the library's side, in the real
+sandbox (a paused program is the interpreter's own dump, resumed in another worker)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from codemode import CodeMode, Limits
+from codemode.approvals import ApprovalRequest, InProcessReplayGuard, Paused
+from codemode.authz import AuthorizationRequest, RequireApproval
+from codemode.errors import (
+    ApprovalDeclinedError,
+    ApprovalUnavailableError,
+    ErrorCode,
+    ResourceLimitError,
+    ResumeRefusedError,
+)
+from codemode.events import (
+    ApprovalAsked,
+    ApprovalDeclined,
+    ApprovalGranted,
+    ApprovalTimedOut,
+    Event,
+    ExecutionFinished,
+    ExecutionStarted,
+)
+from codemode.runtime import ExecutionResult
+from tests.approvals.host import CANARY, build
+
+DECLINED = "approval declined: a person declined this call; do not retry it"
+UNAVAILABLE = (
+    "approval unavailable: this call needs a person's approval, and this client cannot ask for it"
+)
+
+DELETE_TWO = """\
+def main():
+    rows = tickets.list()
+    print("open:", len(rows))
+    done = []
+    for ticket in rows[:2]:
+        try:
+            done.append(tickets.delete(id=ticket["id"]))
+        except PermissionError as error:
+            done.append(str(error))
+    return done
+"""
+
+GATHERED = """\
+import asyncio
+
+async def main():
+    first = await tickets.list()
+    deleted, again = await asyncio.gather(tickets.delete(id=1), tickets.list())
+    return [deleted, len(first), len(again)]
+"""
+
+UNCAUGHT = """\
+def main():
+    tickets.list()
+    return tickets.delete(id=2)
+"""
+
+
+@pytest.fixture
+def calls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "calls"
+    path.write_text("")
+    monkeypatch.setenv("CODEMODE_TEST_CALLS", str(path))
+    return path
+
+
+def ran(calls: Path) -> list[str]:
+    return [line.split(" ", 1)[1] for line in calls.read_text().splitlines()]
+
+
+@pytest.fixture
+def cm() -> Iterator[CodeMode]:
+    with build() as cm:
+        yield cm
+
+
+def answering(*approved: int) -> Any:
+    """An approver that approves the deletes of these ids, and records each request."""
+    asked: list[ApprovalRequest] = []
+
+    async def approve(request: ApprovalRequest) -> bool:
+        asked.append(request)
+        return request.arguments["id"] in approved
+
+    approve.asked = asked  # type: ignore[attr-defined]
+    return approve
+
+
+def test_an_approved_call_runs_once_and_a_declined_one_is_caught(cm: CodeMode, calls: Path) -> None:
+    approve = answering(1)
+    result = asyncio.run(cm.execute_async(DELETE_TWO, subject="alice", approve=approve))
+    assert result.value == [True, DECLINED]
+    assert result.printed == "open: 3\n"
+    assert result.usage.capability_calls == ("tickets.list", "tickets.delete", "tickets.delete")
+    assert ran(calls) == ["list", "delete 1"]  # the list before the pauses never ran again
+    assert [(r.key, r.capability_name, r.arguments) for r in approve.asked] == [
+        ("approval-2", "tickets.delete", {"id": 1}),
+        ("approval-3", "tickets.delete", {"id": 2}),
+    ]
+    assert approve.asked[0].message == f"Delete ticket 1? ({CANARY})"
+    assert CANARY not in json.dumps(result.value) + result.printed
+
+
+def test_a_declined_call_the_program_does_not_catch_fails_at_its_line(
+    cm: CodeMode, calls: Path
+) -> None:
+    with pytest.raises(ApprovalDeclinedError) as raised:
+        asyncio.run(cm.execute_async(UNCAUGHT, subject="alice", approve=answering()))
+    error = raised.value
+    assert str(error) == DECLINED
+    assert error.code is ErrorCode.APPROVAL_DECLINED
+    assert error.where is not None and (error.where.line, error.where.column) == (3, 12)
+    assert [(c.capability, c.outcome) for c in error.calls] == [
+        ("tickets.list", "ok"),
+        ("tickets.delete", "approval_declined"),
+    ]
+    assert CANARY not in error.report()
+    assert ran(calls) == ["list"]
+
+
+def test_an_async_program_pauses_after_its_other_calls_settle(cm: CodeMode, calls: Path) -> None:
+    result = asyncio.run(cm.execute_async(GATHERED, subject="alice", approve=answering(1)))
+    assert result.value == [True, 3, 3]
+    assert ran(calls) == ["list", "list", "delete 1"]
+
+
+def test_without_a_person_to_ask_the_call_fails_closed(cm: CodeMode, calls: Path) -> None:
+    result = asyncio.run(cm.execute_async(DELETE_TWO, subject="alice"))
+    assert result.value == [UNAVAILABLE, UNAVAILABLE]
+    with pytest.raises(ApprovalUnavailableError) as raised:
+        cm.execute(UNCAUGHT, subject="alice")
+    assert str(raised.value) == UNAVAILABLE
+    assert ran(calls) == ["list", "list"]
+
+
+def paused(cm: CodeMode, source: str = UNCAUGHT) -> Paused:
+    outcome = asyncio.run(cm.start_async(source, subject="alice"))
+    assert isinstance(outcome, Paused)
+    return outcome
+
+
+def test_a_paused_state_resumes_at_most_once(cm: CodeMode, calls: Path) -> None:
+    first = paused(cm)
+    (request,) = first.requests
+    done = asyncio.run(cm.resume_async(first.state, subject="alice", answers={request.key: True}))
+    assert isinstance(done, ExecutionResult) and done.value is True
+    with pytest.raises(ResumeRefusedError) as raised:
+        asyncio.run(cm.resume_async(first.state, subject="alice", answers={request.key: True}))
+    assert str(raised.value) == "resume refused: this paused program was resumed already"
+    assert ran(calls) == ["list", "delete 2"]
+
+
+def test_a_state_is_refused_to_another_subject_version_or_catalog(
+    cm: CodeMode, calls: Path
+) -> None:
+    state = paused(cm).state
+    yes = {"approval-2": True}
+
+    def refused(state: bytes, subject: str = "alice") -> str:
+        with pytest.raises(ResumeRefusedError) as raised:
+            asyncio.run(cm.resume_async(state, subject=subject, answers=yes))
+        return str(raised.value)
+
+    assert refused(state, "bob") == "resume refused: the paused program belongs to another caller"
+    data = json.loads(state)
+    data["versions"]["codemode"] = "0.0.1"
+    assert refused(json.dumps(data).encode()) == (
+        "resume refused: the program was paused by another version of codemode; run it again"
+    )
+    assert refused(b"not a state") == "resume refused: the paused program cannot be read"
+
+    @cm.capability("tickets.close", summary="Close a ticket.")
+    def close(*, id: int) -> bool:
+        return True
+
+    assert refused(state) == (
+        "resume refused: the capabilities changed while the program was paused; run it again"
+    )
+    assert ran(calls) == ["list"]
+
+
+def test_an_answer_past_the_wait_times_out(calls: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CODEMODE_TEST_WAIT", "0.05")
+    events: list[Event] = []
+    with build() as cm:
+        cm.configure(on_event=events.append)
+        never = asyncio.Event()
+
+        async def no_one_answers(request: ApprovalRequest) -> bool:
+            await never.wait()
+            return True
+
+        result = asyncio.run(cm.execute_async(DELETE_TWO, subject="alice", approve=no_one_answers))
+    timed_out = "approval timed out: no one answered within 0.05 s"
+    assert result.value == [timed_out, timed_out]
+    assert [type(e) for e in events if isinstance(e, ApprovalTimedOut)] == [ApprovalTimedOut] * 2
+    assert ran(calls) == ["list"]
+
+
+def test_the_audit_trail_asks_and_answers(cm: CodeMode, calls: Path) -> None:
+    events: list[Event] = []
+    cm.configure(on_event=events.append)
+    asyncio.run(cm.execute_async(DELETE_TWO, subject="alice", approve=answering(1)))
+    kinds = [
+        (type(e).__name__, getattr(e, "arguments", None))
+        for e in events
+        if isinstance(e, ApprovalAsked | ApprovalGranted | ApprovalDeclined)
+    ]
+    assert kinds == [
+        ("ApprovalAsked", {"id": 1}),
+        ("ApprovalGranted", {"id": 1}),
+        ("ApprovalAsked", {"id": 2}),
+        ("ApprovalDeclined", {"id": 2}),
+    ]
+    asked = next(e for e in events if isinstance(e, ApprovalAsked))
+    assert asked.subject == "alice" and asked.capability == "tickets.delete"
+    assert asked.message == f"Delete ticket 1? ({CANARY})"
+    # One execution from start to end, whatever it waited for.
+    assert [type(e) for e in events if isinstance(e, ExecutionStarted | ExecutionFinished)] == [
+        ExecutionStarted,
+        ExecutionFinished,
+    ]
+    assert len({e.execution_id for e in events}) == 1
+
+
+def test_approvals_per_execution_are_bounded() -> None:
+    with build() as cm:
+        cm.limits = Limits(max_approvals=1)
+        with pytest.raises(ResourceLimitError) as raised:
+            asyncio.run(cm.execute_async(DELETE_TWO, subject="alice", approve=answering(1, 2)))
+    assert str(raised.value) == "resource limit exceeded: approvals (limit 1) at <codemode>:7:25"
+
+
+def test_a_program_that_holds_too_much_cannot_pause() -> None:
+    holds = (
+        "import hashlib\n"
+        "def main():\n"
+        "    rows = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(5000)]\n"
+        "    return tickets.delete(id=1)\n"
+    )
+    with build() as cm:
+        cm.limits = Limits(max_paused_bytes=64 * 1024)
+        with pytest.raises(ResourceLimitError) as raised:
+            asyncio.run(cm.execute_async(holds, subject="alice", approve=answering(1)))
+    assert str(raised.value).startswith(
+        "resource limit exceeded: paused program size (limit 64 KiB, reached "
+    )
+    assert str(raised.value).endswith(" at <codemode>:4:12")
+
+
+def test_a_capability_that_asks_is_visible() -> None:
+    class AskingPolicy:
+        def __call__(self, request: AuthorizationRequest) -> RequireApproval:
+            return RequireApproval("Go ahead?")
+
+        def can_see(self, subject: str, capability_id: str, capability_name: str) -> object:
+            return RequireApproval("Go ahead?")
+
+    with CodeMode(authorizer=AskingPolicy(), hide_forbidden=True) as cm:
+
+        @cm.capability("tickets.delete", summary="Delete a ticket.")
+        def delete(*, id: int) -> bool:
+            return True
+
+        assert [hit.name for hit in cm.search("", subject="alice").results] == ["tickets.delete"]
+
+
+def test_a_replay_guard_remembers_a_state_until_it_expires() -> None:
+    now = [0.0]
+    guard = InProcessReplayGuard(clock=lambda: now[0])
+    assert asyncio.run(guard.claim("a", 10)) is True
+    assert asyncio.run(guard.claim("a", 10)) is False
+    now[0] = 10.0
+    assert asyncio.run(guard.claim("a", 10)) is True
+
+
+def test_spans_say_how_each_approval_ended(cm: CodeMode, calls: Path) -> None:
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):  # the first test to trace installs one
+        provider = TracerProvider()
+        trace.set_tracer_provider(provider)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    asyncio.run(cm.execute_async(DELETE_TWO, subject="alice", approve=answering(1)))
+    spans = exporter.get_finished_spans()
+    approvals = [
+        (s.name, (s.attributes or {}).get("codemode.approval"))
+        for s in spans
+        if s.name == "codemode.call tickets.delete"
+    ]
+    assert approvals == [
+        ("codemode.call tickets.delete", "asked"),
+        ("codemode.call tickets.delete", "approved"),
+        ("codemode.call tickets.delete", "asked"),
+        ("codemode.call tickets.delete", "declined"),
+    ]
+    outcomes = [
+        (s.attributes or {}).get("codemode.outcome") for s in spans if s.name == "codemode.execute"
+    ]
+    assert outcomes == ["paused", "paused", "ok"]
+    assert all(CANARY not in json.dumps(dict(s.attributes or {})) for s in spans)
