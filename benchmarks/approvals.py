@@ -18,6 +18,7 @@ from benchmarks._stats import measure_interleaved_async
 from codemode import CodeMode, Limits
 from codemode.approvals import ApprovalRequest, Paused
 from codemode.authz import AuthorizationRequest, RequireApproval
+from codemode.runtime.paused import PausedState
 
 PROGRAM = """\
 def main():
@@ -64,16 +65,17 @@ def run() -> dict[str, Any]:
         key = paused.requests[0].key
         return await asking.resume_async(paused.state, subject="bench", answers={key: True})
 
-    async def measure() -> tuple[dict[str, Any], int]:
+    async def measure() -> tuple[dict[str, Any], int, int]:
         stats = await measure_interleaved_async(
             {"allowed": allowed, "approved": approved, "two_rounds": two_rounds}, samples=30
         )
         paused = await asking.start_async(PROGRAM, subject="bench")
         assert isinstance(paused, Paused)
-        return stats, len(paused.state)
+        held = PausedState.decode(paused.state, asking.limits.max_paused_bytes).size
+        return stats, held, len(paused.state)
 
     try:
-        stats, state_bytes = asyncio.run(measure())
+        stats, held_bytes, state_bytes = asyncio.run(measure())
     finally:
         plain.close()
         asking.close()
@@ -81,11 +83,13 @@ def run() -> dict[str, Any]:
     return {
         "p50_ms": ms,
         "state_bytes": state_bytes,
+        "held_bytes": held_bytes,
         "summary": [
             f"a program of two calls (p50): the second allowed outright {ms['allowed']:.2f} ms, "
             f"approved at once {ms['approved']:.2f} ms ({ms['approved'] / ms['allowed']:.2f}x: "
             f"one pause, +{ms['approved'] - ms['allowed']:.2f} ms), in two rounds as over "
             f"input_required {ms['two_rounds']:.2f} ms",
-            f"the paused state of that program, holding 200 small rows: {state_bytes / 1024:.1f} KiB",
+            f"the paused state of that program, holding 200 small rows: "
+            f"{held_bytes / 1024:.1f} KiB held, {state_bytes / 1024:.1f} KiB as sent",
         ],
     }

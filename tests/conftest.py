@@ -15,6 +15,10 @@ from pathlib import Path
 from typing import Literal, TypedDict
 
 import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import codemode
 import codemode.testing
@@ -133,6 +137,21 @@ def monty_workers() -> list[int]:
         if fields[1] == me:
             pids.append(int(stat.parent.name))
     return pids
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    """The spans finished while the test runs. OpenTelemetry takes one tracer provider per
+    process (setting another is ignored), so the first test to trace installs it and each
+    test adds an exporter of its own, stopped when the test ends."""
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
+        provider = TracerProvider()
+        trace.set_tracer_provider(provider)
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    yield exporter
+    exporter.shutdown()
 
 
 @pytest.fixture(scope="session")

@@ -44,7 +44,14 @@ from codemode.events import EventHandler
 from codemode.limits import LimitKind, Limits, exceeded, size
 from codemode.runtime import Engine, Execution, ExecutionResult
 from codemode.runtime.clock import Clock
-from codemode.runtime.paused import NOT_YOURS, OTHER_CATALOG, RESUMED, PausedState
+from codemode.runtime.paused import (
+    NOT_YOURS,
+    OTHER_CATALOG,
+    OTHER_PROCESS,
+    RESUMED,
+    UNGUARDED,
+    PausedState,
+)
 from codemode.runtime.program import Programs
 from codemode.runtime.sandbox import MontySandbox, Sandbox
 
@@ -531,7 +538,8 @@ class CodeMode:
         while isinstance(outcome, Paused):
             assert approve is not None
             verdicts = await ask_each(outcome, approve, self.limits)
-            outcome = await self._resume(outcome.state, subject, verdicts)
+            # The state never left the process: nothing can replay it.
+            outcome = await self._resume(outcome.state, subject, verdicts, guarded=False)
         return outcome
 
     async def start_async(
@@ -548,17 +556,24 @@ class CodeMode:
             return await engine.execute_async(execution)
 
     async def resume_async(
-        self, state: bytes, *, subject: str, answers: Mapping[str, bool]
+        self,
+        state: bytes,
+        *,
+        subject: str,
+        answers: Mapping[str, bool],
+        pausable: bool = True,
     ) -> ExecutionResult | Paused:
         """Resume a `Paused` program with the person's answers (by `ApprovalRequest.key`:
         True approves; a request left out is declined). An approved call is authorized
         again, then runs; the calls made before the pause never run again. Refused with
         `ResumeRefusedError`, nothing run, for a state of another version, another
         catalog or another subject, or one that resumed already. `state` must be the
-        bytes `Paused` gave, unaltered (seal them when they leave the process)."""
+        bytes `Paused` gave, unaltered (seal them when they leave the process).
+        `pausable`: whether a later call that needs approval may pause it again (else
+        it fails with `approval unavailable`)."""
         self._freeze()
         with _last_resort("resume_async"):
-            paused = PausedState.decode(state)
+            paused = await self._decode(state)
             now = time.time()
             wait = self.limits.max_approval_wait_seconds
             verdicts = {
@@ -571,28 +586,33 @@ class CodeMode:
                 )
                 for ask in paused.asks
             }
-            return await self._resume(state, subject, verdicts, paused)
+            return await self._resume(state, subject, verdicts, paused=paused, pausable=pausable)
 
     async def _resume(
         self,
         state: bytes,
         subject: str,
         verdicts: Mapping[str, Verdict],
+        *,
         paused: PausedState | None = None,
+        guarded: bool = True,
+        pausable: bool = True,
     ) -> ExecutionResult | Paused:
         with _last_resort("resume_async"):
-            paused = paused or PausedState.decode(state)
+            paused = paused or await self._decode(state)
             engine = self._engine_for(subject)
             if paused.subject != subject:
                 raise ResumeRefusedError(NOT_YOURS)
+            if paused.guard != self.replay_guard.scope:
+                raise ResumeRefusedError(OTHER_PROCESS)
             snapshot, view = await self._off_loop(lambda: self._visible(subject), subject)
             setup = engine.setup(view)
             if await anyio.to_thread.run_sync(setup.digest) != paused.catalog:
                 raise ResumeRefusedError(OTHER_CATALOG)
-            if not await self.replay_guard.claim(paused.id, state_seconds(self.limits)):
+            if guarded and not await self._claim(paused.id):
                 raise ResumeRefusedError(RESUMED)
             execution = self._execution(
-                paused.source, subject, engine, snapshot, view, True, paused, verdicts
+                paused.source, subject, engine, snapshot, view, pausable, paused, verdicts
             )
             return await engine.execute_async(execution)
 
@@ -736,6 +756,22 @@ class CodeMode:
                 )
             return self._engine
 
+    async def _decode(self, state: bytes) -> PausedState:
+        """The state read off the event loop (it may hold a megabyte to inflate)."""
+        if not isinstance(state, bytes):
+            raise InvalidRequestError("a paused program's state must be bytes")
+        limit = self.limits.max_paused_bytes
+        return await anyio.to_thread.run_sync(PausedState.decode, state, limit)
+
+    async def _claim(self, state_id: str) -> bool:
+        """The replay guard's word that this state resumes for the first time; a guard
+        that cannot tell (Redis unreachable) refuses it: it might have resumed."""
+        try:
+            return await self.replay_guard.claim(state_id, state_seconds(self.limits))
+        except Exception:
+            log.exception("the replay guard failed; the paused program does not resume")
+            raise ResumeRefusedError(UNGUARDED) from None
+
     def _execution(
         self,
         source: str,
@@ -761,6 +797,7 @@ class CodeMode:
             trace_arguments=self.trace_arguments,
             disclose_limits=self.disclose_limits,
             pausable=pausable,
+            guard=self.replay_guard.scope,
             restored=restored,
             verdicts=verdicts,
         )

@@ -15,13 +15,17 @@ in this process (`InProcessReplayGuard`, the default) or, for several replicas, 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
+
+import anyio
 
 from codemode.limits import Limits
 from codemode.types import JSONObject
@@ -79,13 +83,19 @@ class Paused:
     state: bytes
 
 
-Approver = Callable[[ApprovalRequest], Awaitable[bool]]
-"""Asks a person: True approves the call, False declines it."""
+Approver = Callable[[ApprovalRequest], Awaitable[bool] | bool]
+"""Asks a person: True approves the call, False (or anything else) declines it. An async
+one runs on the caller's loop; a sync one on a thread of its own, left behind if no one
+answers in time."""
 
 
 @runtime_checkable
 class ReplayGuard(Protocol):
     """Remembers the paused states already resumed, so each resumes at most once."""
+
+    scope: str
+    """Which servers share what it remembers: the same on every replica that shares it.
+    A state paused under another scope is refused (no guard could vouch for it)."""
 
     async def claim(self, state_id: str, seconds: float) -> bool:
         """True the first time `state_id` is claimed within `seconds`, else False."""
@@ -97,6 +107,9 @@ class InProcessReplayGuard:
     forgotten once they could no longer be accepted anyway."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.scope = f"process:{uuid.uuid4().hex}"
+        """This process only, until it restarts: a state paused before a restart, or on
+        another replica, might have resumed already, so it is refused."""
         self._clock = clock
         self._seen: dict[str, float] = {}
         self._lock = threading.Lock()
@@ -113,6 +126,9 @@ class InProcessReplayGuard:
             return True
 
 
+_SCHEMES = ("redis", "rediss", "unix")
+
+
 class RedisReplayGuard:
     """A replay guard shared by replicas, in Redis (`pip install 'codemode[redis]'`):
     `SET key 1 NX EX seconds`, so one replica alone wins each state."""
@@ -122,15 +138,43 @@ class RedisReplayGuard:
     def __init__(self, client: Any) -> None:
         self.client = client
         """A `redis.asyncio.Redis`."""
+        self.scope = "redis"
+        """Every replica that records states in Redis."""
 
     @classmethod
     def from_url(cls, url: str) -> RedisReplayGuard:
-        """A guard over the Redis server at `url` (`redis://localhost:6379/0`)."""
-        try:
-            import redis.asyncio
-        except ImportError as missing:  # pragma: no cover - the extra names it
-            raise ImportError("RedisReplayGuard needs: pip install 'codemode[redis]'") from missing
+        """A guard over the Redis server at `url` (`redis://localhost:6379/0`); it
+        connects when first used."""
+        cls.check_url(url)
+        import redis.asyncio
+
         return cls(redis.asyncio.Redis.from_url(url))
+
+    @staticmethod
+    def check_url(url: str) -> None:
+        """ValueError for a URL that names no Redis server, or without the extra."""
+        if not isinstance(url, str) or url.split("://", 1)[0] not in _SCHEMES:
+            raise ValueError(
+                "the replay guard must be a Redis URL: redis://host:6379/0 (or rediss://, unix://)"
+            )
+        try:
+            import redis  # noqa: F401
+        except ImportError:
+            raise ValueError(
+                "the Redis replay guard needs the redis extra: pip install 'codemode[redis]'"
+            ) from None
+
+    @staticmethod
+    def unreachable(url: str) -> str | None:
+        """Why the Redis server at `url` cannot be reached now (None when it answers)."""
+        import redis
+
+        try:
+            with redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2) as client:
+                client.ping()
+        except redis.RedisError as error:
+            return type(error).__name__
+        return None
 
     async def claim(self, state_id: str, seconds: float) -> bool:
         """True for the one replica whose `SET NX` stored the key, else False."""
@@ -147,10 +191,11 @@ class RedisReplayGuard:
 async def ask_each(paused: Paused, approve: Approver, limits: Limits) -> Mapping[str, Verdict]:
     """Ask a person about each request in turn, each within the approval wait."""
     verdicts: dict[str, Verdict] = {}
+    asking = approve if inspect.iscoroutinefunction(approve) else _on_a_thread(approve)
     for request in paused.requests:
         try:
             async with asyncio.timeout(limits.max_approval_wait_seconds):
-                approved = await approve(request)
+                approved = await asking(request)
         except TimeoutError:
             verdicts[request.key] = Verdict.TIMED_OUT
             continue
@@ -159,6 +204,14 @@ async def ask_each(paused: Paused, approve: Approver, limits: Limits) -> Mapping
             approved = False
         verdicts[request.key] = Verdict.APPROVED if approved is True else Verdict.DECLINED
     return verdicts
+
+
+def _on_a_thread(approve: Approver) -> Callable[[ApprovalRequest], Awaitable[object]]:
+    async def asking(request: ApprovalRequest) -> object:
+        answer = await anyio.to_thread.run_sync(approve, request, abandon_on_cancel=True)
+        return await answer if inspect.isawaitable(answer) else answer
+
+    return asking
 
 
 __all__ = [

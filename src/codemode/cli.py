@@ -338,8 +338,10 @@ def _serve_options(command: Any) -> Any:
         click.option(
             "--replay-guard",
             metavar="REDIS_URL",
-            help="Record resumed paused programs in this Redis server (redis://host:6379/0), "
-            "so each resumes once across replicas; needs the codemode[redis] extra.",
+            help="Record the programs paused for an approval that resumed in this Redis "
+            "server (redis://host:6379/0), so replicas share it and each resumes once "
+            "(default: in this process only); give every replica the same "
+            "CODEMODE_REQUEST_STATE_KEY too. Needs the codemode[redis] extra.",
         ),
         click.option("--web", is_flag=True, help="Serve the playground at / (HTTP only)."),
         MCP_PATH,
@@ -427,6 +429,12 @@ def _start(
         raise click.UsageError(str(exc)) from None
     _refuse_open(config, options["insecure"])
     cm = load()
+    from codemode.mcp.approvals import security as sealing
+
+    try:
+        sealing(cm)  # a key that cannot seal is refused now, not at the first pause
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
     stdio_args = [*command, "--transport", "stdio", "--subject", subject]
     for key in SETUP:  # the same server over stdio: its policy, audit log and subject
         option, value = "--" + key.replace("_", "-"), setup[key]

@@ -406,7 +406,7 @@ class ApprovalUnavailableError(CodeModeError):
     def __init__(
         self,
         detail: str
-        | None = "this call needs a person's approval, and this client cannot ask for it",
+        | None = "this call needs a person's approval, and no one can be asked for it here",
         **kwargs: Any,
     ) -> None:
         super().__init__(detail, **kwargs)

@@ -10,6 +10,7 @@ line sits above it.
 from __future__ import annotations
 
 import base64
+import logging
 import os
 import pickle
 import signal
@@ -32,6 +33,9 @@ if TYPE_CHECKING:
 Transport = Literal["stdio", "http"]
 Policy = Callable[[CodeMode], Authorizer]
 """Builds the authorizer for the app about to be served (raising when it cannot)."""
+
+
+log = logging.getLogger("codemode")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -107,6 +111,10 @@ class ServeConfig:
         if self.tokens is not None:
             StaticTokens(self.tokens)  # none at all, or an empty one, is refused
             object.__setattr__(self, "tokens", dict(self.tokens))
+        if self.replay_guard is not None:
+            from codemode.approvals import RedisReplayGuard
+
+            RedisReplayGuard.check_url(self.replay_guard)
 
     def bearer_tokens(self) -> dict[str, str] | None:
         """The tokens to check: `tokens`, or what `token_file` holds now."""
@@ -305,6 +313,13 @@ def _configure(cm: CodeMode, config: ServeConfig) -> None:
         from codemode.approvals import RedisReplayGuard
 
         cm.replay_guard = RedisReplayGuard.from_url(config.replay_guard)
+        problem = RedisReplayGuard.unreachable(config.replay_guard)
+        if problem is not None:
+            log.warning(
+                "the replay guard cannot reach Redis now (%s): programs paused for an "
+                "approval cannot resume until it can",
+                problem,
+            )
     if config.policy is None and not config.hide_forbidden and config.audit_log is None:
         return
     authorizer = None if config.policy is None else config.policy(cm)

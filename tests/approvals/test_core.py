@@ -7,12 +7,14 @@ import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from pydantic import AfterValidator
 
 from codemode import CodeMode, Limits
-from codemode.approvals import ApprovalRequest, InProcessReplayGuard, Paused
+from codemode.approvals import ApprovalRequest, InProcessReplayGuard, Paused, RedisReplayGuard
 from codemode.authz import AuthorizationRequest, RequireApproval
 from codemode.errors import (
     ApprovalDeclinedError,
@@ -35,7 +37,7 @@ from tests.approvals.host import CANARY, build
 
 DECLINED = "approval declined: a person declined this call; do not retry it"
 UNAVAILABLE = (
-    "approval unavailable: this call needs a person's approval, and this client cannot ask for it"
+    "approval unavailable: this call needs a person's approval, and no one can be asked for it here"
 )
 
 DELETE_TWO = """\
@@ -285,23 +287,14 @@ def test_a_replay_guard_remembers_a_state_until_it_expires() -> None:
     assert asyncio.run(guard.claim("a", 10)) is True
 
 
-def test_spans_say_how_each_approval_ended(cm: CodeMode, calls: Path) -> None:
-    from opentelemetry import trace
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    exporter = InMemorySpanExporter()
-    provider = trace.get_tracer_provider()
-    if not isinstance(provider, TracerProvider):  # the first test to trace installs one
-        provider = TracerProvider()
-        trace.set_tracer_provider(provider)
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
+def test_spans_say_how_each_approval_ended(
+    cm: CodeMode, calls: Path, spans: InMemorySpanExporter
+) -> None:
     asyncio.run(cm.execute_async(DELETE_TWO, subject="alice", approve=answering(1)))
-    spans = exporter.get_finished_spans()
+    finished = spans.get_finished_spans()
     approvals = [
         (s.name, (s.attributes or {}).get("codemode.approval"))
-        for s in spans
+        for s in finished
         if s.name == "codemode.call tickets.delete"
     ]
     assert approvals == [
@@ -311,7 +304,128 @@ def test_spans_say_how_each_approval_ended(cm: CodeMode, calls: Path) -> None:
         ("codemode.call tickets.delete", "declined"),
     ]
     outcomes = [
-        (s.attributes or {}).get("codemode.outcome") for s in spans if s.name == "codemode.execute"
+        (s.attributes or {}).get("codemode.outcome")
+        for s in finished
+        if s.name == "codemode.execute"
     ]
     assert outcomes == ["paused", "paused", "ok"]
-    assert all(CANARY not in json.dumps(dict(s.attributes or {})) for s in spans)
+    assert all(CANARY not in json.dumps(dict(s.attributes or {})) for s in finished)
+
+
+def test_the_approved_call_runs_with_the_arguments_the_person_saw(calls: Path) -> None:
+    """A validator that changes a value runs once, as for any call: the person is shown
+    its result, and that is what the handler gets."""
+    seen: list[dict[str, Any]] = []
+    ran_with: list[str] = []
+
+    def ask(request: AuthorizationRequest) -> RequireApproval:
+        return RequireApproval("Delete it?")
+
+    with CodeMode(authorizer=ask) as cm:
+
+        @cm.capability("files.delete", summary="Delete a file.")
+        def delete(*, path: Annotated[str, AfterValidator(lambda p: "/srv/" + p)]) -> str:
+            ran_with.append(path)
+            return path
+
+        async def approve(request: ApprovalRequest) -> bool:
+            seen.append(request.arguments)
+            return True
+
+        source = "def main():\n    return files.delete(path='report.txt')\n"
+        result = asyncio.run(cm.execute_async(source, subject="alice", approve=approve))
+    assert seen == [{"path": "/srv/report.txt"}]
+    assert ran_with == ["/srv/report.txt"] and result.value == "/srv/report.txt"
+
+
+def test_a_state_paused_by_another_process_is_refused_without_a_shared_guard(
+    calls: Path,
+) -> None:
+    with build() as first, build() as second:  # two processes' own guards
+        state = paused(first).state
+        with pytest.raises(ResumeRefusedError) as raised:
+            asyncio.run(second.resume_async(state, subject="alice", answers={"approval-2": True}))
+    assert str(raised.value) == (
+        "resume refused: the program was paused by another server process, and this one "
+        "cannot tell whether it resumed already; run it again"
+    )
+    shared = InProcessReplayGuard()  # as replicas share one in Redis
+    with build() as first, build() as second:
+        first.replay_guard = second.replay_guard = shared
+        state = paused(first).state
+        done = asyncio.run(
+            second.resume_async(state, subject="alice", answers={"approval-2": True})
+        )
+        assert isinstance(done, ExecutionResult) and done.value is True
+        with pytest.raises(ResumeRefusedError):
+            asyncio.run(first.resume_async(state, subject="alice", answers={"approval-2": True}))
+    assert ran(calls) == ["list", "list", "delete 2"]
+
+
+def test_a_call_never_awaited_is_never_asked_about(cm: CodeMode, calls: Path) -> None:
+    source = "async def main():\n    pending = tickets.delete(id=1)\n    return 1\n"
+    approve = answering(1)
+    for _ in range(3):  # whichever comes first, the program's end or the question
+        result = asyncio.run(cm.execute_async(source, subject="alice", approve=approve))
+        assert result.value == 1
+    assert approve.asked == [] and ran(calls) == []
+
+
+def test_a_program_whose_interpreter_cannot_be_dumped_cannot_pause(cm: CodeMode) -> None:
+    source = (
+        "def main():\n    big = 'a' * 90_000_000\n    return [tickets.delete(id=1), len(big)]\n"
+    )
+    with pytest.raises(ResourceLimitError) as raised:
+        asyncio.run(cm.execute_async(source, subject="alice", approve=answering(1)))
+    assert str(raised.value) == (
+        "resource limit exceeded: paused program size (limit 1 MiB) at <codemode>:3:13"
+    )
+
+
+def test_a_state_holding_more_than_this_server_takes_is_refused(calls: Path) -> None:
+    holds = (
+        "import hashlib\n"
+        "def main():\n"
+        "    rows = [hashlib.sha256(str(i).encode()).digest() for i in range(3000)]\n"
+        "    return tickets.delete(id=1)\n"
+    )
+    with build() as cm:
+        state = paused(cm, holds).state
+        cm.limits = Limits(max_paused_bytes=64 * 1024)
+        with pytest.raises(ResumeRefusedError) as raised:
+            asyncio.run(cm.resume_async(state, subject="alice", answers={"approval-2": True}))
+    assert str(raised.value) == "resume refused: the paused program cannot be read"
+    assert ran(calls) == []
+
+
+def test_a_sync_approver_is_asked_on_a_thread(cm: CodeMode, calls: Path) -> None:
+    def yes(request: ApprovalRequest) -> bool:
+        return True
+
+    result = asyncio.run(cm.execute_async(UNCAUGHT, subject="alice", approve=yes))
+    assert result.value is True
+
+
+def test_a_resumed_program_that_may_not_pause_again_fails_closed(cm: CodeMode, calls: Path) -> None:
+    first = paused(cm, DELETE_TWO)
+    again = asyncio.run(
+        cm.resume_async(first.state, subject="alice", answers={"approval-2": True}, pausable=False)
+    )
+    assert isinstance(again, ExecutionResult)
+    assert again.value == [True, UNAVAILABLE]
+
+
+def test_the_redis_guard_lets_one_replica_alone_claim_a_state(redis_url: str) -> None:
+    async def claims() -> list[bool]:
+        first, second = RedisReplayGuard.from_url(redis_url), RedisReplayGuard.from_url(redis_url)
+        try:
+            return [await first.claim("s-1", 5), await second.claim("s-1", 5)]
+        finally:
+            await first.aclose()
+            await second.aclose()
+
+    assert asyncio.run(claims()) == [True, False]
+    assert RedisReplayGuard.unreachable(redis_url) is None
+    assert RedisReplayGuard.unreachable("redis://127.0.0.1:1/0") == "ConnectionError"
+    with pytest.raises(ValueError, match="must be a Redis URL"):
+        RedisReplayGuard.check_url("localhost:6379")

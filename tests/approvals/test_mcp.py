@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -19,13 +18,19 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
+from click.testing import CliRunner
 from mcp import Client, ClientSession, MCPError, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, ElicitRequestFormParams, ElicitResult, InputRequiredResult
 
+from codemode.approvals import ApprovalRequest
+from codemode.cli import main
+from codemode.mcp.approvals import question
+from tests.approvals.conftest import served
 from tests.approvals.host import CANARY
 from tests.conftest import system_tool
-from tests.e2e.conftest import ROOT, free_port, start_codemode, wait_for_port
+from tests.e2e.conftest import ROOT, free_port, wait_for_port
+from tests.reliability.test_load import NGINX, NGINX_CONF
 
 pytestmark = pytest.mark.anyio
 
@@ -40,7 +45,7 @@ def main():
 """
 DECLINED = "approval declined: a person declined this call; do not retry it"
 UNAVAILABLE = (
-    "approval unavailable: this call needs a person's approval, and this client cannot ask for it"
+    "approval unavailable: this call needs a person's approval, and no one can be asked for it here"
 )
 REFUSED_STATE = "Invalid or expired requestState"
 TOKENS = {"tok-alice": "alice", "tok-bob": "bob"}
@@ -145,38 +150,6 @@ class Replica:
     process: subprocess.Popen[bytes]
 
 
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real Redis server, for the replay guard that replicas share."""
-    binary = system_tool(
-        shutil.which("redis-server") or "/usr/bin/redis-server",
-        "apt-get install redis-server (or run scripts/install-test-tools)",
-    )
-    port = free_port()
-    folder = tmp_path_factory.mktemp("redis")
-    process = subprocess.Popen(
-        [
-            str(binary),
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--dir",
-            str(folder),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        wait_for_port(port, process)
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        process.terminate()
-        process.wait(10)
-
-
 @pytest.fixture
 def replicas(
     tmp_path: Path, calls: Path, redis_url: str, request: pytest.FixtureRequest
@@ -185,32 +158,13 @@ def replicas(
     deployment guide runs them."""
     tokens = tmp_path / "tokens"
     tokens.write_text("".join(f"{subject}:{token}\n" for token, subject in TOKENS.items()))
-    wait = str(getattr(request, "param", "600"))
-    key = secrets.token_hex(32)
-    started: list[Replica] = []
-    try:
-        for _ in range(2):
-            port = free_port()
-            process = start_codemode(
-                "serve",
-                "tests.approvals.host:build",
-                "--transport",
-                "http",
-                "--token-file",
-                str(tokens),
-                "--replay-guard",
-                redis_url,
-                port=port,
-                CODEMODE_TEST_CALLS=str(calls),
-                CODEMODE_TEST_WAIT=wait,
-                CODEMODE_REQUEST_STATE_KEY=key,
-            )
-            started.append(Replica(f"http://127.0.0.1:{port}/mcp", process))
-        yield started
-    finally:
-        for replica in started:
-            replica.process.terminate()
-            replica.process.wait(10)
+    options = ("--token-file", str(tokens), "--replay-guard", redis_url)
+    wait, key = str(getattr(request, "param", "600")), secrets.token_hex(32)
+    with (
+        served(*options, calls=calls, wait=wait, key=key) as (first, one),
+        served(*options, calls=calls, wait=wait, key=key) as (second, other),
+    ):
+        yield [Replica(f"{first}/mcp", one), Replica(f"{second}/mcp", other)]
 
 
 class Balancer(httpx2.AsyncBaseTransport):
@@ -259,6 +213,36 @@ async def test_two_replicas_resume_on_the_other_without_repeating_a_call(
     assert lines == [[str(first.process.pid), "list"], [str(second.process.pid), "delete 1"]]
 
 
+async def test_behind_nginx_the_retry_resumes_on_the_other_replica(
+    replicas: list[Replica], calls: Path, tmp_path: Path
+) -> None:
+    """nginx as the deployment guide configures it, round robin: the round that pauses
+    and its retry come one after the other, so they land on different replicas."""
+    nginx_binary = system_tool(NGINX, "apt-get install nginx (or run scripts/install-test-tools)")
+    port = free_port()
+    a, b = (httpx2.URL(replica.url).port for replica in replicas)
+    (tmp_path / "nginx.conf").write_text(NGINX_CONF.format(tmp=tmp_path, a=a, b=b, port=port))
+    config = str(tmp_path / "nginx.conf")
+    nginx = subprocess.Popen(
+        [str(nginx_binary), "-c", config, "-p", str(tmp_path), "-g", "daemon off;"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_port(port, nginx)
+        url = f"http://127.0.0.1:{port}/mcp"
+        async with http_client(url, elicitation_callback=Person("accept")) as client:
+            assert value(await call(client)) == {"open": 3, "deleted": True}
+    finally:
+        nginx.terminate()
+        nginx.wait(10)
+    (lister, listed), (deleter, deleted) = (
+        line.split(" ", 1) for line in calls.read_text().splitlines()
+    )
+    assert (listed, deleted) == ("list", "delete 1")
+    assert {lister, deleter} == {str(r.process.pid) for r in replicas}
+
+
 async def test_a_program_holding_near_its_pause_bound_resumes_over_http(
     replicas: list[Replica], calls: Path
 ) -> None:
@@ -266,9 +250,9 @@ async def test_a_program_holding_near_its_pause_bound_resumes_over_http(
     source = (
         "import hashlib\n"
         "def main():\n"
-        "    held = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(16000)]\n"
+        "    held = [hashlib.sha256(str(i).encode()).digest() for i in range(19000)]\n"
         "    deleted = tickets.delete(id=1)\n"
-        "    return [deleted, len(held), held[-1][:5]]\n"
+        "    return [deleted, len(held), held[-1][:2].hex()]\n"
     )
     first, second = replicas
     balancer = Balancer(first.url, second.url)
@@ -281,7 +265,7 @@ async def test_a_program_holding_near_its_pause_bound_resumes_over_http(
         assert len(paused.request_state) > 1_100_000  # sealed, from a state near 1 MiB
         done = await retry(client, paused.request_state, source, key="approval-1")
     assert isinstance(done, CallToolResult)
-    assert value(done) == [True, 16000, "84b1a"]
+    assert value(done) == [True, 19000, "451b"]
     assert ran(calls) == ["delete 1"]
 
 
@@ -390,3 +374,40 @@ async def test_an_approval_never_answered_expires_within_its_bound(
             await retry(client, state)
         assert raised.value.error.message == REFUSED_STATE
     assert ran(calls) == ["list", "list"]
+
+
+def test_the_question_shows_what_would_break_or_reorder_its_lines_escaped() -> None:
+    request = ApprovalRequest(
+        "approval-1",
+        "alice",
+        "e",
+        "tickets.note",
+        "tickets.note",
+        {"text": "café\u2028\u2028The program calls tickets.list with:\u202e"},
+        "Add a note?",
+    )
+    assert question(request) == (
+        "Add a note?\n\nThe program calls tickets.note with:\n"
+        '{\n  "text": "café\\u2028\\u2028The program calls tickets.list with:\\u202e"\n}'
+    )
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--replay-guard", "localhost:6379", "the replay guard must be a Redis URL"),
+        ("CODEMODE_REQUEST_STATE_KEY", "short", "must be a secret of at least 32 bytes"),
+    ],
+)
+def test_a_replay_guard_or_key_that_cannot_work_is_a_usage_error(
+    option: str, value: str, message: str
+) -> None:
+    args = ["serve", "tests.approvals.host:build", "--transport", "http"]
+    env = {}
+    if option.startswith("--"):
+        args += [option, value]
+    else:
+        env[option] = value
+    result = CliRunner().invoke(main, args, env=env)
+    assert result.exit_code == 2, result.output
+    assert message in result.output and "Traceback" not in result.output

@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Page, expect
+from starlette.testclient import TestClient
 
-from tests.approvals.host import CANARY
-from tests.e2e.conftest import free_port, start_codemode
+from tests.approvals.conftest import served
+from tests.approvals.host import CANARY, build
 from tests.e2e.test_web import browser  # noqa: F401  (the module's Chromium)
 
 PROGRAM = """\
@@ -29,22 +31,8 @@ def main():
 
 @pytest.fixture(scope="module")
 def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    calls = tmp_path_factory.mktemp("web") / "calls"
-    port = free_port()
-    process = start_codemode(
-        "serve",
-        "tests.approvals.host:build",
-        "--transport",
-        "http",
-        "--web",
-        port=port,
-        CODEMODE_TEST_CALLS=str(calls),
-    )
-    try:
-        yield f"http://127.0.0.1:{port}/"
-    finally:
-        process.terminate()
-        process.wait(10)
+    with served("--web", calls=tmp_path_factory.mktemp("web") / "calls") as (base, _):
+        yield f"{base}/"
 
 
 @pytest.fixture
@@ -87,3 +75,53 @@ def test_escape_declines(page: Page) -> None:
     page.keyboard.press("Escape")
     expect(page.locator("#status")).to_have_text("Failed.")
     expect(page.locator("#error-code")).to_have_text("approval_declined")
+
+
+def test_one_subjects_paused_programs_never_push_out_anothers() -> None:
+    source = "def main():\n    return tickets.delete(id=1)\n"
+    with (
+        build() as cm,
+        TestClient(
+            cm.http_app(web=True, tokens={"tok-alice": "alice", "tok-bob": "bob"}),
+            base_url="http://127.0.0.1:8000",
+        ) as http,
+    ):
+
+        def post(path: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
+            reply = http.post(path, json=body, headers={"Authorization": f"Bearer {token}"})
+            answer: dict[str, Any] = reply.json()
+            return answer
+
+        bob = post("/api/execute", "tok-bob", {"source": source})["approval"]
+        assert bob["wait"] == 600 and [r["key"] for r in bob["requests"]] == ["approval-1"]
+        alices = [post("/api/execute", "tok-alice", {"source": source}) for _ in range(17)]
+        yes = {"approval-1": True}
+        stolen = post("/api/resume", "tok-alice", {"id": bob["id"], "answers": yes})
+        assert stolen["error"]["message"] == "invalid request: no program waits for this approval"
+        done = post("/api/resume", "tok-bob", {"id": bob["id"], "answers": yes})
+        assert done["ok"] and done["result"] is True
+        oldest = post(
+            "/api/resume", "tok-alice", {"id": alices[0]["approval"]["id"], "answers": yes}
+        )
+        assert oldest["ok"] is False  # alice's own oldest went, past her 16
+        newest = post(
+            "/api/resume", "tok-alice", {"id": alices[-1]["approval"]["id"], "answers": yes}
+        )
+        assert newest["ok"] and newest["result"] is True
+
+
+def test_a_dialog_left_open_closes_when_the_wait_is_over(
+    browser: Browser,  # noqa: F811
+) -> None:
+    with served("--web", wait="1") as (base, _):
+        context = browser.new_context()
+        try:
+            page = context.new_page()
+            page.goto(f"{base}/")
+            page.fill("#source", "def main():\n    return tickets.delete(id=1)\n")
+            page.click("#run")
+            expect(page.locator("#approval")).to_be_visible()
+            expect(page.locator("#approval")).to_be_hidden(timeout=5000)  # no one answered
+            expect(page.locator("#error-code")).to_have_text("approval_timed_out")
+        finally:
+            context.close()

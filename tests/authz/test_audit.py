@@ -11,8 +11,6 @@ from pathlib import Path
 
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from codemode import CodeMode, InternalError
@@ -148,26 +146,25 @@ def test_the_audit_file_keeps_every_line_of_200_concurrent_executions(tmp_path: 
     assert Counter(r["event"] for r in records)["call_failed"] == 200
 
 
-def test_spans_cover_executions_and_calls_without_argument_values() -> None:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    trace.set_tracer_provider(provider)
+def test_spans_cover_executions_and_calls_without_argument_values(
+    spans: InMemorySpanExporter,
+) -> None:
+    exporter = spans
     with build_host() as cm:
         cm.execute(PROGRAM, subject="alice")
-        spans = {s.name: s for s in exporter.get_finished_spans()}
-        assert set(spans) == {
+        finished = {s.name: s for s in exporter.get_finished_spans()}
+        assert set(finished) == {
             "codemode.execute",
             "codemode.call records.secret",
             "codemode.call records.fail",
             "codemode.call records.lookup",
         }
-        root = spans["codemode.execute"]
+        root = finished["codemode.execute"]
         assert root.attributes is not None and root.attributes["codemode.outcome"] == "ok"
-        lookup = spans["codemode.call records.lookup"]
+        lookup = finished["codemode.call records.lookup"]
         assert lookup.parent is not None and lookup.parent.span_id == root.context.span_id
         assert lookup.attributes is not None and "codemode.arguments" not in lookup.attributes
-        failed = spans["codemode.call records.fail"]
+        failed = finished["codemode.call records.fail"]
         assert (
             failed.attributes is not None
             and failed.attributes["codemode.outcome"] == "capability_failed"
@@ -175,8 +172,8 @@ def test_spans_cover_executions_and_calls_without_argument_values() -> None:
         assert failed.status.status_code is trace.StatusCode.ERROR
         assert failed.status.description == "capability_failed"
         assert lookup.status.status_code is trace.StatusCode.UNSET
-        assert all(CANARY not in json.dumps(dict(s.attributes or {})) for s in spans.values())
-        assert not any(s.events for s in spans.values())
+        assert all(CANARY not in json.dumps(dict(s.attributes or {})) for s in finished.values())
+        assert not any(s.events for s in finished.values())
         exporter.clear()
     with build_host() as cm:
         cm.configure(trace_arguments=True)

@@ -9,9 +9,6 @@ from typing import Any
 
 import pydantic
 import pytest
-from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from codemode import CodeMode, Limits
@@ -80,14 +77,12 @@ def test_a_forbid_on_any_argument_field_fires(condition: str) -> None:
     ],
     ids=["excluded-and-enum", "optional-given", "optional-none"],
 )
-def test_the_four_views_of_the_arguments_agree(call: str, expected: dict[str, Any]) -> None:
+def test_the_four_views_of_the_arguments_agree(
+    call: str, expected: dict[str, Any], spans: InMemorySpanExporter
+) -> None:
     """The authorizer, Cedar's context, the audit and the trace read one document."""
     seen: list[AuthorizationRequest] = []
     events: list[Event] = []
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    trace.set_tracer_provider(provider)
     ran: list[str] = []
     cm = host(seen.append, ran, on_event=events.append, trace_arguments=True)
     with cm:
@@ -96,10 +91,9 @@ def test_the_four_views_of_the_arguments_agree(call: str, expected: dict[str, An
     assert to_context(seen[0].arguments) == {k: v for k, v in expected.items() if v is not None}
     audited = next(e for e in events if isinstance(e, CallAttempted))
     assert audited.arguments == expected
-    spans = [s for s in exporter.get_finished_spans() if s.name == "codemode.call t.act"]
-    if spans:  # a tracer provider set earlier in the run keeps its own exporter
-        assert spans[0].attributes is not None
-        assert json.loads(str(spans[0].attributes["codemode.arguments"])) == expected
+    (traced,) = [s for s in spans.get_finished_spans() if s.name == "codemode.call t.act"]
+    assert traced.attributes is not None
+    assert json.loads(str(traced.attributes["codemode.arguments"])) == expected
 
 
 ENTITIES = (

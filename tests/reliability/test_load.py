@@ -132,6 +132,7 @@ NGINX_CONF = (
             proxy_buffering off;
             proxy_set_header Host $http_host;
             proxy_read_timeout 30s;
+            client_max_body_size 4m;
         }}
     }}
 }}

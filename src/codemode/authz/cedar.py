@@ -193,9 +193,10 @@ class CedarAuthorizer:
             _OWN_IDS.sub(lambda m: f"`{self.names.get(m[1], m[1])}`", error)
             for error in diagnostics.errors
         ]
+        asking = [self.approvals[r] for r in diagnostics.reasons if r in self.approvals]
         log.info(
             "cedar %s: subject=%s capability=%s policies=%s errors=%s",
-            result.decision.name,
+            "Approval" if asking and result.allowed else result.decision.name,
             request.subject,
             request.capability_id,
             policies,
@@ -207,7 +208,6 @@ class CedarAuthorizer:
             if diagnostics.reasons:
                 raise Denied(f"cedar Deny by {policies}")
             raise Denied("cedar Deny: no matching permit")
-        asking = [self.approvals[r] for r in diagnostics.reasons if r in self.approvals]
         return RequireApproval(asking[0]) if asking else None
 
     def can_see(self, subject: str, capability_id: str, capability_name: str) -> bool:

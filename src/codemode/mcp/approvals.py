@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import unicodedata
 from collections.abc import Callable
 from typing import Any
 
@@ -33,7 +34,13 @@ from mcp.types import (
 )
 
 from codemode.app import CodeMode
-from codemode.approvals import ApprovalRequest, Approver, Paused, state_seconds
+from codemode.approvals import (
+    ApprovalRequest,
+    Approver,
+    InProcessReplayGuard,
+    Paused,
+    state_seconds,
+)
 from codemode.mcp.tools import ok
 from codemode.payloads import execute_payload
 
@@ -49,33 +56,44 @@ NOTHING_ASKED: dict[str, Any] = {"type": "object", "properties": {}}
 """The approval form: no field to fill, so accept approves and decline refuses."""
 
 
-def boundary(
-    cm: CodeMode, principal: Callable[[ServerRequestContext[Any]], str | None], *, shared: bool
-) -> RequestStateBoundary:
-    """The SDK's request-state boundary for this server: its key from
-    `cm.request_state_key` or `CODEMODE_REQUEST_STATE_KEY` (else one made now, and, for a
-    `shared` server that replicas may stand beside, a warning), bound to codemode's own
-    subject, valid as long as an approval may take."""
+def security(cm: CodeMode) -> RequestStateSecurity:
+    """How paused programs are sealed: the key from `cm.request_state_key` or
+    `CODEMODE_REQUEST_STATE_KEY` (its UTF-8 bytes; else one made now), valid as long as an
+    approval may take. ValueError for a key shorter than 32 bytes."""
     key = cm.request_state_key or os.environ.get(KEY_VARIABLE) or None
     ttl = state_seconds(cm.limits)
     if key is None:
-        log.log(
-            logging.WARNING if shared else logging.DEBUG,
+        return RequestStateSecurity.ephemeral(ttl=ttl)
+    try:
+        return RequestStateSecurity(keys=[key], ttl=ttl)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"the request-state key ({KEY_VARIABLE}) must be a secret of at least 32 bytes; "
+            'make one with: python -c "import secrets; print(secrets.token_hex(32))"'
+        ) from None
+
+
+def boundary(
+    cm: CodeMode, principal: Callable[[ServerRequestContext[Any]], str | None], *, shared: bool
+) -> RequestStateBoundary:
+    """The SDK's request-state boundary for this server (`security`), bound to codemode's
+    own subject and to the server's name. A `shared` server (HTTP, which replicas may
+    stand beside) says at start what its key and replay guard cannot do."""
+    sealing = security(cm)
+    if shared and not (cm.request_state_key or os.environ.get(KEY_VARIABLE)):
+        log.warning(
             "%s is not set: programs paused for an approval resume only on this process "
             "(give every replica the same key, 32 bytes or more)",
             KEY_VARIABLE,
         )
-        security = RequestStateSecurity.ephemeral(ttl=ttl)
-    else:
-        try:
-            security = RequestStateSecurity(keys=[key], ttl=ttl)
-        except (TypeError, ValueError):
-            raise ValueError(
-                f"the request-state key ({KEY_VARIABLE}) must be a secret of at least 32 "
-                'bytes; make one with: python -c "import secrets; print(secrets.token_hex(32))"'
-            ) from None
-    security.bind_principal = principal
-    return RequestStateBoundary(security, default_audience=cm.name)
+    elif shared and isinstance(cm.replay_guard, InProcessReplayGuard):
+        log.warning(
+            "the replay guard is this process's own: programs paused for an approval "
+            "resume only on this process, until it restarts (replicas share one with "
+            "--replay-guard redis://...)"
+        )
+    sealing.bind_principal = principal
+    return RequestStateBoundary(sealing, default_audience=cm.name)
 
 
 def _elicits(ctx: ServerRequestContext[Any]) -> bool:
@@ -92,9 +110,19 @@ def _modern(ctx: ServerRequestContext[Any]) -> bool:
 
 
 def question(request: ApprovalRequest) -> str:
-    """What the person reads: the authorizer's message, then the call itself."""
+    """What the person reads: the authorizer's message, then the call itself. The
+    arguments are the program's: a character that would break or reorder a line (a
+    separator, a bidirectional control) is shown escaped, so they cannot pose as more of
+    the question."""
     arguments = json.dumps(request.arguments, ensure_ascii=False, indent=2, default=repr)
-    return f"{request.message}\n\nThe program calls {request.capability_name} with:\n{arguments}"
+    shown = "".join(f"\\u{ord(c):04x}" if _hidden(c) else c for c in arguments)
+    return f"{request.message}\n\nThe program calls {request.capability_name} with:\n{shown}"
+
+
+def _hidden(character: str) -> bool:
+    """A control, format or separator character other than the line breaks JSON's
+    indentation makes (it escapes the ASCII controls of a string itself)."""
+    return character != "\n" and unicodedata.category(character) in ("Cc", "Cf", "Zl", "Zp")
 
 
 def live_approver(ctx: ServerRequestContext[Any]) -> Approver:
@@ -140,7 +168,10 @@ async def execute(
                 for key, response in (params.input_responses or {}).items()
             }
             outcome = await cm.resume_async(
-                params.request_state.encode("ascii"), subject=subject, answers=answers
+                params.request_state.encode("ascii"),
+                subject=subject,
+                answers=answers,
+                pausable=_elicits(ctx),
             )
         else:
             outcome = await cm.start_async(source, subject=subject, pausable=_elicits(ctx))

@@ -113,6 +113,9 @@ class Asked:
     message: str
     waited: str
     """The approval wait, as the timed-out error names it (`600 s`)."""
+    arguments: JSONObject
+    """The canonical arguments the person was shown: the call runs only with exactly
+    these."""
 
 
 _VERDICT_EVENTS: dict[Verdict, type[ApprovalEvent]] = {
@@ -161,6 +164,11 @@ def written(kwargs: dict[str, Any]) -> tuple[str, str]:
     return text, hashlib.blake2b(
         canonical.encode("utf-8", "surrogatepass"), digest_size=16
     ).hexdigest()
+
+
+def _json(arguments: JSONObject) -> str:
+    """Arguments as canonical JSON text, to compare (a state keeps them as JSON)."""
+    return json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=repr)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -277,9 +285,18 @@ class Dispatcher:
             self._event(CallFailed, **base, code=error.code.value, duration_seconds=0)
             raise StopError(error) from None
         base["arguments"] = bound.arguments
+        if asked is not None and _json(bound.arguments) != _json(asked.arguments):
+            # A validator that is not idempotent: what would run is not what was approved.
+            log.warning(
+                "execution %s: %s bound other arguments on resume than the person saw; "
+                "the call does not run",
+                self.execution_id,
+                capability.name,
+            )
+            raise StopError(InternalError())
         if self.trace_arguments:
             span.arguments(bound.arguments)
-        if self.emit is not None:
+        if self.emit is not None and asked is None:  # on resume, it was attempted before
             self._event(CallAttempted, required=True, **base)
         yield from self._authorize(capability, bound.arguments, base, span, asked)
         stopped = self.stopped()
@@ -325,7 +342,9 @@ class Dispatcher:
     ) -> Generator[Awaiting | Approval, Any, None]:
         if asked is not None:  # a person answered: a call they did not approve never runs
             span.approval(asked.verdict.value)
-            self._event(_VERDICT_EVENTS[asked.verdict], **base, message=asked.message)
+            self._event(
+                _VERDICT_EVENTS[asked.verdict], required=True, **base, message=asked.message
+            )
             if asked.verdict is Verdict.DECLINED:
                 raise InjectedError(ApprovalDeclinedError(), "PermissionError")
             if asked.verdict is Verdict.TIMED_OUT:

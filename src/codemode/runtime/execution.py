@@ -66,7 +66,15 @@ from codemode.runtime.guest import sleep_problem, undefined, vars_of
 from codemode.runtime.loop import EngineLoop
 from codemode.runtime.notices import Notices
 from codemode.runtime.outcome import ExecutionResult, Usage
-from codemode.runtime.paused import VERSIONS, Ask, CatalogDigest, PausedState, new_id
+from codemode.runtime.paused import (
+    VERSIONS,
+    Ask,
+    CatalogDigest,
+    PausedState,
+    freeze,
+    new_id,
+    thaw,
+)
 from codemode.runtime.paused import Injected as Raised
 from codemode.runtime.pool import Job, WorkPool
 from codemode.runtime.program import Program, Programs
@@ -78,6 +86,7 @@ from codemode.runtime.sandbox import (
     Returned,
     Run,
     Sandbox,
+    SandboxFailure,
     Sleep,
     Step,
     Wait,
@@ -198,6 +207,7 @@ class Execution:
         disclose_limits: bool = True,
         execution_id: str | None = None,
         pausable: bool = False,
+        guard: str = "",
         restored: PausedState | None = None,
         verdicts: Mapping[str, Verdict] | None = None,
     ) -> None:
@@ -211,6 +221,8 @@ class Execution:
         self.pausable = pausable
         """Whether a call that needs a person's approval pauses the program (else it
         fails: no one can be asked)."""
+        self.guard = guard
+        """The scope of the replay guard its paused states are sealed for."""
         self.restored = restored
         """The paused program this execution goes on from, if it resumes one."""
         if restored is not None:
@@ -301,7 +313,8 @@ class Execution:
         waited = seconds(self.setup.limits.max_approval_wait_seconds)
         for ask in state.asks:
             verdict = verdicts.get(ask.key, Verdict.DECLINED)
-            self._answered[ask.call_id] = (ask, Asked(verdict, ask.message, waited))
+            answer = Asked(verdict, ask.message, waited, ask.arguments)
+            self._answered[ask.call_id] = (ask, answer)
 
     # -- state ---------------------------------------------------------------------------
 
@@ -401,11 +414,14 @@ class Execution:
         self._waits_for = None
         return self._step(resume)
 
-    def _complete(self, key: int, outcome: Pending) -> None:
-        """A call or sleep ended (on any thread): the program goes on if it waited for it."""
+    def _complete(self, key: int, outcome: Pending | None) -> None:
+        """A call or sleep ended (on any thread), or (None) a call now waits for a person:
+        the program goes on if it waited for that, or pauses if a person is all it waits
+        for."""
         with self.lock:
-            self._answers[key] = outcome
-            self._pending.discard(key)
+            if outcome is not None:
+                self._answers[key] = outcome
+                self._pending.discard(key)
             self._sleeping.discard(key)
             self._host_jobs.pop(key, None)
             resume, awaits = self._resume, self._awaits
@@ -443,12 +459,18 @@ class Execution:
         run, program = self._current()
         limits = self.setup.limits
         clock = self.services.clock
+        where = program.where_at(*next(iter(self._asks.values())).span)
+        try:
+            snapshot = run.dump()
+        except SandboxFailure:  # the worker could not write out all it holds
+            log.warning("execution %s: the program could not be dumped", self.execution_id)
+            raise StopError(exceeded(LimitKind.PAUSED_SIZE, limits, where=where)) from None
         state = PausedState(
             id=new_id(),
             execution_id=self.execution_id,
             subject=self.subject,
             source=self.source,
-            snapshot=run.dump(),
+            snapshot=snapshot,
             catalog=self.setup.digest(),
             asks=tuple(self._asks.values()),
             calls=tuple(self.calls),
@@ -465,13 +487,11 @@ class Execution:
             result_bytes=self.dispatcher.result_bytes,
             approvals=self._approvals,
             versions=dict(VERSIONS),
+            guard=self.guard,
         )
-        encoded = state.encode()
-        if len(encoded) > limits.max_paused_bytes:
-            where = program.where_at(*state.asks[0].span)
-            raise StopError(
-                exceeded(LimitKind.PAUSED_SIZE, limits, amount=size(len(encoded)), where=where)
-            )
+        held = max(state.size, len(encoded := state.encode()))
+        if held > limits.max_paused_bytes:
+            raise StopError(exceeded(LimitKind.PAUSED_SIZE, limits, amount=size(held), where=where))
         for ask in state.asks:
             event = ApprovalAsked(
                 execution_id=self.execution_id,
@@ -695,12 +715,10 @@ class Execution:
         return self._step(lambda: run.answer(outcome))
 
     def _resumed_call(self, ask: Ask) -> Call:
-        """The call a person answered for, as the program made it: the arguments they
-        saw, by the names the program passes."""
-        capability = self.setup.capabilities[ask.capability]
-        names = {parameter.key: parameter.name for parameter in capability.parameters}
-        kwargs = {names.get(key, key): value for key, value in ask.arguments.items()}
-        return Call(ask.capability, (), kwargs, ask.call_id, ask.span)
+        """The call a person answered for, as the program made it (bound again, it must
+        give the arguments they saw)."""
+        args, kwargs = thaw(ask.written)
+        return Call(ask.capability, tuple(args), kwargs, ask.call_id, ask.span)
 
     def _on_sleep(self, sleep: Sleep) -> Step | None:
         """`time.sleep` and `asyncio.sleep`: wait, within the execution time; an awaited
@@ -763,10 +781,8 @@ class Execution:
             outcome = failure
         if isinstance(outcome, Awaiting):
             self._hand_off(call, name, plan, outcome)
-        elif isinstance(outcome, _Pause):
-            with self.lock:
-                self._host_jobs.pop(call.call_id, None)
-            self._check_pause()
+        elif isinstance(outcome, _Pause):  # it stays pending: a program at its end is done
+            self._complete(call.call_id, None)
         else:
             self._complete(call.call_id, outcome)
 
@@ -810,11 +826,17 @@ class Execution:
         if self._approvals > limits.max_approvals:
             raise StopError(exceeded(LimitKind.APPROVALS, limits, where=self._where(call)))
         capability = self.setup.capabilities[name]
+        try:
+            written = freeze([list(call.args), call.kwargs])
+        except TypeError:
+            log.warning("execution %s: a call of %s cannot pause", self.execution_id, name)
+            raise StopError(InternalError()) from None
         ask = Ask(
             key=f"approval-{call.call_id}",
             call_id=call.call_id,
             capability=name,
             capability_id=capability.id,
+            written=written,
             arguments=approval.arguments,
             span=call.span,
             message=approval.message,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import math
 import uuid
 import zlib
 from collections.abc import Iterable
@@ -34,6 +35,7 @@ from codemode.errors import (
     Where,
 )
 from codemode.types import JSONObject
+from codemode.values import RecordValue, record_fields
 
 FORMAT = 1
 
@@ -43,6 +45,11 @@ VERSIONS = {"codemode": version("codemode"), "pydantic-monty": version("pydantic
 OTHER_VERSION = "the program was paused by another version of codemode; run it again"
 OTHER_CATALOG = "the capabilities changed while the program was paused; run it again"
 RESUMED = "this paused program was resumed already"
+OTHER_PROCESS = (
+    "the program was paused by another server process, and this one cannot tell whether it "
+    "resumed already; run it again"
+)
+UNGUARDED = "the server cannot tell whether this paused program resumed already; run it again"
 UNREADABLE = "the paused program cannot be read"
 NOT_YOURS = "the paused program belongs to another caller"
 
@@ -55,7 +62,11 @@ class Ask:
     call_id: int
     capability: str
     capability_id: str
+    written: Any
+    """The call's positional and keyword arguments as the program passed them
+    (`freeze`d), bound again on resume exactly as they were the first time."""
     arguments: JSONObject
+    """The canonical arguments the person was shown (the binding of `written`)."""
     span: tuple[int, int]
     message: str
     asked_at: float
@@ -101,6 +112,8 @@ class PausedState:
     approvals: int
     """Calls asked about so far, these included."""
     versions: dict[str, str]
+    guard: str
+    """The scope of the replay guard that must vouch it resumes once (`ReplayGuard.scope`)."""
 
     def encode(self) -> bytes:
         data: dict[str, Any] = asdict(self)
@@ -110,14 +123,27 @@ class PausedState:
         data["snapshot"] = base64.b64encode(zlib.compress(self.snapshot)).decode("ascii")
         return json.dumps(data, separators=(",", ":")).encode()
 
+    @property
+    def size(self) -> int:
+        """What the state holds, before compression (what `Limits.max_paused_bytes`
+        bounds, so that resuming one never inflates past it)."""
+        return len(self.snapshot) + len(self.printed.encode("utf-8", "surrogatepass"))
+
     @classmethod
-    def decode(cls, encoded: bytes) -> PausedState:
-        """The state, or ResumeRefusedError for one of another version or unreadable."""
+    def decode(cls, encoded: bytes, max_bytes: int) -> PausedState:
+        """The state, or ResumeRefusedError for one of another version, unreadable, or
+        holding more than `max_bytes`."""
         try:
+            if len(encoded) > 2 * max_bytes:
+                raise ResumeRefusedError(UNREADABLE)
             data = json.loads(encoded)
             if data.pop("format") != FORMAT or data["versions"] != VERSIONS:
                 raise ResumeRefusedError(OTHER_VERSION)
-            data["snapshot"] = zlib.decompress(base64.b64decode(data["snapshot"], validate=True))
+            inflate = zlib.decompressobj()
+            compressed = base64.b64decode(data["snapshot"], validate=True)
+            data["snapshot"] = inflate.decompress(compressed, max_bytes + 1)
+            if len(data["snapshot"]) > max_bytes or not inflate.eof:
+                raise ResumeRefusedError(UNREADABLE)
             data["asks"] = tuple(Ask(**{**ask, "span": tuple(ask["span"])}) for ask in data["asks"])
             data["calls"] = tuple(data["calls"])
             data["records"] = tuple(CallRecord(**record) for record in data["records"])
@@ -129,6 +155,47 @@ class PausedState:
             raise
         except Exception:
             raise ResumeRefusedError(UNREADABLE) from None
+
+
+def freeze(value: Any) -> Any:
+    """A program's value as JSON that `thaw` gives back exactly: every container and
+    every float that JSON cannot spell is tagged (a record becomes the dict of its
+    fields, as a call binds it). TypeError for anything else."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else {"float": repr(value)}
+    if isinstance(value, list):
+        return [freeze(item) for item in value]
+    if isinstance(value, RecordValue):
+        value = record_fields(value)
+    if isinstance(value, dict):
+        return {"dict": [[freeze(k), freeze(v)] for k, v in value.items()]}
+    for kind in (tuple, set, frozenset):
+        if isinstance(value, kind):
+            return {kind.__name__: [freeze(item) for item in value]}
+    if isinstance(value, bytes):
+        return {"bytes": base64.b64encode(value).decode("ascii")}
+    raise TypeError(f"a {type(value).__name__} cannot be paused")
+
+
+_THAW = {"tuple": tuple, "set": set, "frozenset": frozenset}
+
+
+def thaw(value: Any) -> Any:
+    """The value `freeze` was given."""
+    if isinstance(value, list):
+        return [thaw(item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    ((tag, inner),) = value.items()
+    if tag == "float":
+        return float(inner)
+    if tag == "dict":
+        return {thaw(k): thaw(v) for k, v in inner}
+    if tag == "bytes":
+        return base64.b64decode(inner, validate=True)
+    return _THAW[tag](thaw(item) for item in inner)
 
 
 def new_id() -> str:
@@ -167,8 +234,10 @@ def catalog_digest(capabilities: Iterable[Capability]) -> str:
 __all__ = [
     "NOT_YOURS",
     "OTHER_CATALOG",
+    "OTHER_PROCESS",
     "OTHER_VERSION",
     "RESUMED",
+    "UNGUARDED",
     "UNREADABLE",
     "VERSIONS",
     "Ask",
@@ -176,5 +245,7 @@ __all__ = [
     "Injected",
     "PausedState",
     "catalog_digest",
+    "freeze",
     "new_id",
+    "thaw",
 ]

@@ -49,8 +49,9 @@ STATIC = Path(__file__).parent / "static"
 PUBLIC_PATHS = ("/", "/static/*")
 """The page and its assets are served without a token, so the page can ask for one."""
 
-MAX_WAITING = 64
-"""Programs the page may keep paused for a person at once (the oldest go first)."""
+MAX_WAITING = 16
+"""Programs one subject's pages may keep paused for a person at once (its oldest go
+first)."""
 
 Handler = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 
@@ -126,16 +127,17 @@ def web_routes(cm: CodeMode) -> list[BaseRoute]:
         capability = await cm.describe_async(text_argument("name", data.get("name")), subject=who)
         return {"ok": True, "capability": describe_payload(capability, schemas=True)}
 
-    waiting: OrderedDict[str, tuple[str, Paused]] = OrderedDict()
-    """Programs paused for the page's person, by the id the page answers with (the state
-    stays here: the page holds only the id)."""
+    waiting: dict[str, OrderedDict[str, Paused]] = {}
+    """Programs paused for the page's person, by subject and the id the page answers with
+    (the state stays here: the page holds only the id)."""
 
     def reply(who: str, outcome: ExecutionResult | Paused) -> dict[str, Any]:
         if isinstance(outcome, Paused):
             token = secrets.token_urlsafe(16)
-            waiting[token] = (who, outcome)
-            while len(waiting) > MAX_WAITING:
-                waiting.popitem(last=False)
+            mine = waiting.setdefault(who, OrderedDict())
+            mine[token] = outcome
+            while len(mine) > MAX_WAITING:  # a subject's oldest go, never another's
+                mine.popitem(last=False)
             requests = [
                 {
                     "key": request.key,
@@ -145,7 +147,8 @@ def web_routes(cm: CodeMode) -> list[BaseRoute]:
                 }
                 for request in outcome.requests
             ]
-            return {"ok": True, "approval": {"id": token, "requests": requests}}
+            wait = cm.limits.max_approval_wait_seconds
+            return {"ok": True, "approval": {"id": token, "requests": requests, "wait": wait}}
         return {
             "ok": True,
             "result": outcome.value,
@@ -163,14 +166,13 @@ def web_routes(cm: CodeMode) -> list[BaseRoute]:
 
     async def resume(who: str, data: dict[str, Any]) -> dict[str, Any]:
         token, answers = str(data.get("id")), data.get("answers")
-        found = waiting.get(token)
-        if found is None or found[0] != who:
-            raise InvalidRequestError("no program waits for this approval")
         if not isinstance(answers, dict):
             raise InvalidRequestError('"answers" must map each request\'s key to true or false')
-        del waiting[token]
+        found = waiting.get(who, OrderedDict()).pop(token, None)
+        if found is None:
+            raise InvalidRequestError("no program waits for this approval")
         answered = {str(key): value is True for key, value in answers.items()}
-        return reply(who, await cm.resume_async(found[1].state, subject=who, answers=answered))
+        return reply(who, await cm.resume_async(found.state, subject=who, answers=answered))
 
     async def page(request: Request) -> Response:
         return FileResponse(STATIC / "index.html", media_type="text/html")

@@ -355,7 +355,7 @@ async function run() {
     while (answer && answer.ok && answer.approval) {  // paused until a person answers
       clearInterval(timer);
       $("status").textContent = "Waiting for your approval…";
-      const answers = await approve(answer.approval.requests);
+      const answers = await approve(answer.approval.requests, answer.approval.wait);
       answer = await api("resume", { id: answer.approval.id, answers }, { signal: running.signal });
     }
   } catch (error) {
@@ -385,21 +385,32 @@ async function run() {
   remember(source, answer.ok ? "ok" : answer.error.code, seconds);
   if (window.innerWidth < 1000) $("outcome").scrollIntoView({ block: "start" });
 }
-// Ask the person about each call the authorizer sent for approval, one dialog at a time.
-async function approve(requests) {
+// Ask the person about each call the authorizer sent for approval, one dialog at a time,
+// each within the wait: a dialog left open past it closes (and the call times out).
+async function approve(requests, wait) {
   const answers = {};
+  const until = performance.now() + wait * 1000;
   for (const request of requests) {
     $("approval-message").textContent = request.message;
     $("approval-capability").textContent = request.capability;
-    $("approval-arguments").textContent = JSON.stringify(request.arguments, null, 2);
+    $("approval-arguments").textContent = shown(JSON.stringify(request.arguments, null, 2));
     const dialog = $("approval");
     const closed = new Promise((resolve) => dialog.addEventListener("close", resolve, { once: true }));
     dialog.returnValue = "";
     dialog.showModal();
+    const timer = setTimeout(() => dialog.close(), Math.max(until - performance.now(), 0));
     await closed;
+    clearTimeout(timer);
     answers[request.key] = dialog.returnValue === "approve";  // Escape declines
   }
   return answers;
+}
+
+// The program's arguments with the characters that would break or reorder a line (a
+// separator, a bidirectional control) escaped, so they cannot pose as more of the question.
+function shown(text) {
+  return text.replace(/(?!\n)[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu,
+    (c) => `\\u${c.codePointAt(0).toString(16).padStart(4, "0")}`);
 }
 
 $("run").addEventListener("click", run);
