@@ -143,7 +143,10 @@ class CodeMode:
         self.host_loop = host_loop
         self.clock = clock
         if replay_guard is not None and not isinstance(replay_guard, ReplayGuard):
-            raise TypeError("replay_guard must have async claim(state_id, seconds)")
+            raise TypeError(
+                "replay_guard must have async scope(), claim(state_id, scope, seconds) and "
+                "release(state_id)"
+            )
         self.replay_guard: ReplayGuard = replay_guard or InProcessReplayGuard()
         self.request_state_key = request_state_key
         self._frozen = False
@@ -537,7 +540,8 @@ class CodeMode:
         outcome = await self.start_async(source, subject=subject, pausable=approve is not None)
         while isinstance(outcome, Paused):
             assert approve is not None
-            verdicts = await ask_each(outcome, approve, self.limits)
+            with _last_resort("execute_async"):  # an approver is host code too
+                verdicts = await ask_each(outcome, approve, self.limits)
             # The state never left the process: nothing can replay it.
             outcome = await self._resume(outcome.state, subject, verdicts, guarded=False)
         return outcome
@@ -552,7 +556,8 @@ class CodeMode:
         with _last_resort("execute_async"):
             engine = self._engine_for(subject)
             snapshot, view = await self._off_loop(lambda: self._visible(subject), subject)
-            execution = self._execution(source, subject, engine, snapshot, view, pausable)
+            guard = await self._scope() if pausable else ""
+            execution = self._execution(source, subject, engine, snapshot, view, pausable, guard)
             return await engine.execute_async(execution)
 
     async def resume_async(
@@ -603,18 +608,27 @@ class CodeMode:
             engine = self._engine_for(subject)
             if paused.subject != subject:
                 raise ResumeRefusedError(NOT_YOURS)
-            if paused.guard != self.replay_guard.scope:
-                raise ResumeRefusedError(OTHER_PROCESS)
             snapshot, view = await self._off_loop(lambda: self._visible(subject), subject)
             setup = engine.setup(view)
             if await anyio.to_thread.run_sync(setup.digest) != paused.catalog:
                 raise ResumeRefusedError(OTHER_CATALOG)
-            if guarded and not await self._claim(paused.id):
-                raise ResumeRefusedError(RESUMED)
+            if guarded:
+                claimed = await self._claim(paused)
+                if claimed is None:
+                    raise ResumeRefusedError(OTHER_PROCESS)
+                if not claimed:
+                    raise ResumeRefusedError(RESUMED)
+            guard = await self._scope() if pausable else ""
             execution = self._execution(
-                paused.source, subject, engine, snapshot, view, pausable, paused, verdicts
+                paused.source, subject, engine, snapshot, view, pausable, guard, paused, verdicts
             )
-            return await engine.execute_async(execution)
+            try:
+                return await engine.execute_async(execution)
+            except CodeModeError:
+                if guarded and execution.began is None:  # refused a slot: nothing ran
+                    with contextlib.suppress(Exception):
+                        await self.replay_guard.release(paused.id)
+                raise
 
     def check(self, source: str, *, subject: str | None = None) -> list[CodeModeError]:
         """What the static preflight finds in a program, without running anything: each
@@ -763,11 +777,23 @@ class CodeMode:
         limit = self.limits.max_paused_bytes
         return await anyio.to_thread.run_sync(PausedState.decode, state, limit)
 
-    async def _claim(self, state_id: str) -> bool:
-        """The replay guard's word that this state resumes for the first time; a guard
-        that cannot tell (Redis unreachable) refuses it: it might have resumed."""
+    async def _scope(self) -> str:
+        """The replay guard's scope, for the states paused now."""
         try:
-            return await self.replay_guard.claim(state_id, state_seconds(self.limits))
+            async with asyncio.timeout(GUARD_SECONDS):
+                return await self.replay_guard.scope()
+        except Exception:
+            log.exception("the replay guard failed; a program that pauses cannot resume")
+            return ""  # a state no guard vouches for: refused on resume
+
+    async def _claim(self, paused: PausedState) -> bool | None:
+        """The replay guard's word that this state resumes for the first time (None: it
+        cannot vouch for the state's scope); a guard that cannot tell (Redis unreachable
+        or silent) refuses it: it might have resumed."""
+        try:
+            async with asyncio.timeout(GUARD_SECONDS):
+                seconds = state_seconds(self.limits)
+                return await self.replay_guard.claim(paused.id, paused.guard, seconds)
         except Exception:
             log.exception("the replay guard failed; the paused program does not resume")
             raise ResumeRefusedError(UNGUARDED) from None
@@ -780,6 +806,7 @@ class CodeMode:
         snapshot: Snapshot,
         view: View,
         pausable: bool = False,
+        guard: str = "",
         restored: PausedState | None = None,
         verdicts: Mapping[str, Verdict] | None = None,
     ) -> Execution:
@@ -797,12 +824,14 @@ class CodeMode:
             trace_arguments=self.trace_arguments,
             disclose_limits=self.disclose_limits,
             pausable=pausable,
-            guard=self.replay_guard.scope,
+            guard=guard,
             restored=restored,
             verdicts=verdicts,
         )
 
 
+GUARD_SECONDS = 10.0
+"""How long the replay guard may take to answer (then a paused program is refused)."""
 CLOSE_WAIT_SECONDS = 10.0
 """How long a second `close()` waits for the first to end the workers and upstreams."""
 _VIEWS_KEPT = 64

@@ -15,12 +15,14 @@ in this process (`InProcessReplayGuard`, the default) or, for several replicas, 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
+import os
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
@@ -93,29 +95,43 @@ answers in time."""
 class ReplayGuard(Protocol):
     """Remembers the paused states already resumed, so each resumes at most once."""
 
-    scope: str
-    """Which servers share what it remembers: the same on every replica that shares it.
-    A state paused under another scope is refused (no guard could vouch for it)."""
+    async def scope(self) -> str:
+        """What the guard remembers for: a state is sealed with the scope it was paused
+        under, and only a guard of that very scope can vouch that it resumes once."""
+        ...
 
-    async def claim(self, state_id: str, seconds: float) -> bool:
-        """True the first time `state_id` is claimed within `seconds`, else False."""
+    async def claim(self, state_id: str, scope: str, seconds: float) -> bool | None:
+        """True the first time `state_id` is claimed within `seconds`, False after; None
+        when the guard cannot vouch for `scope` (another process's, or from before the
+        guard forgot what it remembered)."""
+        ...
+
+    async def release(self, state_id: str) -> None:
+        """Forget a claim whose program never started (it was refused a slot)."""
         ...
 
 
 class InProcessReplayGuard:
     """A replay guard for one process (stdio, one HTTP server): states it has resumed,
-    forgotten once they could no longer be accepted anyway."""
+    forgotten once they could no longer be accepted anyway. Its scope is this process
+    until it restarts (a forked worker is another process): a state paused before a
+    restart, or by another process, might have resumed there, so it is refused."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self.scope = f"process:{uuid.uuid4().hex}"
-        """This process only, until it restarts: a state paused before a restart, or on
-        another replica, might have resumed already, so it is refused."""
+        self._boot = uuid.uuid4().hex
         self._clock = clock
         self._seen: dict[str, float] = {}
         self._lock = threading.Lock()
 
-    async def claim(self, state_id: str, seconds: float) -> bool:
-        """True the first time `state_id` is claimed within `seconds`, else False."""
+    async def scope(self) -> str:
+        """This process, as it runs now."""
+        return f"process:{self._boot}:{os.getpid()}"
+
+    async def claim(self, state_id: str, scope: str, seconds: float) -> bool | None:
+        """True the first time `state_id` is claimed within `seconds`, False after; None
+        for a state of another process."""
+        if scope != await self.scope():
+            return None
         now = self._clock()
         with self._lock:
             for key in [key for key, until in self._seen.items() if until <= now]:
@@ -125,30 +141,68 @@ class InProcessReplayGuard:
             self._seen[state_id] = now + seconds
             return True
 
+    async def release(self, state_id: str) -> None:
+        """Forget a claim whose program never started."""
+        with self._lock:
+            self._seen.pop(state_id, None)
+
 
 _SCHEMES = ("redis", "rediss", "unix")
 
 
+_CLAIM = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
+if redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[2]) then return 1 end
+return 0
+"""
+"""One state's claim, atomic: refused (-1) unless the epoch is the state's, then won (1)
+by the first replica alone, lost (0) by the others."""
+
+
 class RedisReplayGuard:
-    """A replay guard shared by replicas, in Redis (`pip install 'codemode[redis]'`):
-    `SET key 1 NX EX seconds`, so one replica alone wins each state."""
+    """A replay guard shared by replicas, in Redis (`pip install 'codemode[redis]'`).
+
+    Its scope is an epoch kept in Redis (`codemode:guard:epoch`, made by the first
+    replica): a Redis that lost what it remembered (restarted without persistence,
+    flushed, or another server or database) has another epoch, so the states paused
+    before are refused rather than resumed again. A claim is `SET NX` under the epoch
+    check, in one script, so one replica alone wins each state. Give Redis
+    `maxmemory-policy noeviction`: an evicted claim could be claimed again.
+    """
 
     PREFIX = "codemode:resumed:"
+    EPOCH = "codemode:guard:epoch"
+    TIMEOUT_SECONDS = 5.0
+    """How long one exchange with Redis may take (then the state is refused)."""
 
-    def __init__(self, client: Any) -> None:
-        self.client = client
-        """A `redis.asyncio.Redis`."""
-        self.scope = "redis"
-        """Every replica that records states in Redis."""
+    def __init__(self, url: str) -> None:
+        self.check_url(url)
+        self._url = url
+        self._epoch: str | None = None
+        """The epoch last read (read again once a claim finds it changed)."""
 
     @classmethod
     def from_url(cls, url: str) -> RedisReplayGuard:
-        """A guard over the Redis server at `url` (`redis://localhost:6379/0`); it
-        connects when first used."""
-        cls.check_url(url)
+        """A guard over the Redis server at `url` (`redis://localhost:6379/0`). It
+        connects for each exchange, on the loop that asks (a pool would belong to one
+        event loop), and an exchange waits at most `TIMEOUT_SECONDS`."""
+        return cls(url)
+
+    @contextlib.asynccontextmanager
+    async def _client(self) -> AsyncIterator[Any]:
         import redis.asyncio
 
-        return cls(redis.asyncio.Redis.from_url(url))
+        timeout = self.TIMEOUT_SECONDS
+        client = redis.asyncio.Redis.from_url(
+            self._url, socket_timeout=timeout, socket_connect_timeout=timeout
+        )
+        try:
+            yield client
+        finally:
+            await client.aclose()
+
+    def __repr__(self) -> str:
+        return "RedisReplayGuard()"  # the URL may hold a password
 
     @staticmethod
     def check_url(url: str) -> None:
@@ -176,16 +230,34 @@ class RedisReplayGuard:
             return type(error).__name__
         return None
 
-    async def claim(self, state_id: str, seconds: float) -> bool:
-        """True for the one replica whose `SET NX` stored the key, else False."""
-        stored = await self.client.set(
-            self.PREFIX + state_id, b"1", nx=True, px=max(int(seconds * 1000), 1)
-        )
-        return bool(stored)
+    async def scope(self) -> str:
+        """The epoch of what Redis remembers (made now if it has none)."""
+        if self._epoch is None:
+            async with self._client() as client:
+                await client.set(self.EPOCH, uuid.uuid4().hex, nx=True)
+                epoch = await client.get(self.EPOCH)
+            self._epoch = epoch.decode() if isinstance(epoch, bytes) else str(epoch)
+        return f"redis:{self._epoch}"
 
-    async def aclose(self) -> None:
-        """Close the connection pool."""
-        await self.client.aclose()
+    async def claim(self, state_id: str, scope: str, seconds: float) -> bool | None:
+        """True for the one replica whose `SET NX` stored the claim, False for the others;
+        None for a state of another epoch."""
+        kind, _, epoch = scope.partition(":")
+        if kind != "redis":
+            return None
+        async with self._client() as client:
+            won = await client.eval(
+                _CLAIM, 2, self.EPOCH, self.PREFIX + state_id, epoch, max(int(seconds * 1000), 1)
+            )
+        if won == -1:
+            self._epoch = None  # Redis forgot: the states paused from now get the new one
+            return None
+        return bool(won == 1)
+
+    async def release(self, state_id: str) -> None:
+        """Forget a claim whose program never started."""
+        async with self._client() as client:
+            await client.delete(self.PREFIX + state_id)
 
 
 async def ask_each(paused: Paused, approve: Approver, limits: Limits) -> Mapping[str, Verdict]:

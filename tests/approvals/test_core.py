@@ -4,12 +4,16 @@ sandbox (a paused program is the interpreter's own dump, resumed in another work
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
+import os
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
+import redis.asyncio
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from pydantic import AfterValidator
 
@@ -19,7 +23,9 @@ from codemode.authz import AuthorizationRequest, RequireApproval
 from codemode.errors import (
     ApprovalDeclinedError,
     ApprovalUnavailableError,
+    CodeModeError,
     ErrorCode,
+    InternalError,
     ResourceLimitError,
     ResumeRefusedError,
 )
@@ -28,10 +34,12 @@ from codemode.events import (
     ApprovalDeclined,
     ApprovalGranted,
     ApprovalTimedOut,
+    CallEvent,
     Event,
     ExecutionFinished,
     ExecutionStarted,
 )
+from codemode.mcp.approvals import question
 from codemode.runtime import ExecutionResult
 from tests.approvals.host import CANARY, build
 
@@ -281,10 +289,26 @@ def test_a_capability_that_asks_is_visible() -> None:
 def test_a_replay_guard_remembers_a_state_until_it_expires() -> None:
     now = [0.0]
     guard = InProcessReplayGuard(clock=lambda: now[0])
-    assert asyncio.run(guard.claim("a", 10)) is True
-    assert asyncio.run(guard.claim("a", 10)) is False
+    scope = asyncio.run(guard.scope())
+    assert asyncio.run(guard.claim("a", scope, 10)) is True
+    assert asyncio.run(guard.claim("a", scope, 10)) is False
     now[0] = 10.0
-    assert asyncio.run(guard.claim("a", 10)) is True
+    assert asyncio.run(guard.claim("a", scope, 10)) is True
+    asyncio.run(guard.release("a"))
+    assert asyncio.run(guard.claim("a", scope, 10)) is True
+    assert asyncio.run(guard.claim("b", "process:other:1", 10)) is None
+
+
+def test_a_worker_forked_after_the_guard_is_another_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A fork copies the guard's memory, not its claims from then on: the worker's scope
+    is its own process id, so it never vouches for the parent's states."""
+    guard = InProcessReplayGuard()
+    scope = asyncio.run(guard.scope())
+    monkeypatch.setattr(os, "getpid", lambda: os.getppid())  # as in the forked child
+    assert asyncio.run(guard.scope()) != scope
+    assert asyncio.run(guard.claim("s", scope, 10)) is None
 
 
 def test_spans_say_how_each_approval_ended(
@@ -346,8 +370,9 @@ def test_a_state_paused_by_another_process_is_refused_without_a_shared_guard(
         with pytest.raises(ResumeRefusedError) as raised:
             asyncio.run(second.resume_async(state, subject="alice", answers={"approval-2": True}))
     assert str(raised.value) == (
-        "resume refused: the program was paused by another server process, and this one "
-        "cannot tell whether it resumed already; run it again"
+        "resume refused: the program was paused where this server cannot tell whether it "
+        "resumed already (another server process, or before its replay guard was reset); "
+        "run it again"
     )
     shared = InProcessReplayGuard()  # as replicas share one in Redis
     with build() as first, build() as second:
@@ -416,16 +441,113 @@ def test_a_resumed_program_that_may_not_pause_again_fails_closed(cm: CodeMode, c
 
 
 def test_the_redis_guard_lets_one_replica_alone_claim_a_state(redis_url: str) -> None:
-    async def claims() -> list[bool]:
+    async def claims() -> list[bool | None]:
         first, second = RedisReplayGuard.from_url(redis_url), RedisReplayGuard.from_url(redis_url)
-        try:
-            return [await first.claim("s-1", 5), await second.claim("s-1", 5)]
-        finally:
-            await first.aclose()
-            await second.aclose()
+        other_db = RedisReplayGuard.from_url(redis_url.replace("/0", "/1"))
+        scope = await first.scope()
+        assert await second.scope() == scope != await other_db.scope()
+        won = [await first.claim("s-1", scope, 5), await second.claim("s-1", scope, 5)]
+        await second.release("s-1")
+        again = await second.claim("s-1", scope, 5)
+        async with redis.asyncio.Redis.from_url(redis_url) as client:
+            await client.flushdb()  # Redis forgot: what was paused before is refused
+        forgot = await first.claim("s-2", scope, 5)
+        return [*won, again, forgot, await other_db.claim("s-3", scope, 5)]
 
-    assert asyncio.run(claims()) == [True, False]
+    assert asyncio.run(claims()) == [True, False, True, None, None]
     assert RedisReplayGuard.unreachable(redis_url) is None
     assert RedisReplayGuard.unreachable("redis://127.0.0.1:1/0") == "ConnectionError"
     with pytest.raises(ValueError, match="must be a Redis URL"):
         RedisReplayGuard.check_url("localhost:6379")
+
+
+async def yes(request: ApprovalRequest) -> bool:
+    return True
+
+
+def test_a_program_built_dataclass_can_be_approved() -> None:
+    with CodeMode(authorizer=lambda request: RequireApproval("Store it?")) as asking:
+
+        @asking.capability("rows.store", summary="Store a row.")
+        def store(*, row: dict[str, Any]) -> dict[str, Any]:
+            return row
+
+        source = (
+            "from dataclasses import dataclass\n"
+            "@dataclass\nclass Row:\n    id: int\n    name: str\n"
+            "def main():\n    return rows.store(row=Row(1, 'z'))\n"
+        )
+        result = asyncio.run(asking.execute_async(source, subject="alice", approve=yes))
+    assert result.value == {"id": 1, "name": "z"}
+
+
+_STAMPS = itertools.count()
+
+
+def _stamped(path: str) -> str:
+    """A validator whose value changes every time (a timestamp, a counter)."""
+    return f"{path}.{next(_STAMPS)}"
+
+
+def test_a_validator_that_changes_its_mind_never_runs_the_call(calls: Path) -> None:
+    events: list[Event] = []
+    ran_with: list[str] = []
+    with CodeMode(authorizer=lambda request: RequireApproval("Go?")) as cm:
+        cm.configure(on_event=events.append)
+
+        @cm.capability("files.stamp", summary="Stamp a file.")
+        def stamp(*, path: Annotated[str, AfterValidator(_stamped)]) -> str:
+            ran_with.append(path)
+            return path
+
+        source = "def main():\n    return files.stamp(path='a')\n"
+        with pytest.raises(InternalError):
+            asyncio.run(cm.execute_async(source, subject="alice", approve=lambda r: True))
+    assert ran_with == []
+    kinds = [type(e).__name__ for e in events if isinstance(e, CallEvent)]
+    assert kinds == ["CallAttempted", "ApprovalAsked", "ApprovalGranted", "CallFailed"]
+
+
+def test_a_state_refused_a_slot_can_be_resumed_again(cm: CodeMode, calls: Path) -> None:
+    first = paused(cm)
+    engine = cm._running_engine()
+    engine.admission.close()  # no slot for anyone (as when the queue is full)
+    with pytest.raises(CodeModeError):
+        asyncio.run(cm.resume_async(first.state, subject="alice", answers={"approval-2": True}))
+    engine.admission._closed = False
+    done = asyncio.run(cm.resume_async(first.state, subject="alice", answers={"approval-2": True}))
+    assert isinstance(done, ExecutionResult) and done.value is True
+    assert ran(calls) == ["list", "delete 2"]
+
+
+def test_a_redis_that_never_answers_refuses_the_state(
+    calls: Path, monkeypatch: pytest.MonkeyPatch, redis_url: str
+) -> None:
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen()
+    monkeypatch.setattr(RedisReplayGuard, "TIMEOUT_SECONDS", 0.2)
+    url = f"redis://127.0.0.1:{silent.getsockname()[1]}/0"
+    try:
+        with build() as cm:
+            cm.replay_guard = RedisReplayGuard.from_url(redis_url)
+            state = paused(cm).state  # paused under the shared guard's epoch
+            cm.replay_guard = RedisReplayGuard.from_url(url)  # which now never answers
+            with pytest.raises(ResumeRefusedError) as raised:
+                asyncio.run(cm.resume_async(state, subject="alice", answers={"approval-2": True}))
+    finally:
+        silent.close()
+    assert str(raised.value) == (
+        "resume refused: the server cannot tell whether this paused program resumed already; "
+        "run it again"
+    )
+    assert ran(calls) == ["list"]
+
+
+def test_the_question_of_a_huge_call_is_cut() -> None:
+    nested: Any = 0
+    for _ in range(60):
+        nested = [nested]
+    request = ApprovalRequest("k", "alice", "e", "t.x", "t.x", {"v": [nested] * 5000}, "Go?")
+    text = question(request)
+    assert len(text) < 4200 and text.endswith(" more characters)")

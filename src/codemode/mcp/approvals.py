@@ -110,19 +110,35 @@ def _modern(ctx: ServerRequestContext[Any]) -> bool:
 
 
 def question(request: ApprovalRequest) -> str:
-    """What the person reads: the authorizer's message, then the call itself. The
-    arguments are the program's: a character that would break or reorder a line (a
+    """What the person reads: the authorizer's message, then the call itself.
+
+    The arguments are the program's: a character that would break or reorder a line (a
     separator, a bidirectional control) is shown escaped, so they cannot pose as more of
-    the question."""
-    arguments = json.dumps(request.arguments, ensure_ascii=False, indent=2, default=repr)
-    shown = "".join(f"\\u{ord(c):04x}" if _hidden(c) else c for c in arguments)
+    the question, and past `QUESTION_ARGUMENTS` characters they are cut (with a note), so
+    a program cannot make the question a burden to build or to read."""
+    arguments = json.dumps(request.arguments, ensure_ascii=False, default=repr)
+    if len(arguments) <= _INDENTED:
+        arguments = json.dumps(request.arguments, ensure_ascii=False, indent=2, default=repr)
+    if len(arguments) > QUESTION_ARGUMENTS:
+        cut = len(arguments) - QUESTION_ARGUMENTS
+        arguments = f"{arguments[:QUESTION_ARGUMENTS]}... ({cut} more characters)"
+    shown = "".join(map(_shown, arguments))
     return f"{request.message}\n\nThe program calls {request.capability_name} with:\n{shown}"
 
 
-def _hidden(character: str) -> bool:
-    """A control, format or separator character other than the line breaks JSON's
-    indentation makes (it escapes the ASCII controls of a string itself)."""
-    return character != "\n" and unicodedata.category(character) in ("Cc", "Cf", "Zl", "Zp")
+QUESTION_ARGUMENTS = 4096
+"""Characters of a call's arguments a question shows at most."""
+_INDENTED = 1024
+"""Arguments this short (as one line) are shown indented, one key a line."""
+
+
+def _shown(character: str) -> str:
+    """A control, format or separator character (but the line breaks of the indentation)
+    as JSON escapes it, a pair of surrogates past U+FFFF; any other as it is."""
+    if character == "\n" or unicodedata.category(character) not in ("Cc", "Cf", "Zl", "Zp"):
+        return character
+    units = character.encode("utf-16-be")
+    return "".join(f"\\u{units[i]:02x}{units[i + 1]:02x}" for i in range(0, len(units), 2))
 
 
 def live_approver(ctx: ServerRequestContext[Any]) -> Approver:

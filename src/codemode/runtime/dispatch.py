@@ -41,6 +41,7 @@ from codemode.errors import (
     ApprovalTimedOutError,
     ApprovalUnavailableError,
     CodeModeError,
+    ErrorCode,
     ExpectedError,
     InternalError,
     ResourceLimitError,
@@ -285,15 +286,6 @@ class Dispatcher:
             self._event(CallFailed, **base, code=error.code.value, duration_seconds=0)
             raise StopError(error) from None
         base["arguments"] = bound.arguments
-        if asked is not None and _json(bound.arguments) != _json(asked.arguments):
-            # A validator that is not idempotent: what would run is not what was approved.
-            log.warning(
-                "execution %s: %s bound other arguments on resume than the person saw; "
-                "the call does not run",
-                self.execution_id,
-                capability.name,
-            )
-            raise StopError(InternalError())
         if self.trace_arguments:
             span.arguments(bound.arguments)
         if self.emit is not None and asked is None:  # on resume, it was attempted before
@@ -350,6 +342,16 @@ class Dispatcher:
             if asked.verdict is Verdict.TIMED_OUT:
                 error = ApprovalTimedOutError(f"no one answered within {asked.waited}")
                 raise InjectedError(error, "PermissionError")
+            if _json(arguments) != _json(asked.arguments):
+                # A validator whose value changes: what would run is not what was approved.
+                log.warning(
+                    "execution %s: %s bound other arguments on resume than the person saw; "
+                    "the call does not run",
+                    self.execution_id,
+                    capability.name,
+                )
+                self._event(CallFailed, **base, code=ErrorCode.INTERNAL.value, duration_seconds=0)
+                raise StopError(InternalError())
         request = AuthorizationRequest(
             self.subject,
             capability.id,

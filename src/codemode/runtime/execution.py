@@ -460,6 +460,9 @@ class Execution:
         limits = self.setup.limits
         clock = self.services.clock
         where = program.where_at(*next(iter(self._asks.values())).span)
+        overdue = self.deadline.check(clock.now())
+        if overdue is not None:  # no time left to go on with: no one is asked
+            raise StopError(overdue)
         try:
             snapshot = run.dump()
         except SandboxFailure:  # the worker could not write out all it holds

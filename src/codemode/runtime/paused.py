@@ -35,7 +35,7 @@ from codemode.errors import (
     Where,
 )
 from codemode.types import JSONObject
-from codemode.values import RecordValue, record_fields
+from codemode.values import object_fields
 
 FORMAT = 1
 
@@ -46,8 +46,8 @@ OTHER_VERSION = "the program was paused by another version of codemode; run it a
 OTHER_CATALOG = "the capabilities changed while the program was paused; run it again"
 RESUMED = "this paused program was resumed already"
 OTHER_PROCESS = (
-    "the program was paused by another server process, and this one cannot tell whether it "
-    "resumed already; run it again"
+    "the program was paused where this server cannot tell whether it resumed already "
+    "(another server process, or before its replay guard was reset); run it again"
 )
 UNGUARDED = "the server cannot tell whether this paused program resumed already; run it again"
 UNREADABLE = "the paused program cannot be read"
@@ -159,16 +159,18 @@ class PausedState:
 
 def freeze(value: Any) -> Any:
     """A program's value as JSON that `thaw` gives back exactly: every container and
-    every float that JSON cannot spell is tagged (a record becomes the dict of its
-    fields, as a call binds it). TypeError for anything else."""
+    every float that JSON cannot spell is tagged (a record, or a dataclass the program
+    built, becomes the dict of its fields, as a call binds it). TypeError for anything
+    else."""
     if value is None or isinstance(value, bool | int | str):
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else {"float": repr(value)}
     if isinstance(value, list):
         return [freeze(item) for item in value]
-    if isinstance(value, RecordValue):
-        value = record_fields(value)
+    fields = object_fields(value)
+    if fields is not None:
+        value = fields
     if isinstance(value, dict):
         return {"dict": [[freeze(k), freeze(v)] for k, v in value.items()]}
     for kind in (tuple, set, frozenset):

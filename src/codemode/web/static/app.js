@@ -406,11 +406,17 @@ async function approve(requests, wait) {
   return answers;
 }
 
-// The program's arguments with the characters that would break or reorder a line (a
-// separator, a bidirectional control) escaped, so they cannot pose as more of the question.
+// The program's arguments as the MCP server shows them: cut past 4096 characters, and the
+// characters that would break or reorder a line (a separator, a bidirectional control)
+// escaped as JSON does (a pair of surrogates past U+FFFF), so they cannot pose as more of
+// the question.
+const QUESTION_ARGUMENTS = 4096;
 function shown(text) {
-  return text.replace(/(?!\n)[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu,
-    (c) => `\\u${c.codePointAt(0).toString(16).padStart(4, "0")}`);
+  const cut = text.length > QUESTION_ARGUMENTS
+    ? `${text.slice(0, QUESTION_ARGUMENTS)}... (${text.length - QUESTION_ARGUMENTS} more characters)`
+    : text;
+  return cut.replace(/(?!\n)[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu, (c) => Array.from(
+    { length: c.length }, (_, i) => `\\u${c.charCodeAt(i).toString(16).padStart(4, "0")}`).join(""));
 }
 
 $("run").addEventListener("click", run);
