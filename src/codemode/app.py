@@ -51,6 +51,7 @@ from codemode.runtime.paused import (
     RESUMED,
     UNGUARDED,
     PausedState,
+    stamped,
 )
 from codemode.runtime.program import Programs
 from codemode.runtime.sandbox import MontySandbox, Sandbox
@@ -537,13 +538,14 @@ class CodeMode:
         `RequireApproval` for (True runs it); the program pauses meanwhile, holding no
         worker, each answer within `Limits.max_approval_wait_seconds`. Without it such a
         call fails with `approval unavailable` (fail closed)."""
-        outcome = await self.start_async(source, subject=subject, pausable=approve is not None)
+        outcome = await self._start(source, subject, pausable=approve is not None)
         while isinstance(outcome, Paused):
             assert approve is not None
             with _last_resort("execute_async"):  # an approver is host code too
                 verdicts = await ask_each(outcome, approve, self.limits)
             # The state never left the process: nothing can replay it.
-            outcome = await self._resume(outcome.state, subject, verdicts, guarded=False)
+            paused = await self._decode(outcome.state)
+            outcome = await self._resume(paused, subject, verdicts, guarded=False)
         return outcome
 
     async def start_async(
@@ -552,12 +554,14 @@ class CodeMode:
         """As `execute_async`, for a caller that asks a person itself: a program that
         reaches a call needing approval pauses and is answered `Paused`, for
         `resume_async` (here or on another replica) once the person has answered."""
+        return await self._resumable(await self._start(source, subject, pausable), subject)
+
+    async def _start(self, source: str, subject: str, pausable: bool) -> ExecutionResult | Paused:
         self._freeze()
         with _last_resort("execute_async"):
             engine = self._engine_for(subject)
             snapshot, view = await self._off_loop(lambda: self._visible(subject), subject)
-            guard = await self._scope() if pausable else ""
-            execution = self._execution(source, subject, engine, snapshot, view, pausable, guard)
+            execution = self._execution(source, subject, engine, snapshot, view, pausable)
             return await engine.execute_async(execution)
 
     async def resume_async(
@@ -591,20 +595,35 @@ class CodeMode:
                 )
                 for ask in paused.asks
             }
-            return await self._resume(state, subject, verdicts, paused=paused, pausable=pausable)
+        outcome = await self._resume(paused, subject, verdicts, guarded=True, pausable=pausable)
+        return await self._resumable(outcome, subject)
+
+    async def _resumable(
+        self, outcome: ExecutionResult | Paused, subject: str
+    ) -> ExecutionResult | Paused:
+        """A paused program's state headed by the replay guard's scope now, which must
+        vouch that it resumes once. When the guard cannot give one, no state could be
+        resumed, so no one is asked: the program goes on at once, each call it paused at
+        failing `approval unavailable`."""
+        while isinstance(outcome, Paused):
+            scope = await self._scope()
+            if scope is not None:
+                return Paused(outcome.requests, stamped(outcome.state, scope))
+            paused = await self._decode(outcome.state)
+            unavailable = {ask.key: Verdict.UNAVAILABLE for ask in paused.asks}
+            outcome = await self._resume(paused, subject, unavailable, guarded=False)
+        return outcome
 
     async def _resume(
         self,
-        state: bytes,
+        paused: PausedState,
         subject: str,
         verdicts: Mapping[str, Verdict],
         *,
-        paused: PausedState | None = None,
-        guarded: bool = True,
+        guarded: bool,
         pausable: bool = True,
     ) -> ExecutionResult | Paused:
         with _last_resort("resume_async"):
-            paused = paused or await self._decode(state)
             engine = self._engine_for(subject)
             if paused.subject != subject:
                 raise ResumeRefusedError(NOT_YOURS)
@@ -618,9 +637,8 @@ class CodeMode:
                     raise ResumeRefusedError(OTHER_PROCESS)
                 if not claimed:
                     raise ResumeRefusedError(RESUMED)
-            guard = await self._scope() if pausable else ""
             execution = self._execution(
-                paused.source, subject, engine, snapshot, view, pausable, guard, paused, verdicts
+                paused.source, subject, engine, snapshot, view, pausable, paused, verdicts
             )
             try:
                 return await engine.execute_async(execution)
@@ -777,14 +795,14 @@ class CodeMode:
         limit = self.limits.max_paused_bytes
         return await anyio.to_thread.run_sync(PausedState.decode, state, limit)
 
-    async def _scope(self) -> str:
-        """The replay guard's scope, for the states paused now."""
+    async def _scope(self) -> str | None:
+        """The replay guard's scope now, for a state paused now (None when it cannot tell)."""
         try:
             async with asyncio.timeout(GUARD_SECONDS):
                 return await self.replay_guard.scope()
         except Exception:
-            log.exception("the replay guard failed; a program that pauses cannot resume")
-            return ""  # a state no guard vouches for: refused on resume
+            log.exception("the replay guard failed; no one is asked, the calls are unavailable")
+            return None
 
     async def _claim(self, paused: PausedState) -> bool | None:
         """The replay guard's word that this state resumes for the first time (None: it
@@ -806,7 +824,6 @@ class CodeMode:
         snapshot: Snapshot,
         view: View,
         pausable: bool = False,
-        guard: str = "",
         restored: PausedState | None = None,
         verdicts: Mapping[str, Verdict] | None = None,
     ) -> Execution:
@@ -824,7 +841,6 @@ class CodeMode:
             trace_arguments=self.trace_arguments,
             disclose_limits=self.disclose_limits,
             pausable=pausable,
-            guard=guard,
             restored=restored,
             verdicts=verdicts,
         )

@@ -70,6 +70,9 @@ class Verdict(StrEnum):
     """Declined or dismissed: the call does not run."""
     TIMED_OUT = "timed_out"
     """No one answered within `Limits.max_approval_wait_seconds`."""
+    UNAVAILABLE = "unavailable"
+    """No one was asked: the program paused, but its state could not be made resumable
+    (the replay guard could not be reached), so it goes on at once without the call."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +153,11 @@ class InProcessReplayGuard:
 _SCHEMES = ("redis", "rediss", "unix")
 
 
+_EPOCH = """
+redis.call('SET', KEYS[1], ARGV[1], 'NX')
+return redis.call('GET', KEYS[1])
+"""
+"""The epoch, made by the first replica to ask (one exchange)."""
 _CLAIM = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
 if redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[2]) then return 1 end
@@ -178,8 +186,6 @@ class RedisReplayGuard:
     def __init__(self, url: str) -> None:
         self.check_url(url)
         self._url = url
-        self._epoch: str | None = None
-        """The epoch last read (read again once a claim finds it changed)."""
 
     @classmethod
     def from_url(cls, url: str) -> RedisReplayGuard:
@@ -231,13 +237,11 @@ class RedisReplayGuard:
         return None
 
     async def scope(self) -> str:
-        """The epoch of what Redis remembers (made now if it has none)."""
-        if self._epoch is None:
-            async with self._client() as client:
-                await client.set(self.EPOCH, uuid.uuid4().hex, nx=True)
-                epoch = await client.get(self.EPOCH)
-            self._epoch = epoch.decode() if isinstance(epoch, bytes) else str(epoch)
-        return f"redis:{self._epoch}"
+        """The epoch of what Redis remembers now (made now if it has none), read for each
+        program that pauses: one that forgot (flushed, restarted) has a new one at once."""
+        async with self._client() as client:
+            epoch = await client.eval(_EPOCH, 1, self.EPOCH, uuid.uuid4().hex)
+        return f"redis:{epoch.decode() if isinstance(epoch, bytes) else epoch}"
 
     async def claim(self, state_id: str, scope: str, seconds: float) -> bool | None:
         """True for the one replica whose `SET NX` stored the claim, False for the others;
@@ -249,10 +253,7 @@ class RedisReplayGuard:
             won = await client.eval(
                 _CLAIM, 2, self.EPOCH, self.PREFIX + state_id, epoch, max(int(seconds * 1000), 1)
             )
-        if won == -1:
-            self._epoch = None  # Redis forgot: the states paused from now get the new one
-            return None
-        return bool(won == 1)
+        return None if won == -1 else bool(won == 1)
 
     async def release(self, state_id: str) -> None:
         """Forget a claim whose program never started."""

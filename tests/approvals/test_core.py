@@ -183,9 +183,10 @@ def test_a_state_is_refused_to_another_subject_version_or_catalog(
         return str(raised.value)
 
     assert refused(state, "bob") == "resume refused: the paused program belongs to another caller"
-    data = json.loads(state)
+    scope, body = state.split(b"\n", 1)
+    data = json.loads(body)
     data["versions"]["codemode"] = "0.0.1"
-    assert refused(json.dumps(data).encode()) == (
+    assert refused(scope + b"\n" + json.dumps(data).encode()) == (
         "resume refused: the program was paused by another version of codemode; run it again"
     )
     assert refused(b"not a state") == "resume refused: the paused program cannot be read"
@@ -218,10 +219,11 @@ def test_an_answer_past_the_wait_times_out(calls: Path, monkeypatch: pytest.Monk
     assert ran(calls) == ["list"]
 
 
-def test_the_audit_trail_asks_and_answers(cm: CodeMode, calls: Path) -> None:
+def test_the_audit_trail_asks_and_answers(calls: Path) -> None:
     events: list[Event] = []
-    cm.configure(on_event=events.append)
-    asyncio.run(cm.execute_async(DELETE_TWO, subject="alice", approve=answering(1)))
+    with build() as cm:  # closed: every execution's last event is delivered
+        cm.configure(on_event=events.append)
+        asyncio.run(cm.execute_async(DELETE_TWO, subject="alice", approve=answering(1)))
     kinds = [
         (type(e).__name__, getattr(e, "arguments", None))
         for e in events
@@ -551,3 +553,32 @@ def test_the_question_of_a_huge_call_is_cut() -> None:
     request = ApprovalRequest("k", "alice", "e", "t.x", "t.x", {"v": [nested] * 5000}, "Go?")
     text = question(request)
     assert len(text) < 4200 and text.endswith(" more characters)")
+
+
+async def _flush(url: str) -> None:
+    async with redis.asyncio.Redis.from_url(url) as client:
+        await client.flushdb()
+
+
+def test_after_redis_forgets_the_states_paused_since_resume(calls: Path, redis_url: str) -> None:
+    with build() as first, build() as second:
+        first.replay_guard = RedisReplayGuard.from_url(redis_url)
+        second.replay_guard = RedisReplayGuard.from_url(redis_url)
+        before = paused(first).state
+        asyncio.run(_flush(redis_url))
+        yes = {"approval-2": True}
+        with pytest.raises(ResumeRefusedError):  # what was paused before the loss: refused
+            asyncio.run(second.resume_async(before, subject="alice", answers=yes))
+        after = paused(first).state  # the pausing replica reads the new epoch at once
+        done = asyncio.run(second.resume_async(after, subject="alice", answers=yes))
+        assert isinstance(done, ExecutionResult) and done.value is True
+    assert ran(calls) == ["list", "list", "delete 2"]
+
+
+def test_with_no_replay_guard_to_vouch_no_one_is_asked(calls: Path) -> None:
+    with build() as cm:
+        cm.replay_guard = RedisReplayGuard.from_url("redis://127.0.0.1:1/0")  # refused at once
+        outcome = asyncio.run(cm.start_async(DELETE_TWO, subject="alice"))
+    assert isinstance(outcome, ExecutionResult)
+    assert outcome.value == [UNAVAILABLE, UNAVAILABLE]
+    assert ran(calls) == ["list"]

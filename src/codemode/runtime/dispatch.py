@@ -334,14 +334,19 @@ class Dispatcher:
     ) -> Generator[Awaiting | Approval, Any, None]:
         if asked is not None:  # a person answered: a call they did not approve never runs
             span.approval(asked.verdict.value)
-            self._event(
-                _VERDICT_EVENTS[asked.verdict], required=True, **base, message=asked.message
-            )
+            if asked.verdict in _VERDICT_EVENTS:
+                self._event(
+                    _VERDICT_EVENTS[asked.verdict], required=True, **base, message=asked.message
+                )
             if asked.verdict is Verdict.DECLINED:
                 raise InjectedError(ApprovalDeclinedError(), "PermissionError")
             if asked.verdict is Verdict.TIMED_OUT:
                 error = ApprovalTimedOutError(f"no one answered within {asked.waited}")
                 raise InjectedError(error, "PermissionError")
+            if asked.verdict is Verdict.UNAVAILABLE:
+                failure = InjectedError(ApprovalUnavailableError(), "PermissionError")
+                self._event(CallDenied, **base, code=failure.error.code.value)
+                raise failure
             if _json(arguments) != _json(asked.arguments):
                 # A validator whose value changes: what would run is not what was approved.
                 log.warning(

@@ -207,7 +207,6 @@ class Execution:
         disclose_limits: bool = True,
         execution_id: str | None = None,
         pausable: bool = False,
-        guard: str = "",
         restored: PausedState | None = None,
         verdicts: Mapping[str, Verdict] | None = None,
     ) -> None:
@@ -221,8 +220,6 @@ class Execution:
         self.pausable = pausable
         """Whether a call that needs a person's approval pauses the program (else it
         fails: no one can be asked)."""
-        self.guard = guard
-        """The scope of the replay guard its paused states are sealed for."""
         self.restored = restored
         """The paused program this execution goes on from, if it resumes one."""
         if restored is not None:
@@ -490,7 +487,6 @@ class Execution:
             result_bytes=self.dispatcher.result_bytes,
             approvals=self._approvals,
             versions=dict(VERSIONS),
-            guard=self.guard,
         )
         held = max(state.size, len(encoded := state.encode()))
         if held > limits.max_paused_bytes:

@@ -112,16 +112,19 @@ class PausedState:
     approvals: int
     """Calls asked about so far, these included."""
     versions: dict[str, str]
-    guard: str
-    """The scope of the replay guard that must vouch it resumes once (`ReplayGuard.scope`)."""
+    guard: str = ""
+    """The scope of the replay guard that must vouch it resumes once (`ReplayGuard.scope`),
+    stamped when the program pauses: it heads the state, a line of its own."""
 
     def encode(self) -> bytes:
         data: dict[str, Any] = asdict(self)
+        del data["guard"]
         data["format"] = FORMAT
         # Compressed: a program's data is mostly text. Whatever length it leaks is of the
         # program's own values, which its caller has anyway.
         data["snapshot"] = base64.b64encode(zlib.compress(self.snapshot)).decode("ascii")
-        return json.dumps(data, separators=(",", ":")).encode()
+        body = json.dumps(data, separators=(",", ":")).encode()
+        return self.guard.encode("ascii") + b"\n" + body
 
     @property
     def size(self) -> int:
@@ -136,7 +139,9 @@ class PausedState:
         try:
             if len(encoded) > 2 * max_bytes:
                 raise ResumeRefusedError(UNREADABLE)
-            data = json.loads(encoded)
+            guard, _, body = encoded.partition(b"\n")
+            data = json.loads(body)
+            data["guard"] = guard.decode("ascii")
             if data.pop("format") != FORMAT or data["versions"] != VERSIONS:
                 raise ResumeRefusedError(OTHER_VERSION)
             inflate = zlib.decompressobj()
@@ -200,6 +205,12 @@ def thaw(value: Any) -> Any:
     return _THAW[tag](thaw(item) for item in inner)
 
 
+def stamped(state: bytes, scope: str) -> bytes:
+    """`state` headed by the replay guard's `scope` (a state is written with none)."""
+    assert state.startswith(b"\n")
+    return scope.encode("ascii") + state
+
+
 def new_id() -> str:
     return uuid.uuid4().hex
 
@@ -249,5 +260,6 @@ __all__ = [
     "catalog_digest",
     "freeze",
     "new_id",
+    "stamped",
     "thaw",
 ]
