@@ -93,17 +93,13 @@ class Awaiting:
 @dataclass(frozen=True, slots=True)
 class Approval:
     """The authorizer asks a person about this call. The execution pauses the program
-    at it (and ends the plan), or, where no one can be asked, sends `UNAVAILABLE` back
-    into the plan, which then fails the call (fail closed)."""
+    at it (and ends the plan), or, where no one can be asked, sends
+    `Verdict.UNAVAILABLE` back into the plan, which then fails the call (fail closed)."""
 
     arguments: JSONObject
     """The canonical arguments the authorizer saw (a copy)."""
     message: str
     span: Span
-
-
-UNAVAILABLE = "unavailable"
-"""Sent into a plan waiting at an `Approval` when no one can be asked."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,9 +340,7 @@ class Dispatcher:
                 error = ApprovalTimedOutError(f"no one answered within {asked.waited}")
                 raise InjectedError(error, "PermissionError")
             if asked.verdict is Verdict.UNAVAILABLE:
-                failure = InjectedError(ApprovalUnavailableError(), "PermissionError")
-                self._event(CallDenied, **base, code=failure.error.code.value)
-                raise failure
+                raise self._unavailable(capability, base)
             if _json(arguments) != _json(asked.arguments):
                 # A validator whose value changes: what would run is not what was approved.
                 log.warning(
@@ -393,15 +387,8 @@ class Dispatcher:
             if asked is not None:  # approved, and authorized again: it runs
                 return
             answer = yield Approval(request.arguments, decision.message, span)
-            assert answer == UNAVAILABLE  # else the execution paused and ended the plan
-            log.info(
-                "execution %s: %s needs approval, and no one can be asked",
-                self.execution_id,
-                capability.name,
-            )
-            failure = InjectedError(ApprovalUnavailableError(), "PermissionError")
-            self._event(CallDenied, **base, code=failure.error.code.value)
-            raise failure
+            assert answer is Verdict.UNAVAILABLE  # else the execution paused, ending the plan
+            raise self._unavailable(capability, base)
         refused = authorizer_decision(decision)
         if refused is not None:
             if inspect.iscoroutine(decision):
@@ -414,6 +401,17 @@ class Dispatcher:
             )
             self._event(CallDenied, **base, code=refused.error.code.value)
             raise refused
+
+    def _unavailable(self, capability: Capability, base: dict[str, Any]) -> InjectedError:
+        """The failure of a call that needs approval where no one can be asked."""
+        log.info(
+            "execution %s: %s needs approval, and no one can be asked",
+            self.execution_id,
+            capability.name,
+        )
+        failure = InjectedError(ApprovalUnavailableError(), "PermissionError")
+        self._event(CallDenied, **base, code=failure.error.code.value)
+        return failure
 
     def _invoke(
         self, capability: Capability, kwargs: dict[str, Any], locate: Locate, span: Span
@@ -525,7 +523,6 @@ def capability_time(budget: float) -> ResourceLimitError:
 
 
 __all__ = [
-    "UNAVAILABLE",
     "Abandon",
     "Approval",
     "Asked",

@@ -52,7 +52,6 @@ from codemode.runtime.clock import Clock, Timer
 from codemode.runtime.crossing import returned
 from codemode.runtime.deadline import Deadline
 from codemode.runtime.dispatch import (
-    UNAVAILABLE,
     Approval,
     Asked,
     Awaiting,
@@ -817,7 +816,7 @@ class Execution:
         plan ends here; the call runs again on resume), or, when no one can be asked, it
         fails (fail closed)."""
         if not self.pausable:
-            return self._drive(call, name, plan, UNAVAILABLE, None)
+            return self._drive(call, name, plan, Verdict.UNAVAILABLE, None)
         approval.span.approval("asked")
         abandon(plan)
         limits = self.setup.limits
