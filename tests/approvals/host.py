@@ -16,6 +16,21 @@ from codemode.authz import AuthorizationRequest, RequireApproval
 CANARY = "CANARY-approval-message-7f3a"
 """In every approval message: a person reads it, the model never does."""
 
+DELETE_TWO = """\
+def main():
+    rows = tickets.list()
+    print("open:", len(rows))
+    done = []
+    for ticket in rows[:2]:
+        try:
+            done.append(tickets.delete(id=ticket["id"]))
+        except PermissionError as error:
+            done.append(str(error))
+    return done
+"""
+"""A program that deletes the first two tickets, each asked about, and carries on past a
+refusal."""
+
 
 class Ticket(TypedDict):
     id: int

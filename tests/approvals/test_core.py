@@ -41,25 +41,12 @@ from codemode.events import (
 )
 from codemode.mcp.approvals import question
 from codemode.runtime import ExecutionResult
-from tests.approvals.host import CANARY, build
+from tests.approvals.host import CANARY, DELETE_TWO, build
 
 DECLINED = "approval declined: a person declined this call; do not retry it"
 UNAVAILABLE = (
     "approval unavailable: this call needs a person's approval, and no one can be asked for it here"
 )
-
-DELETE_TWO = """\
-def main():
-    rows = tickets.list()
-    print("open:", len(rows))
-    done = []
-    for ticket in rows[:2]:
-        try:
-            done.append(tickets.delete(id=ticket["id"]))
-        except PermissionError as error:
-            done.append(str(error))
-    return done
-"""
 
 GATHERED = """\
 import asyncio

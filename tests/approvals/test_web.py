@@ -13,42 +13,19 @@ from playwright.sync_api import Browser, Page, expect
 from starlette.testclient import TestClient
 
 from tests.approvals.conftest import served
-from tests.approvals.host import CANARY, build
-from tests.e2e.test_web import browser  # noqa: F401  (the module's Chromium)
-
-PROGRAM = """\
-def main():
-    rows = tickets.list()
-    done = []
-    for row in rows[:2]:
-        try:
-            done.append(tickets.delete(id=row["id"]))
-        except PermissionError as error:
-            done.append(str(error))
-    return done
-"""
+from tests.approvals.host import CANARY, DELETE_TWO, build
+from tests.e2e.test_web import browser, page  # noqa: F401  (Chromium, and a page at demo_url)
 
 
 @pytest.fixture(scope="module")
-def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def demo_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The page of the approvals host, where the playground tests' `page` opens."""
     with served("--web", calls=tmp_path_factory.mktemp("web") / "calls") as (base, _):
         yield f"{base}/"
 
 
-@pytest.fixture
-def page(browser: Browser, url: str) -> Iterator[Page]:  # noqa: F811
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(url)
-    yield page
-    context.close()
-    assert errors == []
-
-
-def test_the_page_asks_and_the_program_goes_on_with_each_answer(page: Page) -> None:
-    page.fill("#source", PROGRAM)
+def test_the_page_asks_and_the_program_goes_on_with_each_answer(page: Page) -> None:  # noqa: F811
+    page.fill("#source", DELETE_TWO)
     page.click("#run")
     dialog = page.locator("#approval")
     expect(dialog).to_be_visible()
@@ -68,7 +45,7 @@ def test_the_page_asks_and_the_program_goes_on_with_each_answer(page: Page) -> N
     assert CANARY not in model_text
 
 
-def test_escape_declines(page: Page) -> None:
+def test_escape_declines(page: Page) -> None:  # noqa: F811
     page.fill("#source", "def main():\n    return tickets.delete(id=3)\n")
     page.click("#run")
     expect(page.locator("#approval")).to_be_visible()

@@ -56,11 +56,17 @@ NOTHING_ASKED: dict[str, Any] = {"type": "object", "properties": {}}
 """The approval form: no field to fill, so accept approves and decline refuses."""
 
 
+def _key(cm: CodeMode) -> str | bytes | None:
+    """The sealing key the host gave: `cm.request_state_key`, else
+    `CODEMODE_REQUEST_STATE_KEY` (an empty one is none)."""
+    return cm.request_state_key or os.environ.get(KEY_VARIABLE) or None
+
+
 def security(cm: CodeMode) -> RequestStateSecurity:
-    """How paused programs are sealed: the key from `cm.request_state_key` or
-    `CODEMODE_REQUEST_STATE_KEY` (its UTF-8 bytes; else one made now), valid as long as an
-    approval may take. ValueError for a key shorter than 32 bytes."""
-    key = cm.request_state_key or os.environ.get(KEY_VARIABLE) or None
+    """How paused programs are sealed: the host's key (its UTF-8 bytes; else one made
+    now), valid as long as an approval may take. ValueError for a key shorter than 32
+    bytes."""
+    key = _key(cm)
     ttl = state_seconds(cm.limits)
     if key is None:
         return RequestStateSecurity.ephemeral(ttl=ttl)
@@ -80,7 +86,7 @@ def boundary(
     own subject and to the server's name. A `shared` server (HTTP, which replicas may
     stand beside) says at start what its key and replay guard cannot do."""
     sealing = security(cm)
-    if shared and not (cm.request_state_key or os.environ.get(KEY_VARIABLE)):
+    if shared and _key(cm) is None:
         log.warning(
             "%s is not set: programs paused for an approval resume only on this process "
             "(give every replica the same key, 32 bytes or more)",
