@@ -370,6 +370,7 @@ class CodeMode:
         include: Sequence[str] | None = None,
         exclude: Sequence[str] | None = None,
         timeout: float | None = None,
+        trust_hints: bool | None = None,
     ) -> tuple[str, ...]:
         """Register every operation of a REST API's OpenAPI 3.0 or 3.1 document as a
         capability `name.<operationId in snake_case>` (`listPets` -> `pets.list_pets`).
@@ -381,8 +382,10 @@ class CodeMode:
         neither ever reaches a program, an error or the log. `include` and `exclude` take
         operation ids, tags or `"METHOD /path"` patterns (`*` matches anything).
         `timeout` bounds one request in seconds (a `capability failed` the program can
-        catch). A 4xx answer fails the call with its status and the fields of the error
-        body the document declares; nothing else the API writes reaches the model. Like
+        catch). `x-codemode-hints` in the document refine the method's hints policies read
+        only when `trust_hints` (by default, for a file or a dict, not a fetched URL). A
+        4xx answer fails the call with its status and the fields of the error body the
+        document declares; nothing else the API writes reaches the model. Like
         `add_mcp_server`, it may be called at any time, the policy checking the new
         capabilities before any program can see them. Returns the new capability names;
         raises `RegistrationError`.
@@ -408,6 +411,7 @@ class CodeMode:
             exclude=tuple(exclude or ()),
             timeout=timeout,
             max_bytes=self.limits.max_total_result_bytes,
+            trust_hints=trust_hints,
         )
         try:
             self.catalog.change((), source.capabilities)  # all of them, or none

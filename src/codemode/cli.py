@@ -378,9 +378,10 @@ def proxy(context: click.Context, /, config: str, **options: Any) -> None:
     `env` and `cwd` (stdio) or `url` and `headers` (streamable HTTP), and may add
     `include`, `exclude`, `expose_errors`, `timeout` and `connect`. Its `openApi` object
     names REST APIs: each has `spec` (a path or URL of an OpenAPI document) and may add
-    `baseUrl`, `headers`, `auth`, `include`, `exclude`, `timeout` and `disabled`. `${VAR}` and
-    `${VAR:-default}` are taken from the environment. Names become namespaces (`my-fs`
-    -> `my_fs`). See docs/guides/mcp-gateway.md and docs/guides/openapi.md.
+    `baseUrl`, `headers`, `auth`, `include`, `exclude`, `timeout`, `trustHints` and
+    `disabled`. `${VAR}` and `${VAR:-default}` are taken from the environment. Names become
+    namespaces (`my-fs` -> `my_fs`). See docs/guides/mcp-gateway.md and
+    docs/guides/openapi.md.
     """
     config = str(Path(config).resolve())  # the printed client configuration works anywhere
     _start(

@@ -6,12 +6,16 @@ in undeclared result keys, undeclared error fields, a 500 page and its headers."
 from __future__ import annotations
 
 import asyncio
+import base64
 import gzip
+import json
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote, quote_plus, unquote, unquote_plus
 
 import uvicorn
 from starlette.applications import Starlette
@@ -61,6 +65,24 @@ components:
       properties:
         code: {type: integer}
         message: {type: string}
+    Mirror:
+      type: object
+      properties:
+        authorization: {type: [string, "null"]}
+        token: {type: [string, "null"]}
+        pair: {type: [string, "null"]}
+        password: {type: [string, "null"]}
+        sid: {type: [string, "null"]}
+        lang: {type: [string, "null"]}
+        api_key: {type: [string, "null"]}
+        query: {type: string}
+        query_lower: {type: string}
+        key: {type: [string, "null"]}
+        key_unquoted: {type: [string, "null"]}
+        key_quoted_lower: {type: [string, "null"]}
+        key_quote_plus: {type: [string, "null"]}
+        accept: {type: [string, "null"]}
+        tenant: {type: [string, "null"]}
 paths:
   /pets:
     get:
@@ -83,6 +105,7 @@ paths:
       operationId: createPet
       tags: [pets]
       summary: Add a pet.
+      x-codemode-hints: {readOnlyHint: true, destructiveHint: false}
       requestBody:
         required: true
         content:
@@ -278,6 +301,48 @@ paths:
           content:
             application/json:
               schema: {type: array, items: {type: string}}
+  /mirror:
+    get:
+      operationId: mirror
+      security: [{key: []}]
+      parameters:
+        - {name: fail, in: query, schema: {type: boolean}}
+      responses:
+        "200":
+          description: What the request carried, spelled as APIs echo it.
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/Mirror"}
+        "400":
+          description: Some of it, quoted in an error.
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/Error"}
+  /hop:
+    get:
+      operationId: hop
+      security: [{key: []}]
+      parameters:
+        - {name: to, in: query, required: true, schema: {type: string}}
+      responses:
+        "200":
+          description: What the request the redirect led to carried.
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/Mirror"}
+  /nothing:
+    get:
+      operationId: nothingSaid
+      responses:
+        "200":
+          description: A body, which the server leaves out (a 204).
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/Echo"}
+    post:
+      operationId: done
+      responses:
+        "200": {description: Done, with no body declared (the server answers 204).}
   /huge:
     get:
       operationId: huge
@@ -457,6 +522,23 @@ def app(store: PetStore) -> Starlette:
         record(request)
         return Response(b"[" * 200_000 + b"]" * 200_000, media_type="application/json")
 
+    async def mirror(request: Request) -> Response:
+        record(request)
+        said = mirrored(request)
+        if request.query_params.get("fail") == "true":  # some of it quoted, all undeclared
+            quoted = [said["token"], said["sid"], json.dumps(said["key"])]
+            message = f"refused {' '.join(map(str, quoted))} {said['key_quoted_lower']}"
+            return JSONResponse({"code": 400, "message": message, "trace": said}, 400)
+        return JSONResponse(said)
+
+    async def hop(request: Request) -> Response:
+        record(request)
+        return RedirectResponse(request.query_params["to"], 302)
+
+    async def nothing(request: Request) -> Response:
+        record(request)
+        return Response(status_code=204)
+
     async def huge(request: Request) -> Response:
         record(request)
         return JSONResponse(["x" * 1000] * 20_000)
@@ -479,6 +561,9 @@ def app(store: PetStore) -> Starlette:
             Route("/v1/logo", logo),
             Route("/v1/away", away),
             Route("/v1/huge", huge),
+            Route("/v1/mirror", mirror),
+            Route("/v1/hop", hop),
+            Route("/v1/nothing", nothing, methods=["GET", "POST"]),
             Route("/v1/bomb", bomb),
             Route("/v1/login", login),
             Route("/v1/whoami", echo),
@@ -489,6 +574,39 @@ def app(store: PetStore) -> Starlette:
             Route("/{rest:path}", echo),
         ]
     )
+
+
+def mirrored(request: Request) -> dict[str, str | None]:
+    """What a request carried, each credential as APIs echo one: alone (a token without
+    its scheme, a cookie's value, a Basic header's password), percent-encoded with
+    lower-case hex, decoded with `unquote` rather than `unquote_plus`."""
+    authorization = request.headers.get("authorization", "")
+    scheme, _, token = authorization.partition(" ")
+    pair = base64.b64decode(token).decode() if scheme == "Basic" else None
+    query = request.scope["query_string"].decode()
+    raw_key = dict(p.split("=", 1) for p in query.split("&") if "=" in p).get("api_key")
+    key = None if raw_key is None else unquote_plus(raw_key)
+
+    def lower(text: str) -> str:
+        return re.sub(r"%[0-9A-F]{2}", lambda m: m.group().lower(), text)
+
+    return {
+        "authorization": authorization or None,
+        "token": token or None,
+        "pair": pair,
+        "password": None if pair is None else pair.partition(":")[2],
+        "sid": request.cookies.get("sid"),
+        "lang": request.cookies.get("lang"),
+        "api_key": request.headers.get("x-api-key"),
+        "query": query,
+        "query_lower": lower(query),
+        "key": key,
+        "key_unquoted": None if raw_key is None else unquote(raw_key),
+        "key_quoted_lower": None if key is None else lower(quote(key, safe="")),
+        "key_quote_plus": None if key is None else quote_plus(key),
+        "accept": request.headers.get("accept"),
+        "tenant": request.headers.get("x-tenant"),
+    }
 
 
 @contextmanager

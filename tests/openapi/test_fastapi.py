@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from codemode import CodeMode
-from codemode.authz import AllowAll
+from codemode.authz import AllowAll, AuthorizationRequest
 from tests.conftest import assert_no_canary, run_error
 from tests.openapi.pets import served
 from tests.openapi.tickets import create_app
@@ -96,3 +96,16 @@ def test_a_caught_failure_lets_the_program_go_on(cm: CodeMode) -> None:
     assert cm.execute(source, subject="alice").value == (
         'capability failed: HTTP 404 Not Found: {"detail":"ticket 9 does not exist"}'
     )
+
+
+def test_the_apis_own_document_cannot_call_a_post_harmless(url: str) -> None:
+    def no_destruction(request: AuthorizationRequest) -> bool:
+        return not request.annotations["destructiveHint"]
+
+    source = "def main():\n    return tickets.create_ticket(title='Paper jam')['title']\n"
+    with CodeMode(authorizer=no_destruction) as cm:
+        cm.add_openapi("tickets", spec=url + "/openapi.json")
+        assert run_error(cm, source).code == "permission_denied"
+    with CodeMode(authorizer=no_destruction) as cm:  # the host vouches for the document
+        cm.add_openapi("tickets", spec=url + "/openapi.json", trust_hints=True)
+        assert cm.execute(source, subject="alice").value == "Paper jam"

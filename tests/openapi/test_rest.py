@@ -3,11 +3,13 @@ model sees, what goes on the wire, and what never crosses (the canary)."""
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 import pytest
 
@@ -22,6 +24,8 @@ pytestmark = pytest.mark.slow
 
 SECRET = "SECRET-api-token-7f3a"
 """The credentials' canary (the server plants CANARY in what it writes)."""
+TOKEN = "policy-token-1"
+"""A bearer token for the tests that are not about credentials."""
 
 
 @pytest.fixture(scope="module")
@@ -65,14 +69,18 @@ def test_each_operation_is_a_capability_named_by_its_operation_id(cm: CodeMode) 
         "pets.create_pet",
         "pets.deep",
         "pets.delete_pets_pet_id",
+        "pets.done",
         "pets.drip",
         "pets.get_slot",
         "pets.gone",
+        "pets.hop",
         "pets.host",
         "pets.huge",
         "pets.list_pets",
         "pets.login",
         "pets.logo",
+        "pets.mirror",
+        "pets.nothing_said",
         "pets.put_notes",
         "pets.readme",
         "pets.search",
@@ -275,7 +283,7 @@ def test_policies_see_the_methods_hints(store: PetStore) -> None:
         return not request.annotations["destructiveHint"]
 
     with CodeMode(authorizer=no_destruction) as cm:
-        cm.add_openapi("pets", spec=store.spec_url, include=["pets"], auth={"bearer": "t"})
+        cm.add_openapi("pets", spec=store.spec_url, include=["pets"], auth={"bearer": TOKEN})
         assert run(cm, 'return pets.show_pet_by_id(petId="1")')["name"] == "Rex"
         assert fail(cm, 'return pets.create_pet(name="Z")').code == "permission_denied"
     assert [r.arguments for r in asked] == [{"petId": "1"}, {"name": "Z"}]
@@ -404,7 +412,7 @@ def test_a_config_file_puts_a_rest_api_behind_the_cli(
                     "pets": {
                         "spec": "pets.yaml",
                         "baseUrl": store.url + "/v1",
-                        "auth": {"bearer": "${PETS_TOKEN}", "basic": ["ada", "pw"]},
+                        "auth": {"bearer": "${PETS_TOKEN}", "basic": ["ada", SECRET + "-b"]},
                         "include": ["pets"],
                         "timeout": 5,
                     }
@@ -470,7 +478,7 @@ def test_the_gateway_guides_policies_cover_rest_operations_unchanged(
         CedarAuthorizer(CEDAR) if kind == "cedar" else RegoAuthorizer(modules={"p.rego": REGO})
     )
     with CodeMode(authorizer=authorizer) as cm:
-        cm.add_openapi("pets", spec=store.spec_url, include=["pets"], auth={"bearer": "t"})
+        cm.add_openapi("pets", spec=store.spec_url, include=["pets"], auth={"bearer": TOKEN})
         assert run(cm, 'return pets.show_pet_by_id(petId="1")')["name"] == "Rex"
         assert fail(cm, 'return pets.create_pet(name="Z")').code == "permission_denied"
 
@@ -581,6 +589,7 @@ def test_an_echo_in_any_json_spelling_is_blanked_out() -> None:
         security=[{"b": []}],
         timeout=None,
         max_bytes=1024,
+        secrets=["tok/Ab+Cd=9f3e"],
     )
     try:
         escaped = json.loads(
@@ -590,3 +599,226 @@ def test_an_echo_in_any_json_spelling_is_blanked_out() -> None:
         assert "tok" not in api.loggable(b'{"a": "tok\\/Ab+Cd=9f3e"}')
     finally:
         api.close()
+
+
+KEY = "SECRET q/+=&é-key"
+"""A query API key whose every character a URL encodes, as an API may echo it."""
+PASSWORD = "SECRET/pw+x"
+COOKIE = "SECRET-cookie-v4lue"
+HEADER_KEY = "SECRET-hdr/key+1"
+BEARER = "SECRET-bearer-t0ken"
+
+
+def _spellings(secret: str) -> set[str]:
+    """What an API that echoes `secret` may answer with, as a leak would show it."""
+    quoted = {quote(secret, safe=""), quote_plus(secret), quote(secret)}
+    return {secret} | quoted | {q.lower() for q in quoted} | {json.dumps(secret)[1:-1]}
+
+
+@pytest.fixture
+def mirror(store: PetStore, events: list[Any]) -> Iterator[CodeMode]:
+    """The pet store as a host may register it: the password in `base_url`, a cookie, an
+    API key header, public headers, and a query key."""
+    port = store.url.rsplit(":", 1)[1]
+    with CodeMode(authorizer=AllowAll(), on_event=events.append) as host:
+        host.add_openapi(
+            "pets",
+            spec=store.spec_url,
+            base_url=f"http://ada:{quote(PASSWORD, safe='')}@127.0.0.1:{port}/v1",
+            headers={
+                "Cookie": f"sid={COOKIE}; lang=en",
+                "X-Api-Key": HEADER_KEY,
+                "Accept": "application/json",
+                "X-Tenant": "42",
+            },
+            auth={"key": KEY},
+            include=["mirror", "hop"],
+        )
+        yield host
+
+
+def test_every_form_of_every_credential_is_blanked_and_nothing_else(
+    mirror: CodeMode, store: PetStore, events: list[Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO):
+        said = run(mirror, "return pets.mirror()")
+        error = fail(mirror, "return pets.mirror(fail=True)")
+    sent = store.seen[-1]
+    assert (
+        sent.headers["authorization"]
+        == "Basic " + base64.b64encode(f"ada:{PASSWORD}".encode()).decode()
+    )  # base_url's user and password, which its URL no longer holds
+    assert (sent.headers["cookie"], sent.headers["x-api-key"]) == (
+        f"sid={COOKIE}; lang=en",
+        HEADER_KEY,
+    )
+    assert said == {
+        "authorization": "Basic [redacted]",
+        "token": "[redacted]",
+        "pair": "[redacted]",
+        "password": "[redacted]",
+        "sid": "[redacted]",
+        "lang": "en",  # a cookie too short to be a secret, named as none
+        "api_key": "[redacted]",
+        "query": "api_key=[redacted]",
+        "query_lower": "api_key=[redacted]",
+        "key": "[redacted]",
+        "key_unquoted": "[redacted]",
+        "key_quoted_lower": "[redacted]",
+        "key_quote_plus": "[redacted]",
+        "accept": "application/json",  # public headers are no secrets
+        "tenant": "42",
+    }
+    assert error.detail == (
+        'HTTP 400 Bad Request: {"code":400,"message":'
+        '"refused [redacted] [redacted] \\"[redacted]\\" [redacted]"}'
+    )
+    assert "refused" in caplog.text and "api_key=[redacted]" in caplog.text  # logged, blanked
+    texts = [repr(said), str(error), repr(events), caplog.text]
+    basic = base64.b64encode(f"ada:{PASSWORD}".encode()).decode()
+    canaries = {basic, f"ada:{PASSWORD}"}
+    for secret in (KEY, PASSWORD, COOKIE, HEADER_KEY):
+        canaries |= _spellings(secret)
+    for text in texts:
+        assert [c for c in canaries if c in text] == []
+
+
+def test_a_bearer_token_in_headers_is_blanked_alone_too(store: PetStore) -> None:
+    with CodeMode(authorizer=AllowAll()) as cm:
+        cm.add_openapi(
+            "pets",
+            spec=store.spec_url,
+            headers={"Authorization": f"Bearer {BEARER}"},
+            auth={"key": KEY},
+            include=["mirror"],
+        )
+        said = run(cm, "return pets.mirror()")
+    assert (said["authorization"], said["token"]) == ("Bearer [redacted]", "[redacted]")
+    assert store.seen[-1].headers["authorization"] == f"Bearer {BEARER}"
+
+
+@pytest.mark.parametrize(
+    ("options", "problem"),
+    [
+        ({"auth": {"bearer": "short"}}, 'auth "bearer"'),
+        ({"auth": {"basic": ("ada", "pw")}}, 'auth "basic"'),
+        ({"auth": {"basic": ("key", "")}}, 'auth "basic"'),  # the user is the secret
+        ({"base_url": "http://ada:pw@127.0.0.1:9/v1"}, "base_url"),
+        ({"headers": {"Authorization": "Bearer abc"}}, 'header "Authorization"'),
+        ({"headers": {"Authorization": "Basic YWRhOnB3"}}, 'header "Authorization"'),  # ada:pw
+        ({"headers": {"X-Api-Key": "abc"}}, 'header "X-Api-Key"'),
+        ({"headers": {"Cookie": "lang=en; sid=X"}}, 'cookie "sid" in header "Cookie"'),
+    ],
+)
+def test_a_secret_too_short_to_blank_out_is_refused_at_registration(
+    store: PetStore, options: dict[str, Any], problem: str
+) -> None:
+    with CodeMode(authorizer=AllowAll()) as cm, pytest.raises(RegistrationError) as info:
+        cm.add_openapi("pets", **{"spec": store.spec_url, **options})
+    assert str(info.value) == (
+        f'REST API "pets": {problem} holds a secret shorter than 8 characters, too short to '
+        "blank out of what the API answers"
+    )
+    assert "pw" not in str(info.value) and "abc" not in str(info.value)
+
+
+def test_a_same_origin_redirect_carries_the_credentials_again(
+    mirror: CodeMode, store: PetStore
+) -> None:
+    said = run(mirror, 'return pets.hop(to="/v1/mirror?page=2")')
+    hop, landed = store.seen[-2:]
+    assert (hop.raw_path, landed.raw_path) == ("/v1/hop", "/v1/mirror")
+    assert landed.query == "page=2&api_key=SECRET+q%2F%2B%3D%26%C3%A9-key"
+    assert landed.headers["cookie"] == f"sid={COOKIE}; lang=en"
+    assert landed.headers["authorization"] == hop.headers["authorization"]
+    assert (said["sid"], said["key"], said["password"]) == ("[redacted]",) * 3
+    with pet_store() as other:  # another origin: not followed, nothing sent there
+        error = fail(mirror, f"return pets.hop(to={other.url + '/v1/mirror'!r})")
+        assert error.detail == "the API redirected to another origin"
+        assert other.seen == []
+
+
+def test_headers_that_speak_for_proxies_are_no_arguments() -> None:
+    names = [
+        *("X-Forwarded-Prefix", "X-Forwarded-Port", "X-Real-IP", "X-Original-Method"),
+        *("Range", "If-Range", "Forwarded", "Proxy-Authorization", "Content-MD5"),
+        *("Sec-Fetch-Site", "X-HTTP-Method-Override", "Via", "True-Client-IP"),
+        *("X-Trace", "If-Match", "Accept-Language"),  # these stay arguments
+    ]
+    spec = {
+        "openapi": "3.1.0",
+        "paths": {
+            "/x": {
+                "get": {
+                    "operationId": "x",
+                    "parameters": [
+                        {"name": n, "in": "header", "schema": {"type": "string"}} for n in names
+                    ],
+                    "responses": {"204": {"description": "done"}},
+                }
+            }
+        },
+    }
+    with CodeMode(authorizer=AllowAll()) as cm:
+        cm.add_openapi("api", spec=spec, base_url="http://127.0.0.1:9")
+        assert cm.describe("api.x").signature == (
+            "api.x(*, X_Trace: str | None = None, If_Match: str | None = None, "
+            "Accept_Language: str | None = None) -> None"
+        )
+
+
+def test_a_header_value_with_an_edge_space_is_refused_when_it_binds(
+    cm: CodeMode, store: PetStore
+) -> None:
+    store.seen.clear()
+    for value in (" t-1", "t-1 "):
+        error = fail(cm, f"return pets.list_pets(X_Trace={value!r})")
+        assert (error.code, error.detail) == (
+            "invalid_arguments",
+            'argument "X_Trace" must not begin or end with a space: it is sent as a header',
+        )
+    assert store.seen == []  # refused before any request
+    run(cm, 'return pets.list_pets(X_Trace="t 1")')  # a space within is sent as it is
+    assert store.seen[-1].headers["x-trace"] == "t 1"
+
+
+def test_an_undeclared_204_is_none_or_says_what_it_is(cm: CodeMode) -> None:
+    assert cm.describe("pets.done").signature == "pets.done() -> None"
+    assert run(cm, "return pets.done()") is None  # no body declared, none given
+    assert fail(cm, "return pets.nothing_said()").detail == (
+        "the API answered HTTP 204 No Content where its document declares a body"
+    )
+
+
+def test_hints_are_trusted_from_the_hosts_own_document_only(
+    store: PetStore, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # createPet claims `readOnlyHint: true, destructiveHint: false`: a POST that the
+    # API's own document says is harmless.
+    def annotations(spec: Any, **options: Any) -> dict[str, bool]:
+        with CodeMode(authorizer=AllowAll()) as cm:
+            cm.add_openapi("pets", spec=spec, base_url=store.url + "/v1", **options)
+            return dict(cm.describe("pets.create_pet").annotations)
+
+    post = {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False}
+    claimed = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": False}
+    with caplog.at_level(logging.WARNING, "codemode.openapi"):
+        assert annotations(store.spec_url) == {**post, "openWorldHint": True}
+    assert caplog.messages == [
+        "REST API pets: the x-codemode-hints of 1 operations are not trusted, as the document "
+        "was fetched from a URL; their methods' hints apply (trust_hints=True trusts them)"
+    ]
+    assert annotations(store.spec_url, trust_hints=True) == {**claimed, "openWorldHint": True}
+    (tmp_path / "pets.yaml").write_text(SPEC)
+    (tmp_path / "common.yaml").write_text(COMMON)
+    assert annotations(tmp_path / "pets.yaml") == {**claimed, "openWorldHint": True}
+    assert annotations(tmp_path / "pets.yaml", trust_hints=False) == {
+        **post,
+        "openWorldHint": True,
+    }
+    config = tmp_path / "apis.json"
+    config.write_text(json.dumps({"openApi": {"pets": {"spec": "x", "trustHints": True}}}))
+    from codemode.gateway.config import load_config
+
+    [entry] = load_config(config)
+    assert entry.options["trust_hints"] is True

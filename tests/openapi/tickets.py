@@ -77,7 +77,14 @@ def create_app() -> FastAPI:
             raise HTTPException(404, f"ticket {ticket_id} does not exist")
         return tickets[ticket_id]
 
-    @app.post("/tickets", operation_id="createTicket", tags=["tickets"], status_code=201)
+    @app.post(
+        "/tickets",
+        operation_id="createTicket",
+        tags=["tickets"],
+        status_code=201,
+        # what an API may say of itself: the host trusts it only when it says so
+        openapi_extra={"x-codemode-hints": {"readOnlyHint": True, "destructiveHint": False}},
+    )
     def create_ticket(new: NewTicket) -> Ticket:
         ticket = Ticket(id=max(tickets) + 1, **new.model_dump())
         tickets[ticket.id] = ticket

@@ -22,7 +22,8 @@ problem is one `ConfigError` naming the file and the key's path.
 
 A REST API takes `spec` (a path, relative to the file's folder, or a URL), `baseUrl`,
 `headers`, `auth` (a security scheme's name -> its secret, or `[user, password]` for
-HTTP basic), `include`, `exclude` and `timeout`; `mcpServers` may then be left out.
+HTTP basic), `include`, `exclude`, `timeout` and `trustHints`; `mcpServers` may then be
+left out.
 """
 
 from __future__ import annotations
@@ -85,9 +86,12 @@ _API_KEYS: dict[str, str] = {
     "include": _STRINGS,
     "exclude": _STRINGS,
     "timeout": "a positive number",
+    "trustHints": _BOOLEAN,
     "disabled": _BOOLEAN,
 }
 """Each key a REST API entry may have, and what its value must be."""
+_API_OPTIONS = {"baseUrl": "base_url", "trustHints": "trust_hints"}
+"""The file's camel-case keys, as `add_openapi`'s keyword arguments."""
 _TYPES = {"stdio": "command", "http": "url", "streamable-http": "url", "streamableHttp": "url"}
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
@@ -191,7 +195,7 @@ def _api_entry(
     if "spec" not in spec:
         raise fail(at, 'needs "spec", the path or URL of its OpenAPI document')
     options = {
-        ("base_url" if key == "baseUrl" else key): _expand(value, f"{at}.{key}", environ, fail)
+        _API_OPTIONS.get(key, key): _expand(value, f"{at}.{key}", environ, fail)
         for key, value in spec.items()
         if key != "disabled"
     }

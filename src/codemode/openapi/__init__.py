@@ -3,10 +3,16 @@
 Each operation becomes `name.<operationId in snake_case>`, built as every capability is,
 so describe, binding, policies, budgets and audit treat it as they treat the rest. The
 API's credentials and the host's headers stay here, on the host's side of the boundary.
+
+An operation's `x-codemode-hints` are what policies read to tell a read from a
+destruction, so they are trusted only from a document the host gave (a file or a dict):
+a document fetched from a URL is the API's own word about itself, and its operations get
+their method's hints unless the host says `trust_hints=True`.
 """
 
 from __future__ import annotations
 
+import base64
 import difflib
 import functools
 import logging
@@ -14,11 +20,12 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
 from codemode.capabilities import Capability
 from codemode.errors import RegistrationError
 from codemode.gateway.schema import Hints, camel, readable
+from codemode.openapi import secrets
 from codemode.openapi.capabilities import Shared, operation_capability
 from codemode.openapi.client import Api, Credential
 from codemode.openapi.document import Document, SpecError, load, resolve
@@ -51,20 +58,25 @@ def openapi_source(
     exclude: Sequence[str],
     timeout: float | None,
     max_bytes: int,
+    trust_hints: bool | None = None,
 ) -> Source:
     """Read the document and build its operations' capabilities (not yet in a catalog);
-    RegistrationError naming the API for anything that cannot be used."""
+    RegistrationError naming the API for anything that cannot be used. `trust_hints`:
+    whether the operations' `x-codemode-hints` count; None trusts a file's or a dict's,
+    not a fetched document's."""
     try:
         document = load(spec)
         schemes = _schemes(document)
         credentials = _credentials(schemes, auth or {})
-        url = _base_url(document, base_url)
+        url, userinfo = _userinfo(_base_url(document, base_url))
         host_headers = {str(k): str(v) for k, v in (headers or {}).items()}
-        sent = {("header", k.lower()) for k in host_headers} | {
+        keys = {
             (str(s.get("in")), str(s.get("name", "")).lower())
             for s in schemes.values()
             if s.get("type") == "apiKey"
         }
+        sent = {("header", k.lower()) for k in host_headers} | keys
+        found_secrets = _secrets(credentials, host_headers, userinfo, keys)
         reading = operations(document, sent, name)
         found = chosen(reading.operations, include, exclude)
     except SpecError as exc:
@@ -73,7 +85,13 @@ def openapi_source(
         raise RegistrationError(
             f'REST API "{name}": the document cannot be read ({type(exc).__name__})'
         ) from None
+    if not (document.origin is None if trust_hints is None else trust_hints):
+        _distrust(name, found)
     security = document.root.get("security")
+    authorization = None
+    if userinfo is not None:
+        pair = f"{userinfo[0]}:{userinfo[1]}".encode()
+        authorization = "Basic " + base64.b64encode(pair).decode()
     api = Api(
         name,
         url,
@@ -82,6 +100,8 @@ def openapi_source(
         security=security if isinstance(security, list) else [],
         timeout=timeout,
         max_bytes=max_bytes,
+        secrets=found_secrets,
+        authorization=authorization,
     )
     try:
         built = _capabilities(name, found, api, reading)
@@ -89,6 +109,56 @@ def openapi_source(
     except BaseException:
         api.close()
         raise
+
+
+def _distrust(name: str, found: list[Operation]) -> None:
+    """Drop the operations' own hints: each gets its method's (see the module docstring)."""
+    hinted = [operation for operation in found if operation.hints]
+    for operation in hinted:
+        operation.hints = {}
+    if hinted:
+        log.warning(
+            "REST API %s: the x-codemode-hints of %d operations are not trusted, as the "
+            "document was fetched from a URL; their methods' hints apply (trust_hints=True "
+            "trusts them)",
+            name,
+            len(hinted),
+        )
+
+
+def _userinfo(url: str) -> tuple[str, tuple[str, str] | None]:
+    """`url` without its `user:password@`, and the user and password it held (decoded,
+    as HTTP basic sends them), which become the requests' `Authorization`."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, None
+    written, _, where = parts.netloc.rpartition("@")
+    user, _, password = written.partition(":")
+    return urlunsplit(parts._replace(netloc=where)), (unquote(user), unquote(password))
+
+
+def _secrets(
+    credentials: Mapping[str, Credential],
+    headers: Mapping[str, str],
+    userinfo: tuple[str, str] | None,
+    keys: set[tuple[str, str]],
+) -> list[str]:
+    """Every credential a request may carry (`secrets` says which); SpecError for one too
+    short to blank out, naming where it is (never the secret)."""
+    found: list[str] = []
+    for credential in credentials.values():
+        what = f'auth "{credential.scheme}"'
+        if credential.kind == "basic":
+            user, _, password = credential.secret.partition(":")
+            found += secrets.basic(user, password, what)
+        else:
+            found += secrets.token(credential.secret, what)
+    if userinfo is not None:
+        found += secrets.basic(*userinfo, "base_url")
+    declared = frozenset(name for where, name in keys if where in ("header", "cookie"))
+    for key, value in headers.items():
+        found += secrets.header(key, value, declared)
+    return found
 
 
 def _capabilities(
@@ -165,6 +235,8 @@ def _credentials(
                     f'auth "{key}" is HTTP basic: give a (user, password) pair '
                     '(["user", "password"] in a config file)'
                 )
+            if ":" in secret[0]:
+                raise SpecError(f'auth "{key}": the user of HTTP basic must not hold ":"')
             found[key] = Credential(key, "basic", secret=f"{secret[0]}:{secret[1]}")
             continue
         if not isinstance(secret, str) or not secret:
@@ -208,7 +280,8 @@ def _base_url(document: Document, given: str | None) -> str:
             url = urljoin(document.uri, url)
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise SpecError(f"base_url must be an http(s) URL, not {url!r}")
+        shown = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+        raise SpecError(f"base_url must be an http(s) URL, not {shown!r}")
     if parts.query or parts.fragment:
         raise SpecError("base_url must not hold a query or a fragment")
     return url

@@ -24,6 +24,7 @@ from codemode.errors import AgentError, RegistrationError
 from codemode.gateway import schema as s
 from codemode.gateway.tools import first_sentence, strict_json
 from codemode.openapi.client import (
+    NO_CONTENT,
     NOT_JSON,
     UNDECLARED,
     UNREADABLE_BODY,
@@ -118,6 +119,8 @@ def operation_capability(
         code, media_type, body = await api.call(operation, document)
         key = declared(operation, code)
         if 200 <= code < 300:
+            if key is None and code in _NO_CONTENT:  # a 204 where 200 is declared, say
+                return _no_content(api, operation, code, successes)
             if key is None and len(successes) == 1:  # a 201 where 200 is declared, say
                 key = next(iter(successes))
             media = operation.responses.get(key) if key is not None else None
@@ -166,7 +169,9 @@ def _wire_checked(
     """`document`, refusing what HTTP cannot carry where the argument goes: a path
     parameter that could change the path (empty, `.`, `..`, or holding `/` or `\\`:
     percent-encoding them is not enough, as servers and proxies decode `%2F` and resolve
-    `%2E%2E` before they route), and a header value that is not one line of ASCII."""
+    `%2E%2E` before they route), and a header value that is not one line of printable
+    ASCII, or that begins or ends with a space (which HTTP strips: it could not be sent
+    as it was given)."""
     where = {a.key: a.location for a in operation.arguments if a.location in ("path", "header")}
     names = {p.key: p.name for p in parameters}  # as the program wrote it
 
@@ -190,6 +195,10 @@ def _wire_checked(
                 )
             if location == "header" and not all(p.isascii() and p.isprintable() for p in parts):
                 return f'argument "{name}" must be printable ASCII: it is sent as a header'
+            if location == "header" and any(p != p.strip(" ") for p in parts):
+                return (
+                    f'argument "{name}" must not begin or end with a space: it is sent as a header'
+                )
         return made
 
     return checked
@@ -233,6 +242,20 @@ def _error_detail(projection: Projection, body: bytes, api: Api) -> str:
     except Exception:  # a body that is not what it declares: its status says enough
         return ""
     return json.dumps(kept, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+_NO_CONTENT = (204, 205)
+"""The successes that carry no body, whatever the operation declares."""
+
+
+def _no_content(api: Api, operation: Operation, code: int, successes: Mapping[str, Media]) -> None:
+    """A 204 (or 205) the operation does not declare: its result is None when it declares
+    no body for a success either (`-> None`); else it failed to give the declared result,
+    which says so (not that a body it never had is not JSON)."""
+    if all(media.kind == "none" for media in successes.values()):
+        return None
+    log.warning("REST API %s: %s answered %s, undeclared", api.name, operation.route, code)
+    raise AgentError(NO_CONTENT.format(status=status_text(code)))
 
 
 def _value(

@@ -2,9 +2,11 @@
 a call's request is sent and its response read.
 
 Credentials never enter an argument, a result or an error: they are added here, to the
-request, after the authorizer has decided on the arguments. A response crosses only as
-its operation declares it; everything else the server wrote (an undeclared error body, a
-5xx page, a reason phrase, headers) goes to the host log alone.
+request, after the authorizer has decided on the arguments, and again to each redirect's
+request on the API's own origin (no request goes to another). A response crosses only as
+its operation declares it, every form of every credential blanked out of it (`secrets`);
+everything else the server wrote (an undeclared error body, a 5xx page, a reason phrase,
+headers) goes to the host log alone.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import logging
 import weakref
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import httpx2
@@ -26,6 +28,7 @@ import httpx2
 from codemode.errors import AgentError
 from codemode.openapi import wire
 from codemode.openapi.operations import Operation
+from codemode.openapi.secrets import Redactor
 from codemode.types import JSONObject
 
 log = logging.getLogger("codemode.openapi")
@@ -37,6 +40,8 @@ UNREADABLE_BODY = "the API's response cannot be read"
 NOT_JSON = "the API's response is not JSON"
 UNDECLARED = "the API's response does not match its declared schema"
 REDIRECTED = "the API redirected to another origin"
+NO_CONTENT = "the API answered {status} where its document declares a body"
+MAX_REDIRECTS = 5
 
 
 @dataclass(frozen=True)
@@ -80,6 +85,16 @@ _ENCODINGS = {"identity": 0, "gzip": 31, "x-gzip": 31, "deflate": 15}
 """The content encodings read (asked for in `Accept-Encoding`), as zlib's window bits."""
 
 
+@dataclass(frozen=True)
+class _Again:
+    """What a redirect's request must carry again: HTTP clients drop the `Cookie` header
+    of a redirect (it is the jar's to make, and the jar keeps nothing, see `_NoCookies`),
+    and its `Location` replaces the query an API key rode in."""
+
+    cookie: str | None = None
+    query: list[tuple[str, str]] = field(default_factory=list)
+
+
 class Api:
     """A REST API's pools (one per event loop that calls it) and what every request
     carries: its base URL, the host's headers and the credentials."""
@@ -94,10 +109,15 @@ class Api:
         security: Sequence[Mapping[str, Any]],
         timeout: float | None,
         max_bytes: int,
+        secrets: Iterable[str] = (),
+        authorization: str | None = None,
     ) -> None:
         self.name = name
         self.base = httpx2.URL(base_url)
         self.headers = dict(headers)
+        self.authorization = authorization
+        """The `Authorization` of `base_url`'s `user:password@` (which `base_url` no longer
+        holds), sent unless a header or a security scheme gives one."""
         self.credentials = dict(credentials)
         self.security = list(security)
         """The document's own `security`, for operations that give none."""
@@ -105,9 +125,10 @@ class Api:
         self.max_bytes = max_bytes
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx2.AsyncClient]
         self._clients = weakref.WeakKeyDictionary()
-        self.secrets = _secrets(self.credentials.values(), self.headers.values())
-        """Every secret text a request may carry, blanked out wherever it would show."""
-        _REDACT.secrets[id(self)] = self.secrets
+        self.redactor = Redactor(secrets)
+        """Every secret a request may carry (`secrets.py` says which), blanked out of
+        whatever the API answers and of the host log."""
+        _REDACT.redactors[id(self)] = self.redactor
 
     def _client(self) -> httpx2.AsyncClient:
         loop = asyncio.get_running_loop()
@@ -116,8 +137,7 @@ class Api:
             client = httpx2.AsyncClient(
                 cookies=http.cookiejar.CookieJar(policy=_NO_COOKIES),  # see _NoCookies
                 timeout=httpx2.Timeout(self.timeout),
-                follow_redirects=True,
-                max_redirects=5,
+                follow_redirects=False,  # followed in `call`, each with its credentials again
                 event_hooks={"request": [self._same_origin]},
                 limits=httpx2.Limits(max_connections=32, max_keepalive_connections=16),
                 trust_env=False,
@@ -134,10 +154,10 @@ class Api:
     async def call(self, operation: Operation, document: JSONObject) -> tuple[int, str, bytes]:
         """Send one call; its status, media type and body, or AgentError for a failure
         that is not the API's answer (the detail is logged)."""
-        request = self._request(operation, document)
+        request, again = self._request(operation, document)
         try:
             async with asyncio.timeout(self.timeout):  # the whole exchange, not each read
-                response = await self._client().send(request, stream=True)
+                response = await self._followed(request, again)
                 try:
                     body = await self._read(response)
                 finally:
@@ -160,39 +180,38 @@ class Api:
         media = response.headers.get("content-type", "").split(";")[0].strip().lower()
         return response.status_code, media, body
 
+    async def _followed(self, request: httpx2.Request, again: _Again) -> httpx2.Response:
+        """The response to `request`, its redirects followed on the API's origin, each
+        with the request's cookies and query credentials again (`_Again`)."""
+        client = self._client()
+        response = await client.send(request, stream=True)
+        for _ in range(MAX_REDIRECTS):
+            following = response.next_request
+            if following is None:
+                return response
+            await response.aclose()
+            await self._same_origin(following)  # before anything is added to it
+            if again.cookie is not None:
+                following.headers["Cookie"] = again.cookie
+            for name, secret in again.query:
+                following.url = following.url.copy_set_param(name, secret)
+            response = await client.send(following, stream=True)
+        if response.next_request is None:
+            return response
+        await response.aclose()
+        raise httpx2.TooManyRedirects(f"more than {MAX_REDIRECTS} redirects", request=request)
+
     def _log(self, operation: Operation, detail: str) -> None:
         log.warning("REST API %s: %s failed: %s", self.name, operation.route, self.redact(detail))
 
     def redact(self, text: str) -> str:
         """`text` with every credential blanked out (an API may echo one in an error)."""
-        return _blanked(text, self.secrets)
+        return self.redactor.redact(text)
 
     def scrub(self, value: Any) -> Any:
-        """A parsed body with every credential it echoes blanked out, however its JSON
-        spelled it (`\\/`, `\\u0026`) and percent-encoded too, a number that is one
-        included: what the API answers reaches the program, the host's secrets never do.
-        (Iterative, as a body may nest deeper than Python's recursion.)"""
-        if not self.secrets:
-            return value
-        root = [value]
-        stack: list[tuple[Any, Any]] = [(root, 0)]
-        while stack:
-            holder, key = stack.pop()
-            item = holder[key]
-            if isinstance(item, str):
-                holder[key] = _blanked(item, self.secrets)
-            elif isinstance(item, int | float) and not isinstance(item, bool):
-                if _blanked(str(item), self.secrets) != str(item):
-                    holder[key] = "[redacted]"
-            elif isinstance(item, list):
-                stack.extend((item, i) for i in range(len(item)))
-            elif isinstance(item, dict):
-                if any(self.redact(k) != k for k in item):  # rare: a key that is a secret
-                    renamed = {self.redact(k): v for k, v in item.items()}
-                    item.clear()
-                    item.update(renamed)
-                stack.extend((item, k) for k in item)
-        return root[0]
+        """A parsed body with every credential it echoes blanked out (see `Redactor`):
+        what the API answers reaches the program, the host's secrets never do."""
+        return self.redactor.scrub(value)
 
     def loggable(self, body: bytes) -> str:
         """A body as the host log gets it: its credentials blanked out (in its JSON, read
@@ -233,21 +252,24 @@ class Api:
             raise TooLarge()
         return bytes(body)
 
-    def _request(self, operation: Operation, document: JSONObject) -> httpx2.Request:
+    def _request(self, operation: Operation, document: JSONObject) -> tuple[httpx2.Request, _Again]:
         """The request for bound arguments: each where the document puts it, then the
-        host's headers and the credentials, which no argument can override."""
+        host's headers and the credentials, which no argument can override; and what a
+        redirect's request must carry again."""
         by_key = {a.key: a for a in operation.arguments}
         given = {k: (by_key[k], v) for k, v in document.items() if k in by_key and v is not None}
         path_values = {a.wire: (a, v) for a, v in given.values() if a.location == "path"}
         params: list[tuple[str, str | int | float | bool | None]] = []
         headers: dict[str, str] = {}
+        if self.authorization is not None:  # base_url's, unless a header or scheme says
+            headers["Authorization"] = self.authorization
         cookies: list[str] = []
         body: Any = None
         for argument, value in given.values():
             if argument.location == "query":
                 params += wire.query(argument, value)
             elif argument.location == "header":  # binding has refused what HTTP cannot carry
-                headers[argument.wire] = wire.header(argument, value)
+                _put(headers, argument.wire, wire.header(argument, value))
             elif argument.location == "cookie":
                 cookies.append(wire.cookie(argument, value))
             elif argument.location == "body":
@@ -258,19 +280,22 @@ class Api:
                     body = value
         if body is None and operation.body_flat and operation.body_required:
             body = {}
-        headers.update(self.headers)
+        for name, text in self.headers.items():
+            _put(headers, name, text)
+        again_query: list[tuple[str, str]] = []
         if self.credentials:
             for credential in self._chosen(operation):
                 if credential.kind == "bearer":
-                    headers["Authorization"] = f"Bearer {credential.secret}"
+                    _put(headers, "Authorization", f"Bearer {credential.secret}")
                 elif credential.kind == "basic":
                     token = base64.b64encode(credential.secret.encode()).decode()
-                    headers["Authorization"] = f"Basic {token}"
+                    _put(headers, "Authorization", f"Basic {token}")
                 elif credential.kind == "header":
-                    headers[credential.name] = credential.secret
+                    _put(headers, credential.name, credential.secret)
                 elif credential.kind == "query":  # the host's key, never the program's
                     params = [pair for pair in params if pair[0] != credential.name]
                     params.append((credential.name, credential.secret))
+                    again_query.append((credential.name, credential.secret))
                 else:
                     prefix = f"{credential.name}="
                     cookies = [c for c in cookies if not c.startswith(prefix)]
@@ -282,7 +307,9 @@ class Api:
             headers = {k: v for k, v in headers.items() if k.lower() != "cookie"}
         if cookies:
             headers["Cookie"] = "; ".join(cookies)
-        headers.setdefault("Accept", _accept(operation))
+        again = _Again(headers.get("Cookie"), again_query)
+        if not any(k.lower() == "accept" for k in headers):  # the host's, else the media's
+            headers["Accept"] = _accept(operation)
         headers["Accept-Encoding"] = "gzip, deflate"
         content: bytes | None = None
         form: dict[str, str] | None = None
@@ -298,7 +325,7 @@ class Api:
         raw_path = self.base.raw_path.split(b"?")[0].rstrip(b"/")
         target = raw_path + wire.path(operation.path, path_values).encode("ascii")
         url = self.base.copy_with(raw_path=target)
-        return self._client().build_request(
+        request = self._client().build_request(
             operation.method.upper(),
             url,
             params=params or None,
@@ -306,6 +333,7 @@ class Api:
             content=content,
             data=form,
         )
+        return request, again
 
     def _chosen(self, operation: Operation) -> list[Credential]:
         """The credentials of the first of the operation's security alternatives the host
@@ -324,7 +352,7 @@ class Api:
 
     def close(self) -> None:
         """Close every pool: each on its own loop while that still runs."""
-        _REDACT.secrets.pop(id(self), None)
+        _REDACT.redactors.pop(id(self), None)
         try:
             running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
@@ -341,6 +369,14 @@ class Api:
             except Exception:  # a loop that no longer runs its tasks: the sockets go with it
                 future.cancel()
         self._clients.clear()
+
+
+def _put(headers: dict[str, str], name: str, value: str) -> None:
+    """Set a header, in place of any of its name however it is spelled (`authorization`
+    and `Authorization` are one header, which must not be sent twice)."""
+    for key in [k for k in headers if k.lower() == name.lower()]:
+        del headers[key]
+    headers[name] = value
 
 
 def _accept(operation: Operation) -> str:
@@ -382,41 +418,17 @@ class _Redact(logging.Filter):
 
     def __init__(self) -> None:
         super().__init__()
-        self.secrets: dict[int, list[str]] = {}
+        self.redactors: dict[int, Redactor] = {}
 
     def filter(self, record: logging.LogRecord) -> bool:
-        secrets = sorted(
-            {s for group in list(self.secrets.values()) for s in group}, key=len, reverse=True
-        )
-        if secrets:
-            message = record.getMessage()
-            blanked = _blanked(message, secrets)
+        redactors = list(self.redactors.values())
+        if redactors:
+            message = blanked = record.getMessage()
+            for redactor in redactors:
+                blanked = redactor.redact(blanked)
             if blanked != message:
                 record.msg, record.args = blanked, None
         return True
-
-
-def _secrets(credentials: Iterable[Credential], headers: Iterable[str]) -> list[str]:
-    """Every text a request's secrets may show as: each as written and percent-encoded
-    (as a query carries it), a basic pair's password and base64 too; the longest first,
-    as one secret may begin another (made once: `_blanked` runs on every result)."""
-    found: list[str] = []
-    for credential in credentials:
-        if len(credential.secret) >= 4:
-            found.append(credential.secret)
-        if credential.kind == "basic":
-            found.append(base64.b64encode(credential.secret.encode()).decode())
-            found += [part for part in credential.secret.split(":", 1)[1:] if len(part) >= 4]
-    found += [value for value in headers if len(value) >= 8]
-    encoded = [str(httpx2.QueryParams({"k": s})).removeprefix("k=") for s in found]
-    return sorted(set(found + encoded), key=len, reverse=True)
-
-
-def _blanked(text: str, secrets: list[str]) -> str:
-    """`text` with each of `secrets` (longest first) as `[redacted]`."""
-    for secret in secrets:
-        text = text.replace(secret, "[redacted]")
-    return text
 
 
 _REDACT = _Redact()
@@ -424,7 +436,9 @@ logging.getLogger("httpx2").addFilter(_REDACT)
 
 
 __all__ = [
+    "MAX_REDIRECTS",
     "NOT_JSON",
+    "NO_CONTENT",
     "REDIRECTED",
     "TIMED_OUT",
     "TOO_LARGE",

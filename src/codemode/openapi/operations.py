@@ -36,36 +36,39 @@ _JSON = re.compile(r"(?i)^application/(.+\+)?json$")
 _FORM = "application/x-www-form-urlencoded"
 _IGNORED_HEADERS = frozenset(
     [
-        "x-http-method-override",
-        "x-http-method",
-        "x-method-override",
-        "x-original-url",
-        "x-rewrite-url",
-        "x-forwarded-host",
-        "x-forwarded-for",
-        "x-forwarded-proto",
-        "forwarded",
-        "accept",
-        "content-type",
-        "authorization",
-        "accept-encoding",
-        "cookie",
-        "host",
-        "content-length",
-        "transfer-encoding",
-        "connection",
-        "keep-alive",
-        "te",
-        "trailer",
-        "upgrade",
-        "proxy-authorization",
-        "proxy-connection",
-        "expect",
+        # OpenAPI's own: the client sets them
+        *("accept", "content-type", "authorization"),
+        # the request's framing, its connection and its hops
+        *("host", "transfer-encoding", "connection", "keep-alive", "te", "trailer"),
+        *("upgrade", "expect", "via", "max-forwards", "accept-encoding", "cookie"),
+        # which part of the body is answered (a partial body is not the declared one)
+        *("range", "if-range"),
+        # where the request came from or was meant to go, as proxies tell an app
+        *("forwarded", "x-host", "x-client-ip", "true-client-ip", "client-ip"),
+        *("x-cluster-client-ip", "cf-connecting-ip", "fastly-client-ip"),
+        *("x-http-method", "x-http-method-override", "x-method-override"),
     ]
 )
+_IGNORED_PREFIXES = (
+    "content-",  # the body's framing: Content-Length, Content-Encoding, ...
+    "proxy-",  # hop-by-hop: Proxy-Authorization, Proxy-Connection
+    "x-forwarded-",  # X-Forwarded-For, -Host, -Proto, -Prefix, -Port, ...
+    "x-original-",  # X-Original-URL, X-Original-Method, ...
+    "x-rewrite-",
+    "x-real-",  # X-Real-IP
+    "sec-",  # a browser's own (Sec-Fetch-Site), which CSRF defenses trust
+)
 """Header parameters that are not arguments: those OpenAPI says the client sets, and
-those that frame the request or route it (a program's `Host` or `Content-Length` would
-send it elsewhere or smuggle another)."""
+those that frame the request, route it or say where it came from (a program's `Host` or
+`Content-Length` would send it elsewhere or smuggle another; an `X-Forwarded-Prefix` or
+`X-Real-IP` would speak for the proxies in front of the API). A whole family is refused
+by its prefix, as proxies and frameworks keep adding members to each."""
+
+
+def ignored_header(name: str) -> bool:
+    """Whether a header parameter of this name is not an argument (see above)."""
+    lower = name.lower()
+    return lower in _IGNORED_HEADERS or lower.startswith(_IGNORED_PREFIXES)
 
 
 @dataclass(frozen=True)
@@ -230,7 +233,7 @@ def _operation(
         if location not in _STYLES:
             raise SpecError(f'parameter "{name}" is in {location!r}')
         if (location, name.lower()) in credentials or (
-            location == "header" and name.lower() in _IGNORED_HEADERS
+            location == "header" and ignored_header(name)
         ):
             continue
         style = parameter.get("style", "form" if location in ("query", "cookie") else "simple")
@@ -418,6 +421,7 @@ __all__ = [
     "Operation",
     "Reading",
     "chosen",
+    "ignored_header",
     "operations",
     "snake",
 ]

@@ -116,8 +116,8 @@ def header(argument: Argument, value: Any) -> str:
         text = ",".join(f"{k}{sep}{v}" for k, v in pairs)
     else:
         text = scalar(value)
-    if not text.isascii() or any(ch in text for ch in "\r\n\0"):
-        raise ValueError("a header value holds a line break or a character that is not ASCII")
+    if not text.isascii() or any(ch in text for ch in "\r\n\0") or text != text.strip(" "):
+        raise ValueError("a header value holds a line break, an edge space or a non-ASCII one")
     return text
 
 
