@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import pytest
-from pydantic import Field
+from pydantic import BaseModel, Field
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from codemode import CodeMode, CodeModeError, ErrorCode
 from codemode.authz import AllowAll, AuthorizationRequest
@@ -145,3 +146,35 @@ def test_a_length_bound_says_what_the_value_must_have() -> None:
     assert str(caught.value) == (
         'invalid capability arguments: argument "ids" must have at least 1 item'
     )
+
+
+class Member(BaseModel):
+    name: str
+
+
+@pydantic_dataclass
+class Row:
+    name: str
+
+
+def test_the_handler_gets_no_field_the_authorizer_did_not_see() -> None:
+    """A key a closed type does not declare is dropped or refused, never handed over
+    (a type that would keep it, `extra="allow"`, is refused at registration)."""
+    seen: list[AuthorizationRequest] = []
+    got: list[Any] = []
+    cm = CodeMode(authorizer=seen.append)
+
+    @cm.capability("users.add", summary="Add a user.")
+    def add(*, member: Member, row: Row) -> int:
+        got.extend([member.__pydantic_extra__, vars(member), vars(row)])
+        return 1
+
+    source = (
+        "def main():\n"
+        '    return users.add(member={"name": "eve", "role": "admin"}, '
+        'row={"name": "eve", "role": "admin"})'
+    )
+    with cm:
+        cm.execute(source, subject="a")
+    assert seen[0].arguments == {"member": {"name": "eve"}, "row": {"name": "eve"}}
+    assert got == [None, {"name": "eve"}, {"name": "eve"}]

@@ -9,6 +9,7 @@ from typing import Any, TypedDict
 
 import pydantic
 import pytest
+import typing_extensions
 
 from codemode import CodeMode, RegistrationError
 from codemode.authz import AllowAll
@@ -225,3 +226,87 @@ def test_annotations_are_mcps_four_hints_completed_as_mcp_presumes() -> None:
             with pytest.raises(RegistrationError) as refused:
                 other.capability("x.y", summary="X.", annotations=annotations)(read)  # type: ignore[arg-type]
             assert str(refused.value) == f'capability "x.y": {says}'
+
+
+class OpenUser(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="allow")
+    name: str
+
+
+class InheritedOpen(OpenUser):
+    """Keeps its base's config, as pydantic does."""
+
+
+class ClosedAgain(OpenUser):
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+
+class Team(pydantic.BaseModel):
+    members: dict[str, list[InheritedOpen | None]]
+
+
+@pydantic.dataclasses.dataclass(config=pydantic.ConfigDict(extra="allow"))
+class OpenRow:
+    name: str
+
+
+@pydantic.dataclasses.dataclass
+class OpenRowChild(OpenRow):
+    age: int = 0
+
+
+@pydantic.with_config(pydantic.ConfigDict(extra="allow"))
+class OpenFilter(typing_extensions.TypedDict):  # Python 3.11's keeps no bases to inherit by
+    name: str
+
+
+class OpenFilterChild(OpenFilter):
+    age: int
+
+
+@dataclass
+class PlainOpen:
+    name: str
+
+
+PlainOpen.__pydantic_config__ = pydantic.ConfigDict(extra="allow")  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("annotation", "named"),
+    [
+        (OpenUser, "OpenUser"),
+        (InheritedOpen, "InheritedOpen"),
+        (Team, "InheritedOpen"),  # at any depth
+        (list[OpenRow], "OpenRow"),
+        (OpenRowChild, "OpenRowChild"),
+        (OpenFilter | None, "OpenFilter"),
+        (OpenFilterChild, "OpenFilterChild"),
+        (PlainOpen, "PlainOpen"),
+    ],
+)
+def test_an_argument_type_that_keeps_undeclared_fields_is_refused(
+    annotation: Any, named: str
+) -> None:
+    """A handler would get fields that the authorizer, an approver and the audit never
+    see (they read what the type declares, as describe shows it)."""
+
+    def handler(*, user: str) -> str:
+        return ""
+
+    handler.__annotations__ = {"user": annotation, "return": str}
+    with pytest.raises(RegistrationError) as refused:
+        register("users.add", handler)
+    assert str(refused.value) == (
+        f'capability "users.add": parameter "user": {named} keeps undeclared fields '
+        '(extra="allow"), which no policy, approver or audit would see; use extra="forbid"'
+    )
+
+
+def test_a_closed_argument_type_and_an_open_result_type_register() -> None:
+    def add(*, user: ClosedAgain) -> OpenUser:  # a result crosses by its declared fields
+        return OpenUser(name=user.name)
+
+    assert register("users.add", add).describe("users.add").signature == (
+        "users.add(*, user: ClosedAgain) -> OpenUser"
+    )

@@ -230,6 +230,7 @@ def build_capability(
             raise fail(f'parameter "{param.name}" must not start with "_"')
         try:
             t.check_supported(annotation)
+            t.check_closed(annotation)
         except t.UnsupportedTypeError as exc:
             raise fail(f'parameter "{param.name}": {exc}') from None
         doc = param_docs.get(param.name) or t.declared(annotation).description

@@ -14,7 +14,7 @@ import re
 import sys
 import types
 import typing
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, NotRequired, Required, Union, get_args, get_origin
 
@@ -272,6 +272,42 @@ def check_supported(tp: Any) -> None:
                 raise UnsupportedTypeError(f"{notation(current)}: dict keys must be str")
             continue
         raise UnsupportedTypeError(f"{notation(current)} is not supported")
+
+
+def check_closed(tp: Any) -> None:
+    """Raise UnsupportedTypeError naming the first named type reachable from an argument
+    type whose pydantic config keeps undeclared fields (`extra="allow"`, its own or
+    inherited). Binding hands the handler what validation made, while the authorizer,
+    an approver and the audit read the declared fields only (what `describe` shows): an
+    argument that may hold more than its type declares cannot be bound faithfully."""
+    for current in walk(tp):
+        named = is_typeddict(current) or is_record(current)
+        if named and _config(current).get("extra") == "allow":
+            raise UnsupportedTypeError(
+                f'{current.__name__} keeps undeclared fields (extra="allow"), which no '
+                'policy, approver or audit would see; use extra="forbid"'
+            )
+
+
+def _config(tp: Any) -> Mapping[str, Any]:
+    """A named type's pydantic config, as pydantic finds it: a model's merged
+    `model_config`; a dataclass's or TypedDict's `__pydantic_config__`, its own or its
+    nearest base's (a TypedDict keeps its bases in `__orig_bases__` only)."""
+    if isinstance(tp, type) and issubclass(tp, pydantic.BaseModel):
+        return tp.model_config
+    stack, seen = [tp], set()
+    while stack:
+        current = stack.pop(0)
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        config = getattr(current, "__dict__", {}).get("__pydantic_config__")
+        if isinstance(config, Mapping):
+            return config
+        if dataclasses.is_dataclass(current) and isinstance(current, type):
+            stack.extend(current.__mro__[1:])
+        stack.extend(getattr(current, "__orig_bases__", ()))
+    return {}
 
 
 def notation(tp: Any) -> str:
@@ -544,6 +580,7 @@ __all__ = [
     "Shape",
     "UnsupportedTypeError",
     "access",
+    "check_closed",
     "check_supported",
     "declared",
     "expected",
