@@ -65,11 +65,15 @@ def camel(name: str) -> str:
 
 
 def validator(
-    schema: Mapping[str, Any], *, checked: bool = False
+    schema: Mapping[str, Any],
+    *,
+    checked: bool = False,
+    formats: jsonschema.FormatChecker | None = None,
 ) -> jsonschema.protocols.Validator:
     """A validator for the schema's own draft (`$schema`; 2020-12 when it names none), or
     SchemaError when the schema is not valid under that draft (not checked again when
-    the caller has `checked` it).
+    the caller has `checked` it). `formats` asserts the `format`s it knows (else a
+    format is an annotation, as JSON Schema 2020-12 has it).
 
     Patterns are matched by a linear-time engine (the Rust regex crate, through
     pydantic-core), never by Python's backtracking `re`: a pattern an upstream declares
@@ -82,7 +86,7 @@ def validator(
         except jsonschema.SchemaError as exc:
             where = _pointer(exc.path)
             raise SchemaError(f"invalid JSON Schema at {where}: {exc.message}") from None
-    checker: jsonschema.protocols.Validator = _linear(cls)(schema)
+    checker: jsonschema.protocols.Validator = _linear(cls)(schema, format_checker=formats)
     return checker
 
 
@@ -626,7 +630,7 @@ def problem(error: jsonschema.ValidationError, names: Mapping[str, str]) -> str:
         "pattern": f"must match the pattern {asked.get('pattern')}",
         "enum": "must be one of " + ", ".join(repr(v) for v in asked.get("enum") or ()),
         "const": f"must be {asked.get('const')!r}",
-        "format": f"must be a {asked.get('format')}",
+        "format": f"must be {FORMATS.get(str(asked.get('format')), 'of its format')}",
         "minProperties": f"must have at least {asked.get('minProperties')} keys",
         "maxProperties": f"must have at most {asked.get('maxProperties')} keys",
         "uniqueItems": "must not repeat an item",
@@ -634,6 +638,24 @@ def problem(error: jsonschema.ValidationError, names: Mapping[str, str]) -> str:
         "additionalProperties": "has a key the schema does not declare",
     }.get(kind, f'does not meet its schema ("{kind}")')
     return f'argument "{where}" {words}' if where else f"the arguments do not meet {kind!r}"
+
+
+FORMATS = {
+    "date": "a date (RFC 3339, e.g. 2024-05-01)",
+    "date-time": "a date-time (RFC 3339, e.g. 2024-05-01T12:00:00Z)",
+    "time": "a time (RFC 3339, e.g. 12:00:00Z)",
+    "email": "an email address",
+    "idn-email": "an email address",
+    "ipv4": "an IPv4 address",
+    "ipv6": "an IPv6 address",
+    "uri": "an absolute URI (RFC 3986)",
+    "uri-reference": "a URI reference (RFC 3986)",
+    "uuid": "a UUID",
+    "byte": "base64 text (RFC 4648)",
+    "int32": "an integer from -2147483648 to 2147483647",
+    "int64": "an integer from -9223372036854775808 to 9223372036854775807",
+}
+"""What a value of each format a schema may check must be, in binding words."""
 
 
 def with_defaults(schema: Any, value: Any, root: Mapping[str, Any], depth: int = 0) -> Any:
@@ -697,13 +719,19 @@ class Signature:
 
 
 def signature(
-    input_schema: JSONObject, prefix: str, *, hints: Hints | None = None, checked: bool = False
+    input_schema: JSONObject,
+    prefix: str,
+    *,
+    hints: Hints | None = None,
+    checked: bool = False,
+    formats: jsonschema.FormatChecker | None = None,
 ) -> Signature:
     """The parameters of `input_schema`'s properties, their shapes named after `prefix`
     (by `hints`, which several schemas may share, so a shape each refers to is made
     once); SchemaError when the schema is not valid (unless `checked`) or two properties
-    read as one name."""
-    checker = validator(input_schema, checked=checked)
+    read as one name. The document is checked against the schema, and its `format`s by
+    `formats` when given."""
+    checker = validator(input_schema, checked=checked, formats=formats)
     hints = hints or Hints(input_schema, prefix)
     properties: dict[str, Any] = dict(input_schema.get("properties") or {})  # type: ignore[arg-type]
     required = set(input_schema.get("required") or ())  # type: ignore[arg-type]

@@ -77,6 +77,12 @@ def openapi_source(
         }
         sent = {("header", k.lower()) for k in host_headers} | keys
         found_secrets = _secrets(credentials, host_headers, userinfo, keys)
+        sent |= {  # the host's own cookies, which win over an argument's of the same name
+            ("cookie", part.split("=", 1)[0].strip().lower())
+            for k, v in host_headers.items()
+            if k.lower() == "cookie"
+            for part in v.split(";")
+        }
         reading = operations(document, sent, name)
         found = chosen(reading.operations, include, exclude)
     except SpecError as exc:

@@ -15,7 +15,7 @@ from typing import Any, TypedDict
 
 import jsonschema
 
-from codemode.capabilities import Capability, Parameter
+from codemode.capabilities import REQUIRED, Capability, Parameter
 from codemode.capabilities import typehints as t
 from codemode.capabilities.hints import complete_hints
 from codemode.capabilities.naming import check_name
@@ -23,6 +23,7 @@ from codemode.capabilities.results import Projection
 from codemode.errors import AgentError, RegistrationError
 from codemode.gateway import schema as s
 from codemode.gateway.tools import first_sentence, strict_json
+from codemode.openapi import wire
 from codemode.openapi.client import (
     NO_CONTENT,
     NOT_JSON,
@@ -32,6 +33,7 @@ from codemode.openapi.client import (
     declared,
     status_text,
 )
+from codemode.openapi.formats import CHECKER
 from codemode.openapi.operations import Media, Operation
 from codemode.types import JSONObject
 
@@ -86,7 +88,9 @@ def operation_capability(
     except RegistrationError as exc:
         raise s.SchemaError(f"its name cannot name a capability ({exc})") from None
     prefix = s.camel(operation.leaf)
-    arguments = s.signature(operation.input_schema, prefix, hints=shared.requests, checked=True)
+    arguments = s.signature(
+        operation.input_schema, prefix, hints=shared.requests, checked=True, formats=CHECKER
+    )
     hints = shared.responses
     successes = {k: m for k, m in operation.responses.items() if k[0] == "2"} or {
         k: m for k, m in operation.responses.items() if k == "DEFAULT"
@@ -166,14 +170,20 @@ def _wire_checked(
     operation: Operation,
     parameters: tuple[Parameter, ...],
 ) -> Callable[[JSONObject], JSONObject | str]:
-    """`document`, refusing what HTTP cannot carry where the argument goes: a path
-    parameter that could change the path (empty, `.`, `..`, or holding `/` or `\\`:
-    percent-encoding them is not enough, as servers and proxies decode `%2F` and resolve
-    `%2E%2E` before they route), and a header value that is not one line of printable
-    ASCII, or that begins or ends with a space (which HTTP strips: it could not be sent
-    as it was given)."""
+    """`document`, refusing what HTTP cannot carry where the argument goes, so the
+    document the authorizer decides on is what the server reads: a path parameter that
+    could change the path (empty, `.`, `..`, or holding `/` or `\\`: percent-encoding
+    them is not enough, as servers and proxies decode `%2F` and resolve `%2E%2E` before
+    they route), a header value that is not one line of printable ASCII or that begins or
+    ends with a space (which HTTP strips: it could not be sent as it was given), and a
+    value its style has no faithful form for (`wire.check`). A None where no null can be
+    sent is left out, as the program could have left it (so the document holds no null
+    the server never reads), unless that would change it: a required argument, or one
+    whose default is not None."""
     where = {a.key: a.location for a in operation.arguments if a.location in ("path", "header")}
     names = {p.key: p.name for p in parameters}  # as the program wrote it
+    defaults = {p.key: p.default for p in parameters}
+    by_key = {a.key: a for a in operation.arguments}
 
     segments = {a.key for a in operation.arguments if a.segments}
 
@@ -181,6 +191,15 @@ def _wire_checked(
         made = document(arguments)
         if isinstance(made, str):
             return made
+        for key in [k for k, v in made.items() if v is None and k in by_key]:
+            if wire.carries_null(operation, by_key[key]):
+                continue
+            default = defaults.get(key, REQUIRED)
+            if default is not None:
+                said = f'argument "{names.get(key, key)}" must not be None: '
+                said += f"{wire.place(operation, by_key[key])} has no form for None"
+                return said if default is REQUIRED else f"{said}; leave it out for its default"
+            made = {k: v for k, v in made.items() if k != key}
         for key, location in where.items():
             if key not in made:
                 continue
@@ -199,6 +218,12 @@ def _wire_checked(
                 return (
                     f'argument "{name}" must not begin or end with a space: it is sent as a header'
                 )
+        try:
+            wire.check(operation, made)
+        except wire.Unsendable as problem:
+            return (
+                f'argument "{names.get(problem.key, problem.key)}{problem.where}" {problem.reason}'
+            )
         return made
 
     return checked

@@ -257,14 +257,18 @@ class Api:
         host's headers and the credentials, which no argument can override; and what a
         redirect's request must carry again."""
         by_key = {a.key: a for a in operation.arguments}
-        given = {k: (by_key[k], v) for k, v in document.items() if k in by_key and v is not None}
+        given = {  # binding has left out every None that no JSON carries
+            k: (by_key[k], v)
+            for k, v in document.items()
+            if k in by_key and (v is not None or wire.carries_null(operation, by_key[k]))
+        }
         path_values = {a.wire: (a, v) for a, v in given.values() if a.location == "path"}
         params: list[tuple[str, str | int | float | bool | None]] = []
         headers: dict[str, str] = {}
         if self.authorization is not None:  # base_url's, unless a header or scheme says
             headers["Authorization"] = self.authorization
         cookies: list[str] = []
-        body: Any = None
+        body: Any = _NO_BODY
         for argument, value in given.values():
             if argument.location == "query":
                 params += wire.query(argument, value)
@@ -274,11 +278,11 @@ class Api:
                 cookies.append(wire.cookie(argument, value))
             elif argument.location == "body":
                 if operation.body_flat:
-                    body = {} if body is None else body
+                    body = {} if body is _NO_BODY else body
                     body[argument.wire] = value
                 else:
-                    body = value
-        if body is None and operation.body_flat and operation.body_required:
+                    body = value  # a JSON body's null too
+        if body is _NO_BODY and operation.body_flat and operation.body_required:
             body = {}
         for name, text in self.headers.items():
             _put(headers, name, text)
@@ -312,13 +316,16 @@ class Api:
             headers["Accept"] = _accept(operation)
         headers["Accept-Encoding"] = "gzip, deflate"
         content: bytes | None = None
-        form: dict[str, str] | None = None
-        if body is not None:
+        form: dict[str, str | list[str]] | None = None
+        if body is not _NO_BODY:
             if operation.body == "json":
                 content = json.dumps(body, separators=(",", ":")).encode()
                 headers["Content-Type"] = "application/json"
-            elif operation.body == "form":
-                form = {k: wire.scalar(v) for k, v in body.items()}
+            elif operation.body == "form":  # a list is its field repeated, as OpenAPI's default
+                form = {
+                    k: [wire.scalar(i) for i in v] if isinstance(v, list) else wire.scalar(v)
+                    for k, v in body.items()
+                }
             else:
                 content = str(body).encode()
                 headers["Content-Type"] = "text/plain; charset=utf-8"
@@ -377,6 +384,10 @@ def _put(headers: dict[str, str], name: str, value: str) -> None:
     for key in [k for k in headers if k.lower() == name.lower()]:
         del headers[key]
     headers[name] = value
+
+
+_NO_BODY: Any = object()
+"""No body argument was given (a JSON body may be null)."""
 
 
 def _accept(operation: Operation) -> str:

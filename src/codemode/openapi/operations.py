@@ -15,7 +15,7 @@ import fnmatch
 import logging
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from codemode.gateway.schema import SchemaError, identifier, resolved
@@ -87,6 +87,14 @@ class Argument:
     segments: bool = False
     """A path parameter that may span segments (`x-multi-segment: true`, as GitHub's
     `path` of a file): its `/` stay, each segment between them encoded."""
+    properties: frozenset[str] = frozenset()
+    """For a query object sent as parameters of its own (`form`, exploded): its declared
+    keys, lower-case, which no other argument may send."""
+
+    @property
+    def spread(self) -> bool:
+        """Whether an object's keys are sent as query parameters of their own."""
+        return self.location == "query" and self.style == "form" and self.explode and not self.json
 
 
 @dataclass(frozen=True)
@@ -125,6 +133,9 @@ class Operation:
     security: list[dict[str, list[str]]] | None
     """Its own `security` (alternatives of schemes), None to use the document's."""
     hints: dict[str, Any] = field(default_factory=dict)
+    query_names: frozenset[str] = frozenset()
+    """Every query parameter name the operation's requests may carry, lower-case: its
+    declared parameters' (those the host's side sends included) and the API keys'."""
 
     @property
     def route(self) -> str:
@@ -291,6 +302,11 @@ def _operation(
             if is_required:
                 required.append(key)
             arguments.append(Argument(key, name, location, **how))
+    query_names = frozenset(
+        [n.lower() for n, where in parameters if where == "query"]
+        + [n for where, n in credentials if where == "query"]
+    )
+    arguments = _spread(arguments, properties, requests, query_names)
     templated = set(re.findall(r"\{([^{}]+)\}", path))
     declared_path = {a.wire for a in arguments if a.location == "path"}
     if templated != declared_path:
@@ -327,7 +343,37 @@ def _operation(
         response_defs=responses.closure([m.schema for m in declared.values()]),
         security=list(security) if isinstance(security, list) else None,
         hints=dict(hints) if isinstance(hints, Mapping) else {},
+        query_names=query_names,
     )
+
+
+def _spread(
+    arguments: list[Argument],
+    schemas: Mapping[str, Any],
+    requests: Schemas,
+    query_names: frozenset[str],
+) -> list[Argument]:
+    """The arguments, each query object sent as parameters of its own knowing its
+    declared keys; SpecError when one of those keys is also another parameter's name or
+    another such object's key, as the server could not tell whose it reads."""
+    root = {"$defs": requests.defs}
+    keys = {
+        a.key: frozenset(k.lower() for k in _object_fields(schemas[a.key], root)[0] or ())
+        for a in arguments
+        if a.spread
+    }
+    for argument in arguments:
+        if argument.key not in keys:
+            continue
+        others = set(query_names - {argument.wire.lower()})
+        others.update(*(k for key, k in keys.items() if key != argument.key))
+        clash = sorted(keys[argument.key] & others)
+        if clash:
+            raise SpecError(
+                f'parameter "{argument.wire}" sends its key "{clash[0]}" as a query '
+                "parameter, and another parameter has that name"
+            )
+    return [replace(a, properties=keys[a.key]) if a.key in keys else a for a in arguments]
 
 
 def _pick(content: Mapping[str, Any]) -> tuple[str | None, Any]:

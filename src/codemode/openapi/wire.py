@@ -6,6 +6,13 @@ Every value in a path is percent-encoded (`/`, `?` and `#` included), so it stay
 its segment; binding has refused a value that is empty, `.`, `..` or holds `/` or a
 backslash (servers and proxies decode `%2F` and resolve `%2E%2E`), and a request whose
 values next to each other would still make a `.` or `..` segment is not sent.
+
+A value goes out only in a form the API reads back as that same value (`check`, run when
+the call binds, so what the authorizer decides on is what the server reads): no item or
+key holding the delimiter its style joins them by, no empty list or object (sent as
+nothing, or as one empty value), no list or object inside another, no None outside JSON,
+and no key of an object sent as query parameters of its own that another parameter, an
+API key or another key has (the server could not tell whose value it reads).
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
-from codemode.openapi.operations import Argument
+from codemode.openapi.operations import Argument, Operation
 
 _TEMPLATE = re.compile(r"\{([^{}]+)\}")
 
@@ -89,19 +96,21 @@ def query(argument: Argument, value: Any) -> list[tuple[str, str]]:
         return [(name, json.dumps(value, separators=(",", ":")))]
     if isinstance(value, list):
         items = [scalar(v) for v in value]
-        if style == "spaceDelimited":
-            return [(name, " ".join(items))]
-        if style == "pipeDelimited":
-            return [(name, "|".join(items))]
-        return [(name, item) for item in items] if explode else [(name, ",".join(items))]
+        if explode:  # one pair per item, in every style that has a list form
+            return [(name, item) for item in items]
+        return [(name, _JOINED[style].join(items))]
     if isinstance(value, dict):
         pairs = _pairs(value)
         if style == "deepObject":
             return [(f"{name}[{k}]", v) for k, v in pairs]
         if explode:
             return pairs
-        return [(name, ",".join(f"{k},{v}" for k, v in pairs))]
+        return [(name, _JOINED[style].join(f"{k}{_JOINED[style]}{v}" for k, v in pairs))]
     return [(name, scalar(value))]
+
+
+_JOINED = {"form": ",", "spaceDelimited": " ", "pipeDelimited": "|"}
+"""What a query style joins a list's items (an object's keys and values) by."""
 
 
 def header(argument: Argument, value: Any) -> str:
@@ -123,7 +132,9 @@ def header(argument: Argument, value: Any) -> str:
 
 def cookie(argument: Argument, value: Any) -> str:
     """`name=value` for the Cookie header (`form` style), the value percent-encoded."""
-    if isinstance(value, list):
+    if argument.json:
+        text = json.dumps(value, separators=(",", ":"))
+    elif isinstance(value, list):
         text = ",".join(scalar(v) for v in value)
     elif isinstance(value, dict):
         text = ",".join(f"{k},{v}" for k, v in _pairs(value))
@@ -132,4 +143,173 @@ def cookie(argument: Argument, value: Any) -> str:
     return f"{argument.wire}={quote(text, safe='')}"
 
 
-__all__ = ["cookie", "header", "path", "query", "scalar"]
+_PLACES = {
+    "path": "a path parameter",
+    "query": "a query parameter",
+    "header": "a header",
+    "cookie": "a cookie",
+    "body": "a form field",
+}
+
+
+class Unsendable(ValueError):
+    """An argument value its parameter has no faithful form for."""
+
+    def __init__(self, key: str, where: str, reason: str) -> None:
+        super().__init__(reason)
+        self.key = key
+        """The argument's key in the document."""
+        self.where = where
+        """Where in its value (`[0]`, `['color']`), or "" for the whole of it."""
+        self.reason = reason
+        """The rest of the binding message: `must not hold ","`."""
+
+
+def carries_null(operation: Operation, argument: Argument) -> bool:
+    """Whether None can be sent for this argument as it is: as JSON (a JSON body's, or a
+    parameter sent as JSON text); no other form has a null."""
+    return argument.json or (argument.location == "body" and operation.body == "json")
+
+
+def place(operation: Operation, argument: Argument) -> str:
+    """Where an argument goes, in the words of a binding message (`a query parameter`)."""
+    if argument.location == "body":
+        return "the body" if operation.body == "text" else _PLACES["body"]
+    return _PLACES[argument.location]
+
+
+def check(operation: Operation, document: Mapping[str, Any]) -> None:
+    """Raise Unsendable for the first argument the API would not read back as the
+    document holds it (None is left to the caller, which knows the defaults)."""
+    by_key = {a.key: a for a in operation.arguments}
+    sent: set[str] = set()
+    """The lower-case query names the objects spread so far have sent."""
+    for key, value in document.items():
+        argument = by_key.get(key)
+        if argument is None or value is None or carries_null(operation, argument):
+            continue
+        if argument.location == "body" and operation.body == "text":
+            if not isinstance(value, str):
+                raise Unsendable(key, "", "must be a string: the body is sent as text")
+            continue
+        here = place(operation, argument)
+        if isinstance(value, list):
+            _items(key, value, here, _list_joint(argument))
+        elif isinstance(value, dict):
+            _object(key, value, here, _object_joints(argument))
+            if argument.spread:
+                _spread(operation, argument, value, sent)
+
+
+def _list_joint(argument: Argument) -> str:
+    """What a list's items are joined by ("" when each is a value of its own); Unsendable
+    for a style that has no list form."""
+    style, explode = argument.style, argument.explode
+    if argument.location == "body":
+        return ""  # a form field's items are repeated fields
+    if argument.location == "query":
+        if style == "deepObject":
+            raise Unsendable(argument.key, "", "must not be a list: a deepObject is a dict")
+        return "" if explode else _JOINED[style]
+    if argument.location == "path" and explode and style in ("label", "matrix"):
+        return "." if style == "label" else ";"
+    return ","
+
+
+def _object_joints(argument: Argument) -> tuple[str, str]:
+    """The characters an object's keys and its values must not hold, as its style joins
+    them; Unsendable for a style that has no object form."""
+    style, explode = argument.style, argument.explode
+    if argument.location == "body":
+        raise Unsendable(argument.key, "", "must not be a dict: a form field has no form for one")
+    if argument.location == "query":
+        if style == "deepObject":
+            return "[]", ""
+        if style == "form":
+            return ("", "") if explode else (",", ",")
+        if explode:
+            raise Unsendable(argument.key, "", f"must not be a dict: {style} has no form for one")
+        return _JOINED[style], _JOINED[style]
+    if argument.location == "cookie" or not explode:
+        return ",", ","
+    joint = {"label": ".", "matrix": ";"}.get(style, ",")
+    return joint + "=", joint
+
+
+def _items(key: str, value: list[Any], here: str, joint: str) -> None:
+    if not value:
+        raise Unsendable(key, "", f"must not be empty: {here} has no form for an empty list")
+    for index, item in enumerate(value):
+        _scalar(key, f"[{index}]", item, here, joint, "a list", "items")
+
+
+def _object(key: str, value: dict[str, Any], here: str, joints: tuple[str, str]) -> None:
+    if not value:
+        raise Unsendable(key, "", f"must not be empty: {here} has no form for an empty dict")
+    for name, item in value.items():
+        if not name:
+            raise Unsendable(key, "", f"must not have an empty key: {here} has no form for one")
+        held = next((c for c in joints[0] if c in name), None)
+        if held is not None:
+            raise Unsendable(
+                key,
+                "",
+                f"must not have the key {name!r}: {here} has no form for {_shown(held)} in one",
+            )
+        _scalar(key, f"[{name!r}]", item, here, joints[1], "a dict", "keys and values")
+
+
+def _scalar(key: str, where: str, item: Any, here: str, joint: str, inside: str, what: str) -> None:
+    """An item of a list or a value of an object: one string, number or bool."""
+    if item is None:
+        raise Unsendable(key, where, f"must not be None: {here} has no form for None")
+    if isinstance(item, list | dict):
+        kind = "a list" if isinstance(item, list) else "a dict"
+        raise Unsendable(key, where, f"must not be {kind}: {here} has no form for one in {inside}")
+    held = next((c for c in joint if isinstance(item, str) and c in item), None)
+    if held is not None:
+        raise Unsendable(key, where, f"must not hold {_shown(held)}: {here} joins its {what} by it")
+
+
+_STEM = re.compile(r"[\[.]")
+
+
+def _shown(character: str) -> str:
+    return "a space" if character == " " else f'"{character}"'
+
+
+def _spread(
+    operation: Operation, argument: Argument, value: dict[str, Any], sent: set[str]
+) -> None:
+    """An object whose keys are query parameters of their own: none of its keys may be
+    another parameter's name, an API key's, another object's declared key or one sent
+    already, whole or up to a `[` or `.` (as servers that read `a[b]` or `a.b` as part of
+    `a` do), names compared without case (as some servers read them)."""
+    taken = set(operation.query_names - {argument.wire.lower()}) | sent
+    for other in operation.arguments:
+        if other.spread and other is not argument:
+            taken |= other.properties
+    for name in value:
+        lower = name.lower()
+        if lower in taken or _STEM.split(lower, 1)[0] in taken:
+            raise Unsendable(
+                argument.key,
+                "",
+                f"must not have the key {name!r}: each key is sent as a query parameter of "
+                "its own, and another has that name",
+            )
+        taken.add(lower)
+        sent.add(lower)
+
+
+__all__ = [
+    "Unsendable",
+    "carries_null",
+    "check",
+    "cookie",
+    "header",
+    "path",
+    "place",
+    "query",
+    "scalar",
+]

@@ -1,0 +1,356 @@
+"""What a policy decides on is what the API reads: against a real FastAPI app on loopback,
+every value either reaches the server as the authorizer saw it, or is refused when the
+call binds and nothing is sent."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from codemode import CodeMode
+from codemode.authz import AuthorizationRequest
+from tests.conftest import run_error
+from tests.openapi.pets import served
+from tests.openapi.records import SPEC, create_app
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    received: list[dict[str, Any]] = []
+    with served(create_app, received) as url:
+        yield url, received
+
+
+@pytest.fixture
+def received(server: tuple[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    server[1].clear()
+    return server[1]
+
+
+@pytest.fixture
+def decided() -> list[dict[str, Any]]:
+    return []
+
+
+@pytest.fixture
+def cm(
+    server: tuple[str, list[dict[str, Any]]], decided: list[dict[str, Any]]
+) -> Iterator[CodeMode]:
+    def policy(request: AuthorizationRequest) -> bool:
+        decided.append(dict(request.arguments))
+        return True
+
+    with CodeMode(authorizer=policy) as host:
+        host.add_openapi(
+            "records",
+            spec=SPEC,
+            base_url=server[0],
+            auth={"key": "host-key"},
+            headers={"Cookie": "session=host"},
+        )
+        yield host
+
+
+def call(cm: CodeMode, expression: str) -> Any:
+    return cm.execute(f"def main():\n    return {expression}\n", subject="alice").value
+
+
+def refused(cm: CodeMode, expression: str) -> str:
+    error = run_error(cm, f"def main():\n    return {expression}\n")
+    assert error.code == "invalid_arguments"
+    return str(error.detail).removeprefix("<codemode>:2:12: ")
+
+
+def test_an_objects_keys_sent_as_parameters_cannot_be_another_parameters(
+    cm: CodeMode, received: list[dict[str, Any]], decided: list[dict[str, Any]]
+) -> None:
+    """`filter` is sent as parameters of its own (form, exploded): a key that names
+    another parameter, or the API key, would be read as that one."""
+    for keys in (
+        '{"owner": "bob", "limit": 100000}',
+        '{"LIMIT": 100000}',  # some servers read names without case
+        '{"key": "mine"}',  # the API key's
+        '{"owner[0]": "bob"}',  # some servers read `owner[0]` and `owner.x` as owner's
+        '{"tags.x": "a"}',
+    ):
+        detail = refused(cm, f'records.list_records(owner="alice", limit=5, filter={keys})')
+        first = keys.split('"')[1]
+        assert detail == (
+            f"argument \"filter\" must not have the key '{first}': each key is sent as a query "
+            "parameter of its own, and another has that name"
+        )
+    assert (received, decided) == ([], [])
+    call(cm, 'records.list_records(owner="alice", limit=5, filter={"color": "red"})')
+    [read] = received
+    assert decided == [
+        {"owner": "alice", "limit": 5, "filter": {"color": "red"}, "visibility": "private"}
+    ]
+    assert (read["owner"], read["limit"]) == ("alice", 5)
+    assert read["query"] == [
+        ("owner", "alice"),
+        ("limit", "5"),
+        ("color", "red"),
+        ("visibility", "private"),  # the default, which the policy saw too
+        ("key", "host-key"),
+    ]
+
+
+def test_an_item_holding_its_styles_delimiter_is_refused(
+    cm: CodeMode, received: list[dict[str, Any]], decided: list[dict[str, Any]]
+) -> None:
+    assert refused(cm, 'records.list_records(ids=["2,1"])') == (
+        'argument "ids[0]" must not hold ",": a query parameter joins its items by it'
+    )
+    assert refused(cm, 'records.list_records(sort={"a]b": "asc"})') == (
+        "argument \"sort\" must not have the key 'a]b': a query parameter has no form for "
+        '"]" in one'
+    )
+    assert refused(cm, 'records.list_records(X_Tags=["a", "b,c"])') == (
+        'argument "X_Tags[1]" must not hold ",": a header joins its items by it'
+    )
+    assert refused(cm, "records.list_records(ids=[])") == (
+        'argument "ids" must not be empty: a query parameter has no form for an empty list'
+    )
+    assert refused(cm, 'records.list_records(tags=[["a"]])') == (
+        'argument "tags[0]" must be a string'  # the schema's own word, before the wire's
+    )
+    assert (received, decided) == ([], [])
+    # Repeated parameters carry any item as it is, in every style that repeats them.
+    call(cm, 'records.list_records(tags=["a,b", "c d"], words=["x y", "z"], ids=["7"])')
+    [read] = received
+    assert read["tags"] == ["a,b", "c d"]
+    assert [pair for pair in read["query"] if pair[0] in ("words", "ids")] == [
+        ("ids", "7"),
+        ("words", "x y"),
+        ("words", "z"),
+    ]
+
+
+def test_none_is_sent_as_null_or_left_out_as_the_policy_sees_it(
+    cm: CodeMode, received: list[dict[str, Any]], decided: list[dict[str, Any]]
+) -> None:
+    """No query parameter has a form for None: the API would use its default."""
+    assert refused(cm, "records.list_records(visibility=None)") == (
+        'argument "visibility" must not be None: a query parameter has no form for None; '
+        "leave it out for its default"
+    )
+    assert (received, decided) == ([], [])
+    call(cm, "records.list_records(owner=None)")  # no default: None is leaving it out
+    assert decided == [{"visibility": "private"}]
+    assert (received[0]["owner"], received[0]["visibility"]) == (None, "private")
+    call(cm, "records.list_records(where=None)")  # JSON text has a null
+    assert decided[1] == {"where": None, "visibility": "private"}
+    assert ("where", "null") in received[1]["query"]
+    call(cm, 'records.add_note(text="t", note=None)')  # and so has a JSON body
+    assert decided[2] == {"text": "t", "note": None}
+    assert received[2] == {"text": "t", "note": None, "contact": None}
+
+
+def test_a_cookie_the_host_sends_is_no_argument(
+    cm: CodeMode, received: list[dict[str, Any]]
+) -> None:
+    assert "session" not in cm.describe("records.list_records").signature
+    call(cm, 'records.list_records(theme="dark")')
+    assert (received[0]["theme"], received[0]["session"]) == ("dark", "host")
+
+
+def test_formats_are_checked_before_any_request(
+    cm: CodeMode, received: list[dict[str, Any]], decided: list[dict[str, Any]]
+) -> None:
+    assert refused(cm, 'records.add_note(text="t", contact="x")') == (
+        'argument "contact" must be an email address'
+    )
+    assert refused(cm, 'records.list_records(since="yesterday")') == (
+        'argument "since" must be a date-time (RFC 3339, e.g. 2024-05-01T12:00:00Z)'
+    )
+    assert (received, decided) == ([], [])
+    call(cm, 'records.add_note(text="t", contact="ada@example.org")')
+    assert received[0]["contact"] == "ada@example.org"
+
+
+def test_an_object_whose_declared_key_is_another_parameter_is_skipped(
+    server: tuple[str, list[dict[str, Any]]], caplog: pytest.LogCaptureFixture
+) -> None:
+    with (
+        caplog.at_level(logging.WARNING, "codemode.openapi"),
+        CodeMode(authorizer=lambda request: True) as cm,
+    ):
+        names = cm.add_openapi(
+            "records", spec=SPEC, base_url=server[0], include=["GET /ambiguous*"]
+        )
+    assert list(names) == []
+    assert (
+        'operation GET /ambiguous skipped: parameter "page" sends its key "limit" as a query '
+        "parameter, and another parameter has that name"
+    ) in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("parameter", "value", "detail"),
+    [
+        (
+            {"in": "query", "explode": False},
+            {"a": "1,2"},
+            'argument "p[\'a\']" must not hold ",": a query parameter joins its keys and '
+            "values by it",
+        ),
+        (
+            {"in": "query", "style": "pipeDelimited"},
+            ["a|b"],
+            'argument "p[0]" must not hold "|": a query parameter joins its items by it',
+        ),
+        (
+            {"in": "query", "style": "spaceDelimited"},
+            {"a b": "c"},
+            "argument \"p\" must not have the key 'a b': a query parameter has no form for a "
+            "space in one",
+        ),
+        (
+            {"in": "query", "style": "spaceDelimited", "explode": True},
+            {"a": "b"},
+            'argument "p" must not be a dict: spaceDelimited has no form for one',
+        ),
+        (
+            {"in": "query", "style": "deepObject"},
+            ["a"],
+            'argument "p" must not be a list: a deepObject is a dict',
+        ),
+        (
+            {"in": "path", "required": True, "style": "label", "explode": True},
+            ["a.b"],
+            'argument "p[0]" must not hold ".": a path parameter joins its items by it',
+        ),
+        (
+            {"in": "path", "required": True, "style": "matrix", "explode": True},
+            {"a=b": "c"},
+            'argument "p" must not have the key \'a=b\': a path parameter has no form for "=" '
+            "in one",
+        ),
+        (
+            {"in": "path", "required": True},
+            {"a": None},
+            "argument \"p['a']\" must not be None: a path parameter has no form for None",
+        ),
+        (
+            {"in": "header", "explode": True},
+            {"a": "b,c"},
+            'argument "p[\'a\']" must not hold ",": a header joins its keys and values by it',
+        ),
+        (
+            {"in": "cookie"},
+            {},
+            'argument "p" must not be empty: a cookie has no form for an empty dict',
+        ),
+        (
+            {"in": "query"},
+            {"": "x"},
+            'argument "p" must not have an empty key: a query parameter has no form for one',
+        ),
+    ],
+)
+def test_every_style_refuses_what_it_has_no_faithful_form_for(
+    parameter: dict[str, Any], value: Any, detail: str
+) -> None:
+    path = "/x/{p}" if parameter["in"] == "path" else "/x"
+    document = {
+        "openapi": "3.1.0",
+        "info": {"title": "X", "version": "1"},
+        "paths": {
+            path: {
+                "get": {
+                    "operationId": "get",
+                    "parameters": [{"name": "p", **parameter}],
+                    "responses": {"204": {"description": "Done."}},
+                }
+            }
+        },
+    }
+    with CodeMode(authorizer=lambda request: True) as cm:  # refused before any request
+        cm.add_openapi("x", spec=document, base_url="http://127.0.0.1:9")
+        assert refused(cm, f"x.get(p={value!r})") == detail
+
+
+def test_a_form_field_and_a_text_body_are_sent_as_they_are_or_refused() -> None:
+    def body(media: str, schema: dict[str, Any]) -> dict[str, Any]:
+        return {"required": True, "content": {media: {"schema": schema}}}
+
+    document = {
+        "openapi": "3.1.0",
+        "info": {"title": "X", "version": "1"},
+        "paths": {
+            "/form": {
+                "post": {
+                    "operationId": "form",
+                    "requestBody": body(
+                        "application/x-www-form-urlencoded",
+                        {"type": "object", "properties": {"meta": {}, "tags": {}}},
+                    ),
+                    "responses": {"204": {"description": "Done."}},
+                }
+            },
+            "/text": {
+                "post": {
+                    "operationId": "text",
+                    "requestBody": body("text/plain", {}),
+                    "responses": {"204": {"description": "Done."}},
+                }
+            },
+        },
+    }
+    with CodeMode(authorizer=lambda request: True) as cm:
+        cm.add_openapi("x", spec=document, base_url="http://127.0.0.1:9")
+        assert refused(cm, 'x.form(meta={"a": 1})') == (
+            'argument "meta" must not be a dict: a form field has no form for one'
+        )
+        assert refused(cm, "x.form(tags=[])") == (
+            'argument "tags" must not be empty: a form field has no form for an empty list'
+        )
+        assert refused(cm, "x.text(body=[1])") == (
+            'argument "body" must be a string: the body is sent as text'
+        )
+
+
+@pytest.mark.parametrize(
+    ("declared", "value", "words"),
+    [
+        ({"format": "email"}, "x", "an email address"),
+        ({"format": "date-time"}, "2024-05-01T12:00:00", "a date-time (RFC 3339, e.g. "),
+        ({"format": "date"}, "2024-02-30", "a date (RFC 3339, e.g. 2024-05-01)"),
+        ({"format": "time"}, "x", "a time (RFC 3339, e.g. 12:00:00Z)"),
+        ({"format": "uuid"}, "x", "a UUID"),
+        ({"format": "ipv4"}, "1.2.3.4\n", "an IPv4 address"),
+        ({"format": "ipv6"}, "x", "an IPv6 address"),
+        ({"format": "uri"}, "x", "an absolute URI (RFC 3986)"),
+        ({"format": "uri"}, "http://a/\n", "an absolute URI (RFC 3986)"),
+        ({"format": "uri-reference"}, "a b", "a URI reference (RFC 3986)"),
+        ({"format": "byte"}, "x", "base64 text (RFC 4648)"),
+        ({"type": "integer", "format": "int32"}, 2**31, "an integer from -2147483648 to "),
+        ({"type": "integer", "format": "int64"}, -(2**63) - 1, "an integer from "),
+    ],
+)
+def test_each_checked_format_refuses_what_it_rules_out(
+    declared: dict[str, Any], value: Any, words: str
+) -> None:
+    schema = {"type": "object", "properties": {"v": {"type": "string", **declared}}}
+    document = {
+        "openapi": "3.1.0",
+        "info": {"title": "X", "version": "1"},
+        "paths": {
+            "/x": {
+                "post": {
+                    "operationId": "put",
+                    "requestBody": {"content": {"application/json": {"schema": schema}}},
+                    "responses": {"204": {"description": "Done."}},
+                }
+            }
+        },
+    }
+    with CodeMode(authorizer=lambda request: True) as cm:  # refused before any request
+        cm.add_openapi("x", spec=document, base_url="http://127.0.0.1:9")
+        detail = refused(cm, f"x.put(v={value!r})")
+    assert detail.startswith(f'argument "v" must be {words}'), detail
