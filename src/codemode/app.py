@@ -22,7 +22,8 @@ from codemode.approvals import (
     ReplayGuard,
     Verdict,
     ask_each,
-    state_seconds,
+    claim_seconds,
+    record_asked,
 )
 from codemode.authz import Authorizer, CatalogPolicy, RequireApproval, VisibilityPolicy
 from codemode.authz.visibility import Visibility
@@ -45,6 +46,7 @@ from codemode.limits import LimitKind, Limits, exceeded, size
 from codemode.runtime import Engine, Execution, ExecutionResult
 from codemode.runtime.clock import Clock
 from codemode.runtime.paused import (
+    EXPIRED,
     NOT_YOURS,
     OTHER_CATALOG,
     OTHER_PROCESS,
@@ -545,10 +547,12 @@ class CodeMode:
         outcome = await self._start(source, subject, pausable=approve is not None)
         while isinstance(outcome, Paused):
             assert approve is not None
-            with _last_resort("execute_async"):  # an approver is host code too
-                verdicts = await ask_each(outcome, approve, self.limits)
             # The state never left the process: nothing can replay it.
             paused = await self._decode(outcome.state)
+            verdicts: Mapping[str, Verdict] = _unavailable(paused)
+            if await self._asked(outcome):
+                with _last_resort("execute_async"):  # an approver is host code too
+                    verdicts = await ask_each(outcome, approve, self.limits)
             outcome = await self._resume(paused, subject, verdicts, guarded=False)
         return outcome
 
@@ -607,16 +611,20 @@ class CodeMode:
     ) -> ExecutionResult | Paused:
         """A paused program's state headed by the replay guard's scope now, which must
         vouch that it resumes once. When the guard cannot give one, no state could be
-        resumed, so no one is asked: the program goes on at once, each call it paused at
-        failing `approval unavailable`."""
+        resumed, so no one is asked (and `approval_asked` is not recorded): the program
+        goes on at once, each call it paused at failing `approval unavailable`."""
         while isinstance(outcome, Paused):
             scope = await self._scope()
-            if scope is not None:
+            if scope is not None and await self._asked(outcome):
                 return Paused(outcome.requests, stamped(outcome.state, scope))
             paused = await self._decode(outcome.state)
-            unavailable = {ask.key: Verdict.UNAVAILABLE for ask in paused.asks}
-            outcome = await self._resume(paused, subject, unavailable, guarded=False)
+            outcome = await self._resume(paused, subject, _unavailable(paused), guarded=False)
         return outcome
+
+    async def _asked(self, paused: Paused) -> bool:
+        """`approval_asked` recorded for each request, now that a person will be asked
+        (False when the audit sink failed: then no one is)."""
+        return await anyio.to_thread.run_sync(record_asked, paused, self.on_event)
 
     async def _resume(
         self,
@@ -636,6 +644,8 @@ class CodeMode:
             if await anyio.to_thread.run_sync(setup.digest) != paused.catalog:
                 raise ResumeRefusedError(OTHER_CATALOG)
             if guarded:
+                if time.time() >= paused.expires_at:  # on any replica, whatever its wait
+                    raise ResumeRefusedError(EXPIRED)
                 claimed = await self._claim(paused)
                 if claimed is None:
                     raise ResumeRefusedError(OTHER_PROCESS)
@@ -811,10 +821,12 @@ class CodeMode:
     async def _claim(self, paused: PausedState) -> bool | None:
         """The replay guard's word that this state resumes for the first time (None: it
         cannot vouch for the state's scope); a guard that cannot tell (Redis unreachable
-        or silent) refuses it: it might have resumed."""
+        or silent) refuses it: it might have resumed. The claim is kept as long as the
+        state could be taken anywhere, as the state itself says, never for this
+        replica's own approval wait (another's may be longer)."""
         try:
             async with asyncio.timeout(GUARD_SECONDS):
-                seconds = state_seconds(self.limits)
+                seconds = claim_seconds(paused.expires_at, time.time())
                 return await self.replay_guard.claim(paused.id, paused.guard, seconds)
         except Exception:
             log.exception("the replay guard failed; the paused program does not resume")
@@ -848,6 +860,11 @@ class CodeMode:
             restored=restored,
             verdicts=verdicts,
         )
+
+
+def _unavailable(paused: PausedState) -> dict[str, Verdict]:
+    """The verdicts of a pause no one is asked about: each call fails closed."""
+    return {ask.key: Verdict.UNAVAILABLE for ask in paused.asks}
 
 
 GUARD_SECONDS = 10.0

@@ -29,6 +29,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import anyio
 
+from codemode.events import ApprovalAsked, Event
 from codemode.limits import Limits
 from codemode.types import JSONObject
 
@@ -40,10 +41,24 @@ the wait itself): a retry that comes past the wait still resumes, so the program
 that its approval timed out."""
 
 
+CLOCK_SKEW_SECONDS = 300.0
+"""How far apart the clocks of the replicas may be. A claim on a paused state is kept
+this much longer than the state is valid, so a replica whose clock is behind, and so
+still takes the state, finds it claimed."""
+
+
 def state_seconds(limits: Limits) -> float:
-    """How long a paused state is valid (and remembered by the replay guard)."""
+    """How long a state paused under `limits` is valid: the pausing replica seals its
+    expiry into it, and every replica refuses it from then on."""
     wait = limits.max_approval_wait_seconds
     return wait + min(STATE_GRACE_SECONDS, wait)
+
+
+def claim_seconds(expires_at: float, now: float) -> float:
+    """How long the claim on a state valid until `expires_at` is kept: as long as any
+    replica could take the state (its own expiry, whichever replica resumes it, and the
+    clock skew between them), never the resuming replica's own approval wait."""
+    return max(expires_at - now, 0.0) + CLOCK_SKEW_SECONDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +121,8 @@ class ReplayGuard(Protocol):
     async def claim(self, state_id: str, scope: str, seconds: float) -> bool | None:
         """True the first time `state_id` is claimed within `seconds`, False after; None
         when the guard cannot vouch for `scope` (another process's, or from before the
-        guard forgot what it remembered)."""
+        guard forgot what it remembered). `seconds` covers the state's whole life, on
+        any replica (`claim_seconds`): a claim must outlive every chance to resume."""
         ...
 
     async def release(self, state_id: str) -> None:
@@ -261,6 +277,34 @@ class RedisReplayGuard:
             await client.delete(self.PREFIX + state_id)
 
 
+def record_asked(paused: Paused, emit: Callable[[Event], None] | None) -> bool:
+    """Record `approval_asked` for each request of `paused`, as a person is about to be
+    asked (never for a program that could not be made resumable: no one is asked then).
+    False when the audit sink fails: a question that cannot be audited is not asked."""
+    if emit is None:
+        return True
+    for request in paused.requests:
+        event = ApprovalAsked(
+            execution_id=request.execution_id,
+            subject=request.subject,
+            time=time.time(),
+            capability=request.capability_name,
+            capability_id=request.capability_id,
+            arguments=request.arguments,
+            message=request.message,
+        )
+        try:
+            emit(event)
+        except BaseException:
+            log.exception(
+                "execution %s: the audit sink failed on ApprovalAsked; no one is "
+                "asked, the calls are unavailable",
+                request.execution_id,
+            )
+            return False
+    return True
+
+
 async def ask_each(paused: Paused, approve: Approver, limits: Limits) -> Mapping[str, Verdict]:
     """Ask a person about each request in turn, each within the approval wait."""
     verdicts: dict[str, Verdict] = {}
@@ -288,6 +332,7 @@ def _on_a_thread(approve: Approver) -> Callable[[ApprovalRequest], Awaitable[obj
 
 
 __all__ = [
+    "CLOCK_SKEW_SECONDS",
     "STATE_GRACE_SECONDS",
     "ApprovalRequest",
     "Approver",
@@ -297,5 +342,7 @@ __all__ = [
     "ReplayGuard",
     "Verdict",
     "ask_each",
+    "claim_seconds",
+    "record_asked",
     "state_seconds",
 ]

@@ -8,6 +8,7 @@ import itertools
 import json
 import os
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -18,7 +19,14 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from pydantic import AfterValidator
 
 from codemode import CodeMode, Limits
-from codemode.approvals import ApprovalRequest, InProcessReplayGuard, Paused, RedisReplayGuard
+from codemode.approvals import (
+    CLOCK_SKEW_SECONDS,
+    ApprovalRequest,
+    InProcessReplayGuard,
+    Paused,
+    RedisReplayGuard,
+    claim_seconds,
+)
 from codemode.authz import AuthorizationRequest, RequireApproval
 from codemode.errors import (
     ApprovalDeclinedError,
@@ -34,13 +42,16 @@ from codemode.events import (
     ApprovalDeclined,
     ApprovalGranted,
     ApprovalTimedOut,
+    CallDenied,
     CallEvent,
     Event,
     ExecutionFinished,
     ExecutionStarted,
 )
 from codemode.mcp.approvals import question
+from codemode.questions import QUESTION_ARGUMENTS, arguments_text
 from codemode.runtime import ExecutionResult
+from codemode.runtime.paused import PausedState
 from tests.approvals.host import CANARY, DELETE_TWO, build
 
 DECLINED = "approval declined: a person declined this call; do not retry it"
@@ -533,13 +544,48 @@ def test_a_redis_that_never_answers_refuses_the_state(
     assert ran(calls) == ["list"]
 
 
-def test_the_question_of_a_huge_call_is_cut() -> None:
+def test_the_question_of_a_huge_call_is_cut_in_place() -> None:
     nested: Any = 0
     for _ in range(60):
         nested = [nested]
     request = ApprovalRequest("k", "alice", "e", "t.x", "t.x", {"v": [nested] * 5000}, "Go?")
     text = question(request)
-    assert len(text) < 4200 and text.endswith(" more characters)")
+    assert len(text) < QUESTION_ARGUMENTS + 100
+    assert text.endswith(
+        "\n            […] (1 item)\n          ]\n        ]\n      ]\n    ],\n"
+        "    … (4968 more items)\n  ]\n}\n```"
+    )
+
+
+def _many_parameters(cm: CodeMode, count: int) -> str:
+    """A capability of `count` keyword parameters, and a program that calls it with all."""
+    names = [f"parameter_number_{i}" for i in range(count)]
+    namespace: dict[str, Any] = {}
+    exec(
+        f"def store(*, {', '.join(f'{n}: int' for n in names)}) -> bool:\n    return True",
+        namespace,
+    )
+    cm.capability("rows.store", summary="Store a row.")(namespace["store"])
+    call = f"rows.store({', '.join(f'{n}=1' for n in names)})"
+    return (
+        f"def main():\n    try:\n        return {call}\n"
+        "    except PermissionError as error:\n        return str(error)\n"
+    )
+
+
+def test_a_call_too_large_to_show_is_not_asked_about(calls: Path) -> None:
+    """Arguments that do not fit the question even cut cannot be shown faithfully: no one
+    is asked about them, and the call fails closed."""
+    events: list[Event] = []
+    approve = answering()
+    with CodeMode(authorizer=lambda request: RequireApproval("Store it?")) as cm:
+        cm.configure(on_event=events.append)
+        source = _many_parameters(cm, 250)
+        assert arguments_text({f"parameter_number_{i}": 1 for i in range(250)}) is None
+        result = asyncio.run(cm.execute_async(source, subject="alice", approve=approve))
+    assert result.value == UNAVAILABLE
+    assert approve.asked == []
+    assert not any(isinstance(e, ApprovalAsked) for e in events)
 
 
 async def _flush(url: str) -> None:
@@ -568,4 +614,98 @@ def test_with_no_replay_guard_to_vouch_no_one_is_asked(calls: Path) -> None:
         outcome = asyncio.run(cm.start_async(DELETE_TWO, subject="alice"))
     assert isinstance(outcome, ExecutionResult)
     assert outcome.value == [UNAVAILABLE, UNAVAILABLE]
+    assert ran(calls) == ["list"]
+
+
+def test_approval_asked_is_recorded_only_when_a_person_is_asked(calls: Path) -> None:
+    events: list[Event] = []
+    with build() as cm:
+        cm.configure(on_event=events.append)
+        cm.replay_guard = RedisReplayGuard.from_url("redis://127.0.0.1:1/0")  # refused at once
+        outcome = asyncio.run(cm.start_async(DELETE_TWO, subject="alice"))
+    assert isinstance(outcome, ExecutionResult)
+    assert outcome.value == [UNAVAILABLE, UNAVAILABLE]  # no one was asked
+    assert not any(isinstance(e, ApprovalAsked) for e in events)
+    assert [e.capability for e in events if isinstance(e, CallDenied)] == ["tickets.delete"] * 2
+
+
+def test_a_question_that_cannot_be_audited_is_not_asked(calls: Path) -> None:
+    def sink(event: Event) -> None:
+        if isinstance(event, ApprovalAsked):
+            raise OSError("the audit log is full")
+
+    approve = answering(1, 2)
+    with build() as cm:
+        cm.configure(on_event=sink)
+        result = asyncio.run(cm.execute_async(DELETE_TWO, subject="alice", approve=approve))
+    assert result.value == [UNAVAILABLE, UNAVAILABLE]
+    assert approve.asked == [] and ran(calls) == ["list"]
+
+
+def test_a_program_past_its_pause_bound_is_let_go_before_its_state_is_made(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its dump is measured as it arrives: nothing more is made of it (compressed,
+    encoded), so a program holding much costs the server no more than its dump."""
+    encoded: list[PausedState] = []
+    encode = PausedState.encode
+
+    def recorded(state: PausedState) -> bytes:
+        encoded.append(state)
+        return encode(state)
+
+    monkeypatch.setattr(PausedState, "encode", recorded)
+    holds = (
+        "def main():\n"
+        "    rows = [str(i) * 20 for i in range(20000)]\n"
+        "    return tickets.delete(id=1)\n"
+    )
+    with build() as cm:
+        cm.limits = Limits(max_paused_bytes=64 * 1024)
+        with pytest.raises(ResourceLimitError) as raised:
+            asyncio.run(cm.execute_async(holds, subject="alice", approve=answering(1)))
+        assert str(raised.value).startswith(
+            "resource limit exceeded: paused program size (limit 64 KiB, reached "
+        )
+        assert encoded == []
+        asyncio.run(cm.execute_async(UNCAUGHT, subject="alice", approve=answering(2)))
+    assert len(encoded) == 1  # one that fits is made as before
+
+
+def test_a_claim_lasts_as_long_as_the_state_can_be_taken_anywhere(calls: Path) -> None:
+    """Two replicas of different approval waits: the state paused by the one of the
+    longer wait, resumed by the other, stays claimed for the whole life the pausing one
+    gave it (and the clock skew margin), not for the resuming one's own wait."""
+    now = [0.0]
+    shared = InProcessReplayGuard(clock=lambda: now[0])
+    with build() as long_wait, build() as short_wait:
+        long_wait.replay_guard = short_wait.replay_guard = shared
+        short_wait.limits = Limits(max_approval_wait_seconds=5)
+        state = paused(long_wait).state
+        yes = {"approval-2": True}
+        done = asyncio.run(short_wait.resume_async(state, subject="alice", answers=yes))
+        assert isinstance(done, ExecutionResult) and done.value is True
+        now[0] += 11  # past the short wait's whole state life, within the long one's
+        with pytest.raises(ResumeRefusedError) as raised:
+            asyncio.run(long_wait.resume_async(state, subject="alice", answers=yes))
+        assert str(raised.value) == "resume refused: this paused program was resumed already"
+        now[0] += 660 + CLOCK_SKEW_SECONDS - 11 - 1  # and even a skewed clock's
+        with pytest.raises(ResumeRefusedError):
+            asyncio.run(long_wait.resume_async(state, subject="alice", answers=yes))
+    assert ran(calls) == ["list", "delete 2"]
+    assert claim_seconds(1000.0, 400.0) == 600 + CLOCK_SKEW_SECONDS
+    assert claim_seconds(1000.0, 2000.0) == CLOCK_SKEW_SECONDS
+
+
+def test_a_state_past_its_own_expiry_is_refused_whatever_the_wait(calls: Path) -> None:
+    with build() as short_wait, build() as long_wait:
+        long_wait.replay_guard = short_wait.replay_guard = InProcessReplayGuard()
+        short_wait.limits = Limits(max_approval_wait_seconds=0.01)
+        state = paused(short_wait).state
+        time.sleep(0.05)  # past its life of 0.02 s
+        with pytest.raises(ResumeRefusedError) as raised:
+            asyncio.run(
+                long_wait.resume_async(state, subject="alice", answers={"approval-2": True})
+            )
+    assert str(raised.value) == "resume refused: the paused program expired; run it again"
     assert ran(calls) == ["list"]

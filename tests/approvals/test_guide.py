@@ -20,8 +20,10 @@ HOST = ROOT / "docs/guides/approvals_host.py"
 
 
 def block(language: str, index: int = 0) -> str:
-    found: list[str] = re.findall(rf"^```{language}\n(.*?)^```", GUIDE, re.S | re.M)
-    return found[index]
+    """The guide's `index`-th block of `language`, fenced with three backticks or more."""
+    found = re.findall(rf"^(```+){language}\n(.*?)^\1$", GUIDE, re.S | re.M)
+    text: str = found[index][1]
+    return text
 
 
 def test_the_guide_shows_its_host_file_as_it_is() -> None:

@@ -26,6 +26,7 @@ from mcp.types import CallToolResult, ElicitRequestFormParams, ElicitResult, Inp
 from codemode.approvals import ApprovalRequest
 from codemode.cli import main
 from codemode.mcp.approvals import question
+from codemode.types import JSONObject
 from tests.approvals.conftest import served
 from tests.approvals.host import CANARY
 from tests.conftest import system_tool
@@ -114,7 +115,8 @@ async def test_over_stdio_in_the_2025_protocol_the_session_asks(
         assert value(await call(session)) == {"open": 3, "deleted": deleted}
     (asked,) = person.asked
     assert asked.message == (
-        f'Delete ticket 1? ({CANARY})\n\nThe program calls tickets.delete with:\n{{\n  "id": 1\n}}'
+        f"Delete ticket 1? ({CANARY})\n\n"
+        'The program calls `tickets.delete` with:\n```json\n{\n  "id": 1\n}\n```'
     )
     assert asked.requested_schema == {"type": "object", "properties": {}}
     assert ran(calls) == (["list", "delete 1"] if action == "accept" else ["list"])
@@ -356,6 +358,41 @@ async def test_a_replayed_altered_or_other_callers_state_runs_nothing(
     assert ran(calls) == ["list", "delete 1"]
 
 
+async def test_replicas_of_different_waits_resume_a_state_once(
+    tmp_path: Path, calls: Path, redis_url: str
+) -> None:
+    """The state of a replica whose wait is long, resumed on one whose wait is short:
+    the claim lasts as long as the state (sealed by the first) is valid, not as long as
+    the second's own wait would have it, so once its wait is over the first still
+    refuses the state, and the approved delete ran once."""
+    tokens = tmp_path / "tokens"
+    tokens.write_text("alice:tok-alice\n")
+    options = ("--token-file", str(tokens), "--replay-guard", redis_url)
+    key = secrets.token_hex(32)
+    with (
+        served(*options, calls=calls, wait="600", key=key) as (long_wait, _),
+        served(*options, calls=calls, wait="3", key=key) as (short_wait, _),
+    ):
+        first, second = f"{long_wait}/mcp", f"{short_wait}/mcp"
+        balancer = Balancer(first, second)
+        async with http_client(
+            first, transport=balancer, elicitation_callback=Person("accept")
+        ) as client:
+            state = (await paused_round(client)).request_state
+            assert state is not None
+            done = await retry(client, state)  # on the second, within its wait
+        assert isinstance(done, CallToolResult)
+        assert value(done) == {"open": 3, "deleted": True}
+        await anyio.sleep(6.5)  # past the whole state life the second's wait would give
+        async with http_client(first) as client:
+            again = await retry(client, state)
+    assert isinstance(again, CallToolResult) and again.structured_content is not None
+    assert again.structured_content["error"]["message"] == (
+        "resume refused: this paused program was resumed already"
+    )
+    assert ran(calls) == ["list", "delete 1"]
+
+
 @pytest.mark.parametrize("replicas", ["0.5"], indirect=True)
 async def test_an_approval_never_answered_expires_within_its_bound(
     replicas: list[Replica], calls: Path
@@ -387,9 +424,38 @@ def test_the_question_shows_what_would_break_or_reorder_its_lines_escaped() -> N
         "Add a note?",
     )
     assert question(request) == (
-        "Add a note?\n\nThe program calls tickets.note with:\n"
-        '{\n  "text": "café\\u2028\\u2028The program calls tickets.list with:\\u202e"\n}'
+        "Add a note?\n\nThe program calls `tickets.note` with:\n```json\n"
+        '{\n  "text": "café\\u2028\\u2028The program calls tickets.list with:\\u202e"\n}\n```'
     )
+
+
+def test_the_question_cuts_each_long_value_where_it_stands() -> None:
+    """A long note cannot push the payee and the amount out of the question."""
+    arguments: JSONObject = {"memo": "x" * 5000, "payee": "Mallory", "amount": 100}
+    request = ApprovalRequest("k", "alice", "e", "payments.send", "p", arguments, "Pay?")
+    assert question(request) == (
+        "Pay?\n\nThe program calls `payments.send` with:\n```json\n{\n"
+        f'  "memo": "{"x" * 256}"… (4744 more characters),\n'
+        '  "payee": "Mallory",\n  "amount": 100\n}\n```'
+    )
+
+
+def test_markdown_in_the_arguments_stays_in_the_code_block() -> None:
+    """A client may render the question as Markdown: the arguments stand in a fenced
+    block that no line of theirs can close, so they are never a link, a heading or
+    emphasis."""
+    note = "[Approved by IT](https://evil.example)\n```\n# Safe\n**yes** <b>x</b>"
+    request = ApprovalRequest("k", "alice", "e", "notes.add_one", "n", {"note": note}, "Add?")
+    text = question(request)
+    assert text == (
+        "Add?\n\nThe program calls `notes.add_one` with:\n```json\n{\n"
+        '  "note": "[Approved by IT](https://evil.example)\\n```\\n# Safe\\n'
+        '**yes** <b>x</b>"\n}\n```'
+    )
+    assert [line for line in text.splitlines() if line.lstrip().startswith("`")] == [
+        "```json",
+        "```",
+    ]
 
 
 @pytest.mark.parametrize(

@@ -70,7 +70,7 @@ LAYERS = (
     ),
     Layer("capabilities", ("codemode.capabilities",)),
     Layer("binding", ("codemode.binding", "codemode.preflight")),
-    Layer("authz", ("codemode.authz", "codemode.approvals")),
+    Layer("authz", ("codemode.authz", "codemode.approvals", "codemode.questions")),
     Layer("runtime", ("codemode.runtime",)),
     Layer("app", (PACKAGE, "codemode.app", "codemode.payloads", "codemode.testing")),
     Layer("gateway", ("codemode.gateway", "codemode.openapi")),

@@ -15,10 +15,8 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import unicodedata
 from collections.abc import Callable
 from typing import Any
 
@@ -43,6 +41,7 @@ from codemode.approvals import (
 )
 from codemode.mcp.tools import ok
 from codemode.payloads import execute_payload
+from codemode.questions import arguments_text
 
 log = logging.getLogger("codemode")
 
@@ -116,35 +115,21 @@ def _modern(ctx: ServerRequestContext[Any]) -> bool:
 
 
 def question(request: ApprovalRequest) -> str:
-    """What the person reads: the authorizer's message, then the call itself.
+    """What the person reads: the authorizer's message (the host's own text, as it is),
+    then the call itself.
 
-    The arguments are the program's: a character that would break or reorder a line (a
-    separator, a bidirectional control) is shown escaped, so they cannot pose as more of
-    the question, and past `QUESTION_ARGUMENTS` characters they are cut (with a note), so
-    a program cannot make the question a burden to build or to read."""
-    arguments = json.dumps(request.arguments, ensure_ascii=False, default=repr)
-    if len(arguments) <= _INDENTED:
-        arguments = json.dumps(request.arguments, ensure_ascii=False, indent=2, default=repr)
-    if len(arguments) > QUESTION_ARGUMENTS:
-        cut = len(arguments) - QUESTION_ARGUMENTS
-        arguments = f"{arguments[:QUESTION_ARGUMENTS]}... ({cut} more characters)"
-    shown = "".join(map(_shown, arguments))
-    return f"{request.message}\n\nThe program calls {request.capability_name} with:\n{shown}"
-
-
-QUESTION_ARGUMENTS = 4096
-"""Characters of a call's arguments a question shows at most."""
-_INDENTED = 1024
-"""Arguments this short (as one line) are shown indented, one key a line."""
-
-
-def _shown(character: str) -> str:
-    """A control, format or separator character (but the line breaks of the indentation)
-    as JSON escapes it, a pair of surrogates past U+FFFF; any other as it is."""
-    if character == "\n" or unicodedata.category(character) not in ("Cc", "Cf", "Zl", "Zp"):
-        return character
-    units = character.encode("utf-16-be")
-    return "".join(f"\\u{units[i]:02x}{units[i + 1]:02x}" for i in range(0, len(units), 2))
+    A client may render the question as Markdown, and the arguments are the program's:
+    they stand in a fenced code block, where nothing they hold is a link, a heading or
+    emphasis, and where no line of them can close the fence (each is indented JSON, or
+    opens with a brace). They are shown as `arguments_text` shows them: each long value
+    cut in place, so every argument is named. ValueError for arguments too large to show
+    (a call that needs approval is not asked about then: it fails `approval
+    unavailable`)."""
+    shown = arguments_text(request.arguments)
+    if shown is None:
+        raise ValueError("the arguments are too large to show")
+    name = request.capability_name  # a dotted identifier: no backtick
+    return f"{request.message}\n\nThe program calls `{name}` with:\n```json\n{shown}\n```"
 
 
 def live_approver(ctx: ServerRequestContext[Any]) -> Approver:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from codemode.approvals import ApprovalRequest, Paused, Verdict
+from codemode.approvals import ApprovalRequest, Paused, Verdict, state_seconds
 from codemode.authz import Authorizer
 from codemode.capabilities import Capability
 from codemode.errors import (
@@ -37,9 +37,9 @@ from codemode.errors import (
     ExecutionCanceledError,
     InternalError,
     ResourceLimitError,
+    Where,
 )
 from codemode.events import (
-    ApprovalAsked,
     Event,
     EventHandler,
     ExecutionFinished,
@@ -47,6 +47,7 @@ from codemode.events import (
     HostCodeAbandoned,
 )
 from codemode.limits import LimitKind, Limits, exceeded, seconds, size
+from codemode.questions import arguments_text
 from codemode.runtime.classify import FailureContext, InjectedError, StopError, classify
 from codemode.runtime.clock import Clock, Timer
 from codemode.runtime.crossing import returned
@@ -459,11 +460,7 @@ class Execution:
         overdue = self.deadline.check(clock.now())
         if overdue is not None:  # no time left to go on with: no one is asked
             raise StopError(overdue)
-        try:
-            snapshot = run.dump()
-        except SandboxFailure:  # the worker could not write out all it holds
-            log.warning("execution %s: the program could not be dumped", self.execution_id)
-            raise StopError(exceeded(LimitKind.PAUSED_SIZE, limits, where=where)) from None
+        snapshot = self._dump(run, where)
         state = PausedState(
             id=new_id(),
             execution_id=self.execution_id,
@@ -486,22 +483,13 @@ class Execution:
             result_bytes=self.dispatcher.result_bytes,
             approvals=self._approvals,
             versions=dict(VERSIONS),
+            expires_at=time.time() + state_seconds(limits),
         )
-        held = max(state.size, len(encoded := state.encode()))
-        if held > limits.max_paused_bytes:
-            raise StopError(exceeded(LimitKind.PAUSED_SIZE, limits, amount=size(held), where=where))
-        for ask in state.asks:
-            event = ApprovalAsked(
-                execution_id=self.execution_id,
-                subject=self.subject,
-                time=time.time(),
-                capability=ask.capability,
-                capability_id=ask.capability_id,
-                arguments=ask.arguments,
-                message=ask.message,
-            )
-            if not self._deliver(event):  # a question that cannot be audited is not asked
-                raise StopError(InternalError())
+        encoded = state.encode()
+        if len(encoded) > limits.max_paused_bytes:  # held within the bound, sent past it
+            amount = size(len(encoded))
+            del state, encoded
+            raise StopError(exceeded(LimitKind.PAUSED_SIZE, limits, amount=amount, where=where))
         requests = tuple(
             ApprovalRequest(
                 ask.key,
@@ -523,6 +511,23 @@ class Execution:
             self._end_span("paused")
         self.answer.set_result(Paused(requests, encoded))
         self.services.settled(self)
+
+    def _dump(self, run: Run, where: Where | None) -> bytes:
+        """The interpreter's dump, measured as soon as it is in hand (with the printed
+        output, as `PausedState.size` counts it): one past `Limits.max_paused_bytes` is
+        let go before anything more is made of it (compressed, encoded), so a program
+        that holds much costs no more than its dump, and only for an instant."""
+        limits = self.setup.limits
+        try:
+            snapshot = run.dump()
+        except SandboxFailure:  # the worker could not write out all it holds
+            log.warning("execution %s: the program could not be dumped", self.execution_id)
+            raise StopError(exceeded(LimitKind.PAUSED_SIZE, limits, where=where)) from None
+        held = len(snapshot) + self.printer.size
+        if held > limits.max_paused_bytes:
+            del snapshot  # not kept alive by the traceback of the error below
+            raise StopError(exceeded(LimitKind.PAUSED_SIZE, limits, amount=size(held), where=where))
+        return snapshot
 
     # -- jobs ----------------------------------------------------------------------------
 
@@ -814,8 +819,9 @@ class Execution:
     ) -> Answer | Awaiting | _Pause:
         """The authorizer asks a person about this call: it waits for their answer (the
         plan ends here; the call runs again on resume), or, when no one can be asked, it
-        fails (fail closed)."""
-        if not self.pausable:
+        fails (fail closed): no one is asked about arguments too large to show them
+        faithfully (`codemode.questions`) either."""
+        if not self.pausable or arguments_text(approval.arguments) is None:
             return self._drive(call, name, plan, Verdict.UNAVAILABLE, None)
         approval.span.approval("asked")
         abandon(plan)

@@ -37,7 +37,7 @@ from codemode.errors import (
 from codemode.types import JSONObject
 from codemode.values import object_fields
 
-FORMAT = 1
+FORMAT = 2
 
 VERSIONS = {"codemode": version("codemode"), "pydantic-monty": version("pydantic-monty")}
 """What wrote a state: a replica of another version refuses it."""
@@ -50,6 +50,7 @@ OTHER_PROCESS = (
     "(another server process, or before its replay guard was reset); run it again"
 )
 UNGUARDED = "the server cannot tell whether this paused program resumed already; run it again"
+EXPIRED = "the paused program expired; run it again"
 UNREADABLE = "the paused program cannot be read"
 NOT_YOURS = "the paused program belongs to another caller"
 
@@ -112,6 +113,10 @@ class PausedState:
     approvals: int
     """Calls asked about so far, these included."""
     versions: dict[str, str]
+    expires_at: float
+    """Seconds since the epoch, on the clock of the replica that paused it: no replica
+    resumes the state from then on, whatever its own approval wait, and a replay guard
+    remembers it resumed until then (and `CLOCK_SKEW_SECONDS` more)."""
     guard: str = ""
     """The scope of the replay guard that must vouch it resumes once (`ReplayGuard.scope`),
     stamped when the program pauses: it heads the state, a line of its own."""
@@ -245,6 +250,7 @@ def catalog_digest(capabilities: Iterable[Capability]) -> str:
 
 
 __all__ = [
+    "EXPIRED",
     "NOT_YOURS",
     "OTHER_CATALOG",
     "OTHER_PROCESS",

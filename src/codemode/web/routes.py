@@ -41,6 +41,7 @@ from codemode.payloads import (
     search_payload,
     text_argument,
 )
+from codemode.questions import arguments_text
 from codemode.runtime import ExecutionResult
 
 log = logging.getLogger("codemode")
@@ -143,7 +144,7 @@ def web_routes(cm: CodeMode) -> list[BaseRoute]:
                     "key": request.key,
                     "message": request.message,
                     "capability": request.capability_name,
-                    "arguments": request.arguments,
+                    "arguments": arguments_text(request.arguments),
                 }
                 for request in outcome.requests
             ]

@@ -393,7 +393,7 @@ async function approve(requests, wait) {
   for (const request of requests) {
     $("approval-message").textContent = request.message;
     $("approval-capability").textContent = request.capability;
-    $("approval-arguments").textContent = shown(JSON.stringify(request.arguments, null, 2));
+    $("approval-arguments").textContent = request.arguments;  // as the server shows them
     const dialog = $("approval");
     const closed = new Promise((resolve) => dialog.addEventListener("close", resolve, { once: true }));
     dialog.returnValue = "";
@@ -404,19 +404,6 @@ async function approve(requests, wait) {
     answers[request.key] = dialog.returnValue === "approve";  // Escape declines
   }
   return answers;
-}
-
-// The program's arguments as the MCP server shows them: cut past 4096 characters, and the
-// characters that would break or reorder a line (a separator, a bidirectional control)
-// escaped as JSON does (a pair of surrogates past U+FFFF), so they cannot pose as more of
-// the question.
-const QUESTION_ARGUMENTS = 4096;
-function shown(text) {
-  const cut = text.length > QUESTION_ARGUMENTS
-    ? `${text.slice(0, QUESTION_ARGUMENTS)}... (${text.length - QUESTION_ARGUMENTS} more characters)`
-    : text;
-  return cut.replace(/(?!\n)[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu, (c) => Array.from(
-    { length: c.length }, (_, i) => `\\u${c.charCodeAt(i).toString(16).padStart(4, "0")}`).join(""));
 }
 
 $("run").addEventListener("click", run);
