@@ -22,8 +22,9 @@ from click.testing import CliRunner
 from mcp import Client, ClientSession, MCPError, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, ElicitRequestFormParams, ElicitResult, InputRequiredResult
+from redis.asyncio import Redis
 
-from codemode.approvals import ApprovalRequest
+from codemode.approvals import CLOCK_SKEW_SECONDS, ApprovalRequest, RedisReplayGuard
 from codemode.cli import main
 from codemode.mcp.approvals import question
 from codemode.types import JSONObject
@@ -362,28 +363,37 @@ async def test_replicas_of_different_waits_resume_a_state_once(
     tmp_path: Path, calls: Path, redis_url: str
 ) -> None:
     """The state of a replica whose wait is long, resumed on one whose wait is short:
-    the claim lasts as long as the state (sealed by the first) is valid, not as long as
-    the second's own wait would have it, so once its wait is over the first still
-    refuses the state, and the approved delete ran once."""
+    the claim lasts as long as the state (sealed by the first) is valid and the clocks'
+    margin, not as long as the second's own wait would have it, so the first refuses
+    the state while it could still accept it, and the approved delete ran once."""
     tokens = tmp_path / "tokens"
     tokens.write_text("alice:tok-alice\n")
     options = ("--token-file", str(tokens), "--replay-guard", redis_url)
     key = secrets.token_hex(32)
     with (
         served(*options, calls=calls, wait="600", key=key) as (long_wait, _),
-        served(*options, calls=calls, wait="3", key=key) as (short_wait, _),
+        served(*options, calls=calls, wait="30", key=key) as (short_wait, _),
     ):
         first, second = f"{long_wait}/mcp", f"{short_wait}/mcp"
         balancer = Balancer(first, second)
-        async with http_client(
-            first, transport=balancer, elicitation_callback=Person("accept")
-        ) as client:
-            state = (await paused_round(client)).request_state
-            assert state is not None
-            done = await retry(client, state)  # on the second, within its wait
+        store = Redis.from_url(redis_url)
+        claims = RedisReplayGuard.PREFIX + "*"
+        try:
+            before = set(await store.keys(claims))  # other tests' claims, if any
+            async with http_client(
+                first, transport=balancer, elicitation_callback=Person("accept")
+            ) as client:
+                state = (await paused_round(client)).request_state
+                assert state is not None
+                done = await retry(client, state)  # on the second, within its wait
+            (claim,) = set(await store.keys(claims)) - before
+            held_ms = await store.pttl(claim)
+        finally:
+            await store.aclose()
         assert isinstance(done, CallToolResult)
         assert value(done) == {"open": 3, "deleted": True}
-        await anyio.sleep(6.5)  # past the whole state life the second's wait would give
+        # The first's state lives 600 s and a grace of 60 s; the claim outlives both.
+        assert held_ms > (660 + CLOCK_SKEW_SECONDS - 60) * 1000
         async with http_client(first) as client:
             again = await retry(client, state)
     assert isinstance(again, CallToolResult) and again.structured_content is not None

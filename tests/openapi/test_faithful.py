@@ -50,8 +50,8 @@ def cm(
             "records",
             spec=SPEC,
             base_url=server[0],
-            auth={"key": "host-key"},
-            headers={"Cookie": "session=host"},
+            auth={"key": "host-key-secret"},
+            headers={"Cookie": "session=host-session"},
         )
         yield host
 
@@ -96,7 +96,7 @@ def test_an_objects_keys_sent_as_parameters_cannot_be_another_parameters(
         ("limit", "5"),
         ("color", "red"),
         ("visibility", "private"),  # the default, which the policy saw too
-        ("key", "host-key"),
+        ("key", "host-key-secret"),
     ]
 
 
@@ -156,7 +156,7 @@ def test_a_cookie_the_host_sends_is_no_argument(
 ) -> None:
     assert "session" not in cm.describe("records.list_records").signature
     call(cm, 'records.list_records(theme="dark")')
-    assert (received[0]["theme"], received[0]["session"]) == ("dark", "host")
+    assert (received[0]["theme"], received[0]["session"]) == ("dark", "host-session")
 
 
 def test_formats_are_checked_before_any_request(
