@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import jsonschema
@@ -9,9 +10,20 @@ import mcp_types as mt
 import pytest
 
 from codemode.capabilities import typehints as t
-from codemode.gateway.schema import Hints, SchemaError, identifier, nullable, problem, validator
+from codemode.gateway import checking
+from codemode.gateway.schema import (
+    UNCHECKABLE,
+    Hints,
+    SchemaError,
+    identifier,
+    nullable,
+    problem,
+    signature,
+    validator,
+)
 from codemode.gateway.tools import TEXT_RESULT, annotations_of, tool_capability, tool_value
 from codemode.payloads import describe_payload
+from codemode.types import JSONObject
 
 
 def notation(schema: dict[str, Any]) -> str:
@@ -288,9 +300,9 @@ def test_patterns_are_matched_in_linear_time() -> None:
         {"type": "object", "properties": {"a": {"type": "string", "pattern": "^(a|aa)*$"}}}
     )
     # Python's backtracking `re` would take longer than the universe has left on this.
-    errors = list(check.iter_errors({"a": "a" * 100 + "b"}))
+    errors = list(check.errors({"a": "a" * 100 + "b"}))
     assert [problem(e, {}) for e in errors] == ['argument "a" must match the pattern ^(a|aa)*$']
-    assert list(check.iter_errors({"a": "a" * 100})) == []
+    assert list(check.errors({"a": "a" * 100})) == []
     keys = validator(
         {
             "type": "object",
@@ -298,7 +310,7 @@ def test_patterns_are_matched_in_linear_time() -> None:
             "additionalProperties": False,
         }
     )
-    assert [problem(e, {}) for e in keys.iter_errors({"x" * 50 + "y": 1})] == [
+    assert [problem(e, {}) for e in keys.errors({"x" * 50 + "y": 1})] == [
         "the arguments do not meet 'additionalProperties'"
     ]
 
@@ -307,4 +319,70 @@ def test_a_pattern_the_linear_engine_cannot_read_is_left_to_the_upstream() -> No
     check = validator(
         {"type": "object", "properties": {"a": {"type": "string", "pattern": "^(?!x)"}}}
     )
-    assert list(check.iter_errors({"a": "x"})) == []
+    assert list(check.errors({"a": "x"})) == []
+
+
+def test_unique_items_are_told_apart_by_json_equality() -> None:
+    check = validator({"type": "array", "uniqueItems": True})
+    repeats = [
+        [{"a": 1, "b": [1]}, {"b": [1.0], "a": 1}],  # numbers by value, keys in any order
+        [[1, "x"], [1, "x"]],
+        [None, None],
+    ]
+    for items in repeats:
+        assert [problem(e, {}) for e in check.errors(items)] == [
+            "the arguments do not meet 'uniqueItems'"
+        ]
+    for items in ([1, True], [0, False], [{"a": 1}, {"a": True}], ["1", 1], [[1], [1, 1]]):
+        assert check.errors(items) == []
+
+
+def test_unique_items_take_linear_work() -> None:
+    """50,000 distinct objects: 1.25 * 10**9 comparisons pairwise, one hash each here
+    (on a thread, joined with a bound that only guards against a hang)."""
+    check = validator({"type": "array", "uniqueItems": True, "items": {"type": "object"}})
+    found: list[Any] = []
+    thread = threading.Thread(
+        target=lambda: found.append(check.errors([{"id": i} for i in range(50_000)])),
+        daemon=True,
+    )
+    thread.start()
+    thread.join(120)
+    assert found == [[]]
+
+
+BRANCHING: JSONObject = {
+    "$defs": {
+        "node": {
+            "anyOf": [
+                {"properties": {"next": {"$ref": "#/$defs/node"}}, "required": ["never"]},
+                {"properties": {"next": {"$ref": "#/$defs/node"}}},
+            ]
+        }
+    },
+    "type": "object",
+    "properties": {"tree": {"$ref": "#/$defs/node"}},
+}
+
+
+def nested(depth: int) -> dict[str, Any]:
+    node: dict[str, Any] = {}
+    for _ in range(depth):
+        node = {"next": node}
+    return node
+
+
+def test_a_check_past_its_steps_is_refused_in_fixed_words(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both alternatives descend into the value: 2**40 steps at 40 levels."""
+    monkeypatch.setattr(checking, "MAX_STEPS", 10_000)
+    document = signature(BRANCHING, "T").document
+    assert document({"tree": nested(5)}) == {"tree": nested(5)}  # a few hundred steps
+    assert document({"tree": nested(40)}) == UNCHECKABLE
+    assert UNCHECKABLE == "the arguments cannot be checked against their schema"
+
+
+def test_a_stopped_check_ends_at_its_next_step() -> None:
+    budget = checking.Budget()
+    budget.stop()
+    with pytest.raises(checking.Uncheckable):
+        validator({"type": "string"}).errors("x", budget)

@@ -5,7 +5,8 @@ projected by the same code as a host function: `describe` shows `list[str] | Non
 binding says `argument "limit" must be from 1 to 100`, and a result's keys are known for
 did-you-mean. What hints cannot say (`not`, formats, a part with no shape) is read as
 `Any` here, and the schema itself stays the authority: every bound call is checked
-against it with `jsonschema` before it is sent (see `validator`). An object is never
+against it before it is sent, by a check bounded whatever the schema says
+(`codemode.gateway.checking`). An object is never
 `Any` while any part of its schema declares keys: its result crosses with exactly those
 keys, however its `if`/`then`/`else` and `*Of` combinators branch (see `Hints`).
 """
@@ -13,12 +14,11 @@ keys, however its `if`/`then`/`else` and `*Of` combinators branch (see `Hints`).
 from __future__ import annotations
 
 import copy
-import functools
 import keyword
 import re
 import types
 import unicodedata
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, NotRequired, Required, Union, get_args, get_origin
 
@@ -28,14 +28,10 @@ from typing_extensions import TypedDict
 
 from codemode.capabilities import REQUIRED, Parameter
 from codemode.capabilities import typehints as t
-from codemode.capabilities.typehints import matches
+from codemode.gateway.checking import SchemaError, Uncheckable, validator
 from codemode.types import JSONObject
 
 NoneType = type(None)
-
-
-class SchemaError(ValueError):
-    """A tool schema that is not valid JSON Schema, or that no Python call can satisfy."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,92 +58,6 @@ def identifier(name: str, lead: str = "tool_") -> str:
 def camel(name: str) -> str:
     """`read_text-file` -> `ReadTextFile`, for the names of shapes."""
     return "".join(part[:1].upper() + part[1:] for part in re.split(r"[\W_]+", name) if part)
-
-
-def validator(
-    schema: Mapping[str, Any],
-    *,
-    checked: bool = False,
-    formats: jsonschema.FormatChecker | None = None,
-) -> jsonschema.protocols.Validator:
-    """A validator for the schema's own draft (`$schema`; 2020-12 when it names none), or
-    SchemaError when the schema is not valid under that draft (not checked again when
-    the caller has `checked` it). `formats` asserts the `format`s it knows (else a
-    format is an annotation, as JSON Schema 2020-12 has it).
-
-    Patterns are matched by a linear-time engine (the Rust regex crate, through
-    pydantic-core), never by Python's backtracking `re`: a pattern an upstream declares
-    could otherwise hold the process for hours on one argument.
-    """
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    if not checked:
-        try:
-            cls.check_schema(dict(schema))
-        except jsonschema.SchemaError as exc:
-            where = _pointer(exc.path)
-            raise SchemaError(f"invalid JSON Schema at {where}: {exc.message}") from None
-    checker: jsonschema.protocols.Validator = _linear(cls)(schema, format_checker=formats)
-    return checker
-
-
-@functools.cache
-def _linear(cls: Any) -> Any:
-    """A draft's validator class with patterns matched in linear time (made once)."""
-    return jsonschema.validators.extend(  # type: ignore[no-untyped-call]
-        cls,
-        {
-            "pattern": _pattern,
-            "patternProperties": _pattern_properties,
-            "additionalProperties": _additional_properties,
-            # Their implementations match patternProperties with Python's `re`; left to
-            # the upstream, which checks its own input.
-            "unevaluatedProperties": _unchecked,
-            "unevaluatedItems": _unchecked,
-        },
-    )
-
-
-def _unchecked(
-    validator: Any, value: Any, instance: Any, schema: Mapping[str, Any]
-) -> Iterator[jsonschema.ValidationError]:
-    return iter(())
-
-
-def _pattern(
-    validator: Any, pattern: str, instance: Any, schema: Mapping[str, Any]
-) -> Iterator[jsonschema.ValidationError]:
-    if validator.is_type(instance, "string") and not matches(pattern, instance):
-        yield jsonschema.ValidationError("does not match the pattern")
-
-
-def _pattern_properties(
-    validator: Any, patterns: Mapping[str, Any], instance: Any, schema: Mapping[str, Any]
-) -> Iterator[jsonschema.ValidationError]:
-    if not validator.is_type(instance, "object"):
-        return
-    for pattern, subschema in patterns.items():
-        for key, value in instance.items():
-            if matches(pattern, key):
-                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
-
-
-def _additional_properties(
-    validator: Any, additional: Any, instance: Any, schema: Mapping[str, Any]
-) -> Iterator[jsonschema.ValidationError]:
-    if not validator.is_type(instance, "object"):
-        return
-    declared = schema.get("properties") or {}
-    patterns = list(schema.get("patternProperties") or {})
-    extras = [
-        key
-        for key in instance
-        if key not in declared and not any(matches(p, key) for p in patterns)
-    ]
-    if validator.is_type(additional, "object"):
-        for key in extras:
-            yield from validator.descend(instance[key], additional, path=key)
-    elif additional is False and extras:
-        yield jsonschema.ValidationError("has a key the schema does not declare")
 
 
 _DEPTH = 32
@@ -602,10 +512,6 @@ def _is_union(tp: Any) -> bool:
     return get_origin(tp) in (Union, types.UnionType)
 
 
-def _pointer(path: Any) -> str:
-    return "/" + "/".join(str(p) for p in path) if path else "the root"
-
-
 def nullable(schema: object) -> bool:
     """Whether a schema admits null (so an explicit None is sent, not left out)."""
     if not isinstance(schema, Mapping):
@@ -706,6 +612,10 @@ def _properties(schema: Mapping[str, Any], root: Mapping[str, Any]) -> dict[str,
     return found
 
 
+UNCHECKABLE = "the arguments cannot be checked against their schema"
+"""What a call says whose arguments no bounded check can judge (see `checking`)."""
+
+
 @dataclass(frozen=True)
 class Signature:
     """An object schema as a capability's keyword parameters, one per property."""
@@ -770,7 +680,11 @@ def signature(
 
     def document(arguments: JSONObject) -> JSONObject | str:
         sent = {wire.get(k, k): v for k, v in arguments.items() if v is not None or k in keep_null}
-        error = next(iter(sorted(checker.iter_errors(sent), key=lambda e: e.path)), None)
+        try:
+            errors = checker.errors(sent)
+        except Uncheckable:  # a schema that costs more than any check may spend
+            return UNCHECKABLE
+        error = next(iter(sorted(errors, key=lambda e: e.path)), None)
         if error is not None:
             return problem(error, names)
         filled: JSONObject = with_defaults(input_schema, sent, input_schema)
@@ -809,6 +723,7 @@ def object_schema(schema: object) -> JSONObject:
 
 
 __all__ = [
+    "UNCHECKABLE",
     "Hints",
     "Pattern",
     "SchemaError",

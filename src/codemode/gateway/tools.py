@@ -11,8 +11,10 @@ failure goes to the host log.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
+import functools
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
@@ -25,6 +27,7 @@ from codemode.capabilities.hints import complete_hints
 from codemode.capabilities.naming import check_name
 from codemode.errors import AgentError, ExpectedError, RegistrationError
 from codemode.gateway import schema as s
+from codemode.gateway.checking import Checker, Uncheckable, off_loop
 from codemode.gateway.upstream import UpstreamError, UpstreamRefused, UpstreamTimeout
 from codemode.types import JSONObject, JSONValue
 
@@ -93,8 +96,7 @@ def tool_capability(
     except RegistrationError as exc:
         raise s.SchemaError(f"its name cannot name a capability ({exc})") from None
     arguments = s.signature(s.object_schema(tool.input_schema), s.camel(tool.name))
-    if tool.output_schema is not None:
-        s.validator(tool.output_schema)
+    output = None if tool.output_schema is None else s.validator(tool.output_schema)
     result: Any = Any
     if tool.output_schema is not None:
         result = s.Hints(tool.output_schema, s.camel(tool.name)).of(
@@ -103,10 +105,11 @@ def tool_capability(
         t.check_supported(result)
 
     async def call(**document: Any) -> Any:
+        started = asyncio.get_running_loop().time()
         try:
             answer = await send(tool, document)
-        except UpstreamTimeout as timeout:  # codemode's own budget: the program may know it
-            raise AgentError(str(timeout)) from timeout
+        except UpstreamTimeout as late:  # codemode's own budget: the program may know it
+            raise AgentError(str(late)) from late
         except ToolChanged:  # the program's own name, and a fact of the catalog it reads
             raise AgentError(
                 f"{name} changed on its server while the program ran; {_AGAIN}"
@@ -116,7 +119,11 @@ def tool_capability(
             raise AgentError(f"{REFUSED}: {said}" if said else REFUSED + WITHHELD) from refused
         except UpstreamError as failed:
             raise AgentError(UNREACHABLE) from failed
-        return tool_value(answer, structured=tool.output_schema is not None, expose=expose_errors)
+        if output is not None and not answer.is_error:
+            spent = asyncio.get_running_loop().time() - started
+            left = None if timeout is None else timeout - spent
+            await _checked(output, answer.structured_content, left)
+        return tool_value(answer, structured=output is not None, expose=expose_errors)
 
     description = s.clean(tool.description or "")
     title = s.clean(tool.title or (tool.annotations.title if tool.annotations else None) or "")
@@ -145,6 +152,24 @@ _AGAIN = "describe it again, then run the program again"
 _GRACE_SECONDS = 1.0
 """How much longer the runtime waits than the upstream timeout, so the upstream's own
 timeout (a `capability failed` the program can catch) is the one that ends a call."""
+
+
+async def _checked(output: Checker, structured: Any, seconds: float | None) -> None:
+    """Check structured content against the tool's output schema, bounded, on a worker
+    thread and within what is left of the call's timeout: content that breaks the schema,
+    or that cannot be checked, is an answer that cannot be read."""
+    try:
+        error = await off_loop(functools.partial(output.first, structured), seconds)
+    except Uncheckable as exc:
+        failed = UpstreamError(f"its structured content cannot be checked: {exc}")
+        raise AgentError(UNREACHABLE) from failed
+    if error is not None:
+        where = "/".join(str(p) for p in error.absolute_path) or "the root"
+        failed = UpstreamError(
+            f"its structured content does not meet its output schema at {where}: "
+            f"{error.message[:500]}"
+        )
+        raise AgentError(UNREACHABLE) from failed
 
 
 def first_sentence(text: str) -> str:

@@ -257,7 +257,7 @@ class Upstream:
                     streamable_http_client(self.target.url, http_client=client)
                 )
             session = await stack.enter_async_context(
-                ClientSession(read, write, message_handler=self._on_message)
+                _Session(read, write, message_handler=self._on_message)
             )
             await session.initialize()  # within the start's deadline
             yield session
@@ -377,6 +377,19 @@ class Upstream:
             if held is not None and not alive:
                 self._retire(held)
             raise UpstreamError(failed) from exc
+
+
+class _Session(ClientSession):
+    """A session that leaves the check of a result's structured content to its caller.
+
+    The SDK's `call_tool` checks it against the tool's `outputSchema` with `jsonschema`
+    as it is, on the loop every upstream shares: with Python's `re`, whose backtracking
+    holds the GIL, so one hostile pattern stops every thread of the process. The
+    capability checks it instead, bounded and on a worker thread
+    (`codemode.gateway.checking`)."""
+
+    async def validate_tool_result(self, name: str, result: mt.CallToolResult) -> None:
+        return None
 
 
 async def _responds(session: ClientSession) -> bool:

@@ -6,6 +6,8 @@ hint are the same code for a REST API as for any capability.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import logging
 import re
@@ -22,6 +24,7 @@ from codemode.capabilities.naming import check_name
 from codemode.capabilities.results import Projection
 from codemode.errors import AgentError, RegistrationError
 from codemode.gateway import schema as s
+from codemode.gateway.checking import Budget, Checker, Uncheckable, off_loop
 from codemode.gateway.tools import first_sentence, strict_json
 from codemode.openapi import wire
 from codemode.openapi.client import (
@@ -111,15 +114,17 @@ def operation_capability(
             projections[key] = Projection(errors[key], serialize=False)
         return _error_detail(projections[key], body, api)
 
-    checkers: dict[int, Any] = {}
+    checkers: dict[int, Checker] = {}
 
-    def checker(media: Media) -> Any:
+    def checker(media: Media) -> Checker:
         """The validator of one declared body (made at its first use)."""
         if id(media) not in checkers:
             checkers[id(media)] = s.validator({**media.schema, "$defs": operation.response_defs})
         return checkers[id(media)]
 
     async def call(**document: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
         code, media_type, body = await api.call(operation, document)
         key = declared(operation, code)
         if 200 <= code < 300:
@@ -128,7 +133,18 @@ def operation_capability(
             if key is None and len(successes) == 1:  # a 201 where 200 is declared, say
                 key = next(iter(successes))
             media = operation.responses.get(key) if key is not None else None
-            return _value(api, operation, code, media, media_type, body, checker)
+            read = functools.partial(_value, api, operation, code, media, media_type, body, checker)
+            left = None if api.timeout is None else api.timeout - (loop.time() - started)
+            try:  # off the loop that serves every call, within the call's timeout
+                return await off_loop(read, left)
+            except Uncheckable:  # its time ran out
+                log.warning(
+                    "REST API %s: %s answered a body not checked within %g s",
+                    api.name,
+                    operation.route,
+                    api.timeout,
+                )
+                raise AgentError(UNREADABLE_BODY) from None
         detail = ""
         if 400 <= code < 500 and key in errors:
             detail = error_detail(key, body)
@@ -290,10 +306,12 @@ def _value(
     media: Media | None,
     media_type: str,
     body: bytes,
-    checker: Callable[[Media], Any],
+    checker: Callable[[Media], Checker],
+    budget: Budget,
 ) -> Any:
     """A 2xx response as the program gets it, or AgentError for one that breaks what the
-    operation declares."""
+    operation declares (on a worker thread: reading and checking a large body, or one
+    its schema makes costly, holds no loop, and `budget` bounds the check)."""
     if media is None:  # a status it declares no response for
         log.warning("REST API %s: %s answered %s, undeclared", api.name, operation.route, code)
         raise AgentError(UNDECLARED)
@@ -314,9 +332,14 @@ def _value(
         raise AgentError(NOT_JSON) from None
     if media.schema is not None:
         try:
-            error = jsonschema.exceptions.best_match(checker(media).iter_errors(value))
-        except RecursionError:  # deeper than its schema can be checked
-            log.warning("REST API %s: %s answered too deep a body", api.name, operation.route)
+            error = checker(media).first(value, budget)
+        except Uncheckable as exc:  # too deep, or costlier than any check may spend
+            log.warning(
+                "REST API %s: %s answered a body its schema cannot check: %s",
+                api.name,
+                operation.route,
+                exc,
+            )
             raise AgentError(UNREADABLE_BODY) from None
         if error is not None:
             log.warning(
