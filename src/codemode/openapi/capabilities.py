@@ -15,8 +15,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
-import jsonschema
-
 from codemode.capabilities import REQUIRED, Capability, Parameter
 from codemode.capabilities import typehints as t
 from codemode.capabilities.hints import complete_hints
