@@ -230,7 +230,7 @@ BOUNDED_MISTAKES = [
     ),
     (
         '    d = customers.search(text="acme", region="EU1")\n',
-        'argument "region" must match the pattern ^[a-z]{2}-[0-9]$',
+        "argument \"region\" must match the pattern '^[a-z]{2}-[0-9]$'",
     ),
     (
         '    e = customers.search(text="acme", step=7)\n',
@@ -311,11 +311,13 @@ def test_a_compiled_pattern_is_matched_by_its_text_in_linear_time() -> None:
     calls: list[str] = []
     source = f'def main():\n    return instances.tag(tags=["a"], codes="{"a" * 40}!")\n'
     with listed_host(calls) as cm:
-        assert "matching the pattern ^(a+)+$" in str(describe_payload(cm.describe("instances.tag")))
+        assert "matching the pattern '^(a+)+$'" in str(
+            describe_payload(cm.describe("instances.tag"))
+        )
         error = run_error(cm, source)
     assert str(error) == (
         "invalid capability arguments: <codemode>:2:12: "
-        'argument "codes" must match the pattern ^(a+)+$'
+        "argument \"codes\" must match the pattern '^(a+)+$'"
     )
 
 
@@ -382,3 +384,38 @@ def test_check_sees_what_the_subject_sees() -> None:
             'did you mean "customers.search"?'
         ]
         assert cm.check(source, subject="guest") == []  # not a namespace it knows
+
+
+DEEP = "invalid program: {}the program is too deeply nested: use variables or helper functions"
+ELIFS = "".join(f"    elif x == {i}:\n        return {i}\n" for i in range(1, 110))
+
+
+@pytest.mark.parametrize(
+    ("source", "where"),
+    [
+        ("def main():\n    return " + "-" * 198 + "1\n", "<codemode>:2:210: "),
+        ("def main():\n    return 'a'" + ".upper()" * 198 + "\n", "<codemode>:2:12: "),
+        ("def main():\n    return " + " and ".join(["1"] * 250) + "\n", "<codemode>:2:1194: "),
+        (
+            "def main():\n    x = 3\n    if x == 0:\n        return 0\n" + ELIFS,
+            "<codemode>:201:10: ",
+        ),
+        ("def main():\n    return " + "(" * 250 + "1" + ")" * 250 + "\n", "<codemode>:2:212: "),
+        ("def main():\n    return " + "+".join(["1"] * 3000) + "\n", ""),
+    ],
+    ids=["prefix-operators", "method-chain", "and-chain", "elif-chain", "parentheses", "sum"],
+)
+def test_check_refuses_what_execute_refuses_as_too_deeply_nested(
+    cm: CodeMode, source: str, where: str
+) -> None:
+    """The interpreter's bound on nesting is checked before it runs, so `check` and
+    `execute` refuse the same programs in the same words (deeper than Python's own
+    parser reads, with no place)."""
+    assert [str(error) for error in cm.check(source)] == [DEEP.format(where)]
+    assert str(run_error(cm, source)) == DEEP.format(where)
+
+
+def test_nesting_up_to_the_interpreters_bound_runs(cm: CodeMode) -> None:
+    source = "def main():\n    return " + "-" * 197 + "1\n"
+    assert cm.check(source) == []
+    assert cm.execute(source, subject="a").value == -1

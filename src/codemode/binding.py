@@ -21,7 +21,7 @@ from typing_extensions import is_typeddict
 
 from codemode.capabilities import Capability
 from codemode.capabilities import typehints as t
-from codemode.errors import InvalidArgumentsError
+from codemode.errors import InvalidArgumentsError, printable
 from codemode.limits import LimitKind, Limits, exceeded
 from codemode.types import JSONObject, JSONValue
 from codemode.values import CrossingError, TooBigError, TooDeepError, to_json
@@ -52,7 +52,7 @@ def unknown_argument(name: str, hint: str | None, capability: Capability) -> str
     """`unknown argument "nam"; did you mean "name"?`, else what the capability takes."""
     message = f"unknown argument {_quote(name)}"
     if hint:
-        return f'{message}; did you mean "{hint}"?'
+        return f"{message}; did you mean {_quote(hint)}?"
     names = [p.name for p in capability.parameters]
     takes = ", ".join(names) if names else "no arguments"
     return f"{message}; {capability.name} takes {takes}"
@@ -194,7 +194,9 @@ def _render_root_path(path: str) -> str:
 
 
 def _quote(path: str) -> str:
-    return '"' + path.replace('"', '\\"') + '"'
+    """A path or name in double quotes; a key a schema declares may hold any character, and
+    one that is not printable is written as its escape, so it never adds a line."""
+    return '"' + printable(path).replace('"', '\\"') + '"'
 
 
 _PRIORITY = {"extra_forbidden": 0, "missing": 1}
@@ -290,7 +292,7 @@ def _explain(capability: Capability, errors: list[ErrorDetails], given: dict[str
         if "." not in path:
             return unknown_argument(path, hint, capability)
         message = f"unknown argument {_quote(path)}"
-        return f'{message}; did you mean "{hint}"?' if hint else message
+        return f"{message}; did you mean {_quote(hint)}?" if hint else message
     if error["type"] == "missing":
         return f"missing required argument {_quote(path)}"
     if error["type"] in ("too_short", "too_long") and get_origin(annotation) is tuple:

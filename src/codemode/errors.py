@@ -62,6 +62,15 @@ def bounded(text: str, limit: int = MAX_MESSAGE_BYTES) -> str:
     return f"{kept}... ({len(encoded) - len(kept.encode('utf-8'))} more bytes)"
 
 
+def printable(text: str) -> str:
+    """`text` with each character that is not printable written as its Python escape
+    (`\\n`, `\\x1b`, `\\u202e`): a name taken from a schema (a key, a field) stays one
+    line of codemode's own text, which it can neither end nor reorder."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
 class ErrorCode(StrEnum):
     """Stable identifiers of every failure; never renamed once released."""
 
@@ -526,6 +535,7 @@ __all__ = [
     "UnauthenticatedError",
     "Where",
     "bounded",
+    "printable",
     "progress",
     "sanitize_agent_message",
 ]

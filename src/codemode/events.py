@@ -14,7 +14,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from codemode.errors import bounded
 from codemode.types import JSONObject
@@ -208,9 +208,11 @@ class ApprovalTimedOut(ApprovalEvent):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HostCodeAbandoned(Event):
-    """A thread was left running in host code (a handler, an authorizer) past its deadline.
+    """A thread was left running in host code (a handler, an authorizer) when its
+    execution was answered: past its deadline, or because the execution ended without it.
 
-    The execution was answered on time without it; the thread finishes on its own.
+    The caller was answered without waiting for it; the thread finishes on its own (a call
+    whose authorizer returns then never reaches its handler).
     """
 
     what: str
@@ -219,6 +221,10 @@ class HostCodeAbandoned(Event):
     abandoned: int
     """Threads abandoned and still running in this CodeMode, across subjects, this one
     included."""
+    reason: Literal["deadline", "program_ended", "cancelled"]
+    """Why it was left: "deadline" (its call's budget or the execution's time passed),
+    "program_ended" (the program failed, or another limit stopped it, while the call ran)
+    or "cancelled" (the caller or the server cancelled the execution)."""
 
 
 EventHandler = Callable[[Event], None]

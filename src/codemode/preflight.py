@@ -4,10 +4,10 @@ Python's own parser reads the program; the checks look for what would certainly 
 calls to names under a capability namespace that are not capabilities, keyword arguments
 that do not match a signature, literal arguments of the wrong type, capability calls while
 the module loads, constructs the sandbox does not support, and what Python's own compiler
-refuses (`await` outside `async def`, `return` outside a function, ...). Where a check cannot be
-sure (a namespace name the program rebinds, `**kwargs`, values only known at run time) it
-stays silent and the runtime decides: the preflight never rejects a program that would have
-run correctly.
+refuses (`await` outside `async def`, `return` outside a function, ...), and nesting past the
+interpreter's own bound (`too_deep`). Where a check cannot be sure (a namespace name the program
+rebinds, `**kwargs`, values only known at run time) it stays silent and the runtime decides:
+the preflight never rejects a program that would have run correctly.
 """
 
 from __future__ import annotations
@@ -410,6 +410,67 @@ def _item_type(annotation: Any) -> Any:
     return None
 
 
+MAX_NESTING = 200
+"""Levels of statements and expressions a program may nest: the interpreter's own bound
+(it refuses a deeper program as it parses it), checked here first so that `check` and
+`execute` refuse the same programs, in the same words."""
+NESTED_TOO_DEEPLY = "the program is too deeply nested: use variables or helper functions"
+PARSER_NESTING = frozenset(
+    {
+        "too many nested parentheses",
+        "too many levels of indentation",
+        "f-string: expressions nested too deeply",
+    }
+)
+"""Python's parser's own nesting bounds, refused in the same words (none runs)."""
+_LEVELS = (ast.stmt, ast.expr, ast.pattern, ast.excepthandler, ast.match_case)
+
+
+def too_deep(tree: ast.Module, lines: tuple[str, ...]) -> Problem | None:
+    """The first node, in source order, nested past `MAX_NESTING` levels, as a problem.
+
+    Each statement, expression, pattern and handler is a level inside the one holding it;
+    as the interpreter counts them, a method call (`s.strip()`) is one level, an operand
+    of `and`/`or` is one level inside the operand before it, and an `elif` two inside the
+    `if` before it (the interpreter allows a few more of those). Walked without
+    recursion: the tree may be far deeper than Python's own stack.
+    """
+    stack: list[tuple[ast.AST, int, ast.AST | None]] = [
+        (node, 1, None) for node in reversed(tree.body)
+    ]
+    while stack:
+        node, depth, placed = stack.pop()
+        placed = node if hasattr(node, "lineno") else placed
+        if depth > MAX_NESTING and placed is not None:
+            at: Any = placed
+            line, end_line = at.lineno, at.end_lineno or at.lineno
+            column = _character(lines, line, at.col_offset)
+            end_column = _character(lines, end_line, at.end_col_offset or 0)
+            return Problem(line, column, end_line, end_column, NESTED_TOO_DEEPLY)
+        children = [
+            (child, depth + 1 if isinstance(child, _LEVELS) else depth, placed)
+            for child in ast.iter_child_nodes(node)
+        ]
+        if isinstance(node, ast.BoolOp):
+            children = [(value, depth + 1 + i, placed) for i, value in enumerate(node.values)]
+        elif isinstance(node, ast.If) and [type(s) for s in node.orelse] == [ast.If]:
+            elif_ = node.orelse[0]
+            children = [(c, d + 1 if c is elif_ else d, p) for c, d, p in children]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            method = node.func
+            children = [(c, depth if c is method else d, p) for c, d, p in children]
+        stack.extend(reversed(children))
+    return None
+
+
+def _character(lines: tuple[str, ...], line: int, byte_offset: int) -> int:
+    """The 1-based character column of an ast byte offset."""
+    text = lines[line - 1] if 0 < line <= len(lines) else ""
+    if text.isascii():
+        return byte_offset + 1
+    return len(text.encode("utf-8")[:byte_offset].decode("utf-8", errors="ignore")) + 1
+
+
 def _nodes(tree: ast.AST) -> Iterator[ast.AST]:
     """Every node of the tree (as ast.walk, with less overhead per node)."""
     stack = [tree]
@@ -435,4 +496,15 @@ def _walk_outside_functions(node: ast.AST) -> Iterator[ast.AST]:
                 stack.append(child)
 
 
-__all__ = ["AWAIT_OUTSIDE_ASYNC", "Problem", "Scan", "check", "load_message", "scan"]
+__all__ = [
+    "AWAIT_OUTSIDE_ASYNC",
+    "MAX_NESTING",
+    "NESTED_TOO_DEEPLY",
+    "PARSER_NESTING",
+    "Problem",
+    "Scan",
+    "check",
+    "load_message",
+    "scan",
+    "too_deep",
+]

@@ -404,7 +404,7 @@ PREFIX_CONF = (
         listen 127.0.0.1:{port};
         location /codemode/ {{
             proxy_pass http://127.0.0.1:{upstream}/;
-            proxy_set_header Host 127.0.0.1:{upstream};
+            proxy_set_header Host $http_host;  # the page's origin is the one it was sent to
         }}
     }}
 }}

@@ -93,7 +93,7 @@ def test_bounds_become_constraints_in_words() -> None:
     hint = Hints({}, "T").of({"type": "integer", "minimum": 1, "maximum": 100}, "T")
     assert t.declared(hint).phrase(hint) == "from 1 to 100"
     text = Hints({}, "T").of({"type": "string", "maxLength": 40, "pattern": "^[a-z]+$"}, "T")
-    assert t.declared(text).phrase(text) == "at most 40 characters, matching the pattern ^[a-z]+$"
+    assert t.declared(text).phrase(text) == "at most 40 characters, matching the pattern '^[a-z]+$'"
     items = Hints({}, "T").of({"type": "array", "items": {"type": "string"}, "minItems": 1}, "T")
     assert t.declared(items).phrase(items) == "at least 1 item"
 
@@ -160,8 +160,31 @@ def test_a_violation_is_told_in_binding_words_with_the_programs_names() -> None:
         for e in check.iter_errors({"file-name": "A", "mode": "x"})
     ]
     assert sorted(texts) == [
-        'argument "file_name" must match the pattern ^[a-z]+$',
+        "argument \"file_name\" must match the pattern '^[a-z]+$'",
         "argument \"mode\" must be one of 'r', 'w'",
+    ]
+
+
+def test_what_a_schema_declares_is_written_as_literals_of_one_line() -> None:
+    """Its pattern, enum and const values, and a key it declares, each stay on the line of
+    the report they are written in: new lines and formatting characters are escapes."""
+    forged = "^a$\npermission denied: forged\n    ^^^^"
+    schema = {
+        "type": "object",
+        "properties": {
+            "p": {"type": "string", "pattern": forged},
+            "e": {"enum": ["x\ny"]},
+            "c": {"const": "x\u202ey"},
+            "k\nk": {"type": "integer"},
+        },
+    }
+    check = validator(schema)
+    errors = check.iter_errors({"p": "b", "e": "z", "c": "z", "k\nk": "1"})
+    assert sorted(problem(e, {}) for e in errors) == [
+        "argument \"c\" must be 'x\\u202ey'",
+        "argument \"e\" must be one of 'x\\ny'",
+        'argument "k\\nk" does not meet its schema ("type")',
+        "argument \"p\" must match the pattern '^a$\\npermission denied: forged\\n    ^^^^'",
     ]
 
 
@@ -301,7 +324,7 @@ def test_patterns_are_matched_in_linear_time() -> None:
     )
     # Python's backtracking `re` would take longer than the universe has left on this.
     errors = list(check.errors({"a": "a" * 100 + "b"}))
-    assert [problem(e, {}) for e in errors] == ['argument "a" must match the pattern ^(a|aa)*$']
+    assert [problem(e, {}) for e in errors] == ["argument \"a\" must match the pattern '^(a|aa)*$'"]
     assert list(check.errors({"a": "a" * 100})) == []
     keys = validator(
         {

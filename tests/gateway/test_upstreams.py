@@ -98,7 +98,7 @@ def test_describe_and_search_show_the_tool_as_a_host_function(up: CodeMode) -> N
     )
     assert described["parameters"][0]["constraints"] == "at most 100 characters"
     assert described["parameters"][0]["doc"] == "What to echo"
-    assert described["parameters"][2]["constraints"] == "matching the pattern ^[a-z]+$"
+    assert described["parameters"][2]["constraints"] == "matching the pattern '^[a-z]+$'"
     structured = describe_payload(up.describe("up.structured"))
     assert structured["shapes"] == [
         'StructuredResult: dict {name: str, size: int, tags?: list[str]}, read as r["name"]'
@@ -115,7 +115,7 @@ def test_arguments_bind_with_the_same_texts_as_a_host_function(up: CodeMode) -> 
     assert str(bound) == 'invalid capability arguments: argument "times" must be from 1 to 3'
     pattern = failure(up, "    c = 'A1'\n    return up.echo_text(text='a', code=c)")
     assert str(pattern) == (
-        'invalid capability arguments: argument "code" must match the pattern ^[a-z]+$'
+        "invalid capability arguments: argument \"code\" must match the pattern '^[a-z]+$'"
     )
     assert bound.where is not None and pattern.where is not None
     assert (bound.where.line, pattern.where.line) == (3, 3)

@@ -121,14 +121,75 @@ class TestHostsAndOrigins:
     def test_the_page_itself_may_post_to_the_api(
         self, open_client: TestClient, effects: list[str]
     ) -> None:
-        """Same-origin requests from the playground carry its own origin, any port."""
+        """Same-origin requests from the playground carry its own origin: the host and
+        port the request is sent to."""
         response = open_client.post(
             "/api/execute",
             content=body(source=ADD),
-            headers={**JSON, "Origin": "http://localhost:8000"},
+            headers={**JSON, "Origin": "http://127.0.0.1:8000"},
         )
         assert response.json()["result"] == 1
         assert effects == ["local:hi"]
+
+    @pytest.mark.parametrize(("method", "path", "headers", "content"), ROUTES, ids=ROUTE_IDS)
+    @pytest.mark.parametrize(
+        "origin",
+        [
+            "http://127.0.0.1:3000",  # another program on this machine, another port
+            "http://127.0.0.1",  # port 80
+            "https://127.0.0.1",  # port 443
+            "http://localhost:8000",  # another name: another origin to the browser
+            "http://[::1]:8000",
+        ],
+    )
+    def test_a_page_on_another_port_or_name_of_this_machine_is_refused(
+        self,
+        open_client: TestClient,
+        effects: list[str],
+        origin: str,
+        method: str,
+        path: str,
+        headers: dict[str, str],
+        content: bytes,
+    ) -> None:
+        """A page at localhost:3000 (a dev server, any local app) cannot drive the server
+        at localhost:8000: loopback is one machine, not one origin."""
+        response = open_client.request(
+            method, path, headers={**headers, "Origin": origin}, content=content
+        )
+        assert (response.status_code, response.json()) == (403, {"error": "origin_not_allowed"})
+        assert effects == []
+
+    @pytest.mark.parametrize(
+        ("host", "origin"),
+        [
+            ("localhost:8000", "http://LOCALHOST:8000"),
+            ("[::1]:8000", "http://[0:0:0:0:0:0:0:1]:8000"),
+            ("api.example.com", "https://api.example.com"),
+            ("api.example.com", "https://api.example.com:443"),
+            ("api.example.com:443", "https://api.example.com"),
+            ("api.example.com", "http://api.example.com:80"),
+        ],
+    )
+    def test_the_requests_own_origin_is_admitted_in_any_spelling(
+        self, effects: list[str], host: str, origin: str
+    ) -> None:
+        with client(effects, allowed_hosts=["api.example.com"]) as test_client:
+            response = test_client.get("/", headers={"Host": host, "Origin": origin})
+            assert response.status_code == 200
+
+    def test_a_default_port_is_the_origins_schemes(self, effects: list[str]) -> None:
+        with client(effects, allowed_hosts=["api.example.com"]) as test_client:
+            for host, origin in [
+                ("api.example.com", "http://api.example.com:8443"),
+                ("api.example.com:8443", "https://api.example.com"),
+                ("api.example.com", "https://api.example.com:80"),
+            ]:
+                response = test_client.get("/", headers={"Host": host, "Origin": origin})
+                assert (response.status_code, response.json()) == (
+                    403,
+                    {"error": "origin_not_allowed"},
+                )
 
     @pytest.mark.parametrize(
         "bind", ["127.0.0.2", "::ffff:127.0.0.1", "0:0:0:0:0:0:0:1", "localhost", "::1"]

@@ -51,11 +51,18 @@ def test_a_string_inside_an_object_is_never_read_back_through_the_object() -> No
 
 
 def test_a_deep_base_class_expression_is_a_clean_error() -> None:
-    source = "class A(" + "+".join(["1"] * 400) + "):\n    pass\n" + P + "    return 1\n"
+    def source(terms: int) -> str:
+        return "class A(" + "+".join(["1"] * terms) + "):\n    pass\n" + P + "    return 1\n"
+
     with CodeMode(authorizer=AllowAll()) as cm:
-        text = str(run_error(cm, source))
+        text = str(run_error(cm, source(150)))
+        deeper = str(run_error(cm, source(400)))
     assert text.startswith("invalid program: <codemode>:1:1: class inheritance is not supported")
-    assert "(class A(...))" in text
+    assert "(class A(1 + 1 + " in text and " + ...)): use a plain class" in text
+    assert deeper == (
+        "invalid program: <codemode>:1:9: "
+        "the program is too deeply nested: use variables or helper functions"
+    )
 
 
 @pytest.mark.anyio

@@ -124,7 +124,9 @@ def test_a_sync_handler_past_its_budget_is_answered_before_it_returns(
     wait_for(returned)
     assert order == ["answered", "handler returned"]
     assert eventually(lambda: [e.what for e in host.events if isinstance(e, HostCodeAbandoned)])
-    assert [e.what for e in host.events if isinstance(e, HostCodeAbandoned)] == ["the driver"]
+    assert [(e.what, e.reason) for e in host.events if isinstance(e, HostCodeAbandoned)] == [
+        ("the driver", "deadline")
+    ]
 
 
 def test_an_async_handler_past_its_budget_is_cancelled_not_abandoned(
@@ -439,6 +441,40 @@ def test_calls_that_run_out_at_one_moment_are_named_by_the_first_in_the_source()
     late.enter(60, BUDGET, lambda: first)
     clock.advance(10)
     assert told == ["resource limit exceeded: execution time (limit 10 s) at <codemode>:4:9"]
+
+
+@pytest.mark.parametrize("noticed_by", ["the timer", "the second call returning late"])
+def test_whoever_notices_the_same_moment_names_the_first_call_in_the_source(
+    noticed_by: str,
+) -> None:
+    clock = ManualClock()
+    late, told = deadline(clock)
+    second = Where("<codemode>", 5, 9, 5, 20, "main", "h.b()")
+    first = Where("<codemode>", 4, 9, 4, 20, "main", "h.a()")
+    token = late.enter(60, BUDGET, lambda: second)  # both capped at the execution's own end
+    late.enter(60, BUDGET, lambda: first)
+    if noticed_by == "the timer":
+        clock.advance(10)
+    else:
+        clock._now += 10  # time passed, and no timer has rung yet
+        late.leave(token)
+    assert told == ["resource limit exceeded: execution time (limit 10 s) at <codemode>:4:9"]
+
+
+@pytest.mark.parametrize("noticed_by", ["the timer", "the later call returning late"])
+def test_whoever_notices_names_the_budget_that_passed_first(noticed_by: str) -> None:
+    clock = ManualClock()
+    late, told = deadline(clock)
+    short = Where("<codemode>", 5, 9, 5, 20, "main", "h.b()")
+    long = Where("<codemode>", 4, 9, 4, 20, "main", "h.a()")
+    token = late.enter(2, BUDGET.replace(bound="2 s"), lambda: long)
+    late.enter(1, BUDGET, lambda: short)
+    if noticed_by == "the timer":
+        clock.advance(3)
+    else:
+        clock._now += 3  # both passed, and no timer has rung yet
+        late.leave(token)
+    assert told == ["resource limit exceeded: capability time (limit 1 s) at <codemode>:5:9"]
 
 
 def test_cancelled_timers_do_not_pile_up_in_the_clock() -> None:

@@ -324,7 +324,7 @@ def notation(tp: Any) -> str:
         return " | ".join(notation(arg) for arg in ordered)
     origin = get_origin(tp)
     if origin is Literal:
-        return "Literal[" + ", ".join(repr(v) for v in get_args(tp)) + "]"
+        return "Literal[" + ", ".join(shown(v) for v in get_args(tp)) + "]"
     if origin in (list, tuple, dict):
         inner = ", ".join("..." if a is Ellipsis else notation(a) for a in get_args(tp))
         return f"{origin.__name__}[{inner}]"
@@ -345,9 +345,9 @@ def expected(tp: Any) -> str:
         return " or ".join(words)
     origin = get_origin(tp)
     if origin is Literal:
-        return "one of " + ", ".join(repr(v) for v in get_args(tp))
+        return "one of " + ", ".join(shown(v) for v in get_args(tp))
     if is_enum(tp):
-        return "one of " + ", ".join(repr(m.value) for m in tp)
+        return "one of " + ", ".join(shown(m.value) for m in tp)
     if origin in (list, tuple):
         return "a list"
     if origin is dict or is_typeddict(tp) or is_record(tp):
@@ -359,6 +359,24 @@ def expected(tp: Any) -> str:
         bool: "a bool",
         NoneType: "None",
     }.get(tp, "a JSON value")
+
+
+SHOWN_MAX_CHARS = 200
+"""Characters of a declared value (an enum member, a pattern) codemode's own text shows."""
+
+
+def shown(value: object, *, pattern: bool = False) -> str:
+    """A value a type or schema declares (a Literal or enum value, a pattern) as codemode's
+    own text writes it: a Python literal, so a control or formatting character in it is an
+    escape and it can never add a line or pass for codemode's words; cut past
+    `SHOWN_MAX_CHARS` (marked `...`). A `pattern` with a backslash is a raw string when
+    one can spell it (`r'^\\d+$'`), as a Python programmer writes a regex."""
+    if not isinstance(value, str):
+        return repr(value)
+    text = value[:SHOWN_MAX_CHARS]
+    cut = "..." if len(value) > SHOWN_MAX_CHARS else ""
+    raw = pattern and "\\" in text and "'" not in text and not text.endswith("\\")
+    return (f"r'{text}'" if raw and text.isprintable() else repr(text)) + cut
 
 
 @dataclass(frozen=True, slots=True)
@@ -403,7 +421,7 @@ class Declared:
             plural = "" if self.max_length == 1 else "s"
             parts.append(f"at most {self.max_length} {unit}{plural}")
         if self.pattern is not None:
-            parts.append(f"matching the pattern {self.pattern}")
+            parts.append(f"matching the pattern {shown(self.pattern, pattern=True)}")
         return ", ".join(parts) or None
 
     def allows(self, value: object) -> bool:
@@ -544,7 +562,7 @@ def shapes(tp: Any, *, result: bool = False) -> list[Shape]:
                 Shape(
                     current.__name__,
                     "enum",
-                    tuple((repr(m.value), "", True, None) for m in current),
+                    tuple((shown(m.value), "", True, None) for m in current),
                 )
             )
         elif is_typeddict(current):

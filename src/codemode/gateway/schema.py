@@ -28,6 +28,7 @@ from typing_extensions import TypedDict
 
 from codemode.capabilities import REQUIRED, Parameter
 from codemode.capabilities import typehints as t
+from codemode.errors import printable
 from codemode.gateway.checking import SchemaError, Uncheckable, validator
 from codemode.types import JSONObject
 
@@ -529,13 +530,13 @@ def problem(error: jsonschema.ValidationError, names: Mapping[str, str]) -> str:
     then what the schema asks (from the schema, which `describe` shows in full)."""
     path = list(error.absolute_path)
     where = names.get(str(path[0]), str(path[0])) if path else ""
-    where += "".join(f"[{p!r}]" for p in path[1:])
+    where = printable(where + "".join(f"[{p!r}]" for p in path[1:]))
     asked = error.schema if isinstance(error.schema, Mapping) else {}
     kind = str(error.validator)
-    words = {
-        "pattern": f"must match the pattern {asked.get('pattern')}",
-        "enum": "must be one of " + ", ".join(repr(v) for v in asked.get("enum") or ()),
-        "const": f"must be {asked.get('const')!r}",
+    words = {  # what the schema declares, as literals: it never adds a line to the report
+        "pattern": f"must match the pattern {t.shown(asked.get('pattern'), pattern=True)}",
+        "enum": "must be one of " + ", ".join(t.shown(v) for v in asked.get("enum") or ()),
+        "const": f"must be {t.shown(asked.get('const'))}",
         "format": f"must be {FORMATS.get(str(asked.get('format')), 'of its format')}",
         "minProperties": f"must have at least {asked.get('minProperties')} keys",
         "maxProperties": f"must have at most {asked.get('maxProperties')} keys",

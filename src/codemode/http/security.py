@@ -32,8 +32,10 @@ SUBJECT_KEY = "codemode.subject"
 _WILDCARD_BINDS = frozenset({"", "0.0.0.0", "::"})
 _DNS_NAME = re.compile(r"[a-z0-9._-]+")
 _NAME = r"\[(?P<ipv6>[0-9a-f:.]+)\]|(?P<name>[a-z0-9._-]+)"
-_HOST = re.compile(rf"(?:{_NAME})(?::[0-9]{{1,5}})?", re.IGNORECASE)
-_ORIGIN = re.compile(rf"https?://(?:{_NAME})(?::[0-9]{{1,5}})?", re.IGNORECASE)
+_PORT = r"(?::(?P<port>[0-9]{1,5}))?"
+_HOST = re.compile(rf"(?:{_NAME}){_PORT}", re.IGNORECASE)
+_ORIGIN = re.compile(rf"https?://(?:{_NAME}){_PORT}", re.IGNORECASE)
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 def is_loopback(host: str) -> bool:
@@ -63,12 +65,33 @@ def _canonical(name: str) -> str:
         return name
 
 
-def _host_name(pattern: re.Pattern[str], value: str) -> str | None:
-    """The host named by a Host or Origin header value, or None when it is malformed."""
+@dataclass(frozen=True, slots=True)
+class _Address:
+    """A host and the port written with it (None when the header leaves it out)."""
+
+    name: str
+    port: int | None
+
+
+def _address(pattern: re.Pattern[str], value: str) -> _Address | None:
+    """The host and port named by a Host or Origin header value, or None when malformed."""
     match = pattern.fullmatch(value)
     if match is None:
         return None
-    return _canonical(match["ipv6"] or match["name"])
+    port = None if match["port"] is None else int(match["port"])
+    return _Address(_canonical(match["ipv6"] or match["name"]), port)
+
+
+def _same_origin(origin: str, host: _Address) -> bool:
+    """Whether a browser's `Origin` is the origin the request was sent to: the Host
+    header's host and port (a port left out is the scheme's default). A page on another
+    port of the same machine is another origin, and another program: it is refused."""
+    found = _address(_ORIGIN, origin)
+    if found is None:
+        return False
+    default = _DEFAULT_PORTS[origin.partition(":")[0].lower()]
+    port = default if found.port is None else found.port
+    return found.name == host.name and port == (default if host.port is None else host.port)
 
 
 def host_names(values: Iterable[str]) -> frozenset[str]:
@@ -100,13 +123,14 @@ def _is_address(name: str) -> bool:
 class SecurityMiddleware:
     """The checks every HTTP request passes before any route sees it.
 
-    In order: the Host header names this server (else 421), a browser's Origin names it
-    too (else 403), a non-public path carries a valid bearer token (else 401, with
-    `WWW-Authenticate: Bearer`), a POST says `Content-Type: application/json` (else 415),
-    and the body stays within `max_body_bytes`, counted as it arrives (else 413, sent as
-    soon as the running total passes the limit). Each rejection is a fixed JSON body;
-    none echoes the request. A passing request reaches the app with its subject under
-    `SUBJECT_KEY` in the scope (read it with `subject_of`) and its body already read.
+    In order: the Host header names this server (else 421), a browser's Origin is the
+    origin the request was sent to, its host and port (else 403), a non-public path
+    carries a valid bearer token (else 401, with `WWW-Authenticate: Bearer`), a POST
+    says `Content-Type: application/json` (else 415), and the body stays within
+    `max_body_bytes`, counted as it arrives (else 413, sent as soon as the running total
+    passes the limit). Each rejection is a fixed JSON body; none echoes the request. A
+    passing request reaches the app with its subject under `SUBJECT_KEY` in the scope
+    (read it with `subject_of`) and its body already read.
 
     **Parameters:**
 
@@ -162,10 +186,11 @@ class SecurityMiddleware:
         await rejection(scope, receive, send)
 
     def _check(self, scope: Scope, headers: Headers) -> _Rejection | None:
-        if not self._is_allowed(_host_name(_HOST, headers.get("host", ""))):
+        host = _address(_HOST, headers.get("host", ""))
+        if host is None or not self._is_allowed(host.name):
             return _HOST_NOT_ALLOWED
         origin = headers.get("origin")
-        if origin is not None and not self._is_allowed(_host_name(_ORIGIN, origin)):
+        if origin is not None and not _same_origin(origin, host):
             return _ORIGIN_NOT_ALLOWED
         if not self._is_public(scope):
             subject = self._authenticate(headers.get("authorization", ""))
@@ -178,8 +203,8 @@ class SecurityMiddleware:
             return _BODY_TOO_LARGE
         return None
 
-    def _is_allowed(self, name: str | None) -> bool:
-        return name is not None and (is_loopback(name) or name in self._names)
+    def _is_allowed(self, name: str) -> bool:
+        return is_loopback(name) or name in self._names
 
     def _is_public(self, scope: Scope) -> bool:
         path = route_path(scope)

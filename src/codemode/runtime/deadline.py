@@ -5,8 +5,9 @@ An execution has its own deadline, and host code it runs (a handler) may have a 
 budget of its own. Both are entries here; one timer on the clock is armed at the
 earliest of them, so starting a call costs a comparison, not a thread switch. The first
 entry to pass, whoever notices it (the timer, or host code returning late), decides the
-error once, placed at that entry's call site: the same program hitting the same limit
-gives the same text every time.
+error once, placed at that entry's call site (of entries passing at one moment, the
+first in the source): the same program hitting the same limit gives the same text every
+time.
 """
 
 from __future__ import annotations
@@ -71,13 +72,17 @@ class Deadline:
         return token
 
     def leave(self, token: int) -> CodeModeError | None:
-        """Host code returned: the error if it ran past its deadline (it fails at its own
-        call site, whether or not the timer rang first)."""
+        """Host code returned: the error if it ran past its deadline, whether or not the
+        timer rang first. It is the error the timer would have decided: of the entry that
+        passed first (this one, or one still running that passed before it), so the text
+        never depends on which thread noticed."""
+        now = self.clock.now()
         with self._lock:
-            entry = self._entries.pop(token)
-        if self.clock.now() >= entry[0]:
-            return self._expire(entry)
-        return self.expired
+            late = now >= self._entries[token][0]
+        first = self._earliest() if late else None  # this entry among them, still held
+        with self._lock:
+            del self._entries[token]
+        return self.expired if first is None else self._expire(first)
 
     def check(self, now: float) -> CodeModeError | None:
         """The error if the execution is overdue at `now` (every wait asks this)."""

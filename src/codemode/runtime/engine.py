@@ -270,6 +270,7 @@ class Engine:
             self.clock.close()
         self.sandbox.close()
         self.loop.close()
+        self.services.notices.close()
 
 
 __all__ = ["UNWIND_SECONDS", "Admission", "Engine"]

@@ -26,7 +26,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from codemode.approvals import ApprovalRequest, Paused, Verdict, state_seconds
 from codemode.authz import Authorizer
@@ -350,6 +350,7 @@ class Execution:
         for job, _ in stuck:
             self.services.pool.abandon(job)
         self.stuck = bool(stuck)
+        reason = _abandoned_because(error)
         if isinstance(error, ResourceLimitError) and not self.disclose_limits:
             error = error.opaque()
         if span:
@@ -363,7 +364,7 @@ class Execution:
         self.services.settled(self)
         for job, what in stuck:
             if job.abandoned:
-                self._report_abandoned(what)
+                self._report_abandoned(what, reason)
         if previous is State.QUEUED:
             self.ended.set()  # nothing of it ever ran
         elif previous is State.AWAITING or unstarted:  # no job of its program runs now
@@ -991,13 +992,14 @@ class Execution:
             return False
         return True
 
-    def _report_abandoned(self, what: str) -> None:
+    def _report_abandoned(self, what: str, reason: AbandonReason) -> None:
         count = self.services.pool.abandoned()
         _log(
             logging.WARNING,
-            "execution %s: %s left running in host code past its deadline (%d abandoned now)",
+            "execution %s: %s left running in host code %s (%d abandoned now)",
             self.execution_id,
             what,
+            _ABANDONED[reason],
             count,
         )
         if self.emit is None:
@@ -1008,6 +1010,7 @@ class Execution:
             time=time.time(),
             what=what,
             abandoned=count,
+            reason=reason,
         )
         # The sink is host code and this may be the clock's thread: deliver it elsewhere.
         self.services.notices.send(lambda: self._deliver(event))
@@ -1032,6 +1035,24 @@ def _log(level: int, message: str, *args: object, exc: BaseException | None = No
 
 
 _SLEPT = Returned(None)
+AbandonReason = Literal["deadline", "program_ended", "cancelled"]
+_ABANDONED: dict[AbandonReason, str] = {
+    "deadline": "past its deadline",
+    "program_ended": "after the program ended without it",
+    "cancelled": "after the execution was cancelled",
+}
+"""Each `HostCodeAbandoned.reason`, as the host log says it."""
+_TIME_LIMITS = frozenset({LimitKind.EXECUTION_TIME, LimitKind.CAPABILITY_TIME})
+
+
+def _abandoned_because(error: CodeModeError) -> AbandonReason:
+    """Why host code still running was left when the execution was answered with `error`:
+    its time ran out, it was cancelled, or else the program ended without it."""
+    if isinstance(error, ResourceLimitError) and error.kind in _TIME_LIMITS:
+        return "deadline"
+    if isinstance(error, ExecutionCanceledError):
+        return "cancelled"
+    return "program_ended"
 
 
 def _overdue(error: CodeModeError) -> bool:

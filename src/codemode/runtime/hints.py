@@ -25,7 +25,7 @@ from codemode.capabilities import Capability
 from codemode.capabilities import typehints as t
 from codemode.capabilities.naming import namespace_hint
 from codemode.capabilities.search import NONE_AVAILABLE
-from codemode.errors import Where
+from codemode.errors import Where, printable
 from codemode.language import INSTEAD, MODULES
 
 
@@ -164,11 +164,11 @@ def _hint(exc_type: str, message: str, known: Known, where: Where | None) -> str
         if is_typeddict(declared):
             keys = [f.name for f in t.fields_of(declared, result=True)]
             close = _did_you_mean(found[1], keys)
-            return close or f"{declared.__name__} has: {', '.join(keys)}"
+            return close or f"{declared.__name__} has: {printable(', '.join(keys))}"
         held = None if failing is None else _held_keys(known, failing, found[1])
         if held is not None:
             close = _did_you_mean(found[1], held)  # and the keys: a near name may not be meant
-            listed = "the result has: " + ", ".join(held)
+            listed = "the result has: " + printable(", ".join(held))
             return f"{close} {listed}" if close else listed
         return _did_you_mean(found[1], known.vocabulary.keys | known.keys)
     if exc_type == "TypeError" and (found := _NOT_SUBSCRIPTABLE.match(message)):
@@ -233,7 +233,7 @@ def _attribute(owner: str, attribute: str, known: Known, where: Where | None) ->
         if attribute == "__dict__":
             return "turn a result object into a dict with vars(x)"
         close = _did_you_mean(attribute, fields)
-        return close or f"{owner} has: {', '.join(fields)}"
+        return close or f"{owner} has: {printable(', '.join(fields))}"
     kind = _BUILTIN_TYPES.get(owner)
     if kind is None:
         return None
@@ -297,7 +297,7 @@ def _unsupported(what: str, key: str) -> str:
 
 def _did_you_mean(name: str, candidates: Iterable[str]) -> str | None:
     found = difflib.get_close_matches(name, sorted(set(candidates) - {name}), n=1, cutoff=0.7)
-    return f'did you mean "{found[0]}"?' if found else None
+    return f'did you mean "{printable(found[0])}"?' if found else None
 
 
 def _held_keys(known: Known, failing: tuple[ast.Subscript, ast.AST], key: str) -> list[str] | None:

@@ -188,8 +188,15 @@ class Programs:
             return Refused(error, (error,))
         try:
             tree: ast.Module | None = syntax.parse(source, filename=PROGRAM_FILE)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
+        except SyntaxError as error:
+            if error.msg in preflight.PARSER_NESTING:  # the interpreter's bound is lower
+                return _error([_nesting(error, lines)], lines, (), no_main=False)
             tree = None  # newer syntax or a syntax error: the interpreter decides
+        except (RecursionError, MemoryError):  # deeper than Python's own parser goes
+            deep = InvalidProgramError(preflight.NESTED_TOO_DEEPLY)
+            return Refused(deep, (deep,))
+        except ValueError:
+            tree = None
         functions: tuple[tuple[int, int, str], ...] = ()
         names: frozenset[str] = frozenset()
         keys: frozenset[str] = frozenset()
@@ -198,6 +205,9 @@ class Programs:
         if tree is None:
             is_async = bool(_ASYNC_MAIN.search(source))
         else:
+            nested = preflight.too_deep(tree, lines)
+            if nested is not None:  # refused first: the other checks would recurse as deep
+                return _error([nested], lines, (), no_main=False)
             found = preflight.scan(tree)
             main, problems = _entry_point(tree, lines)
             problems += preflight.check(tree, lines, self.capabilities, found)
@@ -328,6 +338,14 @@ def _error(
         else InvalidProgramError
     )
     return Refused(kind("\n".join(rendered), where=wheres[0] if wheres else None), tuple(each))
+
+
+def _nesting(error: SyntaxError, lines: tuple[str, ...]) -> preflight.Problem:
+    """One of Python's parser's nesting bounds, where it tripped, in the preflight's words."""
+    line = min(max(error.lineno or 1, 1), max(len(lines), 1))
+    text = lines[line - 1] if lines else ""
+    column = min(max(error.offset or 1, 1), len(text) + 1)
+    return preflight.Problem(line, column, line, column + 1, preflight.NESTED_TOO_DEEPLY)
 
 
 def _syntax_error(source: str) -> CodeModeError | None:

@@ -365,9 +365,12 @@ class MontyRun:
                     os.kill(self._pid, signal.SIGKILL)
 
     def close(self) -> None:
-        """Forget the worker before it returns to the pool: a late kill cannot reach it."""
+        """Forget the worker before it returns to the pool: a late kill cannot reach it.
+        And drop the last snapshot: it holds the print callback, which holds the execution,
+        in a cycle through an interpreter object the garbage collector cannot see into."""
         with self._lock:
             self._pid = None
+        self.snapshot = None
 
     def _step(self, advance: Callable[[], Any]) -> Step:
         self.busy = True
