@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
-import inspect
 import logging
 import os
 import threading
 import time
+import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -25,8 +26,8 @@ from codemode.approvals import (
     claim_seconds,
     record_asked,
 )
-from codemode.authz import Authorizer, CatalogPolicy, RequireApproval, VisibilityPolicy
-from codemode.authz.visibility import Visibility
+from codemode.authz import Authorizer, CatalogPolicy, VisibilityPolicy
+from codemode.authz.visibility import Asked, Visibility
 from codemode.capabilities import Capability, Catalog, Snapshot, View, build_capability
 from codemode.capabilities.info import CapabilityInfo
 from codemode.capabilities.naming import capability_hint
@@ -57,6 +58,7 @@ from codemode.runtime.paused import (
 )
 from codemode.runtime.program import Programs
 from codemode.runtime.sandbox import MontySandbox, Sandbox
+from codemode.runtime.seeing import Checks
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -82,7 +84,9 @@ class CodeMode:
       `can_see` answers like an authorizer: None or True shows); a hidden
       capability looks exactly like one that does not exist, to discovery and to programs
       alike. What a subject sees of one state of the catalog is remembered for
-      `codemode.authz.visibility.VISIBILITY_SECONDS` (30).
+      `codemode.authz.visibility.VISIBILITY_SECONDS` (30). All the checks of one request
+      share one deadline (`Limits.max_capability_seconds`, within an execution's own
+      time); a capability whose check has not answered by then is hidden from it.
     - `trace_arguments`: record argument values on OpenTelemetry call spans (off by
       default: arguments may be sensitive).
     - `worker_binary`: the program that starts a sandbox worker, e.g. a wrapper that
@@ -467,27 +471,28 @@ class CodeMode:
         visible name, so a disabled or hidden name gets the same answer as one that never
         existed.
         """
-        enabled = self.visible(subject)
-        capability = enabled.get(name) if isinstance(name, str) else None
-        if capability is None:
-            raise NotFoundError(capability_hint(name, enabled) if isinstance(name, str) else None)
-        return capability.info
+        return _describe(self.visible(subject), name)
 
     async def search_async(
         self, query: str, *, limit: int = 20, offset: int = 0, subject: str | None = None
     ) -> SearchResult:
         """As `search`, for a caller on an event loop (the MCP server, the page): a
         `can_see` hook never blocks it, and nothing but a CodeModeError leaves it."""
-        return await self._off_loop(
-            lambda: self.search(query, limit=limit, offset=offset, subject=subject), subject
-        )
+        with _last_resort("search or describe"):
+            view = (await self._visible_async(subject))[1]
+            return await self._off_loop(
+                lambda: self._index(view).search(query, limit=limit, offset=offset), subject
+            )
 
     async def describe_async(self, name: str, *, subject: str | None = None) -> CapabilityInfo:
         """As `describe`, for a caller on an event loop (see `search_async`)."""
-        return await self._off_loop(lambda: self.describe(name, subject=subject), subject)
+        with _last_resort("search or describe"):
+            view = (await self._visible_async(subject))[1]
+            return _describe(view, name)
 
     async def _off_loop(self, work: Callable[[], T], subject: str | None) -> T:
-        """Run `work` on a thread when it may call host code (`can_see`), else right here;
+        """Run `work` (building a search index, no host code) on a thread when the view
+        may be one of a subject's own, whose index may not be built yet, else right here;
         anything it raises but a CodeModeError is logged and becomes `InternalError`."""
         with _last_resort("search or describe"):
             if self.hide_forbidden and subject is not None:
@@ -498,18 +503,43 @@ class CodeMode:
         """The capabilities `subject` can see: all enabled ones unless `hide_forbidden`."""
         return self._visible(subject)[1]
 
-    def _visible(self, subject: str | None) -> tuple[Snapshot, View]:
-        """The newest snapshot, and what `subject` sees of it."""
+    def _visible(self, subject: str | None, execution_id: str = "") -> tuple[Snapshot, View]:
+        """The newest snapshot, and what `subject` sees of it (waiting for `can_see`)."""
+        snapshot, view = self._seeing(subject, execution_id)
+        return snapshot, view.result()
+
+    async def _visible_async(
+        self, subject: str | None, execution_id: str = ""
+    ) -> tuple[Snapshot, View]:
+        """As `_visible`, awaiting (a cancelled caller leaves the checks to others)."""
+        snapshot, view = self._seeing(subject, execution_id)
+        return snapshot, await asyncio.shield(asyncio.wrap_future(view))
+
+    def _seeing(
+        self, subject: str | None, execution_id: str
+    ) -> tuple[Snapshot, concurrent.futures.Future[View]]:
+        """The newest snapshot, and what `subject` sees of it once `can_see` answered
+        (every check of one request under one deadline: `codemode.runtime.seeing`)."""
         self._freeze()
         snapshot = self.catalog.current
         if not self.hide_forbidden or subject is None:
-            return snapshot, snapshot.enabled
+            found: concurrent.futures.Future[View] = concurrent.futures.Future()
+            found.set_result(snapshot.enabled)
+            return snapshot, found
         authorizer = snapshot.policy
         if not isinstance(authorizer, VisibilityPolicy):  # the constructor checks it
             raise TypeError("hide_forbidden needs a VisibilityPolicy authorizer")
+        engine = self._running_engine()
         can_see = authorizer.can_see
-        view = self._visibility.view(snapshot, subject, lambda c: self._sees(can_see, subject, c))
-        return snapshot, view
+        emit = self.on_event
+
+        def ask(capabilities: list[Capability]) -> concurrent.futures.Future[Asked]:
+            checks = Checks(
+                engine, can_see, subject, capabilities, execution_id=execution_id, emit=emit
+            )
+            return checks.start()
+
+        return snapshot, self._visibility.view(snapshot, subject, ask)
 
     def _now(self) -> float:
         """The time visibility is remembered by: the CodeMode's clock, when it has one."""
@@ -528,8 +558,17 @@ class CodeMode:
         self._freeze()
         with _last_resort("execute"):
             engine = self._engine_for(subject)
-            snapshot, view = self._visible(subject)
-            execution = self._execution(source, subject, engine, snapshot, view)
+            began, execution_id = engine.clock.now(), uuid.uuid4().hex
+            snapshot, view = self._visible(subject, execution_id)
+            execution = self._execution(
+                source,
+                subject,
+                engine,
+                snapshot,
+                view,
+                execution_id=execution_id,
+                spent=engine.clock.now() - began,
+            )
             outcome = engine.execute(execution)
             assert isinstance(outcome, ExecutionResult)  # it cannot pause
             return outcome
@@ -568,8 +607,18 @@ class CodeMode:
         self._freeze()
         with _last_resort("execute_async"):
             engine = self._engine_for(subject)
-            snapshot, view = await self._off_loop(lambda: self._visible(subject), subject)
-            execution = self._execution(source, subject, engine, snapshot, view, pausable)
+            began, execution_id = engine.clock.now(), uuid.uuid4().hex
+            snapshot, view = await self._visible_async(subject, execution_id)
+            execution = self._execution(
+                source,
+                subject,
+                engine,
+                snapshot,
+                view,
+                pausable,
+                execution_id=execution_id,
+                spent=engine.clock.now() - began,
+            )
             return await engine.execute_async(execution)
 
     async def resume_async(
@@ -639,7 +688,9 @@ class CodeMode:
             engine = self._engine_for(subject)
             if paused.subject != subject:
                 raise ResumeRefusedError(NOT_YOURS)
-            snapshot, view = await self._off_loop(lambda: self._visible(subject), subject)
+            began = engine.clock.now()
+            snapshot, view = await self._visible_async(subject, paused.execution_id)
+            seen = engine.clock.now() - began  # counts against the time it has left
             setup = engine.setup(view)
             if await anyio.to_thread.run_sync(setup.digest) != paused.catalog:
                 raise ResumeRefusedError(OTHER_CATALOG)
@@ -652,7 +703,15 @@ class CodeMode:
                 if not claimed:
                     raise ResumeRefusedError(RESUMED)
             execution = self._execution(
-                paused.source, subject, engine, snapshot, view, pausable, paused, verdicts
+                paused.source,
+                subject,
+                engine,
+                snapshot,
+                view,
+                pausable,
+                paused,
+                verdicts,
+                spent=seen,
             )
             try:
                 return await engine.execute_async(execution)
@@ -771,21 +830,6 @@ class CodeMode:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _sees(
-        self, can_see: Callable[[str, str, str], object], subject: str, capability: Capability
-    ) -> bool:
-        """Whether a subject may see a capability: only None or True shows it (as for the
-        authorizer); False, any other value and any failure hide it (fail closed)."""
-        try:
-            decision = can_see(subject, capability.id, capability.name)
-            if inspect.isawaitable(decision):
-                loop = self._running_engine().loop
-                decision = loop.run(decision, self.limits.max_execution_seconds)
-        except BaseException:
-            log.exception("can_see failed for %s", capability.name)
-            return False
-        return decision is None or decision is True or isinstance(decision, RequireApproval)
-
     def _engine_for(self, subject: str) -> Engine:
         if not isinstance(subject, str) or not subject.strip():
             raise UnauthenticatedError()
@@ -842,9 +886,12 @@ class CodeMode:
         pausable: bool = False,
         restored: PausedState | None = None,
         verdicts: Mapping[str, Verdict] | None = None,
+        *,
+        execution_id: str | None = None,
+        spent: float = 0.0,
     ) -> Execution:
         """An execution that reads one snapshot to its end: its capabilities, their hints
-        and the authorizer built for them."""
+        and the authorizer built for them. `spent`: the time its request took already."""
         if not isinstance(source, str):
             raise InvalidRequestError("the program must be a string")
         return Execution(
@@ -859,6 +906,8 @@ class CodeMode:
             pausable=pausable,
             restored=restored,
             verdicts=verdicts,
+            execution_id=execution_id,
+            spent=spent,
         )
 
 
@@ -872,6 +921,14 @@ GUARD_SECONDS = 10.0
 CLOSE_WAIT_SECONDS = 10.0
 """How long a second `close()` waits for the first to end the workers and upstreams."""
 _VIEWS_KEPT = 64
+
+
+def _describe(visible: View, name: str) -> CapabilityInfo:
+    """The capability of this exact name among those a subject sees, else NotFoundError."""
+    capability = visible.get(name) if isinstance(name, str) else None
+    if capability is None:
+        raise NotFoundError(capability_hint(name, visible) if isinstance(name, str) else None)
+    return capability.info
 
 
 def _check_source(what: str, timeout: float | None, **lists: object) -> None:

@@ -216,8 +216,9 @@ class HostCodeAbandoned(Event):
     """
 
     what: str
-    """"the driver" (a call of a sync `main()`, on the program's own thread) or "a
-    capability call" (a call of an `async def main`)."""
+    """"the driver" (a call of a sync `main()`, on the program's own thread), "a
+    capability call" (a call of an `async def main`) or "a visibility check" (a sync
+    `can_see`, its `execution_id` empty for a search or a describe)."""
     abandoned: int
     """Threads abandoned and still running in this CodeMode, across subjects, this one
     included."""
@@ -225,6 +226,45 @@ class HostCodeAbandoned(Event):
     """Why it was left: "deadline" (its call's budget or the execution's time passed),
     "program_ended" (the program failed, or another limit stopped it, while the call ran)
     or "cancelled" (the caller or the server cancelled the execution)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CancellationIgnored(Event):
+    """A coroutine of host code (an async handler, authorizer or `can_see`) still ran a
+    second after it was cancelled: it swallowed its cancellation. The execution was
+    answered on time without it; it counts against its subject until it ends."""
+
+    capability: str
+    """The capability whose handler, authorizer or `can_see` it is."""
+    unstopped: int
+    """Cancelled coroutines still running in this CodeMode, across subjects, this one
+    included."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EventLoopBlocked(Event):
+    """A step of a coroutine of host code held an event loop of the engine's for a second
+    or more (`time.sleep` in an async handler, say): the coroutines of others that had
+    not started yet, and all new ones, run on a fresh loop; this one ends once it is free
+    and its coroutines have ended, and counts against its subject until it is free."""
+
+    capability: str
+    """The capability whose handler, authorizer or `can_see` held the loop."""
+    blocked: int
+    """Loops of this CodeMode held by host code now, across subjects, this one included."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VisibilityUnanswered(Event):
+    """`can_see` did not answer for these capabilities within the request's time (every
+    check of one request shares one deadline): they were hidden from that request (fail
+    closed), and are asked about again at the subject's next request. `execution_id` is
+    empty for a search or a describe."""
+
+    capabilities: tuple[str, ...]
+    """The names of the capabilities hidden for want of an answer."""
+    seconds: float
+    """The time the checks had."""
 
 
 EventHandler = Callable[[Event], None]
@@ -268,10 +308,13 @@ __all__ = [
     "CallDenied",
     "CallEvent",
     "CallFailed",
+    "CancellationIgnored",
     "Event",
     "EventHandler",
+    "EventLoopBlocked",
     "ExecutionFinished",
     "ExecutionStarted",
     "HostCodeAbandoned",
     "JsonLinesSink",
+    "VisibilityUnanswered",
 ]

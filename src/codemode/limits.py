@@ -30,8 +30,10 @@ class LimitKind(StrEnum):
     HOST_CALLS = "host calls"
     """Everything a program asks of the host: capability calls, vars(), sleeps, clock reads."""
     CALLS_LEFT_RUNNING = "calls left running past their deadline"
-    """A subject's sync host code still running past its deadline, across its executions:
-    past its share, that subject's new executions are refused (see `subject_share`)."""
+    """A subject's host code still running past its deadline, across its executions (sync
+    host code's threads, event loops its coroutines block, coroutines that ignored their
+    cancellation): past its share, that subject's new executions are refused (see
+    `subject_share`)."""
     PROGRAMS_WAITING = "programs waiting to run"
     """A subject's executions queued for a slot: past its share of the queue, or with the
     queue full, its new executions are refused (see `queued`)."""

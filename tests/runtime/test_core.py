@@ -210,9 +210,9 @@ def test_gathered_calls_wait_on_the_loop_and_end_together(
     assert not answer.done()  # all twenty wait at once, none holds a thread
     loop = next(iter(loops))
     assert len(loops) == 1
-    engine_loop = host.cm._running_engine().loop
-    assert engine_loop._loop is not None and id(engine_loop._loop) == loop
-    engine_loop._loop.call_soon_threadsafe(go.set)
+    runner = host.cm._running_engine().loop._current
+    assert runner is not None and id(runner.loop) == loop
+    runner.loop.call_soon_threadsafe(go.set)
     assert answer.result(10).value == 20
 
 

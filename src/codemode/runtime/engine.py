@@ -171,9 +171,14 @@ class Engine:
         self.sandbox = sandbox
         self.clock = clock or SystemClock()
         self.pool = WorkPool(work_threads(limits))
-        self.loop = EngineLoop(host_loop)
+        notices = Notices()
+        # The watchdog measures a real thread's progress: on the system's clock, never a
+        # test's hand-driven one (which would find a loop "blocked" between two ticks of
+        # one `advance`).
+        watch = self.clock if isinstance(self.clock, SystemClock) else None
+        self.loop = EngineLoop(host_loop, clock=watch, notices=notices, max_blocked=self.pool.size)
         self.admission = Admission(limits)
-        self.services = Services(self.clock, self.pool, self.loop, Notices(), self.admission.leave)
+        self.services = Services(self.clock, self.pool, self.loop, notices, self.admission.leave)
         self._lock = threading.Lock()
         self._setups: OrderedDict[Hashable, Setup] = OrderedDict()
 
@@ -219,14 +224,20 @@ class Engine:
             answer.add_done_callback(_read)  # nobody awaits it now: its error is expected
             raise
 
+    def left_running(self, subject: str) -> int:
+        """A subject's host code left running past its deadline: threads of the pool,
+        event loops it holds, and coroutines that went on after their cancellation."""
+        return self.pool.abandoned(subject) + self.loop.left_running(subject)
+
     def _admit(self, execution: Execution) -> None:
         """Queue the execution, or refuse it when host code left running holds its
         subject's share of the pool (or, across subjects, all of it)."""
         pool = self.pool
-        if pool.abandoned(execution.subject) >= pool.share:
+        if self.left_running(execution.subject) >= pool.share:
             log.warning(
                 "refusing execution %s of %s: its calls left running past their deadline "
-                "hold its share of the engine's threads (%d of %d)",
+                "(threads, blocked loops, coroutines that would not stop) hold its share "
+                "of the engine's (%d of %d)",
                 execution.execution_id,
                 execution.subject,
                 pool.share,

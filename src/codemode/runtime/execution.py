@@ -91,6 +91,7 @@ from codemode.runtime.sandbox import (
     Step,
     Wait,
 )
+from codemode.runtime.watchdog import Owner
 from codemode.tracing import Span, execution_span
 
 log = logging.getLogger("codemode")
@@ -209,7 +210,10 @@ class Execution:
         pausable: bool = False,
         restored: PausedState | None = None,
         verdicts: Mapping[str, Verdict] | None = None,
+        spent: float = 0.0,
     ) -> None:
+        """`spent`: the time its request took before it (asking `can_see`), which counts
+        against its execution time."""
         self.source = source
         self.subject = subject
         self.setup = setup
@@ -238,11 +242,12 @@ class Execution:
         )
         """What the caller waits for: set once, by the program's end (or its pause for a
         person) or by `fail`."""
-        self.created = clock.now()
+        self.created = clock.now() - spent
         self.began: float | None = None
         """When interpreter work started (`ExecutionStarted`), from which its end counts."""
         self.answered_at: float | None = None
         left = limits.max_execution_seconds if restored is None else restored.seconds_left
+        left -= spent
         self.deadline = Deadline(clock, left, setup.overdue, self.fail)
         self.failure_context = FailureContext(limits, setup.programs)
         self.printer = _Printer(limits.max_printed_bytes, self._on_flood)
@@ -882,7 +887,9 @@ class Execution:
                     self.subject, lambda: self._plan_job(call, name, plan, value, failure)
                 )
 
-        self.services.loop.spawn(await_host)
+        self.services.loop.spawn(
+            await_host, Owner(self.subject, name, self.execution_id, self.emit)
+        )
 
     def _sleep(self, key: int, seconds: float) -> None:
         clock = self.services.clock
