@@ -157,7 +157,7 @@ def test_a_violation_is_told_in_binding_words_with_the_programs_names() -> None:
     check = jsonschema.Draft202012Validator(schema)
     texts = [
         problem(e, {"file-name": "file_name"})
-        for e in check.errors({"file-name": "A", "mode": "x"})
+        for e in check.iter_errors({"file-name": "A", "mode": "x"})
     ]
     assert sorted(texts) == [
         "argument \"file_name\" must match the pattern '^[a-z]+$'",

@@ -247,6 +247,7 @@ class Checks:
                     time=now,
                     what="a visibility check",
                     abandoned=count,
+                    reason="deadline",
                 )
             )
         for event in events:
