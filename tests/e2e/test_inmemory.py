@@ -29,10 +29,10 @@ async def test_a_crash_in_the_adapter_is_an_internal_failure(
 ) -> None:
     with build_host() as cm:
 
-        def explode(query: str, *, limit: int = 20) -> None:
+        async def explode(query: str, **options: object) -> None:
             raise RuntimeError(f"index corrupted {CANARY}")
 
-        monkeypatch.setattr(cm, "search", explode)
+        monkeypatch.setattr(cm, "search_async", explode)
         async with Client(build_server(cm, subject="a"), mode=mode) as client:
             result = await client.call_tool("search_api", {"query": "x"})
     assert result.is_error
