@@ -91,7 +91,9 @@ def test_a_backtracking_output_pattern_fails_its_own_call_and_no_other(
         hostile = Running(lambda: outcome(cm, "return h.backtracking(length=40)", "mallory"))
         other = Running(lambda: outcome(cm, "return h.ok()", "alice"))
         assert other.joined() == {"ok": True}
-        assert hostile.joined() == "capability failed: the connection to the upstream failed"
+        assert hostile.joined() == (
+            "capability failed: the upstream's result does not match its output schema"
+        )
     assert (
         "h.backtracking failed: its structured content does not meet its output schema "
         "at word: does not match the pattern"
@@ -109,7 +111,9 @@ def test_a_result_whose_check_outlasts_the_calls_timeout_fails_within_it(
         hostile = Running(lambda: outcome(cm, "return h.branching(depth=40)", "mallory"))
         wait_for(events, "answered branching")  # its check has started, or is about to
         assert Running(lambda: outcome(cm, "return h.ok()", "alice")).joined() == {"ok": True}
-        assert hostile.joined() == "capability failed: the connection to the upstream failed"
+        assert hostile.joined() == (
+            "capability failed: the upstream's result cannot be checked against its output schema"
+        )
         assert outcome(cm, "return h.ok()", "mallory") == {"ok": True}
     assert "h.branching failed: its structured content cannot be checked: it " in caplog.text
 

@@ -805,17 +805,23 @@ def test_hints_are_trusted_from_the_hosts_own_document_only(
     with caplog.at_level(logging.WARNING, "codemode.openapi"):
         assert annotations(store.spec_url) == {**post, "openWorldHint": True}
     assert caplog.messages == [
-        "REST API pets: the x-codemode-hints of 1 operations are not trusted, as the document "
-        "was fetched from a URL; their methods' hints apply (trust_hints=True trusts them)"
+        "REST API pets: x-codemode-hints not used (1 operation): the document was fetched "
+        "from a URL (trust_hints=True trusts it); their methods' hints apply"
     ]
     assert annotations(store.spec_url, trust_hints=True) == {**claimed, "openWorldHint": True}
     (tmp_path / "pets.yaml").write_text(SPEC)
     (tmp_path / "common.yaml").write_text(COMMON)
     assert annotations(tmp_path / "pets.yaml") == {**claimed, "openWorldHint": True}
-    assert annotations(tmp_path / "pets.yaml", trust_hints=False) == {
-        **post,
-        "openWorldHint": True,
-    }
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, "codemode.openapi"):
+        assert annotations(tmp_path / "pets.yaml", trust_hints=False) == {
+            **post,
+            "openWorldHint": True,
+        }
+    assert caplog.messages == [
+        "REST API pets: x-codemode-hints not used (1 operation): the host does not trust them "
+        "(trust_hints=False); their methods' hints apply"
+    ]
     config = tmp_path / "apis.json"
     config.write_text(json.dumps({"openApi": {"pets": {"spec": "x", "trustHints": True}}}))
     from codemode.gateway.config import load_config

@@ -879,5 +879,5 @@ def test_a_call_left_in_the_authorizer_when_the_program_fails_says_so(
     logged = [r.getMessage() for r in caplog.records if "left running" in r.getMessage()]
     assert [line.split(": ", 1)[1] for line in logged] == [
         "a capability call left running in host code after the program ended without it "
-        "(1 abandoned now)"
+        "(1 threads abandoned now in this CodeMode, across subjects)"
     ]

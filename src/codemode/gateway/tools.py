@@ -64,6 +64,8 @@ TOOL_ERROR = "the upstream reported an error"
 WITHHELD = "; its text is withheld"
 REFUSED = "the upstream refused the call"
 UNREACHABLE = "the connection to the upstream failed"
+UNDECLARED_RESULT = "the upstream's result does not match its output schema"
+UNCHECKABLE_RESULT = "the upstream's result cannot be checked against its output schema"
 
 
 def expose_mode(value: object) -> ExposeErrors:
@@ -156,20 +158,21 @@ timeout (a `capability failed` the program can catch) is the one that ends a cal
 
 async def _checked(output: Checker, structured: Any, seconds: float | None) -> None:
     """Check structured content against the tool's output schema, bounded, on a worker
-    thread and within what is left of the call's timeout: content that breaks the schema,
-    or that cannot be checked, is an answer that cannot be read."""
+    thread and within what is left of the call's timeout. Content that breaks the schema,
+    or that cannot be checked, fails the call with a text of its own (the upstream
+    answered: no connection failed), its details for the host log only."""
     try:
         error = await off_loop(functools.partial(output.first, structured), seconds)
     except Uncheckable as exc:
         failed = UpstreamError(f"its structured content cannot be checked: {exc}")
-        raise AgentError(UNREACHABLE) from failed
+        raise AgentError(UNCHECKABLE_RESULT) from failed
     if error is not None:
         where = "/".join(str(p) for p in error.absolute_path) or "the root"
         failed = UpstreamError(
             f"its structured content does not meet its output schema at {where}: "
             f"{error.message[:500]}"
         )
-        raise AgentError(UNREACHABLE) from failed
+        raise AgentError(UNDECLARED_RESULT) from failed
 
 
 def first_sentence(text: str) -> str:
@@ -247,6 +250,8 @@ __all__ = [
     "SAYS",
     "TEXT_RESULT",
     "TOOL_ERROR",
+    "UNCHECKABLE_RESULT",
+    "UNDECLARED_RESULT",
     "UNREACHABLE",
     "WITHHELD",
     "ExposeErrors",

@@ -91,8 +91,10 @@ def openapi_source(
         raise RegistrationError(
             f'REST API "{name}": the document cannot be read ({type(exc).__name__})'
         ) from None
-    if not (document.origin is None if trust_hints is None else trust_hints):
-        _distrust(name, found)
+    if trust_hints is None and document.origin is not None:
+        _distrust(name, found, "the document was fetched from a URL (trust_hints=True trusts it)")
+    elif trust_hints is False:
+        _distrust(name, found, "the host does not trust them (trust_hints=False)")
     security = document.root.get("security")
     authorization = None
     if userinfo is not None:
@@ -117,18 +119,19 @@ def openapi_source(
         raise
 
 
-def _distrust(name: str, found: list[Operation]) -> None:
+def _distrust(name: str, found: list[Operation], why: str) -> None:
     """Drop the operations' own hints: each gets its method's (see the module docstring)."""
     hinted = [operation for operation in found if operation.hints]
     for operation in hinted:
         operation.hints = {}
     if hinted:
         log.warning(
-            "REST API %s: the x-codemode-hints of %d operations are not trusted, as the "
-            "document was fetched from a URL; their methods' hints apply (trust_hints=True "
-            "trusts them)",
+            "REST API %s: x-codemode-hints not used (%d operation%s): %s; their methods' "
+            "hints apply",
             name,
             len(hinted),
+            "" if len(hinted) == 1 else "s",
+            why,
         )
 
 

@@ -827,7 +827,15 @@ class Execution:
         plan ends here; the call runs again on resume), or, when no one can be asked, it
         fails (fail closed): no one is asked about arguments too large to show them
         faithfully (`codemode.questions`) either."""
-        if not self.pausable or arguments_text(approval.arguments) is None:
+        if not self.pausable:
+            return self._drive(call, name, plan, Verdict.UNAVAILABLE, None)
+        if arguments_text(approval.arguments) is None:
+            log.warning(
+                "execution %s: %s needs approval, but its arguments are too large to show a "
+                "person faithfully, so no one is asked",
+                self.execution_id,
+                name,
+            )
             return self._drive(call, name, plan, Verdict.UNAVAILABLE, None)
         approval.span.approval("asked")
         abandon(plan)
@@ -1003,7 +1011,8 @@ class Execution:
         count = self.services.pool.abandoned()
         _log(
             logging.WARNING,
-            "execution %s: %s left running in host code %s (%d abandoned now)",
+            "execution %s: %s left running in host code %s (%d threads abandoned now in "
+            "this CodeMode, across subjects)",
             self.execution_id,
             what,
             _ABANDONED[reason],

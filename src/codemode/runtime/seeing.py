@@ -216,7 +216,8 @@ class Checks:
     def _report(self, unanswered: tuple[str, ...], abandoned: bool) -> None:
         """Off the clock's thread: the log line and the audit events of a late check."""
         log.warning(
-            "%scan_see did not answer for %s within %g s: %s hidden from this request",
+            "%scan_see did not answer for %s within %g s (or was not asked in time, behind a "
+            "slower check): %s hidden from this request",
             f"execution {self.execution_id}: " if self.execution_id else "",
             self.subject,
             self.seconds,
@@ -236,7 +237,7 @@ class Checks:
             count = self._engine.pool.abandoned()
             log.warning(
                 "a visibility check of %s left running in host code past its deadline "
-                "(%d abandoned now)",
+                "(%d threads abandoned now in this CodeMode, across subjects)",
                 self.subject,
                 count,
             )
