@@ -363,7 +363,9 @@ class CodeMode:
             if self._gateway is None:
                 self._gateway = Gateway(self.catalog)
             gateway = self._gateway
-        return tuple(c.name for c in gateway.add(name, target, options))
+        added = tuple(c.name for c in gateway.add(name, target, options))
+        self._prepared()
+        return added
 
     def add_openapi(
         self,
@@ -432,7 +434,15 @@ class CodeMode:
             len(source.capabilities),
             source.left_out,
         )
+        self._prepared()
         return tuple(c.name for c in source.capabilities)
+
+    def _prepared(self) -> None:
+        """After capabilities are added to a CodeMode in use: build what discovery reads
+        now, on the caller's thread, as `prepare` does before serving, so that the first
+        search after it does not index ten thousand capabilities on an event loop."""
+        if self._frozen:
+            self.prepare()
 
     def _policy_for(self, capabilities: Sequence[Capability]) -> Authorizer:
         """The authorizer that decides for one snapshot's enabled capabilities: built from

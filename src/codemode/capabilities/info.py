@@ -7,13 +7,14 @@ private; `CapabilityInfo` is the public, documented view of it, the same facts
 
 from __future__ import annotations
 
+import functools
 import types
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from codemode.capabilities import typehints as t
-from codemode.capabilities.registry import Capability
+from codemode.capabilities.registry import Capability, Parameter
 from codemode.types import JSONObject
 
 
@@ -86,28 +87,37 @@ class CapabilityInfo:
             summary=capability.summary,
             description=capability.description,
             signature=capability.signature,
-            parameters=tuple(
-                ParameterInfo(
-                    name=p.name,
-                    type=t.notation(p.annotation),
-                    required=p.required,
-                    default=None if p.required else repr(p.default),
-                    doc=p.doc,
-                    constraints=p.constraints,
-                    examples=p.examples,
-                )
-                for p in capability.parameters
-            ),
+            parameters=tuple(_parameter(p) for p in capability.parameters),
             result=ResultInfo(
                 type=t.notation(capability.result_annotation),
                 read_as=t.access(capability.result_annotation) or "value",
                 doc=capability.result_doc,
             ),
-            shapes=tuple(shape.render() for shape in capability.shapes),
+            shapes=tuple(_rendered(shape) for shape in capability.shapes),
             example=capability.example,
             annotations=types.MappingProxyType(dict(capability.annotations)),
             _capability=capability,
         )
+
+
+@functools.lru_cache(maxsize=16384)
+def _rendered(shape: t.Shape) -> str:
+    """A shape as describe shows it, written once: every capability that reaches it holds
+    the one text."""
+    return shape.render()
+
+
+def _parameter(parameter: Parameter) -> ParameterInfo:
+    declared = t.declared(parameter.annotation)  # read once for its bounds and examples
+    return ParameterInfo(
+        name=parameter.name,
+        type=t.notation(parameter.annotation),
+        required=parameter.required,
+        default=None if parameter.required else repr(parameter.default),
+        doc=parameter.doc,
+        constraints=declared.phrase(parameter.annotation),
+        examples=declared.examples,
+    )
 
 
 __all__ = ["CapabilityInfo", "ParameterInfo", "ResultInfo"]

@@ -151,11 +151,11 @@ class Capability:
 
     @property
     def shapes(self) -> list[t.Shape]:
-        named: list[t.Shape] = []
-        for p in self.parameters:
-            named.extend(s for s in t.shapes(p.annotation) if s not in named)
-        named.extend(s for s in t.shapes(self.result_annotation, result=True) if s not in named)
-        return named
+        """Each named type it takes or returns, once, in the order they are met (kept by a
+        set: a result that reaches thousands of shapes would cost their square)."""
+        reached = [s for p in self.parameters for s in t.shapes(p.annotation)]
+        reached += t.shapes(self.result_annotation, result=True)
+        return list(dict.fromkeys(reached))
 
 
 def build_capability(

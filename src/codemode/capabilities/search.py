@@ -12,7 +12,8 @@ words, come first; an exact dotted name always comes first, and ties go by name.
 query (or `*`) lists every capability in name order, a page at a time.
 
 The index is built once per set of enabled capabilities, so a query costs a pass over the
-vocabulary, not over every capability's text.
+vocabulary, not over every capability's text; and each capability's words are read once,
+so the index of a changed catalog (a new tool, another subject's view) only gathers them.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import bisect
 import heapq
 import math
 import re
+import weakref
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -61,8 +63,8 @@ _SAME_MEANING: dict[str, frozenset[str]] = {
 LIST_ALL = frozenset({"", "*"})
 """Queries that list the catalog instead of searching it."""
 
+_SEPARATORS = re.compile(r"[^A-Za-z0-9]+")
 _PARTS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
-_FIELDS = (("name", 4.0), ("terms", 3.0), ("summary", 2.0), ("description", 1.0))
 
 
 def tokenize(text: str) -> list[str]:
@@ -72,7 +74,10 @@ def tokenize(text: str) -> list[str]:
     are names, not two words); an acronym before a word still splits.
     """
     tokens: list[str] = []
-    for word in re.split(r"[^A-Za-z0-9]+", text):
+    for word in _SEPARATORS.split(text):
+        if (word.isalpha() and word.islower()) or word.isdigit():  # most words: one token
+            tokens.append(word)
+            continue
         parts = _PARTS.findall(word)
         if word[:1].isupper():
             joined: list[str] = []
@@ -157,6 +162,32 @@ def _deletions(word: str) -> set[str]:
     return {word[:i] + word[i + 1 :] for i in range(len(word))}
 
 
+_WORDS: weakref.WeakKeyDictionary[Capability, dict[str, float]] = weakref.WeakKeyDictionary()
+
+
+def _words(capability: Capability) -> dict[str, float]:
+    """Each word of a capability's fields, with the weight of the weightiest field it is
+    in. Read once per capability (and kept while it lives): every index that holds it,
+    of each view and each later catalog, only gathers these, so building one over ten
+    thousand capabilities costs a pass over their words, not tokenizing their text again.
+    """
+    found = _WORDS.get(capability)
+    if found is None:
+        found = {}
+        fields = (
+            (4.0, [capability.name]),
+            (3.0, capability.search_terms),
+            (2.0, [capability.summary]),
+            (1.0, [capability.description]),
+        )
+        for weight, texts in fields:  # weightiest first: a word keeps its first weight
+            for text in texts:
+                for word in tokenize(text):
+                    found.setdefault(word, weight)
+        _WORDS[capability] = found
+    return found
+
+
 class SearchIndex:
     """Words of every field of every capability, and where each word occurs."""
 
@@ -169,16 +200,8 @@ class SearchIndex:
         # word -> {capability index: best field weight}
         self.postings: dict[str, dict[int, float]] = defaultdict(dict)
         for index, capability in enumerate(self.capabilities):
-            fields = {
-                "name": tokenize(capability.name),
-                "terms": [t for term in capability.search_terms for t in tokenize(term)],
-                "summary": tokenize(capability.summary),
-                "description": tokenize(capability.description),
-            }
-            for field, weight in _FIELDS:
-                for word in fields[field]:
-                    posting = self.postings[word]
-                    posting[index] = max(posting.get(index, 0.0), weight)
+            for word, weight in _words(capability).items():
+                self.postings[word][index] = weight
         self.sorted_words = sorted(self.postings)
         self.by_singular: dict[str, list[str]] = defaultdict(list)
         self.by_deletion: dict[str, list[str]] = defaultdict(list)
@@ -196,11 +219,11 @@ class SearchIndex:
         if token in self.postings:
             found.add(token)
         if len(token) >= 3:
-            start = bisect.bisect_left(self.sorted_words, token)
-            for word in self.sorted_words[start:]:
-                if not word.startswith(token):
-                    break
-                found.add(word)
+            vocabulary = self.sorted_words
+            at = bisect.bisect_left(vocabulary, token)  # no copy of the rest of it
+            while at < len(vocabulary) and vocabulary[at].startswith(token):
+                found.add(vocabulary[at])
+                at += 1
         if len(token) >= 5:
             for variant in {token, *_deletions(token)}:
                 found.update(self.by_deletion.get(variant, ()))

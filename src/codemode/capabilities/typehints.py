@@ -14,9 +14,10 @@ import re
 import sys
 import types
 import typing
-from collections.abc import Iterator, Mapping
+import weakref
+from collections.abc import Callable, Container, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, NotRequired, Required, Union, get_args, get_origin
+from typing import Any, Literal, NotRequired, Required, TypeVar, Union, get_args, get_origin
 
 import pydantic
 import pydantic_core
@@ -35,6 +36,31 @@ _SCALARS: tuple[tuple[type, str, type | tuple[type, ...]], ...] = (
 """Each scalar type, its name, and the Python types of JSON data it takes (an int is a
 float's too). Looked up by identity: a type holding unhashable metadata
 (`list[Annotated[int, {...}]]`) must never be hashed."""
+
+
+_R = TypeVar("_R")
+_REMEMBERED = 16384
+"""How many hints each reading below remembers (then it starts again)."""
+
+
+def _by_identity(reading: Callable[[Any], _R]) -> Callable[[Any], _R]:
+    """`reading` of a hint, remembered by the hint's identity: the operations of a REST
+    API share their hints, and read each once. Not by equality, which would mix up hints
+    that read differently (`int | str` equals `str | int`) and would hash them."""
+    memo: dict[int, tuple[Any, _R]] = {}
+
+    @functools.wraps(reading)
+    def remembered(tp: Any) -> _R:
+        found = memo.get(id(tp))
+        if found is not None and found[0] is tp:  # the hint itself, held: not a new one
+            return found[1]
+        value = reading(tp)
+        if len(memo) >= _REMEMBERED:
+            memo.clear()
+        memo[id(tp)] = (tp, value)
+        return value
+
+    return remembered
 
 
 def scalar_name(tp: Any) -> str | None:
@@ -232,31 +258,39 @@ def members(tp: Any, *, result: bool = False) -> tuple[Any, ...]:
     return ()
 
 
-def walk(tp: Any, *, result: bool = False) -> Iterator[Any]:
+def walk(tp: Any, *, result: bool = False, past: Container[Any] = ()) -> Iterator[Any]:
     """Every type reachable from `tp`, each named type once (recursion-safe); as a
-    `result`, only through the fields that cross."""
+    `result`, only through the fields that cross. The named types in `past` are neither
+    yielded nor walked through."""
     seen: set[int] = set()
     stack = [tp]
     while stack:
         current = strip_annotated(stack.pop())
         if is_named(current):
-            if id(current) in seen:
+            if id(current) in seen or current in past:
                 continue
             seen.add(id(current))
         yield current
         stack.extend(reversed(members(current, result=result)))
 
 
+_CHECKED: weakref.WeakSet[Any] = weakref.WeakSet()
+"""Named types found supported, with every type they reach: not walked through again,
+so operations that each return their own object around one large shared type cost the
+shared type once, not once each."""
+
+
+@_by_identity
 def check_supported(tp: Any) -> None:
-    """Raise UnsupportedTypeError naming the first type that cannot cross the boundary."""
-    for current in walk(tp):
+    """Raise UnsupportedTypeError naming the first type that cannot cross the boundary
+    (a hint found supported is not walked again)."""
+    named: list[Any] = []
+    for current in walk(tp, past=_CHECKED):
         origin = get_origin(current)
-        if (
-            scalar_name(current) is not None
-            or current is Any
-            or is_named(current)
-            or is_union(current)
-        ):
+        if is_named(current):
+            named.append(current)
+            continue
+        if scalar_name(current) is not None or current is Any or is_union(current):
             continue
         if origin is Literal:
             if not all(isinstance(v, str | int | bool) or v is None for v in get_args(current)):
@@ -272,6 +306,7 @@ def check_supported(tp: Any) -> None:
                 raise UnsupportedTypeError(f"{notation(current)}: dict keys must be str")
             continue
         raise UnsupportedTypeError(f"{notation(current)} is not supported")
+    _CHECKED.update(named)
 
 
 def check_closed(tp: Any) -> None:
@@ -310,6 +345,7 @@ def _config(tp: Any) -> Mapping[str, Any]:
     return {}
 
 
+@_by_identity
 def notation(tp: Any) -> str:
     """How a Python programmer writes the type: `list[str] | None`, `Record`."""
     tp = strip_annotated(tp)
@@ -481,6 +517,7 @@ def matches(pattern: str, text: str) -> bool:
 _BOUNDS = ("ge", "gt", "le", "lt", "multiple_of", "min_length", "max_length", "pattern")
 
 
+@_by_identity
 def declared(tp: Any) -> Declared:
     """What `tp`'s `Annotated` metadata declares (pydantic `Field`, `annotated_types`);
     for `Annotated[...] | None`, what its annotated member declares."""
@@ -555,6 +592,20 @@ def _one_line(text: str) -> str:
 
 def shapes(tp: Any, *, result: bool = False) -> list[Shape]:
     """Every named type reachable from `tp`, outermost first (as a result: see fields_of)."""
+    return list(_result_shapes(tp) if result else _argument_shapes(tp))
+
+
+@_by_identity
+def _argument_shapes(tp: Any) -> tuple[Shape, ...]:
+    return tuple(_shapes(tp, result=False))
+
+
+@_by_identity
+def _result_shapes(tp: Any) -> tuple[Shape, ...]:
+    return tuple(_shapes(tp, result=True))
+
+
+def _shapes(tp: Any, *, result: bool) -> list[Shape]:
     found: list[Shape] = []
     for current in walk(tp, result=result):
         if is_enum(current):

@@ -14,6 +14,7 @@ keys, however its `if`/`then`/`else` and `*Of` combinators branch (see `Hints`).
 from __future__ import annotations
 
 import copy
+import json
 import keyword
 import re
 import types
@@ -89,7 +90,12 @@ class Hints:
         self.root = root
         self.prefix = prefix
         self._names: set[str] = set()
+        self._tried: dict[str, int] = {}
+        """The number each name's next copy tries first: those below it are taken."""
         self._resolving: set[str] = set()
+        self._scalars: dict[str, Any] = {}
+        """The hint of each scalar schema met, by its text: one hint (and one check of
+        it, one reading of its bounds) for the `limit` ten thousand operations take."""
         self._made: dict[str, Any] = {}
         """The shape made for each referenced object schema (recursion ends there)."""
         self._views: dict[str, _Keys] = {}
@@ -99,6 +105,15 @@ class Hints:
 
     def of(self, schema: Any, name: str) -> Any:
         """The hint for `schema`; `name` names its shape if it is an object."""
+        key = _scalar_key(schema)
+        if key is None:
+            return self._of(schema, name)
+        found = self._scalars.get(key)
+        if found is None:
+            found = self._scalars[key] = self._of(schema, name)
+        return found
+
+    def _of(self, schema: Any, name: str) -> Any:
         if schema is True or not isinstance(schema, Mapping) or not schema:
             return Any
         kinds = schema.get("type")
@@ -323,11 +338,40 @@ class Hints:
             self._resolving.discard(ref)
 
     def _unique(self, name: str) -> str:
-        candidate, number = name, 2
+        """`name`, else the first of `name2`, `name3`... not taken, found from where the
+        last copy stopped: a thousand operations' shapes of one title stay linear."""
+        candidate, number = name, self._tried.get(name, 2)
         while candidate in self._names:
             candidate, number = f"{name}{number}", number + 1
+        self._tried[name] = number
         self._names.add(candidate)
         return candidate
+
+
+_SCALARS = frozenset(("string", "integer", "number", "boolean", "null"))
+_NOTES = frozenset(("description", "examples", "title", "default", "deprecated"))
+"""What describes a value without shaping its hint (`described` adds the first two)."""
+
+
+def _scalar_key(schema: Any) -> str | None:
+    """The text of a schema of one scalar type with no subschema and no reference (whose
+    hint no name or reference can change), else None."""
+    kinds = schema.get("type") if isinstance(schema, Mapping) else None
+    if not isinstance(kinds, str) or kinds not in _SCALARS:
+        return None
+    kept: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in _NOTES:
+            continue
+        if key == "$ref" or isinstance(value, Mapping):
+            return None
+        if isinstance(value, list) and any(isinstance(v, Mapping | list) for v in value):
+            return None
+        kept[key] = value
+    try:
+        return json.dumps(kept, sort_keys=True)
+    except (TypeError, ValueError):
+        return None
 
 
 @dataclass(slots=True)
@@ -412,10 +456,14 @@ def clean(text: str) -> str:
     """An upstream's description as the model reads it: control and bidirectional
     formatting characters become spaces (new lines and tabs stay), cut to
     `DESCRIPTION_MAX_CHARS` with a marker."""
-    kept = "".join(
-        ch if ch in "\n\t" or unicodedata.category(ch) not in ("Cc", "Cf", "Zl", "Zp") else " "
-        for ch in text[: DESCRIPTION_MAX_CHARS + 1]
-    ).strip()
+    head = text[: DESCRIPTION_MAX_CHARS + 1]
+    if head.replace("\n", "").replace("\t", "").isprintable():  # most text: nothing to blank
+        kept = head.strip()
+    else:
+        kept = "".join(
+            ch if ch in "\n\t" or unicodedata.category(ch) not in ("Cc", "Cf", "Zl", "Zp") else " "
+            for ch in head
+        ).strip()
     if len(kept) > DESCRIPTION_MAX_CHARS:
         return kept[:DESCRIPTION_MAX_CHARS] + " ... (cut)"
     return kept
@@ -642,7 +690,9 @@ def signature(
     once); SchemaError when the schema is not valid (unless `checked`) or two properties
     read as one name. The document is checked against the schema, and its `format`s by
     `formats` when given."""
-    checker = validator(input_schema, checked=checked, formats=formats)
+    # Checked now when it must be; else made at the first call (a REST API's ten thousand
+    # operations would each hold one from registration on).
+    checker = None if checked else validator(input_schema, formats=formats)
     hints = hints or Hints(input_schema, prefix)
     properties: dict[str, Any] = dict(input_schema.get("properties") or {})  # type: ignore[arg-type]
     required = set(input_schema.get("required") or ())  # type: ignore[arg-type]
@@ -680,6 +730,9 @@ def signature(
     names = {key: param for param, key in wire.items()}
 
     def document(arguments: JSONObject) -> JSONObject | str:
+        nonlocal checker
+        if checker is None:
+            checker = validator(input_schema, checked=True, formats=formats)
         sent = {wire.get(k, k): v for k, v in arguments.items() if v is not None or k in keep_null}
         try:
             errors = checker.errors(sent)

@@ -299,6 +299,8 @@ class Schemas:
         """The `$defs` key of each referenced schema, by its absolute URI."""
         self._refs: dict[str, frozenset[str]] = {}
         """The keys each `$defs` entry refers to directly."""
+        self._tried: dict[str, int] = {}
+        """The number each label's next copy tries first: those below it are taken."""
         self._broken: dict[str, SchemaError] = {}
         """Why each referenced schema that cannot be used cannot, by its absolute URI."""
 
@@ -360,9 +362,10 @@ class Schemas:
             raise self._broken[target_uri]
         label = (urldefrag(target_uri)[1].rsplit("/", 1)[-1] or "Schema").replace("~1", "_")
         label = label.replace("~0", "_").replace("/", "_") or "Schema"
-        key, number = label, 2
-        while key in self.defs:
+        key, number = label, self._tried.get(label, 2)
+        while key in self.defs:  # from where the last copy stopped: linear in the copies
             key, number = f"{label}{number}", number + 1
+        self._tried[label] = number
         self._keys[target_uri] = key
         self.defs[key] = {}  # taken now: a reference inside the target ends here
         try:
@@ -370,6 +373,8 @@ class Schemas:
             self.defs[key] = self.convert(target, target_base, depth + 1)
         except (SchemaError, SpecError) as exc:  # every operation that refers to it fails
             del self._keys[target_uri], self.defs[key]
+            if key != label:  # its number is free again, as it was before
+                self._tried[label] = min(self._tried[label], number - 1)
             said = str(exc) if isinstance(exc, SpecError) else f"{ref}: {exc}"
             self._broken[target_uri] = SchemaError(said)
             raise self._broken[target_uri] from None
