@@ -651,11 +651,10 @@ class CodeMode:
         with _last_resort("resume_async"):
             paused = await self._decode(state)
             now = time.time()
-            wait = self.limits.max_approval_wait_seconds
             verdicts = {
                 ask.key: (
                     Verdict.TIMED_OUT
-                    if now > ask.asked_at + wait
+                    if now > ask.asked_at + ask.wait_seconds  # the pausing replica's wait
                     else Verdict.APPROVED
                     if answers.get(ask.key) is True
                     else Verdict.DECLINED

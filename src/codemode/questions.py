@@ -7,10 +7,12 @@ outside any string's quotes, and the program cannot write a quote that is not es
 Cutting the whole text instead would let a program push the arguments that matter (the
 payee, the amount) past the cut with one long note before them.
 
-The text grows no larger than `QUESTION_ARGUMENTS` characters: long strings are cut
-first, then long lists and objects, then deep ones, each step more, until it fits. Call
-arguments that do not fit even then (hundreds of arguments, say) cannot be shown
-faithfully, so no one is asked about them: the call fails `approval_unavailable`.
+The text grows no larger than `QUESTION_ARGUMENTS` characters: long strings are cut,
+each step more, until it fits. Strings alone: a list or an object is always shown whole,
+every item and every key, since the program chooses where an entry stands and could put
+the one that matters (a payee among the keys of a dict) past any cut of entries. Call
+arguments that do not fit even then (hundreds of arguments or entries, say) cannot be
+shown faithfully, so no one is asked about them: the call fails `approval_unavailable`.
 """
 
 from __future__ import annotations
@@ -23,14 +25,8 @@ from typing import Any
 QUESTION_ARGUMENTS = 4096
 """Characters of a call's arguments a question shows at most."""
 
-_LEVELS: tuple[tuple[int | None, int | None, int | None], ...] = (
-    (None, None, None),
-    (256, 32, 6),
-    (64, 8, 3),
-    (16, 3, 2),
-)
-"""Each try's most characters of a string, items of a list or object, and depth of
-nesting shown (None: all). The arguments themselves are always shown whole."""
+_LEVELS: tuple[int | None, ...] = (None, 256, 64, 16)
+"""Each try's most characters of a string shown (None: all)."""
 
 
 class _Full(Exception):
@@ -40,8 +36,8 @@ class _Full(Exception):
 class _Text:
     """The text being written, with one try's cuts: `_Full` past `QUESTION_ARGUMENTS`."""
 
-    def __init__(self, level: tuple[int | None, int | None, int | None], indent: bool) -> None:
-        self.chars, self.items, self.depth = level
+    def __init__(self, chars: int | None, indent: bool) -> None:
+        self.chars = chars
         self.indent = indent
         self.parts: list[str] = []
         self.left = QUESTION_ARGUMENTS
@@ -54,9 +50,9 @@ class _Text:
 
     def value(self, value: Any, depth: int) -> None:
         if isinstance(value, Mapping):
-            self.container(value, depth, "{", "}", "key")
+            self.container(value, depth, "{", "}")
         elif isinstance(value, list | tuple):
-            self.container(value, depth, "[", "]", "item")
+            self.container(value, depth, "[", "]")
         elif isinstance(value, str):
             self.string(value)
         elif value is None or isinstance(value, bool | int | float):
@@ -76,28 +72,19 @@ class _Text:
         if cut > 0:
             self.put(f"… ({_count(cut, 'more character')})")
 
-    def container(self, value: Any, depth: int, opening: str, closing: str, unit: str) -> None:
-        """A list or object: `unit` names its entries (`item`, `key`)."""
-        count = len(value)
-        if count == 0:
+    def container(self, value: Any, depth: int, opening: str, closing: str) -> None:
+        """A list or object, every entry of it (a key is never cut)."""
+        if len(value) == 0:
             self.put(opening + closing)
             return
-        if depth > 0 and self.depth is not None and depth >= self.depth:
-            self.put(f"{opening}…{closing} ({_count(count, unit)})")
-            return
-        shown = count if depth == 0 or self.items is None else min(count, self.items)
         entries = value.items() if isinstance(value, Mapping) else value
         self.put(opening)
         for index, entry in enumerate(entries):
-            if index == shown:
-                self.separator(index, depth + 1)
-                self.put(f"… ({_count(count - shown, 'more ' + unit)})")
-                break
             self.separator(index, depth + 1)
             if isinstance(value, Mapping):
                 key, entry = entry
-                if isinstance(key, str):  # the arguments' own names are never cut
-                    self.string(key, whole=depth == 0)
+                if isinstance(key, str):
+                    self.string(key, whole=True)
                 else:
                     self.value(key, depth + 1)
                 self.put(": ")
@@ -117,9 +104,9 @@ class _Text:
 def arguments_text(arguments: Mapping[str, Any]) -> str | None:
     """The arguments as the person reads them (JSON, indented when that fits), each long
     value cut in place; None when they cannot be shown within `QUESTION_ARGUMENTS`."""
-    for level in _LEVELS:
+    for chars in _LEVELS:
         for indent in (True, False):
-            text = _Text(level, indent)
+            text = _Text(chars, indent)
             try:
                 text.value(arguments, 0)
             except _Full:
@@ -132,16 +119,27 @@ def _count(n: int, unit: str) -> str:
     return f"{n} {unit}" if n == 1 else f"{n} {unit}s"
 
 
+_ESCAPED = frozenset(["Cc", "Cf", "Zl", "Zp", "Zs", "Cs", "Mn", "Mc", "Me", "Pi", "Pf"])
+"""Categories written as escapes: controls, format characters, separators and spaces
+(but the plain space), lone surrogates, combining marks (which stack on a quote or a
+brace) and quotation marks that open or close."""
+_LOOKALIKES = frozenset("\u115f\u1160\u3164\uffa0\u2800\uff02\uff07\u02ba\u02ee\u05f4\u2033\u2036")
+"""Blank letters (`\u3164` reads as a space) and quote lookalikes (`\uff02`)."""
+
+
 def _escaped(text: str) -> str:
-    """`text` with each control, format or separator character (one that would break or
-    reorder a line, as a bidirectional control does) and each lone surrogate written as
-    JSON escapes it, a pair of surrogates past U+FFFF: no value can pose as more of the
-    question."""
+    """`text` with each character that could pose as more of the question, or hide part
+    of it, written as JSON escapes it (a pair of surrogates past U+FFFF): one that would
+    break or reorder a line (a separator, a bidirectional control), one invisible or
+    blank but for the plain space, one that stacks on its neighbour, and one that reads
+    as a quote."""
     return "".join(map(_shown, text))
 
 
 def _shown(character: str) -> str:
-    if unicodedata.category(character) not in ("Cc", "Cf", "Zl", "Zp", "Cs"):
+    if character == " " or (
+        unicodedata.category(character) not in _ESCAPED and character not in _LOOKALIKES
+    ):
         return character
     units = character.encode("utf-16-be", "surrogatepass")
     return "".join(f"\\u{units[i]:02x}{units[i + 1]:02x}" for i in range(0, len(units), 2))

@@ -4,6 +4,7 @@ sandbox (a paused program is the interpreter's own dump, resumed in another work
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import json
 import os
@@ -30,6 +31,7 @@ from codemode.approvals import (
 from codemode.authz import AuthorizationRequest, RequireApproval
 from codemode.errors import (
     ApprovalDeclinedError,
+    ApprovalTimedOutError,
     ApprovalUnavailableError,
     CodeModeError,
     ErrorCode,
@@ -48,8 +50,7 @@ from codemode.events import (
     ExecutionFinished,
     ExecutionStarted,
 )
-from codemode.mcp.approvals import question
-from codemode.questions import QUESTION_ARGUMENTS, arguments_text
+from codemode.questions import arguments_text
 from codemode.runtime import ExecutionResult
 from codemode.runtime.paused import PausedState
 from tests.approvals.host import CANARY, DELETE_TWO, build
@@ -544,17 +545,17 @@ def test_a_redis_that_never_answers_refuses_the_state(
     assert ran(calls) == ["list"]
 
 
-def test_the_question_of_a_huge_call_is_cut_in_place() -> None:
+def test_a_list_or_object_is_never_cut_so_no_entry_hides_past_the_cut() -> None:
+    """A long memo and a payee placed as the 41st key of a dict: the strings are cut, every
+    key is shown; entries too many to show whole are not asked about at all."""
+    payees = {f"payee_{i:02}": 1 for i in range(40)} | {"mallory": 99999900}
+    text = arguments_text({"memo": "x" * 5000, "payees": payees})
+    assert text is not None and '"mallory": 99999900' in text
+    assert '"memo": "' + "x" * 256 + '"… (4744 more characters)' in text
     nested: Any = 0
     for _ in range(60):
         nested = [nested]
-    request = ApprovalRequest("k", "alice", "e", "t.x", "t.x", {"v": [nested] * 5000}, "Go?")
-    text = question(request)
-    assert len(text) < QUESTION_ARGUMENTS + 100
-    assert text.endswith(
-        "\n            […] (1 item)\n          ]\n        ]\n      ]\n    ],\n"
-        "    … (4968 more items)\n  ]\n}\n```"
-    )
+    assert arguments_text({"v": [nested] * 5000}) is None
 
 
 def _many_parameters(cm: CodeMode, count: int) -> str:
@@ -709,3 +710,30 @@ def test_a_state_past_its_own_expiry_is_refused_whatever_the_wait(calls: Path) -
             )
     assert str(raised.value) == "resume refused: the paused program expired; run it again"
     assert ran(calls) == ["list"]
+
+
+def test_the_wait_is_the_pausing_replicas_whatever_the_resuming_ones(calls: Path) -> None:
+    """An answer within the wait of the replica that paused the program is in time on a
+    replica whose own wait is shorter, and one past it is late on a replica whose own wait
+    is longer: the state says when the person had to answer by."""
+    with build() as long_wait, build() as short_wait:
+        long_wait.replay_guard = short_wait.replay_guard = InProcessReplayGuard()
+        long_wait.limits = Limits(max_approval_wait_seconds=600)
+        short_wait.limits = Limits(max_approval_wait_seconds=0.01)
+        state = paused(long_wait).state
+        time.sleep(0.05)  # past the short wait, well within the long one
+        done = asyncio.run(
+            short_wait.resume_async(state, subject="alice", answers={"approval-2": True})
+        )
+        assert isinstance(done, ExecutionResult) and done.value is True
+        # A state whose person had to answer a second ago, though it is still valid.
+        late = PausedState.decode(paused(short_wait).state, 1 << 20)
+        late = dataclasses.replace(
+            late, asks=tuple(dataclasses.replace(a, asked_at=time.time() - 1) for a in late.asks)
+        )
+        with pytest.raises(ApprovalTimedOutError) as raised:
+            asyncio.run(
+                long_wait.resume_async(late.encode(), subject="alice", answers={"approval-2": True})
+            )
+    assert str(raised.value) == "approval timed out: no one answered within 0.01 s"
+    assert ran(calls) == ["list", "delete 2", "list"]

@@ -450,6 +450,17 @@ def test_the_question_cuts_each_long_value_where_it_stands() -> None:
     )
 
 
+def test_the_question_escapes_what_could_hide_or_fake_part_of_it() -> None:
+    """Blank letters, spaces other than the plain one, combining marks and quote
+    lookalikes are escapes: none can pass for a quote, a line or nothing at all."""
+    arguments: JSONObject = {"payee": 'bob\u00a0\u3164\uff02, "amount\u0301\u201d: 1', "n": 1}
+    request = ApprovalRequest("k", "alice", "e", "payments.send", "p", arguments, "Pay?")
+    assert question(request) == (
+        "Pay?\n\nThe program calls `payments.send` with:\n```json\n{\n"
+        '  "payee": "bob\\u00a0\\u3164\\uff02, \\"amount\\u0301\\u201d: 1",\n  "n": 1\n}\n```'
+    )
+
+
 def test_markdown_in_the_arguments_stays_in_the_code_block() -> None:
     """A client may render the question as Markdown: the arguments stand in a fenced
     block that no line of theirs can close, so they are never a link, a heading or

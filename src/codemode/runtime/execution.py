@@ -312,10 +312,9 @@ class Execution:
         self.failure_context.injected.extend(
             (item.where, item.exc_type, item.message, item.error()) for item in state.injected
         )
-        waited = seconds(self.setup.limits.max_approval_wait_seconds)
         for ask in state.asks:
             verdict = verdicts.get(ask.key, Verdict.DECLINED)
-            answer = Asked(verdict, ask.message, waited, ask.arguments)
+            answer = Asked(verdict, ask.message, seconds(ask.wait_seconds), ask.arguments)
             self._answered[ask.call_id] = (ask, answer)
 
     # -- state ---------------------------------------------------------------------------
@@ -859,6 +858,7 @@ class Execution:
             span=call.span,
             message=approval.message,
             asked_at=time.time(),
+            wait_seconds=self.setup.limits.max_approval_wait_seconds,
         )
         with self.lock:
             self._asks[call.call_id] = ask

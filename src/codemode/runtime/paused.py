@@ -71,7 +71,10 @@ class Ask:
     span: tuple[int, int]
     message: str
     asked_at: float
-    """Seconds since the epoch: the wait is bounded from here, on any replica."""
+    """Seconds since the epoch, on the clock of the replica that paused it."""
+    wait_seconds: float
+    """That replica's approval wait: an answer after `asked_at` and this is too late
+    (`approval timed out`) on any replica, whatever its own wait."""
 
 
 @dataclass(frozen=True, slots=True)
