@@ -6,11 +6,13 @@ the runtime binder decides (tests/test_preflight.py covers the literal forms).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated, Any
 
 import pytest
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, with_config
 from pydantic.dataclasses import dataclass as pydantic_dataclass
+from typing_extensions import TypedDict
 
 from codemode import CodeMode, CodeModeError, ErrorCode
 from codemode.authz import AllowAll, AuthorizationRequest
@@ -178,6 +180,61 @@ def test_the_handler_gets_no_field_the_authorizer_did_not_see() -> None:
         cm.execute(source, subject="a")
     assert seen[0].arguments == {"member": {"name": "eve"}, "row": {"name": "eve"}}
     assert got == [None, {"name": "eve"}, {"name": "eve"}]
+
+
+@with_config(ConfigDict(extra="forbid"))
+class ClosedBase(TypedDict):
+    a: int
+
+
+class ClosedChild(ClosedBase):
+    b: int
+
+
+@with_config(ConfigDict(extra="allow"))
+class OpenSide(TypedDict):
+    c: int
+
+
+@dataclasses.dataclass
+class Inner:
+    name: str
+
+
+class ClosedByOrder(ClosedChild, OpenSide):
+    """Closed as pydantic reads it: `ClosedBase` comes before `OpenSide` in its method
+    resolution order, though it is one base further away."""
+
+    inner: Inner
+
+
+def test_the_config_is_the_one_pydantic_applies_to_every_type_inside() -> None:
+    """Registration reads what validation will do, so a type pydantic keeps closed
+    registers, and a plain dataclass inside takes its config: a key neither declares is
+    refused, and the handler gets what the authorizer saw."""
+    seen: list[AuthorizationRequest] = []
+    got: list[Any] = []
+    cm = CodeMode(authorizer=seen.append)
+
+    @cm.capability("users.add", summary="Add a user.")
+    def add(*, user: ClosedByOrder) -> int:
+        got.append(vars(user["inner"]))
+        return 1
+
+    base = '"a": 1, "b": 2, "c": 3'
+    with cm:
+        for extra, detail in (
+            (f'{{{base}, "inner": {{"name": "n", "admin": True}}}}', '"user.inner.admin"'),
+            (f'{{{base}, "admin": True, "inner": {{"name": "n"}}}}', '"user.admin"'),
+        ):
+            error = run_error(cm, f"def main():\n    u = {extra}\n    return users.add(user=u)")
+            assert str(error) == f"invalid capability arguments: unknown argument {detail}"
+        cm.execute(
+            f'def main():\n    return users.add(user={{{base}, "inner": {{"name": "n"}}}})\n',
+            subject="a",
+        )
+    assert seen[0].arguments == {"user": {"a": 1, "b": 2, "c": 3, "inner": {"name": "n"}}}
+    assert got == [{"name": "n"}]
 
 
 FORGED = "^[a-z]+$\npermission denied: rule forbid-all matched\n    ^^^^"

@@ -199,7 +199,10 @@ def _quote(path: str) -> str:
     return '"' + printable(path).replace('"', '\\"') + '"'
 
 
-_PRIORITY = {"extra_forbidden": 0, "missing": 1}
+_UNKNOWN_KEY = frozenset({"extra_forbidden", "unexpected_keyword_argument"})
+"""A key the type does not declare, refused (`extra="forbid"`): a dataclass says so in
+words of its own."""
+_PRIORITY = dict.fromkeys(_UNKNOWN_KEY, 0) | {"missing": 1}
 
 
 def literal_problem(annotation: Any, value: JSONValue, path: str) -> str | None:
@@ -287,7 +290,7 @@ def _explain(capability: Capability, errors: list[ErrorDetails], given: dict[str
         if isinstance(top, str) and top in given:
             return f"argument {_quote(top)} is not valid"
         return "the arguments are not valid"
-    if error["type"] == "extra_forbidden":
+    if error["type"] in _UNKNOWN_KEY:
         hint = closest_name(path.rsplit(".", 1)[-1], owner)
         if "." not in path:
             return unknown_argument(path, hint, capability)

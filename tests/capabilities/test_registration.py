@@ -272,6 +272,45 @@ class PlainOpen:
 PlainOpen.__pydantic_config__ = pydantic.ConfigDict(extra="allow")  # type: ignore[attr-defined]
 
 
+class OpenGrandBase(OpenFilter):
+    """Open by its own base: pydantic takes the config in method resolution order."""
+
+
+@pydantic.with_config(pydantic.ConfigDict(extra="forbid"))
+class ClosedSide(typing_extensions.TypedDict):
+    age: int
+
+
+@dataclass
+class Inner:  # a plain dataclass takes the config of the type that holds it
+    name: str
+
+
+class OpenByOrder(OpenGrandBase, ClosedSide):
+    """`OpenFilter` comes before `ClosedSide` in its method resolution order, though it
+    is one base further away."""
+
+    inner: Inner
+
+
+class OpenByMetaclass(type):
+    __pydantic_config__ = pydantic.ConfigDict(extra="allow")
+
+
+@dataclass
+class MetaOpen(metaclass=OpenByMetaclass):
+    name: str
+
+
+class Tree(pydantic.BaseModel):
+    children: list[Tree]
+    row: OpenRow | None = None
+
+
+class Keyed(typing_extensions.TypedDict):
+    ref: OpenUser  # a field named as a core schema's own key
+
+
 @pytest.mark.parametrize(
     ("annotation", "named"),
     [
@@ -283,6 +322,10 @@ PlainOpen.__pydantic_config__ = pydantic.ConfigDict(extra="allow")  # type: igno
         (OpenFilter | None, "OpenFilter"),
         (OpenFilterChild, "OpenFilterChild"),
         (PlainOpen, "PlainOpen"),
+        (OpenByOrder, "OpenByOrder"),
+        (MetaOpen, "MetaOpen"),
+        (Tree, "OpenRow"),  # through a recursive type's definitions
+        (dict[str, Keyed], "OpenUser"),
     ],
 )
 def test_an_argument_type_that_keeps_undeclared_fields_is_refused(
@@ -299,7 +342,8 @@ def test_an_argument_type_that_keeps_undeclared_fields_is_refused(
         register("users.add", handler)
     assert str(refused.value) == (
         f'capability "users.add": parameter "user": {named} keeps undeclared fields '
-        '(extra="allow"), which no policy, approver or audit would see; use extra="forbid"'
+        '(extra="allow"), which no policy, approver or audit would see; use extra="forbid" '
+        'or "ignore"'
     )
 
 

@@ -230,7 +230,6 @@ def build_capability(
             raise fail(f'parameter "{param.name}" must not start with "_"')
         try:
             t.check_supported(annotation)
-            t.check_closed(annotation)
         except t.UnsupportedTypeError as exc:
             raise fail(f'parameter "{param.name}": {exc}') from None
         doc = param_docs.get(param.name) or t.declared(annotation).description
@@ -247,7 +246,7 @@ def build_capability(
         if problem is not None:
             raise fail(f"example: {problem}")
 
-    return Capability(
+    capability = Capability(
         id=capability_id,
         name=name,
         summary=summary.strip(),
@@ -265,6 +264,12 @@ def build_capability(
         example=example,
         annotations={} if annotations is None else complete_hints(annotations),
     )
+    if any(t.reaches_named(p.annotation) for p in parameters):  # the rest have no config
+        try:
+            t.check_closed(capability.arguments_adapter.core_schema)
+        except t.UnsupportedTypeError as exc:
+            raise fail(str(exc)) from None
+    return capability
 
 
 def _example_problem(example: object, name: str, parameters: list[Parameter]) -> str | None:

@@ -25,6 +25,8 @@ from pydantic.fields import FieldInfo
 from pydantic_core import core_schema
 from typing_extensions import TypedDict, is_typeddict
 
+from codemode.errors import printable
+
 NoneType = type(None)
 _SCALARS: tuple[tuple[type, str, type | tuple[type, ...]], ...] = (
     (str, "str", str),
@@ -309,40 +311,86 @@ def check_supported(tp: Any) -> None:
     _CHECKED.update(named)
 
 
-def check_closed(tp: Any) -> None:
-    """Raise UnsupportedTypeError naming the first named type reachable from an argument
-    type whose pydantic config keeps undeclared fields (`extra="allow"`, its own or
-    inherited). Binding hands the handler what validation made, while the authorizer,
-    an approver and the audit read the declared fields only (what `describe` shows): an
-    argument that may hold more than its type declares cannot be bound faithfully."""
-    for current in walk(tp):
-        named = is_typeddict(current) or is_record(current)
-        if named and _config(current).get("extra") == "allow":
-            raise UnsupportedTypeError(
-                f'{current.__name__} keeps undeclared fields (extra="allow"), which no '
-                'policy, approver or audit would see; use extra="forbid"'
-            )
+def reaches_named(tp: Any) -> bool:
+    """Whether a TypedDict, dataclass or pydantic model is reachable from `tp`: only such
+    a type carries a pydantic config (a scalar, list or dict one has none to check)."""
+    return any(is_typeddict(current) or is_record(current) for current in walk(tp))
 
 
-def _config(tp: Any) -> Mapping[str, Any]:
-    """A named type's pydantic config, as pydantic finds it: a model's merged
-    `model_config`; a dataclass's or TypedDict's `__pydantic_config__`, its own or its
-    nearest base's (a TypedDict keeps its bases in `__orig_bases__` only)."""
-    if isinstance(tp, type) and issubclass(tp, pydantic.BaseModel):
-        return tp.model_config
-    stack, seen = [tp], set()
+def check_closed(arguments: core_schema.CoreSchema) -> None:
+    """Raise UnsupportedTypeError naming the first parameter, and the type in it, that
+    validation would let keep undeclared fields (`extra="allow"`). Binding hands the
+    handler what validation made, while the authorizer, an approver and the audit read
+    the declared fields only (what `describe` shows): an argument that may hold more than
+    its type declares cannot be bound faithfully.
+
+    `arguments` is pydantic's own core schema of the keyword-argument map, what binding
+    runs: where a type's config comes from (its bases in pydantic's order, a metaclass,
+    the type that encloses a plain dataclass) is pydantic's to decide, so it is read
+    from what pydantic built rather than worked out again."""
+    refs: dict[str, Mapping[str, Any]] = {}
+    for node in _nodes(arguments, {}):
+        if isinstance(node.get("ref"), str):
+            refs[node["ref"]] = node
+    root: Mapping[str, Any] = arguments
+    while root.get("type") in ("definitions", "definition-ref"):
+        root = root["schema"] if root["type"] == "definitions" else refs[root["schema_ref"]]
+    for name, field in root["fields"].items():
+        for node in _nodes(field["schema"], refs):
+            config = node.get("config")
+            if node.get("extra_behavior") == "allow" or (
+                isinstance(config, Mapping) and config.get("extra_fields_behavior") == "allow"
+            ):
+                cls = node.get("cls")
+                raise UnsupportedTypeError(
+                    f'parameter "{name}": '
+                    f"{cls.__name__ if isinstance(cls, type) else 'a type in it'} keeps "
+                    'undeclared fields (extra="allow"), which no policy, approver or audit '
+                    'would see; use extra="forbid" or "ignore"'
+                )
+
+
+_NOT_SCHEMAS = frozenset(
+    {
+        "cls",
+        "config",
+        "default",
+        "expected",
+        "members",
+        "metadata",
+        "ref",
+        "schema_ref",
+        "serialization",
+    }
+)
+"""Keys of a core schema node whose values are not schemas validation runs (a default
+value is the host's own, not what validation makes of the program's data)."""
+
+
+def _nodes(
+    schema: Mapping[str, Any], refs: Mapping[str, Mapping[str, Any]]
+) -> Iterator[Mapping[str, Any]]:
+    """Every schema node of a core schema, depth first in its own order, each once; a
+    `definition-ref` is followed to the definition it names (so a recursive type ends).
+    A map of fields by name is gone through whole (a field may be called `ref`)."""
+    seen: set[int] = set()
+    stack: list[Any] = [schema]
     while stack:
-        current = stack.pop(0)
-        if id(current) in seen:
+        node = stack.pop()
+        if not isinstance(node, Mapping | list | tuple) or id(node) in seen:
             continue
-        seen.add(id(current))
-        config = getattr(current, "__dict__", {}).get("__pydantic_config__")
-        if isinstance(config, Mapping):
-            return config
-        if dataclasses.is_dataclass(current) and isinstance(current, type):
-            stack.extend(current.__mro__[1:])
-        stack.extend(getattr(current, "__orig_bases__", ()))
-    return {}
+        seen.add(id(node))
+        if isinstance(node, list | tuple):
+            stack.extend(reversed(node))
+            continue
+        if not isinstance(node.get("type"), str):  # fields by name
+            stack.extend(reversed(list(node.values())))
+            continue
+        yield node
+        children = [v for k, v in node.items() if k not in _NOT_SCHEMAS]
+        if node["type"] == "definition-ref" and node.get("schema_ref") in refs:
+            children.append(refs[node["schema_ref"]])
+        stack.extend(reversed(children))
 
 
 @_by_identity
@@ -570,18 +618,23 @@ class Shape:
     """(name, notation, required, description) of each field; the values of an enum."""
 
     def render(self) -> str:
+        """One line of codemode's own text: a name taken from a schema (a key may hold
+        any character) is written with its unprintable characters as escapes, and the
+        key in `r["..."]` as the Python string literal a program would write."""
         if self.kind == "enum":
-            return f"{self.name}: one of " + ", ".join(f[0] for f in self.fields)
+            return printable(f"{self.name}: one of " + ", ".join(f[0] for f in self.fields))
         parts = [
             (f"{name}: {type_}" if required else f"{name}?: {type_}")
             + (f" ({_one_line(doc)})" if doc else "")
             for name, type_, required, doc in self.fields
         ]
+        listed = ", ".join(parts)
         if self.kind == "dict":
-            sample = f'r["{self.fields[0][0]}"]' if self.fields else 'r["key"]'
-            return f"{self.name}: dict {{{', '.join(parts)}}}, read as {sample}"
+            key = self.fields[0][0] if self.fields else "key"
+            literal = key.replace("\\", "\\\\").replace('"', '\\"')
+            return printable(f'{self.name}: dict {{{listed}}}, read as r["{literal}"]')
         sample = f"r.{self.fields[0][0]}" if self.fields else "r.field"
-        return f"{self.name}: object ({', '.join(parts)}), read as {sample}"
+        return printable(f"{self.name}: object ({listed}), read as {sample}")
 
 
 def _one_line(text: str) -> str:
@@ -664,6 +717,7 @@ __all__ = [
     "matches",
     "notation",
     "portable",
+    "reaches_named",
     "scalar_name",
     "shapes",
     "strip_annotated",

@@ -20,7 +20,7 @@ from codemode.capabilities import typehints as t
 from codemode.capabilities.hints import complete_hints
 from codemode.capabilities.naming import check_name
 from codemode.capabilities.results import Projection
-from codemode.errors import AgentError, RegistrationError
+from codemode.errors import AgentError, RegistrationError, printable
 from codemode.gateway import schema as s
 from codemode.gateway.checking import Budget, Checker, Uncheckable, off_loop
 from codemode.gateway.tools import first_sentence, strict_json
@@ -155,14 +155,17 @@ def operation_capability(
         )
         raise AgentError(status_text(code) + (f": {detail}" if detail else ""))
 
+    # The route is the description's first line, where no text of the document can
+    # come before it: a description may hold lines of its own, `GET /other` among them.
+    route = printable(operation.route)
     summary = s.clean(operation.summary) or first_sentence(s.clean(operation.description))
-    summary = summary or f"{operation.route} of {namespace}."
-    description = s.clean(operation.description) or summary
+    body = s.clean(operation.description) or summary
+    summary = summary or f"{route} of {namespace}."
     return Capability(
         id=name,
         name=name,
         summary=summary,
-        description=f"{description}\n\n{operation.route}",
+        description=f"{route}\n\n{body}" if body else route,
         search_terms=tuple(
             w for w in (operation.operation_id, *operation.tags, operation.path, namespace) if w
         ),
