@@ -1,10 +1,12 @@
 """A FastAPI app that says what it read of each request (its own parsing of the query,
 the headers, the cookies and the body), and the OpenAPI document a host writes for it,
-with the parameter styles a program could otherwise send past its policy."""
+with the parameter styles a program could otherwise send past its policy (and a form
+body beside a query object, as servers that merge them read both)."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
+from urllib.parse import parse_qsl
 
 from fastapi import Body, Cookie, FastAPI, Header, Query, Request
 from pydantic import BaseModel
@@ -33,6 +35,7 @@ SPEC: dict[str, Any] = {
                 "parameters": [
                     _query("owner", {"type": ["string", "null"]}),
                     _query("limit", {"type": "integer", "maximum": 10}),
+                    _query("page_size", {"type": "integer", "maximum": 10}),
                     _query("visibility", {"type": ["string", "null"], "default": "private"}),
                     _query("filter", {"type": "object", "additionalProperties": True}),
                     _query("tags", {"type": "array", "items": {"type": "string"}}),
@@ -88,6 +91,33 @@ SPEC: dict[str, Any] = {
                 "responses": ECHO,
             }
         },
+        "/transfers/{account}": {
+            "post": {
+                "operationId": "transfer",
+                "parameters": [
+                    {
+                        "name": "account",
+                        "in": "path",
+                        "required": True,
+                        "schema": {"type": "string"},
+                    },
+                    _query("opts", {"type": "object", "additionalProperties": {"type": "string"}}),
+                ],
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/x-www-form-urlencoded": {
+                            "schema": {
+                                "type": "object",
+                                "required": ["amount"],
+                                "properties": {"amount": {"type": "integer", "maximum": 100}},
+                            }
+                        }
+                    },
+                },
+                "responses": ECHO,
+            }
+        },
         "/ambiguous": {
             "get": {
                 "operationId": "ambiguous",
@@ -135,6 +165,13 @@ def create_app(received: list[dict[str, Any]]) -> FastAPI:
             "theme": theme,
             "session": session,
         }
+        received.append(read)
+        return {}
+
+    @app.post("/transfers/{account}")
+    async def transfer(request: Request, account: str) -> dict[str, Any]:
+        form = parse_qsl((await request.body()).decode(), keep_blank_values=True)
+        read = {"account": account, "query": request.query_params.multi_items(), "form": form}
         received.append(read)
         return {}
 

@@ -71,17 +71,17 @@ def test_an_objects_keys_sent_as_parameters_cannot_be_another_parameters(
 ) -> None:
     """`filter` is sent as parameters of its own (form, exploded): a key that names
     another parameter, or the API key, would be read as that one."""
-    for keys in (
-        '{"owner": "bob", "limit": 100000}',
-        '{"LIMIT": 100000}',  # some servers read names without case
-        '{"key": "mine"}',  # the API key's
-        '{"owner[0]": "bob"}',  # some servers read `owner[0]` and `owner.x` as owner's
-        '{"tags.x": "a"}',
+    for keys, key in (
+        ('{"owner": "bob", "limit": 100000}', "owner"),
+        ('{"LIMIT": 100000}', "LIMIT"),  # some servers read names without case
+        ('{"key": "mine"}', "key"),  # the API key's
+        ('{"page-size": 100}', "page-size"),  # PHP reads `-`, `.` and a space as `_`
+        ('{"Page_Size": 100}', "Page_Size"),
+        ('{"color": "red", "COLOR": "blue"}', "COLOR"),  # the object's own, alike
     ):
         detail = refused(cm, f'records.list_records(owner="alice", limit=5, filter={keys})')
-        first = keys.split('"')[1]
         assert detail == (
-            f"argument \"filter\" must not have the key '{first}': each key is sent as a query "
+            f"argument \"filter\" must not have the key '{key}': each key is sent as a query "
             "parameter of its own, and another has that name"
         )
     assert (received, decided) == ([], [])
@@ -97,6 +97,57 @@ def test_an_objects_keys_sent_as_parameters_cannot_be_another_parameters(
         ("color", "red"),
         ("visibility", "private"),  # the default, which the policy saw too
         ("key", "host-key-secret"),
+    ]
+
+
+def test_an_objects_keys_sent_as_parameters_are_plain_ascii_names(
+    cm: CodeMode, received: list[dict[str, Any]], decided: list[dict[str, Any]]
+) -> None:
+    """A key another server would read as another name is refused: `l\u0131mit` (a dotless
+    i) is `LIMIT` to Java's `equalsIgnoreCase` and .NET's `OrdinalIgnoreCase`, PHP drops
+    a leading space and reads `.` as `_`, and many read `owner[0]` as owner's."""
+    for key in ("l\u0131mit", "L\u0130MIT", "\u017fort", " limit", "li mit", "owner[0]", "tags.x"):
+        detail = refused(cm, f"records.list_records(limit=5, filter={{{key!r}: 100000}})")
+        assert detail == (
+            f'argument "filter" must not have the key {key!r}: each key is sent as a query '
+            'parameter of its own, named with ASCII letters, digits, "-" and "_" only'
+        )
+    assert (received, decided) == ([], [])
+    call(cm, 'records.list_records(limit=5, filter={"color-x_1": "red"})')
+    assert decided == [{"limit": 5, "filter": {"color-x_1": "red"}, "visibility": "private"}]
+    [read] = received
+    assert read["limit"] == 5
+    assert read["query"] == [
+        ("limit", "5"),
+        ("color-x_1", "red"),
+        ("visibility", "private"),
+        ("key", "host-key-secret"),
+    ]
+
+
+def test_an_objects_keys_sent_as_parameters_cannot_be_a_path_or_body_name(
+    cm: CodeMode, received: list[dict[str, Any]], decided: list[dict[str, Any]]
+) -> None:
+    """Spring's `@RequestParam`, Flask's `request.values`, Laravel and Rails read the
+    query, the path's names and the form's fields as one set of parameters: a query key
+    `amount` would be read in place of the body's amount the policy saw."""
+    for key in ("amount", "AMOUNT", "account"):
+        detail = refused(
+            cm, f'records.transfer(account="acme", amount=1, opts={{{key!r}: "1000000"}})'
+        )
+        assert detail == (
+            f'argument "opts" must not have the key {key!r}: each key is sent as a query '
+            "parameter of its own, and another has that name"
+        )
+    assert (received, decided) == ([], [])
+    call(cm, 'records.transfer(account="acme", amount=1, opts={"memo": "rent"})')
+    assert decided == [{"account": "acme", "opts": {"memo": "rent"}, "amount": 1}]
+    assert received == [
+        {
+            "account": "acme",
+            "query": [("memo", "rent"), ("key", "host-key-secret")],
+            "form": [("amount", "1")],
+        }
     ]
 
 
@@ -188,6 +239,51 @@ def test_an_object_whose_declared_key_is_another_parameter_is_skipped(
         'operation GET /ambiguous skipped: parameter "page" sends its key "limit" as a query '
         "parameter, and another parameter has that name"
     ) in caplog.text
+
+
+def test_an_object_whose_declared_key_a_server_reads_as_another_name_is_skipped(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def operation(parameters: list[Any], **more: Any) -> dict[str, Any]:
+        return {"parameters": parameters, "responses": {"204": {"description": "done"}}, **more}
+
+    opts = {"type": "object", "properties": {"Page-Size": {}, "amount": {}}}
+    spec: dict[str, Any] = {
+        "openapi": "3.1.0",
+        "paths": {
+            "/folded": {
+                "get": operation(
+                    [
+                        {"name": "page_size", "in": "query"},
+                        {"name": "opts", "in": "query", "schema": opts},
+                    ]
+                )
+            },
+            "/shadowed": {
+                "post": operation(
+                    [{"name": "o", "in": "query", "schema": opts}],
+                    requestBody={
+                        "content": {
+                            "application/x-www-form-urlencoded": {
+                                "schema": {"properties": {"amount": {"type": "integer"}}}
+                            }
+                        }
+                    },
+                )
+            },
+        },
+    }
+    with (
+        caplog.at_level(logging.WARNING, "codemode.openapi"),
+        CodeMode(authorizer=lambda request: True) as cm,
+    ):
+        assert list(cm.add_openapi("api", spec=spec, base_url="http://127.0.0.1:9")) == []
+    assert caplog.messages == [
+        'REST API api: operation GET /folded skipped: parameter "opts" sends its key '
+        '"Page-Size" as a query parameter, and another parameter has that name',
+        'REST API api: operation POST /shadowed skipped: parameter "o" sends its key '
+        '"amount" as a query parameter, and another parameter has that name',
+    ]
 
 
 @pytest.mark.parametrize(

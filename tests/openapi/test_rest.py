@@ -4,6 +4,7 @@ model sees, what goes on the wire, and what never crosses (the canary)."""
 from __future__ import annotations
 
 import base64
+import html
 import json
 import logging
 from collections.abc import Iterator
@@ -12,13 +13,17 @@ from typing import Any
 from urllib.parse import quote, quote_plus
 
 import pytest
+from fastapi import FastAPI, Request
+from fastapi.responses import PlainTextResponse
 
 import codemode
 from codemode import CodeMode
 from codemode.authz import AllowAll, AuthorizationRequest
 from codemode.errors import RegistrationError
+from codemode.openapi.secrets import Redactor
 from tests.conftest import CANARY, assert_no_canary, run_error
-from tests.openapi.pets import COMMON, SPEC, PetStore, pet_store
+from tests.openapi.pets import COMMON, SPEC, PetStore, pet_store, served
+from tests.openapi.records import ECHO as _ECHOED
 
 pytestmark = pytest.mark.slow
 
@@ -718,6 +723,122 @@ def test_every_form_of_every_credential_is_blanked_and_nothing_else(
         assert [c for c in canaries if c in text] == []
 
 
+SPELLED = "SECRET-t~k*(n)!'&<x>"
+"""A bearer token holding the characters encoders and escapers disagree on."""
+QUOTED = "SECRET-quoted-c00kie"
+
+
+def _java(text: str) -> str:
+    """Java's `URLEncoder.encode`: `*` left alone, `~` encoded, a space as `+`."""
+    return "".join(
+        ch
+        if ch.isascii() and (ch.isalnum() or ch in ".-*_")
+        else "+"
+        if ch == " "
+        else "".join(f"%{byte:02X}" for byte in ch.encode())
+        for ch in text
+    )
+
+
+def _spelling_app(received: list[dict[str, Any]]) -> FastAPI:
+    """An API that echoes the credentials it read as servers in other languages write
+    them: Java's and JavaScript's URL encoders, and HTML's escapes (Python's named ones,
+    and every character but a letter or a digit as a decimal or a hex reference, as
+    OWASP's ESAPI writes them)."""
+    app = FastAPI()
+
+    def read(request: Request) -> tuple[str, str]:
+        received.append(dict(request.headers))
+        return request.headers["authorization"].partition(" ")[2], request.cookies["sid"]
+
+    @app.get("/echo")
+    def echo(request: Request) -> dict[str, str]:
+        token, sid = read(request)
+        return {
+            "java": _java(token),
+            "javascript": quote(token, safe="-_.!~*'()"),
+            "html": html.escape(token),
+            "decimal": "".join(ch if ch.isalnum() else f"&#{ord(ch)};" for ch in token),
+            "hex": "".join(ch if ch.isalnum() else f"&#X{ord(ch):x}" for ch in token),
+            "sid": sid,
+            "sid_java": _java(sid),
+            "lang": request.cookies["lang"],
+        }
+
+    @app.get("/page", response_class=PlainTextResponse)
+    def page(request: Request) -> str:
+        read(request)
+        said = f"{request.headers['authorization']} {request.headers['cookie']}"
+        return f"<p>{html.escape(said)}</p>"
+
+    return app
+
+
+SPELLING_SPEC = {
+    "openapi": "3.1.0",
+    "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+    "security": [{"bearer": []}],
+    "paths": {
+        "/echo": {"get": {"operationId": "echo", "responses": _ECHOED}},
+        "/page": {
+            "get": {
+                "operationId": "page",
+                "responses": {
+                    "200": {"description": "x", "content": {"text/plain": {"schema": {}}}}
+                },
+            }
+        },
+    },
+}
+
+
+def test_a_credential_is_blanked_in_other_encoders_and_escapers_spellings() -> None:
+    received: list[dict[str, Any]] = []
+    with (
+        served(_spelling_app, received) as url,
+        CodeMode(authorizer=AllowAll()) as cm,
+    ):
+        cm.add_openapi(
+            "api",
+            spec=SPELLING_SPEC,
+            base_url=url,
+            auth={"bearer": SPELLED},
+            headers={"Cookie": f'sid="{QUOTED}"; lang=en'},  # read without its quotes
+        )
+        said = run(cm, "return api.echo()")
+        page = run(cm, "return api.page()")
+    assert [r["authorization"] for r in received] == [f"Bearer {SPELLED}"] * 2
+    assert said == {
+        "java": "[redacted]",
+        "javascript": "[redacted]",
+        "html": "[redacted]",
+        "decimal": "[redacted]",
+        "hex": "[redacted]",
+        "sid": "[redacted]",
+        "sid_java": "[redacted]",
+        "lang": "en",
+    }
+    assert page == "<p>Bearer [redacted] sid=&quot;[redacted]&quot;; lang=en</p>"
+
+
+def test_every_spelling_of_each_character_is_matched() -> None:
+    """Each character in any of its spellings, whichever the others have: percent-encoded
+    in either case, `+` for a space, JSON's `\\u` (a surrogate pair past the BMP), `\\/`,
+    and HTML's references; an echo of anything else stays as it is."""
+    secret = "SECRET é/😀 &x"
+    redactor = Redactor([secret])
+    for echoed in (
+        "SECRET%20%C3%A9%2F%F0%9F%98%80%20%26x",
+        "SECRET+%c3%a9/%f0%9f%98%80+&x",
+        "SECRET \\u00E9\\/\\ud83d\\uDE00 \\u0026x",
+        "SECRET &eacute;&sol;&#128512;&#x20;&amp;x",
+        "SECRET &#233;&#x2F;😀 &AMP;x",
+    ):
+        assert redactor.redact(f"<{echoed}>") == "<[redacted]>", echoed
+    for other in ("SECRET é/😀 &y", "SECRET e/😀 &x", "SECRET%2 é/😀 &x"):
+        assert redactor.redact(other) == other
+
+
 def test_a_bearer_token_in_headers_is_blanked_alone_too(store: PetStore) -> None:
     with CodeMode(authorizer=AllowAll()) as cm:
         cm.add_openapi(
@@ -743,6 +864,7 @@ def test_a_bearer_token_in_headers_is_blanked_alone_too(store: PetStore) -> None
         ({"headers": {"Authorization": "Basic YWRhOnB3"}}, 'header "Authorization"'),  # ada:pw
         ({"headers": {"X-Api-Key": "abc"}}, 'header "X-Api-Key"'),
         ({"headers": {"Cookie": "lang=en; sid=X"}}, 'cookie "sid" in header "Cookie"'),
+        ({"headers": {"Cookie": 'sid="1234567"'}}, 'cookie "sid" in header "Cookie"'),
     ],
 )
 def test_a_secret_too_short_to_blank_out_is_refused_at_registration(
@@ -773,12 +895,38 @@ def test_a_same_origin_redirect_carries_the_credentials_again(
         assert other.seen == []
 
 
+def test_a_redirects_user_and_password_never_replace_the_hosts_credentials(
+    mirror: CodeMode, store: PetStore
+) -> None:
+    """An API's open redirect to `http://x:y@its-own-host/...` would make an HTTP client
+    send `Basic x:y` (the program's) in place of the host's `Authorization`."""
+    port = store.url.rsplit(":", 1)[1]
+    landing = f"http://x:y@127.0.0.1:{port}/v1/mirror"
+    said = run(mirror, f"return pets.hop(to={landing!r})")
+    hop, landed = store.seen[-2:]
+    assert (hop.raw_path, landed.raw_path) == ("/v1/hop", "/v1/mirror")
+    assert landed.headers["authorization"] == hop.headers["authorization"]  # the host's
+    assert landed.headers["authorization"] != "Basic " + base64.b64encode(b"x:y").decode()
+    assert said["password"] == "[redacted]"
+    with CodeMode(authorizer=AllowAll()) as cm:  # no Authorization of the host's: none
+        cm.add_openapi("pets", spec=store.spec_url, auth={"key": KEY}, include=["hop"])
+        said = run(cm, f"return pets.hop(to={landing!r})")
+    assert "authorization" not in store.seen[-1].headers
+    assert said["authorization"] is None
+
+
 def test_headers_that_speak_for_proxies_are_no_arguments() -> None:
     names = [
         *("X-Forwarded-Prefix", "X-Forwarded-Port", "X-Real-IP", "X-Original-Method"),
         *("Range", "If-Range", "Forwarded", "Proxy-Authorization", "Content-MD5"),
         *("Sec-Fetch-Site", "X-HTTP-Method-Override", "Via", "True-Client-IP"),
+        *("X_Forwarded_For", "x_real_ip", "X-Originating-IP", "Origin", "Referer"),
+        *("X-Remote-User", "Remote-User", "X-Remote-Addr", "X-Auth-Request-Email"),
+        *("X-Middleware-Subrequest", "X-Envoy-Original-Path", "CF-Access-Jwt-Assertion"),
+        *("X-Amzn-Oidc-Identity", "X-MS-Client-Principal-Name", "X-Goog-IAP-JWT-Assertion"),
+        *("X_Api_Key",),  # the host's own header, spelled as CGI reads it
         *("X-Trace", "If-Match", "Accept-Language"),  # these stay arguments
+        *("X-Amz-Date", "X-Goog-User-Project", "X-MS-Version"),  # APIs' own, vendors'
     ]
     spec = {
         "openapi": "3.1.0",
@@ -795,10 +943,13 @@ def test_headers_that_speak_for_proxies_are_no_arguments() -> None:
         },
     }
     with CodeMode(authorizer=AllowAll()) as cm:
-        cm.add_openapi("api", spec=spec, base_url="http://127.0.0.1:9")
+        cm.add_openapi(
+            "api", spec=spec, base_url="http://127.0.0.1:9", headers={"X-Api-Key": BEARER}
+        )
         assert cm.describe("api.x").signature == (
             "api.x(*, X_Trace: str | None = None, If_Match: str | None = None, "
-            "Accept_Language: str | None = None) -> None"
+            "Accept_Language: str | None = None, X_Amz_Date: str | None = None, "
+            "X_Goog_User_Project: str | None = None, X_MS_Version: str | None = None) -> None"
         )
 
 

@@ -89,10 +89,12 @@ _ENCODINGS = {"identity": 0, "gzip": 31, "x-gzip": 31, "deflate": 15}
 class _Again:
     """What a redirect's request must carry again: HTTP clients drop the `Cookie` header
     of a redirect (it is the jar's to make, and the jar keeps nothing, see `_NoCookies`),
-    and its `Location` replaces the query an API key rode in."""
+    its `Location` replaces the query an API key rode in, and a `user:password@` in it
+    would replace the `Authorization` (as HTTP basic's)."""
 
     cookie: str | None = None
     query: list[tuple[str, str]] = field(default_factory=list)
+    authorization: str | None = None
 
 
 class Api:
@@ -182,7 +184,8 @@ class Api:
 
     async def _followed(self, request: httpx2.Request, again: _Again) -> httpx2.Response:
         """The response to `request`, its redirects followed on the API's origin, each
-        with the request's cookies and query credentials again (`_Again`)."""
+        with the request's cookies, query credentials and `Authorization` again, and none
+        a `Location`'s `user:password@` would give (`_Again`)."""
         client = self._client()
         response = await client.send(request, stream=True)
         for _ in range(MAX_REDIRECTS):
@@ -191,6 +194,11 @@ class Api:
                 return response
             await response.aclose()
             await self._same_origin(following)  # before anything is added to it
+            if following.url.userinfo:  # the host's credentials, not the Location's
+                following.url = following.url.copy_with(userinfo=b"")
+            following.headers.pop("Authorization", None)
+            if again.authorization is not None:
+                following.headers["Authorization"] = again.authorization
             if again.cookie is not None:
                 following.headers["Cookie"] = again.cookie
             for name, secret in again.query:
@@ -311,7 +319,8 @@ class Api:
             headers = {k: v for k, v in headers.items() if k.lower() != "cookie"}
         if cookies:
             headers["Cookie"] = "; ".join(cookies)
-        again = _Again(headers.get("Cookie"), again_query)
+        authorization = next((v for k, v in headers.items() if k.lower() == "authorization"), None)
+        again = _Again(headers.get("Cookie"), again_query, authorization)
         if not any(k.lower() == "accept" for k in headers):  # the host's, else the media's
             headers["Accept"] = _accept(operation)
         headers["Accept-Encoding"] = "gzip, deflate"

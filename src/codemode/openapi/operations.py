@@ -45,29 +45,75 @@ _IGNORED_HEADERS = frozenset(
         *("range", "if-range"),
         # where the request came from or was meant to go, as proxies tell an app
         *("forwarded", "x-host", "x-client-ip", "true-client-ip", "client-ip"),
-        *("x-cluster-client-ip", "cf-connecting-ip", "fastly-client-ip"),
+        *("x-cluster-client-ip",),
+        # which page sent it, which CSRF defenses trust (as they do a browser's `Sec-*`)
+        *("origin", "referer"),
         *("x-http-method", "x-http-method-override", "x-method-override"),
     ]
 )
 _IGNORED_PREFIXES = (
     "content-",  # the body's framing: Content-Length, Content-Encoding, ...
     "proxy-",  # hop-by-hop: Proxy-Authorization, Proxy-Connection
-    "x-forwarded-",  # X-Forwarded-For, -Host, -Proto, -Prefix, -Port, ...
+    "sec-",  # a browser's own (Sec-Fetch-Site), which CSRF defenses trust
+    # where the request came from or was meant to go, as proxies tell an app
+    "x-forwarded-",  # X-Forwarded-For, -Host, -Proto, -Prefix, -Port, -User, ...
     "x-original-",  # X-Original-URL, X-Original-Method, ...
+    "x-originating-",  # X-Originating-IP, X-Originating-URL
     "x-rewrite-",
     "x-real-",  # X-Real-IP
-    "sec-",  # a browser's own (Sec-Fetch-Site), which CSRF defenses trust
+    # who the caller is, as an auth proxy in front of the API asserts it
+    "remote-",  # Remote-User, Remote-Groups, Remote-Addr (Authelia, Authentik, Caddy)
+    "x-remote-",  # X-Remote-User, X-Remote-Group, X-Remote-IP (Apache, Kubernetes)
+    "x-auth-request-",  # oauth2-proxy's X-Auth-Request-User, -Email, -Access-Token
+    "x-webauth-",  # Grafana's auth proxy
+    "x-authentik-",
+    "x-pomerium-",
+    "x-ssl-client-",  # a client certificate a TLS-ending proxy checked
+    "ssl-client-",
+    "x-client-cert",
+    # what a framework's own hops carry
+    "x-middleware-",  # Next.js: X-Middleware-Subrequest skips its middleware
+    "x-invoke-",
+    "x-nextjs-",
+    # the namespaces of the gateways, load balancers and CDNs in front of APIs
+    "x-envoy-",  # X-Envoy-Original-Path, X-Envoy-Internal, ...
+    "cf-",  # Cloudflare: CF-Connecting-IP, CF-Access-Jwt-Assertion, ...
+    "fastly-",
+    "akamai-",
+    "x-akamai-",
+    "x-azure-",  # Azure Front Door: X-Azure-FDID, X-Azure-ClientIP
+    "x-arr-",  # Azure App Service: X-ARR-ClientCert
+    "x-ms-client-principal",  # Azure App Service authentication
+    "x-ms-token-",
+    "x-amzn-oidc-",  # AWS load balancers' authentication
+    "x-goog-iap-",  # Google's Identity-Aware Proxy
+    "x-goog-authenticated-user-",
+    "x-appengine-",
+    "x-vercel-",
+    "fly-",
 )
-"""Header parameters that are not arguments: those OpenAPI says the client sets, and
-those that frame the request, route it or say where it came from (a program's `Host` or
-`Content-Length` would send it elsewhere or smuggle another; an `X-Forwarded-Prefix` or
-`X-Real-IP` would speak for the proxies in front of the API). A whole family is refused
-by its prefix, as proxies and frameworks keep adding members to each."""
+"""Header parameters that are not arguments: those OpenAPI says the client sets, those
+that frame the request, and those the infrastructure in front of an API sets and the API
+trusts because that infrastructure does: where the request came from, was meant to go or
+was sent by, who the caller is, and a gateway's, a load balancer's, a CDN's or a
+framework's own (a program's `Host` or `Content-Length` would send the request elsewhere
+or smuggle another; an `X-Forwarded-Prefix`, `X-Real-IP` or `X-Remote-User` would speak
+for the proxies in front of the API). A whole family is refused by its prefix, as
+proxies and frameworks keep adding members to each; a vendor's own namespace is refused
+whole only where it is its infrastructure's (`CF-`, `X-Envoy-`), and by member where its
+APIs use it for their arguments too (`X-Amz-`, `X-Goog-`, `X-MS-`)."""
+
+
+def header_name(name: str) -> str:
+    """A header's name as servers compare them: without case, and any character but a
+    letter or a digit as `-` (CGI and WSGI servers read `X_Forwarded_For` as
+    `X-Forwarded-For`)."""
+    return re.sub(r"[^0-9a-z]", "-", name.lower())
 
 
 def ignored_header(name: str) -> bool:
     """Whether a header parameter of this name is not an argument (see above)."""
-    lower = name.lower()
+    lower = header_name(name)
     return lower in _IGNORED_HEADERS or lower.startswith(_IGNORED_PREFIXES)
 
 
@@ -87,9 +133,13 @@ class Argument:
     segments: bool = False
     """A path parameter that may span segments (`x-multi-segment: true`, as GitHub's
     `path` of a file): its `/` stay, each segment between them encoded."""
-    properties: frozenset[str] = frozenset()
-    """For a query object sent as parameters of its own (`form`, exploded): its declared
-    keys, lower-case, which no other argument may send."""
+    taken: frozenset[str] = frozenset()
+    """For a query object sent as parameters of its own (`form`, exploded): the names
+    none of its keys may have, `folded`: every other name the request may carry in its
+    query, path, cookies or body fields (as servers that merge them into one set of
+    parameters read them), the API keys', and the declared keys of the operation's other
+    such objects, each whole and up to a `[` or `.` (as servers that read `a[b]` or `a.b`
+    as part of `a` do)."""
 
     @property
     def spread(self) -> bool:
@@ -133,9 +183,6 @@ class Operation:
     security: list[dict[str, list[str]]] | None
     """Its own `security` (alternatives of schemes), None to use the document's."""
     hints: dict[str, Any] = field(default_factory=dict)
-    query_names: frozenset[str] = frozenset()
-    """Every query parameter name the operation's requests may carry, lower-case: its
-    declared parameters' (those the host's side sends included) and the API keys'."""
 
     @property
     def route(self) -> str:
@@ -229,6 +276,8 @@ def _operation(
 ) -> Operation:
     if not path.startswith("/"):
         raise SpecError(f"its path {path!r} does not start with /")
+    hosts = {(w, header_name(n) if w == "header" else n) for w, n in credentials}
+    """What the host's side sends, a header's name as servers compare them."""
     parameters: dict[tuple[str, str], tuple[Mapping[str, Any], str]] = {}
     for raw in [*shared, *(spec.get("parameters") or [])]:  # the operation's win
         parameter, where = resolve(document, raw, base)
@@ -243,9 +292,8 @@ def _operation(
     for (name, location), (parameter, where) in parameters.items():
         if location not in _STYLES:
             raise SpecError(f'parameter "{name}" is in {location!r}')
-        if (location, name.lower()) in credentials or (
-            location == "header" and ignored_header(name)
-        ):
+        spelled = header_name(name) if location == "header" else name.lower()
+        if (location, spelled) in hosts or (location == "header" and ignored_header(name)):
             continue
         style = parameter.get("style", "form" if location in ("query", "cookie") else "simple")
         if style not in _STYLES[location]:
@@ -302,11 +350,10 @@ def _operation(
             if is_required:
                 required.append(key)
             arguments.append(Argument(key, name, location, **how))
-    query_names = frozenset(
-        [n.lower() for n, where in parameters if where == "query"]
-        + [n for where, n in credentials if where == "query"]
-    )
-    arguments = _spread(arguments, properties, requests, query_names)
+    names = [(n, where) for n, where in parameters if where in _MERGED]
+    names += [(n, where) for where, n in credentials if where in _MERGED]
+    names += [(a.wire, "body") for a in arguments if a.location == "body" and body_flat]
+    arguments = _spread(arguments, properties, requests, names)
     templated = set(re.findall(r"\{([^{}]+)\}", path))
     declared_path = {a.wire for a in arguments if a.location == "path"}
     if templated != declared_path:
@@ -343,37 +390,58 @@ def _operation(
         response_defs=responses.closure([m.schema for m in declared.values()]),
         security=list(security) if isinstance(security, list) else None,
         hints=dict(hints) if isinstance(hints, Mapping) else {},
-        query_names=query_names,
     )
+
+
+_MERGED = ("query", "path", "cookie", "body")
+"""Where the names are that servers read as one set of parameters with the query's
+(Spring's `@RequestParam`, Flask's `request.values`, Laravel's `input()`, Rails'
+`params`, PHP's `$_REQUEST`)."""
+_STEM = re.compile(r"[\[.]")
+
+
+def folded(name: str) -> str:
+    """A parameter's name as the loosest servers compare names: without case as Java's
+    `equalsIgnoreCase` and .NET's `OrdinalIgnoreCase` do (by upper case, so `l\u0131mit` is
+    `limit`), and `-`, `.`, `_` and a space as one, a leading space as none (as PHP reads
+    ` a.b` as `a_b`)."""
+    return re.sub(r"[-. ]", "_", name.upper().casefold().lstrip(" "))
+
+
+def _taken(names: Sequence[tuple[str, str]]) -> set[str]:
+    """The `folded` names, each whole and up to its first `[` or `.`."""
+    return {folded(n) for name, _ in names for n in (name, _STEM.split(name, 1)[0]) if n}
 
 
 def _spread(
     arguments: list[Argument],
     schemas: Mapping[str, Any],
     requests: Schemas,
-    query_names: frozenset[str],
+    names: Sequence[tuple[str, str]],
 ) -> list[Argument]:
-    """The arguments, each query object sent as parameters of its own knowing its
-    declared keys; SpecError when one of those keys is also another parameter's name or
-    another such object's key, as the server could not tell whose it reads."""
+    """The arguments, each query object sent as parameters of its own knowing the names
+    its keys may not have (`Argument.taken`); SpecError when one of its declared keys is
+    one of them, as the server could not tell whose it reads."""
     root = {"$defs": requests.defs}
     keys = {
-        a.key: frozenset(k.lower() for k in _object_fields(schemas[a.key], root)[0] or ())
+        a.key: {folded(k): k for k in _object_fields(schemas[a.key], root)[0] or ()}
         for a in arguments
         if a.spread
     }
+    taken: dict[str, frozenset[str]] = {}
     for argument in arguments:
         if argument.key not in keys:
             continue
-        others = set(query_names - {argument.wire.lower()})
+        others = _taken([n for n in names if n != (argument.wire, "query")])
         others.update(*(k for key, k in keys.items() if key != argument.key))
-        clash = sorted(keys[argument.key] & others)
+        taken[argument.key] = frozenset(others)
+        clash = sorted(v for k, v in keys[argument.key].items() if k in others)
         if clash:
             raise SpecError(
                 f'parameter "{argument.wire}" sends its key "{clash[0]}" as a query '
                 "parameter, and another parameter has that name"
             )
-    return [replace(a, properties=keys[a.key]) if a.key in keys else a for a in arguments]
+    return [replace(a, taken=taken[a.key]) if a.key in keys else a for a in arguments]
 
 
 def _pick(content: Mapping[str, Any]) -> tuple[str | None, Any]:
@@ -467,6 +535,8 @@ __all__ = [
     "Operation",
     "Reading",
     "chosen",
+    "folded",
+    "header_name",
     "ignored_header",
     "operations",
     "snake",

@@ -8,10 +8,16 @@ secrets, as blanking any other text would change the API's data for nothing.
 A credential is: each `auth` secret; the password of a `base_url`'s `user:password@`
 (the user name alone when the password is empty, as an API key given as the user is);
 and in `headers`, the token of `Authorization` (after its scheme; a Basic one's
-password too), each cookie's value in `Cookie`, and the value of every other header but
-the public ones (`Accept`, `Content-Type`, `User-Agent`, `*-Version`, ...). A user name
+password too), each cookie's value in `Cookie` (without the quotes of a quoted one,
+`sid="..."`, as the server reads it), and the value of every other header but the
+public ones (`Accept`, `Content-Type`, `User-Agent`, `*-Version`, ...). A user name
 beside a password is an identity, which the API routinely answers with (an owner, an
 account id): only the `user:password` pair and its base64 are blanked.
+
+A secret comes back in whatever spelling the server's own encoders and escapers give
+it, which are not Python's (Java's URL encoder encodes `~`, JavaScript's leaves `*()!'`
+alone, an HTML page writes `&amp;`): so each of its characters is matched in every
+spelling one may have (`spellings`), whichever the others have.
 
 A secret shorter than `MIN_SECRET` characters cannot be told from the API's own data
 (blanking `en` would blank every `en` the API answers), so where the host says it is a
@@ -24,13 +30,12 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
+import functools
+import html.entities
 import re
 from collections.abc import Iterable
 from typing import Any
-from urllib.parse import quote, quote_plus, unquote, unquote_plus
-
-import httpx2
+from urllib.parse import unquote, unquote_plus
 
 from codemode.openapi.document import SpecError
 
@@ -105,7 +110,9 @@ def header(name: str, value: str, declared: frozenset[str]) -> list[str]:
     if lower == "cookie":
         found = []
         for part in value.split(";"):
-            cookie, _, text = part.strip().partition("=")
+            cookie, _, text = (half.strip() for half in part.partition("="))
+            if len(text) >= 2 and text[0] == text[-1] == '"':  # read without its quotes
+                text = text[1:-1]
             found += _named(cookie, text, f'cookie "{cookie}" in {what}', declared)
         return found
     return _named(name, value, what, declared)
@@ -119,58 +126,89 @@ def _named(name: str, value: str, what: str, declared: frozenset[str]) -> list[s
     return [value] if len(value) >= MIN_SECRET else []
 
 
-def forms(secret: str) -> set[str]:
-    """Every spelling of `secret` an API may answer with: as sent, percent-encoded as a
-    query, a path or a form encodes it (`quote`, `quote_plus`, httpx's query), each as a
-    server decodes it (`unquote` and `unquote_plus` differ on `+`), and each as JSON
-    escapes it (`\\/`, `\\u0026`, `\\u00e9`). The case of hex digits is matched loosely
-    (`Redactor`); a form shorter than `MIN_SECRET` is left alone."""
-    encoded = {
-        quote(secret, safe=""),
-        quote(secret, safe="/"),
-        quote_plus(secret, safe=""),
-        quote_plus(secret, safe="/"),
-        str(httpx2.QueryParams({"k": secret})).removeprefix("k="),
-    }
-    plain = {secret, unquote(secret), unquote_plus(secret)}
-    plain |= {unquote(text) for text in encoded} | {unquote_plus(text) for text in encoded}
-    found = plain | encoded
-    for text in list(found):
-        for escaped in (json.dumps(text)[1:-1], json.dumps(text, ensure_ascii=False)[1:-1]):
-            for slashed in (escaped, escaped.replace("/", "\\/")):
-                found |= {slashed, _html_safe(slashed)}
+def readings(secret: str) -> set[str]:
+    """The texts a server may have read for `secret` and echo: as sent, and as `unquote`
+    and `unquote_plus` decode it (which differ on `+`); one shorter than `MIN_SECRET` is
+    left alone."""
+    found = {secret, unquote(secret), unquote_plus(secret)}
     return {text for text in found if len(text) >= MIN_SECRET}
 
 
-def _html_safe(escaped: str) -> str:
-    """JSON as Go's encoder (and others) writes it: `<`, `>`, `&` as `\\u003c`, ..."""
-    return escaped.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+def pattern(text: str) -> str:
+    """A regular expression matching `text` in any spelling an echo may give it, each of
+    its characters spelled its own way (`spellings`): as one encoder or another left it,
+    or as a text that quotes it in JSON or in HTML escapes it. A run of alternations of
+    fixed strings, with no quantifier over a group, so a match costs the text it reads
+    (times the few ways the host's own secret may itself look like an escape, `&amp;`
+    in a secret). Each spelling of the first character begins a branch of its own, so
+    the engine passes over every position no spelling of the secret begins at."""
+    rest = "".join(_character(ch) for ch in text[1:])
+    return "|".join(first + rest for first in spellings(text[0]))
 
 
-_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}|\\u[0-9A-Fa-f]{4}")
+def _character(ch: str) -> str:
+    """The pattern of one character: its spellings, one of which must be there."""
+    found = spellings(ch)
+    return found[0] if len(found) == 1 else "(?:" + "|".join(found) + ")"
 
 
-def _pattern(text: str) -> str:
-    """A regular expression matching `text`, the hex digits of its escapes in any case."""
-    out: list[str] = []
-    at = 0
-    for match in _ESCAPE.finditer(text):
-        escape = match.group()
-        lead = 1 if escape[0] == "%" else 2
-        out.append(re.escape(text[at : match.start()] + escape[:lead]))
-        out += [f"[{d.upper()}{d.lower()}]" if d.isalpha() else d for d in escape[lead:]]
-        at = match.end()
-    out.append(re.escape(text[at:]))
-    return "".join(out)
+def _hex(number: int, width: int) -> str:
+    """`number` in hex as a pattern of its digits in either case (`[Ee]9`)."""
+    digits = f"{number:0{width}X}"
+    return "".join(f"[{d}{d.lower()}]" if d.isalpha() else d for d in digits)
+
+
+def _entities() -> dict[str, list[str]]:
+    """HTML's named references to each character (`amp;`, `AMP`, `lpar;`), as
+    `html.unescape` reads them (a legacy one with no `;` too)."""
+    found: dict[str, list[str]] = {}
+    for name, text in html.entities.html5.items():
+        if len(text) == 1:
+            found.setdefault(text, []).append(name)
+    return found
+
+
+_ENTITIES = _entities()
+_JSON_SHORT = {'"': '\\"', "\\": "\\\\", "/": "\\/", "\b": "\\b"}
+_JSON_SHORT |= {"\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+"""JSON's short escapes (`\\/` is how PHP and others write `/`)."""
+
+
+@functools.lru_cache(maxsize=1024)
+def spellings(ch: str) -> tuple[str, ...]:
+    """Every spelling of one character an echo may hold, as patterns, the longest first:
+    the character itself; percent-encoded, each byte of its UTF-8 as `%XX` in either case
+    (whichever characters an encoder leaves alone: Java's encodes `~`, JavaScript's
+    leaves `*()!'`), and `+` for a space; JSON-escaped (`\\u00e9` in either case, a pair
+    of surrogates past the BMP, `\\/`, `\\"`); and as an HTML reference (`&amp;`,
+    `&#39;`, `&#x27;`, `&lpar;`), as a text answer or an error page escapes it. An ASCII
+    letter or digit is only itself: no encoder or escaper writes one otherwise, and a
+    long token of them (a JWT) keeps a pattern that compiles at once."""
+    if ch.isascii() and ch.isalnum():
+        return (ch,)
+    code = ord(ch)
+    found = {re.escape(ch), "".join("%" + _hex(byte, 2) for byte in ch.encode())}
+    if ch == " ":
+        found.add(re.escape("+"))
+    if code < 0x10000:
+        found.add(r"\\u" + _hex(code, 4))
+    else:
+        high, low = 0xD800 + ((code - 0x10000) >> 10), 0xDC00 + ((code - 0x10000) & 0x3FF)
+        found.add(r"\\u" + _hex(high, 4) + r"\\u" + _hex(low, 4))
+    if ch in _JSON_SHORT:
+        found.add(re.escape(_JSON_SHORT[ch]))
+    found |= {f"&#0*{code};?", f"&#[xX]0*{_hex(code, 1)};?"}
+    found |= {re.escape(f"&{name}") for name in _ENTITIES.get(ch, ())}
+    return tuple(sorted(found, key=lambda spelled: (-len(spelled), spelled)))
 
 
 class Redactor:
-    """Blanks out every form of some secrets as `[redacted]`, in one pass of one pattern
-    (the longest form first, as one secret may begin another)."""
+    """Blanks out every spelling of some secrets as `[redacted]`, in one pass of one
+    pattern (the longest secret first, as one secret may begin another)."""
 
     def __init__(self, secrets: Iterable[str]) -> None:
-        found = sorted({f for s in secrets for f in forms(s)}, key=lambda f: (-len(f), f))
-        self._pattern = re.compile("|".join(map(_pattern, found))) if found else None
+        found = sorted({r for s in secrets for r in readings(s)}, key=lambda r: (-len(r), r))
+        self._pattern = re.compile("|".join(map(pattern, found))) if found else None
 
     def __bool__(self) -> bool:
         return self._pattern is not None
@@ -206,4 +244,14 @@ class Redactor:
         return root[0]
 
 
-__all__ = ["MIN_SECRET", "REDACTED", "Redactor", "basic", "forms", "header", "token"]
+__all__ = [
+    "MIN_SECRET",
+    "REDACTED",
+    "Redactor",
+    "basic",
+    "header",
+    "pattern",
+    "readings",
+    "spellings",
+    "token",
+]

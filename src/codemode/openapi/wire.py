@@ -11,8 +11,10 @@ A value goes out only in a form the API reads back as that same value (`check`, 
 the call binds, so what the authorizer decides on is what the server reads): no item or
 key holding the delimiter its style joins them by, no empty list or object (sent as
 nothing, or as one empty value), no list or object inside another, no None outside JSON,
-and no key of an object sent as query parameters of its own that another parameter, an
-API key or another key has (the server could not tell whose value it reads).
+and no key of an object sent as query parameters of its own but one spelled with ASCII
+letters, digits, `-` and `_` that no other parameter, form or JSON field, API key or
+key has, compared as loosely as servers compare them (the server could not tell whose
+value it reads).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
-from codemode.openapi.operations import Argument, Operation
+from codemode.openapi.operations import Argument, Operation, folded
 
 _TEMPLATE = re.compile(r"\{([^{}]+)\}")
 
@@ -183,7 +185,7 @@ def check(operation: Operation, document: Mapping[str, Any]) -> None:
     document holds it (None is left to the caller, which knows the defaults)."""
     by_key = {a.key: a for a in operation.arguments}
     sent: set[str] = set()
-    """The lower-case query names the objects spread so far have sent."""
+    """The `folded` query names the objects spread so far have sent."""
     for key, value in document.items():
         argument = by_key.get(key)
         if argument is None or value is None or carries_null(operation, argument):
@@ -198,7 +200,7 @@ def check(operation: Operation, document: Mapping[str, Any]) -> None:
         elif isinstance(value, dict):
             _object(key, value, here, _object_joints(argument))
             if argument.spread:
-                _spread(operation, argument, value, sent)
+                _spread(argument, value, sent)
 
 
 def _list_joint(argument: Argument) -> str:
@@ -271,35 +273,38 @@ def _scalar(key: str, where: str, item: Any, here: str, joint: str, inside: str,
         raise Unsendable(key, where, f"must not hold {_shown(held)}: {here} joins its {what} by it")
 
 
-_STEM = re.compile(r"[\[.]")
-
-
 def _shown(character: str) -> str:
     return "a space" if character == " " else f'"{character}"'
 
 
-def _spread(
-    operation: Operation, argument: Argument, value: dict[str, Any], sent: set[str]
-) -> None:
-    """An object whose keys are query parameters of their own: none of its keys may be
-    another parameter's name, an API key's, another object's declared key or one sent
-    already, whole or up to a `[` or `.` (as servers that read `a[b]` or `a.b` as part of
-    `a` do), names compared without case (as some servers read them)."""
-    taken = set(operation.query_names - {argument.wire.lower()}) | sent
-    for other in operation.arguments:
-        if other.spread and other is not argument:
-            taken |= other.properties
+_KEY = re.compile(r"[A-Za-z0-9_-]+")
+"""What a key sent as a query parameter of its own may be spelled with: a name no server
+reads as another (a non-ASCII letter is one under another's case rules, `l\u0131mit` is
+`LIMIT` to Java; PHP drops a leading space and reads `.` and a space as `_`; `a[b]`
+and `a.b` are part of `a` to many)."""
+
+
+def _spread(argument: Argument, value: dict[str, Any], sent: set[str]) -> None:
+    """An object whose keys are query parameters of their own: each key is spelled with
+    ASCII letters, digits, `-` and `_` only, and none is, once `folded`, a name another
+    parameter, field or API key has (`Argument.taken`) or one sent already."""
     for name in value:
-        lower = name.lower()
-        if lower in taken or _STEM.split(lower, 1)[0] in taken:
+        if not _KEY.fullmatch(name):
+            raise Unsendable(
+                argument.key,
+                "",
+                f"must not have the key {name!r}: each key is sent as a query parameter of "
+                'its own, named with ASCII letters, digits, "-" and "_" only',
+            )
+        key = folded(name)
+        if key in argument.taken or key in sent:
             raise Unsendable(
                 argument.key,
                 "",
                 f"must not have the key {name!r}: each key is sent as a query parameter of "
                 "its own, and another has that name",
             )
-        taken.add(lower)
-        sent.add(lower)
+        sent.add(key)
 
 
 __all__ = [
