@@ -59,9 +59,15 @@ def unknown_argument(name: str, hint: str | None, capability: Capability) -> str
 
 
 def bind(
-    capability: Capability, args: tuple[Any, ...], kwargs: dict[str, Any], limits: Limits
+    capability: Capability,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    limits: Limits,
+    ended: Callable[[], bool] = lambda: False,
 ) -> BoundCall:
-    """Bind one call, raising InvalidArgumentsError or ResourceLimitError."""
+    """Bind one call, raising InvalidArgumentsError or ResourceLimitError. `ended` says
+    whether the call's execution was answered meanwhile, which stops a schema's check of
+    the arguments (`Capability.document`)."""
     if args:
         raise InvalidArgumentsError("positional arguments are not accepted")
     if not kwargs and not capability.parameters:
@@ -95,7 +101,7 @@ def bind(
         arguments = _host(lambda: {k: canonical(v) for k, v in validated.items()})
     document = capability.document
     if document is not None:
-        sent = _host(lambda: document(arguments))
+        sent = _host(lambda: document(arguments, ended))
         if isinstance(sent, str):
             raise InvalidArgumentsError(sent)
         arguments, handler_kwargs = sent, dict(sent)

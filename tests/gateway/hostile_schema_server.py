@@ -6,7 +6,12 @@ a naive validator without end, each answer small:
 - `unique`: `count` distinct objects declared `uniqueItems` (pairwise, n² comparisons);
 - `branching`: an object nested `depth` levels under a schema whose two `anyOf` members
   both descend into it (each level doubles the work of one that tries both);
-- `ok`: a trivial structured answer.
+- `ok`: a trivial structured answer;
+- `patterns`: a word its input schema checks by 1,100 distinct patterns of forty Unicode
+  word characters, each compiled in about 13 ms with the GIL held (more than a shared
+  cache of 1,024 holds: a naive check compiles each again at every call);
+- `rows`: rows its input schema reads 10,000 times over (`uniqueItems` under a fan-out of
+  `$ref`s), each reading hashing every value of them.
 
 Run as `python hostile_schema_server.py`. `HOSTILE_EVENTS` names a file it appends
 `answered <tool>` to as it answers.
@@ -49,6 +54,16 @@ BRANCHING: dict[str, Any] = {
     "type": "object",
     "properties": {"next": {"$ref": "#/$defs/node"}},
 }
+
+
+def fanout(leaf: dict[str, Any], levels: int) -> dict[str, Any]:
+    """`leaf` read `10 ** levels` times over one value, through `allOf` of `$ref`s."""
+    defs: dict[str, Any] = {"l0": leaf}
+    for level in range(1, levels + 1):
+        defs[f"l{level}"] = {"allOf": [{"$ref": f"#/$defs/l{level - 1}"}] * 10}
+    return defs
+
+
 TOOLS = [
     Tool(
         name="backtracking",
@@ -88,6 +103,28 @@ TOOLS = [
         input_schema={"type": "object"},
         output_schema={"type": "object", "properties": {"ok": {"type": "boolean"}}},
     ),
+    Tool(
+        name="patterns",
+        description="A word, checked by many patterns.",
+        input_schema={
+            "type": "object",
+            "properties": {
+                "word": {
+                    "type": "string",
+                    "allOf": [{"pattern": f"\\w{{40}}x{i}"} for i in range(1100)],
+                }
+            },
+        },
+    ),
+    Tool(
+        name="rows",
+        description="Rows, read again and again.",
+        input_schema={
+            "type": "object",
+            "$defs": fanout({"uniqueItems": True}, 4),
+            "properties": {"rows": {"type": "array", "$ref": "#/$defs/l4"}},
+        },
+    ),
 ]
 
 
@@ -126,7 +163,7 @@ async def on_call_tool(
         return structured({"items": [{"id": i} for i in range(int(args["count"]))]})
     if params.name == "branching":
         return structured(nested(int(args["depth"])))
-    if params.name == "ok":
+    if params.name in ("ok", "patterns", "rows"):
         return structured({"ok": True})
     raise MCPError(code=INVALID_PARAMS, message=f"unknown tool {params.name}")
 

@@ -122,3 +122,36 @@ def test_a_large_unique_items_result_is_checked_in_linear_time(cm: CodeMode) -> 
     """20,000 distinct objects declared `uniqueItems`: 2 * 10**8 pairwise comparisons."""
     count = "return len(h.unique(count=20000)['items'])"
     assert Running(lambda: outcome(cm, count, "alice")).joined() == 20000
+
+
+def test_a_tool_whose_patterns_cost_too_much_to_compile_is_skipped(
+    events: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """1,100 distinct patterns, each about 13 ms of compiling with the GIL held: a check
+    of one word would stop every thread of the process for seconds, at every call. The
+    tool is left out when it is read (and said why in the host log); another subject's
+    call meanwhile is answered, and so is the caller, at once."""
+    with caplog.at_level(logging.WARNING, "codemode"), host(events, timeout=5) as cm:
+        hostile = Running(lambda: outcome(cm, 'return h.patterns(word="a")', "mallory"))
+        other = Running(lambda: outcome(cm, "return h.ok()", "alice"))
+        assert other.joined() == {"ok": True}
+        assert hostile.joined() == (
+            'invalid program: <codemode>:2:12: unknown capability "h.patterns"; '
+            "h has: backtracking, branching, ok, rows, unique"
+        )
+    assert "MCP server h: tool 'patterns' skipped: its 1100 patterns measure " in caplog.text
+    assert "to compile, past the 50000 a schema may" in caplog.text
+
+
+def test_arguments_a_schema_reads_again_and_again_run_out_of_steps(cm: CodeMode) -> None:
+    """Two rows of 50,000 values read 10,000 times over: one step per value hashed, so
+    the check runs out within its first readings (counted by keyword, it once read them
+    all, for minutes). Another subject's call meanwhile is answered."""
+    rows = "return h.rows(rows=[[0] * 50000, [1] * 50000])"
+    hostile = Running(lambda: outcome(cm, rows, "mallory"))
+    other = Running(lambda: outcome(cm, "return h.ok()", "alice"))
+    assert other.joined() == {"ok": True}
+    assert hostile.joined() == (
+        "invalid capability arguments: the arguments cannot be checked against their schema"
+    )
+    assert outcome(cm, "return h.rows(rows=[[0], [1]])", "mallory") == "-"

@@ -1,6 +1,8 @@
 """A REST API's `uniqueItems` costs a check linear work, and a response's check holds no
 loop that another subject's calls need: against a FastAPI app on loopback whose document
-declares sets of objects (`uniqueItems`) for a response and for an argument.
+declares sets of objects (`uniqueItems`) for a response and for an argument. A document
+whose schemas read one argument again and again, or hold more patterns than a check may
+compile, costs a check no more than its budget, or its operation is left out.
 
 Each call runs on a thread of the test's own, joined with a generous bound that only
 guards against a hang (comparing 20,000 objects pairwise takes minutes).
@@ -8,6 +10,7 @@ guards against a hang (comparing 20,000 objects pairwise takes minutes).
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -125,4 +128,63 @@ def test_a_repeated_item_is_refused_in_binding_words(cm: CodeMode) -> None:
     body = "return sets.send_batch(items=[{'id': 1}, {'id': 2}, {'id': 1}])"
     assert outcome(cm, body) == (
         'invalid capability arguments: argument "items" must not repeat an item'
+    )
+
+
+def costly_document() -> dict[str, Any]:
+    """`POST /rows` reads its rows 1,000 times over (`uniqueItems` under `$ref`s); `GET
+    /words` checks its word by 1,100 distinct patterns of forty Unicode word characters."""
+    schemas: dict[str, Any] = {"L0": {"type": "array", "uniqueItems": True}}
+    for level in range(1, 4):
+        schemas[f"L{level}"] = {"allOf": [{"$ref": f"#/components/schemas/L{level - 1}"}] * 10}
+    rows = {"type": "object", "properties": {"rows": {"$ref": "#/components/schemas/L3"}}}
+    answer = {"200": {"description": "Done.", "content": {"application/json": {"schema": {}}}}}
+    word = {"type": "string", "allOf": [{"pattern": f"\\w{{40}}x{i}"} for i in range(1100)]}
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "Costly", "version": "1"},
+        "components": {"schemas": schemas},
+        "paths": {
+            "/rows": {
+                "post": {
+                    "operationId": "sendRows",
+                    "requestBody": {
+                        "required": True,
+                        "content": {"application/json": {"schema": rows}},
+                    },
+                    "responses": answer,
+                }
+            },
+            "/words": {
+                "get": {
+                    "operationId": "getWord",
+                    "parameters": [{"name": "word", "in": "query", "schema": word}],
+                    "responses": answer,
+                }
+            },
+        },
+    }
+
+
+def test_an_argument_its_schema_reads_again_and_again_runs_out_of_steps(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Two rows of 50,000 values read a thousand times: the check spends a step per value
+    it hashes and runs out within its first readings, before any request is sent. The
+    operation whose patterns cost too much to compile is left out, and the log says why."""
+    with (
+        caplog.at_level(logging.WARNING, "codemode"),
+        CodeMode(authorizer=AllowAll(), limits=Limits(max_execution_seconds=60)) as host,
+    ):
+        host.add_openapi("costly", spec=costly_document(), base_url="http://127.0.0.1:9")
+        rows = "return costly.send_rows(rows=[[0] * 50000, [1] * 50000])"
+        assert joined(lambda: outcome(host, rows)) == (
+            "invalid capability arguments: the arguments cannot be checked against their schema"
+        )
+        assert outcome(host, "return costly.get_word(word='a')") == (
+            'invalid program: <codemode>:2:12: unknown capability "costly.get_word"; '
+            "costly has: send_rows"
+        )
+    assert "REST API costly: operation GET /words skipped: its 1100 patterns measure " in (
+        caplog.text
     )

@@ -107,11 +107,12 @@ class Capability:
     json_results: bool = False
     """Whether the handler returns JSON data (an upstream tool's), which crosses by being
     kept to the declared type, with no serializer to run."""
-    document: Callable[[JSONObject], JSONObject | str] | None = None
+    document: Callable[[JSONObject, Callable[[], bool]], JSONObject | str] | None = None
     """For a handler that forwards JSON (an upstream tool's): the document it sends, made
     from the bound arguments and checked by the upstream's own JSON Schema, or the
     problem in binding words. That document is also what the authorizer, policies and
-    audit read, and the handler gets it as its keyword arguments."""
+    audit read, and the handler gets it as its keyword arguments. Its second argument
+    says whether the call's execution was answered meanwhile: the check then stops."""
 
     @functools.cached_property
     def arguments_adapter(self) -> pydantic.TypeAdapter[Any]:

@@ -30,7 +30,7 @@ from typing_extensions import TypedDict
 from codemode.capabilities import REQUIRED, Parameter
 from codemode.capabilities import typehints as t
 from codemode.errors import printable
-from codemode.gateway.checking import SchemaError, Uncheckable, validator
+from codemode.gateway.checking import Budget, SchemaError, Uncheckable, validator
 from codemode.types import JSONObject
 
 NoneType = type(None)
@@ -670,11 +670,12 @@ class Signature:
     """An object schema as a capability's keyword parameters, one per property."""
 
     parameters: tuple[Parameter, ...]
-    document: Callable[[JSONObject], JSONObject | str]
+    document: Callable[[JSONObject, Callable[[], bool]], JSONObject | str]
     """The bound arguments as the document that goes on the wire, which the authorizer
     and audit see too: the schema's names, a None it does not accept left out, then its
     defaults of what is omitted, at every level (`with_defaults`); or the problem the
-    schema finds, in binding words."""
+    schema finds, in binding words. The check stops (UNCHECKABLE) once its second
+    argument says the call's execution was answered."""
 
 
 def signature(
@@ -729,14 +730,14 @@ def signature(
     keep_null = {param for param, key in wire.items() if nullable(properties[key])}
     names = {key: param for param, key in wire.items()}
 
-    def document(arguments: JSONObject) -> JSONObject | str:
+    def document(arguments: JSONObject, ended: Callable[[], bool]) -> JSONObject | str:
         nonlocal checker
         if checker is None:
             checker = validator(input_schema, checked=True, formats=formats)
         sent = {wire.get(k, k): v for k, v in arguments.items() if v is not None or k in keep_null}
         try:
-            errors = checker.errors(sent)
-        except Uncheckable:  # a schema that costs more than any check may spend
+            errors = checker.errors(sent, Budget(ended=ended))
+        except Uncheckable:  # costlier than any check may spend, or its caller was answered
             return UNCHECKABLE
         error = next(iter(sorted(errors, key=lambda e: e.path)), None)
         if error is not None:

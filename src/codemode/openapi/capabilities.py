@@ -183,10 +183,10 @@ def operation_capability(
 
 
 def _wire_checked(
-    document: Callable[[JSONObject], JSONObject | str],
+    document: Callable[[JSONObject, Callable[[], bool]], JSONObject | str],
     operation: Operation,
     parameters: tuple[Parameter, ...],
-) -> Callable[[JSONObject], JSONObject | str]:
+) -> Callable[[JSONObject, Callable[[], bool]], JSONObject | str]:
     """`document`, refusing what HTTP cannot carry where the argument goes, so the
     document the authorizer decides on is what the server reads: a path parameter that
     could change the path (empty, `.`, `..`, or holding `/` or `\\`: percent-encoding
@@ -204,8 +204,8 @@ def _wire_checked(
 
     segments = {a.key for a in operation.arguments if a.segments}
 
-    def checked(arguments: JSONObject) -> JSONObject | str:
-        made = document(arguments)
+    def checked(arguments: JSONObject, ended: Callable[[], bool]) -> JSONObject | str:
+        made = document(arguments, ended)
         if isinstance(made, str):
             return made
         for key in [k for k, v in made.items() if v is None and k in by_key]:
@@ -334,7 +334,7 @@ def _value(
     if media.schema is not None:
         try:
             error = checker(media).first(value, budget)
-        except Uncheckable as exc:  # too deep, or costlier than any check may spend
+        except (Uncheckable, s.SchemaError) as exc:  # too deep, or costlier than one may spend
             log.warning(
                 "REST API %s: %s answered a body its schema cannot check: %s",
                 api.name,

@@ -267,7 +267,7 @@ class Dispatcher:
             }
         )
         try:
-            bound = bind(capability, args, kwargs, self.limits)
+            bound = bind(capability, args, kwargs, self.limits, self._answered)
         except ValidatorError as wrapped:  # a host validator failed in its own way
             exc = wrapped.__cause__ or wrapped
             self._log("an argument validator failed on", capability, exc)
@@ -278,6 +278,7 @@ class Dispatcher:
             )
             raise failure from None
         except CodeModeError as error:  # binding's own: names only what the program wrote
+            error = self.stopped() or error  # answered meanwhile (a check stopped): it stands
             self._event(CallAttempted, **base)
             self._event(CallFailed, **base, code=error.code.value, duration_seconds=0)
             raise StopError(error) from None
@@ -469,6 +470,10 @@ class Dispatcher:
             total = self.result_bytes
         if total > self.limits.max_total_result_bytes:
             raise StopError(exceeded(LimitKind.TOTAL_RESULT_SIZE, self.limits, amount=size(total)))
+
+    def _answered(self) -> bool:
+        """Whether the execution was answered early: binding's schema check then stops."""
+        return self.stopped() is not None
 
     def _event(self, kind: type[CallEvent], *, required: bool = False, **fields: Any) -> None:
         """Build and deliver an event, only when someone listens.
