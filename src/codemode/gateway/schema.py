@@ -733,7 +733,10 @@ def signature(
     def document(arguments: JSONObject, ended: Callable[[], bool]) -> JSONObject | str:
         nonlocal checker
         if checker is None:
-            checker = validator(input_schema, checked=True, formats=formats)
+            try:
+                checker = validator(input_schema, checked=True, formats=formats)
+            except SchemaError:  # patterns too costly to compile: nothing is sent unchecked
+                return UNCHECKABLE
         sent = {wire.get(k, k): v for k, v in arguments.items() if v is not None or k in keep_null}
         try:
             errors = checker.errors(sent, Budget(ended=ended))
