@@ -6,6 +6,7 @@ on outcomes and the order of events, never on elapsed time."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import threading
 from collections.abc import Callable
@@ -170,10 +171,9 @@ def test_a_view_some_check_did_not_answer_for_is_asked_again() -> None:
 
 
 def test_an_async_handler_that_blocks_the_loop_holds_up_no_other_subject() -> None:
-    """A's async handler blocks the engine's loop (as `time.sleep` would). B's async call,
-    spawned on that loop, is moved to a fresh one once the watchdog sees the block, which
-    it puts down to A and h.block before B's handler runs; the blocked loop is retired
-    once it is free."""
+    """A's async handler blocks its loop (as `time.sleep` would). B's async call runs on
+    a loop of B's own and is answered meanwhile; the watchdog puts the block down to A and
+    h.block, and A's loop ends once it is free."""
     events: list[Event] = []
     release, entered = threading.Event(), threading.Event()
     cm = CodeMode(authorizer=AllowAll(), on_event=events.append)
@@ -184,9 +184,9 @@ def test_an_async_handler_that_blocks_the_loop_holds_up_no_other_subject() -> No
         release.wait(GUARD)  # a blocking call in a coroutine: the loop does nothing else
         return 1
 
-    @cm.capability("h.now", summary="Answers at once: how many loops A holds.")
+    @cm.capability("h.now", summary="Answers at once.")
     async def now() -> int:
-        return cm._running_engine().loop.blocked("A")
+        return 2
 
     source = "async def main():\n    return await h.{}()\n"
     with cm:
@@ -196,20 +196,21 @@ def test_an_async_handler_that_blocks_the_loop_holds_up_no_other_subject() -> No
         )
         a.start()
         assert entered.wait(GUARD)
+        loop = cm._running_engine().loop
+        first = loop._current["A"]
         try:
-            assert cm.execute(source.format("now"), subject="B").value == 1
+            assert cm.execute(source.format("now"), subject="B").value == 2
+            blocked = delivered(EventLoopBlocked, events)
         finally:
             release.set()
         a.join(GUARD)
         assert a_outcome == [1]
 
-        blocked = delivered(EventLoopBlocked, events)
         started = {e.subject: e.execution_id for e in events if e.kind == "execution_started"}
         assert [(e.subject, e.capability, e.execution_id, e.blocked) for e in blocked] == [
             ("A", "h.block", started["A"], 1)
         ]
-        loop = cm._running_engine().loop
-        assert eventually(lambda: loop.blocked() == 0 and len(loop._live()) == 1)
+        assert eventually(lambda: loop.blocked() == 0 and first not in loop._live())
 
 
 def test_a_coroutine_that_swallows_its_cancellation_is_counted_and_audited() -> None:
@@ -270,16 +271,26 @@ def owner(subject: str, capability: str, events: list[Event]) -> Owner:
     return Owner(subject, capability, f"run-{subject}", events.append)
 
 
+def freely(clock: ManualClock, loops: EngineLoop, seconds: float) -> None:
+    """Advance the clock a beat at a time, each beat run before the next goes out (as
+    loops that run freely do)."""
+    for _ in range(int(seconds / 0.25)):
+        clock.advance(0.25)
+        assert eventually(lambda: all(r.beat_at is None for r in loops._live()))
+
+
 @pytest.mark.parametrize("made", [False, True], ids=["its own step", "a task it made"])
 def test_the_watchdog_moves_waiting_work_off_a_blocked_loop_in_order(made: bool) -> None:
-    """The order of events, on a hand-driven watchdog: A blocks the loop; B is spawned and
-    cannot start; a beat goes out and is not run; one block period later the loop is
-    blocked, put down to A, and B starts on a fresh loop; A's loop is free once A
+    """The order of events, on a hand-driven watchdog: A blocks its loop, and A's next
+    call, spawned behind it, cannot start; B's call runs at once on B's own loop. A beat
+    goes out and is not run; one block period later the loop is blocked, put down to A,
+    and A's waiting call starts on a fresh loop of A's; A's first loop is free once A
     returns, and ends."""
     clock = ManualClock()
     events: list[Event] = []
     loops = EngineLoop(clock=clock)
-    entered, release, b_ran = threading.Event(), threading.Event(), threading.Event()
+    entered, release = threading.Event(), threading.Event()
+    a2_ran, b_ran = threading.Event(), threading.Event()
 
     async def blocks() -> None:
         entered.set()
@@ -291,6 +302,10 @@ def test_the_watchdog_moves_waiting_work_off_a_blocked_loop_in_order(made: bool)
     async def a() -> None:
         await loops.host(maker() if made else blocks())
 
+    async def a2() -> None:
+        await loops.host(asyncio.sleep(0))
+        a2_ran.set()
+
     async def b() -> None:
         await loops.host(asyncio.sleep(0))
         b_ran.set()
@@ -298,15 +313,18 @@ def test_the_watchdog_moves_waiting_work_off_a_blocked_loop_in_order(made: bool)
     try:
         loops.spawn(a, owner("A", "h.block", events))
         assert entered.wait(GUARD)
-        first = loops._current
+        first = loops._current["A"]
+        loops.spawn(a2, owner("A", "h.now", events))
         loops.spawn(b, owner("B", "h.now", events))
-        clock.advance(0.25)  # a beat goes out
-        assert first is not None and first.beat_at is not None
+        assert b_ran.wait(GUARD)  # B's loop is not A's
+        clock.advance(0.25)  # a beat goes out to each loop
+        assert first.beat_at is not None
         clock.advance(0.75)  # out for less than the period: not judged yet
-        assert not b_ran.is_set() and loops.blocked() == 0
+        assert not a2_ran.is_set() and loops.blocked() == 0
         clock.advance(0.25)
-        assert loops.blocked("A") == 1 and loops._current is not first
-        assert b_ran.wait(GUARD)
+        assert loops.blocked("A") == 1 and loops.blocked("B") == 0
+        assert loops._current["A"] is not first
+        assert a2_ran.wait(GUARD)
         blocked = delivered(EventLoopBlocked, events)
         assert [(e.subject, e.capability) for e in blocked] == [("A", "h.block")]
         release.set()
@@ -361,8 +379,7 @@ def test_the_watchdog_finds_no_block_on_a_loop_that_runs_its_beats() -> None:
         loops.spawn(waits, owner("A", "h.wait", []))
         for _ in range(8):
             clock.advance(0.25)
-            runner = loops._current
-            assert runner is not None
+            runner = loops._current["A"]
             assert eventually(lambda: runner.beat_at is None)  # noqa: B023
         assert loops.blocked() == 0 and len(loops._live()) == 1
     finally:
@@ -407,3 +424,294 @@ def test_a_cancelled_coroutine_is_judged_once_its_loop_runs_again() -> None:
     finally:
         stop.set()
         loops.close()
+
+
+@pytest.mark.parametrize("hide_forbidden", [False, True], ids=["call", "can_see"])
+def test_a_call_already_awaiting_finishes_while_another_subject_blocks(
+    hide_forbidden: bool,
+) -> None:
+    """B's async call is already awaiting when A's handler blocks its loop: B's call,
+    and B's `can_see` checks, run on B's own loop and are answered meanwhile."""
+    entered, release, b_waits = threading.Event(), threading.Event(), threading.Event()
+    go: list[asyncio.Event] = []
+
+    class Sees(AllowAll):
+        async def can_see(self, subject: str, capability_id: str, capability_name: str) -> bool:
+            return True
+
+    cm = CodeMode(authorizer=Sees(), hide_forbidden=hide_forbidden)
+
+    @cm.capability("h.block", summary="Blocks its loop.")
+    async def block() -> int:
+        entered.set()
+        release.wait(GUARD)
+        return 1
+
+    @cm.capability("h.wait", summary="Waits for the test.")
+    async def wait() -> int:
+        go.append(asyncio.Event())
+        b_waits.set()
+        await go[0].wait()
+        return 2
+
+    source = "async def main():\n    return await h.{}()\n"
+    with cm:
+        b_outcome: list[object] = []
+        b = threading.Thread(
+            target=lambda: b_outcome.append(cm.execute(source.format("wait"), subject="B").value)
+        )
+        b.start()
+        assert b_waits.wait(GUARD)
+        a = threading.Thread(target=lambda: cm.execute(source.format("block"), subject="A"))
+        a.start()
+        try:
+            assert entered.wait(GUARD)
+            go[0]._loop.call_soon_threadsafe(go[0].set)  # type: ignore[attr-defined]
+            b.join(GUARD)
+            assert b_outcome == [2]
+            found = cm.search("", subject="B")
+            assert [hit.name for hit in found.results] == ["h.block", "h.wait"]
+            assert not release.is_set()  # all of it while A still blocks its loop
+        finally:
+            release.set()
+            a.join(GUARD)
+
+
+def test_a_subject_past_its_share_of_blocked_loops_has_its_calls_refused() -> None:
+    """Each block of A's takes a fresh loop of A's own, counted against A; once the
+    blocks hold A's share, A's new calls fail with the limit (none of their code runs),
+    and B's run as ever."""
+    clock = ManualClock()
+    events: list[Event] = []
+    loops = EngineLoop(clock=clock, share=2)
+    release = threading.Event()
+    entered = threading.Semaphore(0)
+    outcomes: list[str] = []
+    ran: list[str] = []
+
+    async def blocks() -> None:
+        entered.release()
+        release.wait(GUARD)
+
+    async def a() -> None:
+        await loops.host(blocks())
+
+    async def a3() -> None:
+        async def never() -> None:
+            ran.append("a3")
+
+        try:
+            await loops.host(never())
+        except Exception as exc:
+            outcomes.append(str(exc.error))  # type: ignore[attr-defined]
+
+    async def b() -> None:
+        await loops.host(asyncio.sleep(0))
+        outcomes.append("b")
+
+    try:
+        loops.spawn(a, owner("A", "h.block", events))
+        assert entered.acquire(timeout=GUARD)
+        loops.spawn(a, owner("A", "h.block", events))  # waits behind the first
+        clock.advance(1.25)
+        assert entered.acquire(timeout=GUARD)  # moved to a fresh loop of A's: blocks it
+        clock.advance(1.25)
+        assert loops.blocked("A") == 2 and loops.left_running("A") == 2
+        loops.spawn(a3, owner("A", "h.now", events))
+        loops.spawn(b, owner("B", "h.now", events))
+        assert eventually(lambda: len(outcomes) == 2)
+        assert sorted(outcomes) == [
+            "b",
+            "resource limit exceeded: calls left running past their deadline (limit 2)",
+        ]
+        assert ran == []
+    finally:
+        release.set()
+        loops.close()
+
+
+def test_a_cancelled_coroutine_is_not_blamed_for_time_its_loop_was_blocked() -> None:
+    """A cancelled coroutine whose loop was found blocked while it was given time to
+    stop is judged again after a period its loop ran freely."""
+    clock = ManualClock()
+    events: list[Event] = []
+    loops = EngineLoop(clock=clock)
+    loops.unstopped.seconds = 2
+    started, swallowed, stop = threading.Event(), threading.Event(), threading.Event()
+    entered, release = threading.Event(), threading.Event()
+    tasks: list[asyncio.Task[Any]] = []
+
+    async def stubborn() -> None:
+        tasks.append(asyncio.current_task())  # type: ignore[arg-type]
+        started.set()
+        while not stop.is_set():
+            try:
+                await asyncio.sleep(0.01)
+            except asyncio.CancelledError:
+                swallowed.set()
+
+    async def blocks() -> None:
+        entered.set()
+        release.wait(GUARD)
+
+    async def run(work: Callable[[], Any]) -> None:
+        await loops.host(work())
+
+    try:
+        loops.spawn(lambda: run(stubborn), owner("A", "h.stubborn", events))
+        assert started.wait(GUARD)
+        loops.cancel(tasks)
+        assert swallowed.wait(GUARD)
+        loops.spawn(lambda: run(blocks), owner("A", "h.block", events))
+        assert entered.wait(GUARD)
+        clock.advance(0.25)
+        clock.advance(1)  # found blocked
+        assert loops.blocked("A") == 1
+        release.set()
+        assert eventually(lambda: loops.blocked() == 0)
+        freely(clock, loops, 0.75)  # two seconds since its cancellation: it was blocked
+        assert loops.unstopped.count("A") == 0
+        freely(clock, loops, 2)
+        assert loops.unstopped.count("A") == 1
+    finally:
+        stop.set()
+        release.set()
+        loops.close()
+
+
+def test_a_retired_loop_cancels_what_host_code_left_on_it_and_ends() -> None:
+    """A's code leaves a background task on its loop (made outside any call, as a
+    library's refresher is), then blocks the loop. Once the loop is free and the call has
+    ended, the task is cancelled and the loop ends; one that will not stop is counted."""
+    clock = ManualClock()
+    events: list[Event] = []
+    loops = EngineLoop(clock=clock)
+    entered, release, stop = threading.Event(), threading.Event(), threading.Event()
+
+    async def refresher() -> None:
+        while not stop.is_set():
+            with contextlib.suppress(asyncio.CancelledError):  # stops when the test says so
+                await asyncio.sleep(0.01)
+
+    async def work() -> None:
+        loop = asyncio.get_running_loop()
+        loop.call_soon(lambda: loop.create_task(refresher()))
+        await asyncio.sleep(0)
+        entered.set()
+        release.wait(GUARD)
+
+    async def run() -> None:
+        await loops.host(work())
+
+    try:
+        loops.spawn(run, owner("A", "h.lookup", events))
+        assert entered.wait(GUARD)
+        first = loops._current["A"]
+        clock.advance(0.25)
+        clock.advance(1)
+        assert loops.blocked("A") == 1
+        release.set()
+        assert eventually(lambda: loops.blocked() == 0)
+        freely(clock, loops, 1)  # a second after the leftover was cancelled: it goes on
+        assert eventually(lambda: loops.unstopped.count("A") == 1)
+        assert first.thread.is_alive()
+        stop.set()
+        first.thread.join(GUARD)
+        assert not first.thread.is_alive() and first not in loops._live()
+        assert loops.unstopped.count() == 0
+    finally:
+        stop.set()
+        release.set()
+        loops.close()
+
+
+@pytest.mark.parametrize("detached", [False, True], ids=["shielded", "detached"])
+def test_tasks_a_call_made_are_cancelled_with_it_and_counted(detached: bool) -> None:
+    """A handler's child task that swallows its cancellation (awaited through
+    `asyncio.shield`, or left detached) is cancelled when its call ends, and counted
+    against the call's subject while it goes on."""
+    clock = ManualClock()
+    events: list[Event] = []
+    loops = EngineLoop(clock=clock)
+    started, stop = threading.Event(), threading.Event()
+    tasks: list[asyncio.Task[Any]] = []
+    cancelled = threading.Event()
+
+    async def child() -> None:
+        started.set()
+        while not stop.is_set():
+            try:
+                await asyncio.sleep(0.01)
+            except asyncio.CancelledError:
+                cancelled.set()
+
+    async def handler() -> None:
+        made = asyncio.ensure_future(child())
+        if not detached:
+            await asyncio.shield(made)
+
+    async def run() -> None:
+        tasks.append(asyncio.current_task())  # type: ignore[arg-type]
+        await loops.host(handler())
+
+    try:
+        loops.spawn(run, owner("A", "h.work", events))
+        assert started.wait(GUARD)
+        if not detached:
+            loops.cancel(tasks)  # its execution is answered: the call is cancelled
+        assert cancelled.wait(GUARD)  # the call ended: its child is cancelled
+        clock.advance(1)
+        assert eventually(lambda: loops.unstopped.count("A") == 1)
+        ignored = delivered(CancellationIgnored, events)
+        assert [(e.subject, e.capability) for e in ignored] == [("A", "h.work")]
+        stop.set()
+        assert eventually(lambda: loops.unstopped.count() == 0)
+    finally:
+        stop.set()
+        loops.close()
+
+
+def test_a_program_whose_subject_holds_its_share_of_loops_has_its_next_call_refused() -> None:
+    """A's first call blocks its loop; with A's share one loop, A's next async call fails
+    where it is made with the documented limit (its handler never runs), and B's calls
+    run meanwhile."""
+    entered, release = threading.Event(), threading.Event()
+    ran: list[str] = []
+    cm = CodeMode(authorizer=AllowAll())
+
+    @cm.capability("h.block", summary="Blocks its loop.")
+    async def block() -> int:
+        entered.set()
+        release.wait(GUARD)
+        return 1
+
+    @cm.capability("h.now", summary="Answers at once.")
+    async def now() -> int:
+        ran.append("now")
+        return 2
+
+    source = (
+        "import asyncio\n"
+        "async def later():\n"
+        "    await asyncio.sleep(0.01)\n"
+        "    return await h.now()\n"
+        "async def main():\n"
+        "    return await asyncio.gather(h.block(), later())\n"
+    )
+    with cm:
+        loop = cm._running_engine().loop
+        loop.share = 1
+        try:
+            with pytest.raises(Exception) as caught:
+                cm.execute(source, subject="A")
+            assert str(caught.value) == (
+                "resource limit exceeded: calls left running past their deadline (limit 1) "
+                "at <codemode>:4:18"
+            )
+            assert ran == [] and not release.is_set()
+            assert (
+                cm.execute("async def main():\n    return await h.now()\n", subject="B").value == 2
+            )
+        finally:
+            release.set()
+            assert eventually(lambda: loop._in_flight == 0)  # h.block's call has ended

@@ -176,7 +176,14 @@ class Engine:
         # test's hand-driven one (which would find a loop "blocked" between two ticks of
         # one `advance`).
         watch = self.clock if isinstance(self.clock, SystemClock) else None
-        self.loop = EngineLoop(host_loop, clock=watch, notices=notices, max_blocked=self.pool.size)
+        self.loop = EngineLoop(
+            host_loop,
+            clock=watch,
+            notices=notices,
+            max_blocked=self.pool.size,
+            share=self.pool.share,
+            held=self.pool.abandoned,
+        )
         self.admission = Admission(limits)
         self.services = Services(self.clock, self.pool, self.loop, notices, self.admission.leave)
         self._lock = threading.Lock()

@@ -1,15 +1,20 @@
-"""The engine's event loop: where every coroutine of host code runs (async handlers,
-async authorizers, async `can_see`), on a thread of its own, never the caller's loop, so
+"""The engine's event loops: where every coroutine of host code runs (async handlers,
+async authorizers, async `can_see`), on threads of their own, never the caller's loop, so
 slow host coroutines do not compete with the server's protocol handling.
 
-One subject's host code must not hold up another's. A step that blocks the loop
-(`time.sleep` in an async handler) is seen by the `Watchdog`, put down to the subject
-and capability whose code it was, and the loop is retired: the work spawned on it that
-had not started yet, and all new work, goes to a fresh loop, and the old one ends once
-it is free and its tasks have ended. Until it is free it counts against its subject, as a
-thread left running does, so a subject that keeps blocking loops is refused before it
-can make many. A coroutine that goes on after its cancellation is counted the same way
-(`Unstopped`).
+One subject's host code must not hold up another's, so each subject's runs on loops of
+its own: one at a time takes its new work, started on first use and ended once it has
+had none for `IDLE_SECONDS` (threads do not grow with the subjects answered). A step
+that blocks a loop (`time.sleep` in an async handler) is seen by the `Watchdog`, put
+down to the subject and capability whose code it was, and the loop is retired: the
+subject's work that had not started yet, and its new work, goes to a fresh loop of its
+own. A retired loop ends once it is free and its calls have ended; the tasks host code
+left on it are cancelled then. Until it is free it counts against its subject, as a
+thread left running does, and past the subject's share (`Engine.left_running`) its new
+async calls fail with the `calls left running past their deadline` limit rather than
+take more threads: a subject that keeps blocking loops holds up no one but itself. A
+coroutine that goes on after its cancellation is counted the same way (`Unstopped`), and
+so are the tasks host code made, cancelled when the call that made them ends.
 
 A host whose async code needs its own loop (a client made in a web app's lifespan, say)
 passes that loop as `CodeMode(host_loop=...)`: its coroutines then run there, and are
@@ -28,32 +33,50 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any, TypeVar
 
-from codemode.events import EventLoopBlocked
+from codemode.errors import ResourceLimitError
+from codemode.limits import LimitKind
+from codemode.runtime.classify import StopError
 from codemode.runtime.clock import Clock, SystemClock
 from codemode.runtime.dispatch import guarded
+from codemode.runtime.hostloop import on_host_loop
 from codemode.runtime.notices import Notices
 from codemode.runtime.unstopped import Unstopped
-from codemode.runtime.watchdog import BLOCKED_SECONDS, Owner, Runner, Steps, Watchdog, report
+from codemode.runtime.watchdog import (
+    BLOCKED_SECONDS,
+    Marked,
+    Owner,
+    Runner,
+    Steps,
+    Watchdog,
+    report_block,
+)
 
 log = logging.getLogger("codemode")
 T = TypeVar("T")
 
 MAX_BLOCKED = 16
-"""Loops held by host code at most; past it, no fresh loop is started (new work waits)."""
+"""Loops held by host code at most, across subjects; past it, a subject whose loop is
+blocked gets no fresh one (its new async calls fail)."""
+IDLE_SECONDS = 5.0
+"""How long a subject's loop with no work stays, ready for its next call."""
 
 
 class _Ticket:
-    """Work spawned and not started yet: it starts once, on whichever loop gets to it."""
+    """Work spawned and not started yet: it starts once, on the loop it was sent to
+    last (its subject's, or the one that refuses it)."""
 
-    __slots__ = ("owner", "work")
+    __slots__ = ("owner", "runner", "work")
 
-    def __init__(self, work: Callable[[], Coroutine[Any, Any, None]], owner: Owner) -> None:
+    def __init__(
+        self, work: Callable[[], Coroutine[Any, Any, None]], owner: Owner, runner: Runner
+    ) -> None:
         self.work = work
         self.owner = owner
+        self.runner = runner
 
 
 class EngineLoop:
-    """The loops of the engine's (one at a time takes new work), started on first use."""
+    """The loops of the engine's, one current per subject, started on first use."""
 
     def __init__(
         self,
@@ -63,6 +86,9 @@ class EngineLoop:
         notices: Notices | None = None,
         blocked_seconds: float = BLOCKED_SECONDS,
         max_blocked: int = MAX_BLOCKED,
+        share: int | None = None,
+        held: Callable[[str], int] | None = None,
+        idle_seconds: float = IDLE_SECONDS,
     ) -> None:
         self.host_loop = host_loop
         self._own_clock = clock is None
@@ -70,10 +96,16 @@ class EngineLoop:
         """The watchdog's time (the system's unless a test gives its own)."""
         self.notices = notices or Notices()
         self.max_blocked = max_blocked
+        self.share = max_blocked if share is None else share
+        """What one subject's host code left running may hold (`Engine.left_running`)."""
+        self._held = held or (lambda subject: 0)
+        """The subject's host code left running elsewhere (threads of the pool)."""
+        self.idle_seconds = idle_seconds
         self._lock = threading.Lock()
-        self._current: Runner | None = None
+        self._current: dict[str, Runner] = {}
+        self._refusing: Runner | None = None
         self._runners: list[Runner] = []
-        """The loops that run: the current one and those retired but not ended."""
+        """The loops that run: the current ones and those retired but not ended."""
         self._waiting: set[_Ticket] = set()
         self._in_flight = 0
         self._owners: dict[asyncio.Task[Any], tuple[Owner, Runner]] = {}
@@ -88,30 +120,38 @@ class EngineLoop:
     # -- work ------------------------------------------------------------------------------
 
     def spawn(self, work: Callable[[], Coroutine[Any, Any, None]], owner: Owner) -> bool:
-        """Run `work()` as a task of the current loop (from any thread), for `owner`;
+        """Run `work()` as a task of its subject's loop (from any thread), for `owner`;
         False when the loops are closed (it never runs)."""
-        ticket = _Ticket(work, owner)
+        held = self._held(owner.subject)
         with self._lock:
             if self._closed:
                 return False
-            runner = self._running()
+            runner = self._lane(owner.subject, held)
+            ticket = _Ticket(work, owner, runner)
             self._waiting.add(ticket)
             self._in_flight += 1
+            runner.pending += 1
         self.watchdog.wake()
         runner.post(self._start, ticket, runner)
         return True
 
     async def host(self, awaitable: Awaitable[T]) -> T:
         """Await host code (on this loop, each step marked with the task's owner; or on
-        the host's own loop when given)."""
+        the host's own loop when given). On a loop that refuses work, its subject's host
+        code left running holds its share: the call fails, and nothing of it runs."""
         if self.host_loop is not None:
-            return await self._on_host_loop(awaitable)
+            return await on_host_loop(self.host_loop, awaitable)
         task = asyncio.current_task()
         with self._lock:
             found = None if task is None else self._owners.get(task)
         if found is None:
             return await guarded(awaitable)
         owner, runner = found
+        if runner.refuses:
+            if isinstance(awaitable, Coroutine):
+                awaitable.close()  # never started: closing runs none of it
+            bound = str(self.share)
+            raise StopError(ResourceLimitError(LimitKind.CALLS_LEFT_RUNNING, bound=bound))
         value: T = await guarded(Steps(awaitable, runner, owner))
         return value
 
@@ -138,17 +178,19 @@ class EngineLoop:
         """Cancel every task and stop the loops (waiting a second at most)."""
         with self._lock:
             self._closed = True
-            runners, self._runners, self._current = self._runners, [], None
+            runners, self._runners = self._runners, []
+            self._current.clear()
+            self._refusing = None
             self._waiting.clear()
         self.watchdog.close()
         until = time.monotonic() + 1
         waits = []
         for runner in runners:
-            with contextlib.suppress(RuntimeError):
-                waits.append(asyncio.run_coroutine_threadsafe(_cancel_tasks(), runner.loop))
-        for wait in waits:
-            with contextlib.suppress(Exception):
-                wait.result(timeout=max(until - time.monotonic(), 0))
+            ended = threading.Event()
+            if runner.post(_cancel_tasks, ended):
+                waits.append(ended)
+        for ended in waits:
+            ended.wait(max(until - time.monotonic(), 0))
         for runner in runners:
             runner.post(runner.loop.stop)
         for runner in runners:
@@ -158,22 +200,36 @@ class EngineLoop:
 
     # -- internals -------------------------------------------------------------------------
 
-    def _running(self) -> Runner:
-        """The loop that takes new work (called with the lock held)."""
-        if self._current is None:
-            self._current = self._runner()
-        return self._current
+    def _lane(self, subject: str, held: int) -> Runner:
+        """The loop that takes the subject's new work (called with the lock held): its
+        current one, a fresh one, or, past its share, the one that refuses it."""
+        runner = self._current.get(subject)
+        if runner is not None:
+            return runner
+        if self._full(subject, held):
+            if self._refusing is None:
+                self._refusing = self._runner("", refuses=True)
+            return self._refusing
+        runner = self._current[subject] = self._runner(subject)
+        return runner
 
-    def _runner(self) -> Runner:
+    def _full(self, subject: str, held: int) -> bool:
+        """Whether the subject's host code left running holds its share (or blocked
+        loops all there may be): called with the lock held."""
+        mine = self._blocked[subject] + self.unstopped.count(subject) + held
+        return mine >= self.share or self._blocked.total() >= self.max_blocked
+
+    def _runner(self, subject: str, *, refuses: bool = False) -> Runner:
         self._names += 1
-        runner = Runner("codemode-loop" if self._names == 1 else f"codemode-loop-{self._names}")
+        name = "codemode-loop" if self._names == 1 else f"codemode-loop-{self._names}"
+        runner = Runner(name, subject, refuses=refuses)
         self._runners.append(runner)
         return runner
 
     def _start(self, ticket: _Ticket, runner: Runner) -> None:
-        """On `runner`'s loop: start the work, unless another loop did."""
+        """On `runner`'s loop: start the work, unless it was sent elsewhere since."""
         with self._lock:
-            if ticket not in self._waiting:
+            if ticket not in self._waiting or ticket.runner is not runner:
                 return
             self._waiting.discard(ticket)
         task = runner.loop.create_task(ticket.work())
@@ -182,9 +238,20 @@ class EngineLoop:
         task.add_done_callback(self._done)
 
     def _done(self, task: asyncio.Task[Any]) -> None:
+        """On the task's loop: the call ended, and with it what its host code made."""
         with self._lock:
-            self._owners.pop(task, None)
+            found = self._owners.pop(task, None)
             self._in_flight -= 1
+            if found is None:
+                return
+            owner, runner = found
+            runner.pending -= 1
+            idle = not runner.pending
+        for child in runner.children(owner):
+            child.cancel()
+            self.unstopped.watch(child, owner, runner)
+        if idle:
+            self.clock.call_at(self.clock.now() + self.idle_seconds, lambda: self._idle(runner))
 
     def _cancel(self, task: asyncio.Task[Any], found: tuple[Owner, Runner] | None) -> None:
         """On the task's loop: cancel it, and watch that it ends."""
@@ -194,31 +261,19 @@ class EngineLoop:
         if found is not None:
             self.unstopped.watch(task, *found)
 
-    async def _on_host_loop(self, awaitable: Awaitable[T]) -> T:
-        """Await host code on the host's loop. Cancelled, this cancels it there and waits
-        for it to end, so a coroutine that goes on keeps this task running, counted."""
-        assert self.host_loop is not None
-        host_loop = self.host_loop
-        there: list[asyncio.Task[Any]] = []
-
-        async def run() -> T:
-            task = asyncio.current_task()
-            assert task is not None
-            there.append(task)
-            return await guarded(awaitable)
-
-        waiting = asyncio.wrap_future(asyncio.run_coroutine_threadsafe(run(), host_loop))
-        try:
-            return await asyncio.shield(waiting)
-        except asyncio.CancelledError:
-            if not waiting.done():
-                if not there:  # not started there yet: it never starts
-                    waiting.cancel()
-                for task in there:
-                    host_loop.call_soon_threadsafe(task.cancel)
-                with contextlib.suppress(BaseException):
-                    await waiting  # until it ends, whatever it does
-            raise
+    def _idle(self, runner: Runner) -> None:
+        """On the clock's thread: a subject's loop had no work for a while: it ends."""
+        with self._lock:
+            if runner.pending or runner.retired or self._closed:
+                return
+            if self._current.get(runner.subject) is runner:
+                del self._current[runner.subject]
+            elif self._refusing is runner:
+                self._refusing = None
+            else:
+                return
+            runner.retired = True
+        runner.post(self._retire, runner)
 
     def _live(self) -> list[Runner]:
         with self._lock:
@@ -232,32 +287,46 @@ class EngineLoop:
         return runner.stalled(now, self.watchdog.seconds)
 
     def _on_block(self, runner: Runner) -> None:
-        """On the clock's thread: a loop is held. Count it against whose code holds it,
-        and move the work that has not started to a fresh loop."""
-        owner = runner.blocker
+        """On the clock's thread: a loop is held. Count it against its subject, whose
+        code holds it, and send the subject's work that has not started to a fresh loop
+        of its own (or, past its share, to the loop that refuses it)."""
+        subject = runner.subject
+        held = self._held(subject)
         with self._lock:
-            self._blocked["" if owner is None else owner.subject] += 1
+            self._blocked[subject] += 1
             total = self._blocked.total()
-            fresh: Runner | None = None
             moved: list[_Ticket] = []
-            if runner.retired:
+            target: Runner | None = None
+            retire = not runner.retired and not self._closed
+            if not retire:
                 then = "it takes no new work"
-            elif self._closed or total > self.max_blocked:
-                then = f"no fresh loop is started ({total} are blocked)"
             else:
                 runner.retired = True
-                fresh = self._current = self._runner()
-                moved = list(self._waiting)
-                then = "new work goes to a fresh loop"
-        if fresh is not None:
+                if self._current.get(subject) is runner:
+                    del self._current[subject]
+                if self._refusing is runner:
+                    self._refusing = None
+                moved = [ticket for ticket in self._waiting if ticket.runner is runner]
+                if moved:
+                    target = self._lane(subject, held)
+                    for ticket in moved:
+                        ticket.runner = target
+                    runner.pending -= len(moved)
+                    target.pending += len(moved)
+                if self._full(subject, held):
+                    then = "its host code left running holds its share: its new async calls fail"
+                else:
+                    then = "its new work goes to a fresh loop of its own"
+        if target is not None:
             for ticket in moved:
-                fresh.post(self._start, ticket, fresh)
+                target.post(self._start, ticket, target)
+        if retire:
             runner.post(self._retire, runner)
-        self._report_block(runner, owner, total, then)
+        report_block(self.notices, runner, total, then, self.watchdog.seconds)
 
     def _on_free(self, runner: Runner) -> None:
         """On the freed loop: the code that held it returned."""
-        key = "" if runner.blocker is None else runner.blocker.subject
+        key = runner.subject
         with self._lock:
             self._blocked[key] -= 1
             if not self._blocked[key]:
@@ -266,47 +335,31 @@ class EngineLoop:
             log.info("an event loop of the engine's is free again (%s)", runner.thread.name)
 
     def _retire(self, runner: Runner) -> None:
-        """On a retired loop, once it runs again: end it when its tasks have."""
-        runner.loop.create_task(_drain(runner, self._forget), name=_HELPER)
+        """On a retired loop, once it runs again: end it when its calls have."""
+        runner.loop.create_task(self._drain(runner), name=_HELPER)
 
-    def _forget(self, runner: Runner) -> None:
+    async def _drain(self, runner: Runner) -> None:
+        """Wait for the calls still running on the loop (each ends with its execution,
+        or is counted), then cancel the tasks host code left on it, each counted while
+        it goes on, and stop the loop once they have ended (its thread then closes it)."""
+        while calls := self._calls(runner):
+            await asyncio.wait(calls)
+        cancelled: set[asyncio.Task[Any]] = set()
+        while others := _others():
+            for task in others:
+                if task not in cancelled:
+                    cancelled.add(task)
+                    task.cancel()
+                    self.unstopped.watch(task, _maker(task, runner), runner)
+            await asyncio.wait(others)
         with self._lock:
             if runner in self._runners:
                 self._runners.remove(runner)
+        runner.loop.stop()
 
-    def _report_block(self, runner: Runner, owner: Owner | None, total: int, then: str) -> None:
-        """The log line and the audit event, sent off the clock's thread."""
-        event = None
-        if owner is not None:
-            event = EventLoopBlocked(
-                execution_id=owner.execution_id,
-                subject=owner.subject,
-                time=time.time(),
-                capability=owner.capability,
-                blocked=total,
-            )
-        report(self.notices, owner, event, lambda: self._log_block(runner, owner, total, then))
-
-    def _log_block(self, runner: Runner, owner: Owner | None, total: int, then: str) -> None:
-        if owner is None:
-            log.error(
-                "an event loop of the engine's (%s) is blocked by code of no known capability; %s",
-                runner.thread.name,
-                then,
-            )
-            return
-        log.error(
-            "execution %s: %s of %s blocks an event loop of the engine's (%s) for %g s or "
-            "more (time.sleep or other blocking code in a coroutine?); %s (%d loops blocked "
-            "now)",
-            owner.execution_id or "-",
-            owner.capability,
-            owner.subject,
-            runner.thread.name,
-            self.watchdog.seconds,
-            then,
-            total,
-        )
+    def _calls(self, runner: Runner) -> list[asyncio.Task[Any]]:
+        with self._lock:
+            return [task for task, (_, there) in self._owners.items() if there is runner]
 
 
 _HELPER = "codemode-loop-helper"
@@ -317,23 +370,23 @@ def _others() -> list[asyncio.Task[Any]]:
     return [task for task in asyncio.all_tasks() if task.get_name() != _HELPER]
 
 
-async def _drain(runner: Runner, forget: Callable[[Runner], None]) -> None:
-    """Wait for every other task of the loop, then stop it (its thread then closes it)."""
-    while others := _others():
-        await asyncio.gather(*others, return_exceptions=True)
-    forget(runner)
-    runner.loop.stop()
+def _maker(task: asyncio.Task[Any], runner: Runner) -> Owner:
+    """Whose code made a task left on a loop (tasks host code makes carry their mark)."""
+    coro = task.get_coro()
+    if isinstance(coro, Marked):
+        return coro.owner
+    return Owner(runner.subject, "a task left on its loop")
 
 
-async def _cancel_tasks() -> None:
-    """Cancel and await every other task of the running loop."""
-    task = asyncio.current_task()
-    assert task is not None
-    task.set_name(_HELPER)
-    tasks = _others()
-    for other in tasks:
-        other.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
+def _cancel_tasks(ended: threading.Event) -> None:
+    """On a loop: cancel every task, and set `ended` once they have all ended."""
+    tasks = asyncio.all_tasks()
+    for task in tasks:
+        task.cancel()
+    if not tasks:
+        ended.set()
+        return
+    asyncio.gather(*tasks, return_exceptions=True).add_done_callback(lambda _: ended.set())
 
 
-__all__ = ["MAX_BLOCKED", "EngineLoop"]
+__all__ = ["IDLE_SECONDS", "MAX_BLOCKED", "EngineLoop"]

@@ -7,7 +7,7 @@ there are capabilities, nor hold threads that other subjects' requests need. So:
 - every check of one request shares one deadline, `visibility_seconds` (the time one
   host call may take, and within an execution its own time, which counts from the
   request's arrival);
-- async checks run at once, side by side, as coroutines of the engine's loops; sync
+- async checks run at once, side by side, as coroutines of the subject's own loop; sync
   ones run one after another in one job of the engine's pool, on the subject's share of
   its threads, never on a thread other subjects' requests wait for;
 - a check that has not answered by the deadline hides its capability (fail closed): its
@@ -35,6 +35,7 @@ from codemode.authz.visibility import Asked
 from codemode.capabilities import Capability
 from codemode.events import Event, HostCodeAbandoned, VisibilityUnanswered
 from codemode.limits import Limits
+from codemode.runtime.classify import StopError
 from codemode.runtime.clock import Timer
 from codemode.runtime.engine import Engine
 from codemode.runtime.pool import Job
@@ -153,6 +154,9 @@ class Checks:
                     self._expire(quietly=True)
                     return
                 decision = False  # raised by can_see itself: a failure
+            except StopError:  # its host code left running holds its share: not asked
+                self._decide(capability, False)
+                return
             except BaseException as exc:
                 self._failed(capability, exc)
                 return

@@ -6,8 +6,10 @@ and its caller has its answer at once, whatever they do. A coroutine that swallo
 so one still running `STOP_SECONDS` after its cancellation reached it is counted against
 its subject (as a thread left running in sync host code is) and reported, in the host
 log and as a `cancellation_ignored` audit event naming the subject and the capability,
-until it ends. A coroutine whose loop is blocked cannot stop, whatever it would do: it
-is judged once its loop runs again (the block itself is reported, to its owner).
+until it ends. A coroutine whose loop is blocked cannot stop, whatever it would do: its
+time counts only while its loop runs freely, so it is judged `STOP_SECONDS` after its
+loop last ran again (the block itself is reported, to its owner). Tasks that host code
+made are cancelled when the call that made them ends, and watched the same way.
 """
 
 from __future__ import annotations
@@ -56,26 +58,29 @@ class Unstopped:
             if task in self._watched:
                 return
             self._watched.add(task)
-        self._judge_later(task, owner, runner)
+        self._judge_later(task, owner, runner, runner.blocks)
 
     def count(self, subject: str | None = None) -> int:
         """Cancelled coroutines still running: of one subject, or of all."""
         with self._lock:
             return self._counted[subject] if subject is not None else self._counted.total()
 
-    def _judge_later(self, task: asyncio.Task[Any], owner: Owner, runner: Runner) -> None:
+    def _judge_later(
+        self, task: asyncio.Task[Any], owner: Owner, runner: Runner, blocks: int
+    ) -> None:
         self.clock.call_at(
-            self.clock.now() + self.seconds, lambda: self._judge(task, owner, runner)
+            self.clock.now() + self.seconds, lambda: self._judge(task, owner, runner, blocks)
         )
 
-    def _judge(self, task: asyncio.Task[Any], owner: Owner, runner: Runner) -> None:
-        """On the clock's thread: count the task if it still runs on a loop that runs."""
+    def _judge(self, task: asyncio.Task[Any], owner: Owner, runner: Runner, blocks: int) -> None:
+        """On the clock's thread: count the task if it still runs on a loop that ran
+        freely all the while."""
         if task.done():
             with self._lock:
                 self._watched.discard(task)
             return
-        if self._stalled(runner, self.clock.now()):  # it cannot stop: judge it once it can
-            self._judge_later(task, owner, runner)
+        if self._stalled(runner, self.clock.now()) or runner.blocks != blocks:
+            self._judge_later(task, owner, runner, runner.blocks)  # it could not stop: again
             return
         with self._lock:
             self._counted[owner.subject] += 1

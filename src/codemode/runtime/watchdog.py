@@ -21,11 +21,12 @@ import asyncio
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from dataclasses import dataclass
 from typing import Any
 
-from codemode.events import Event
+from codemode.events import Event, EventLoopBlocked
 from codemode.runtime.clock import Clock, Timer
 from codemode.runtime.notices import Notices
 
@@ -50,9 +51,20 @@ class Owner:
 
 
 class Runner:
-    """One event loop on a thread of its own, and what the watchdog knows of it."""
+    """One event loop on a thread of its own, of one subject's, and what the watchdog
+    knows of it."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, subject: str = "", *, refuses: bool = False) -> None:
+        self.subject = subject
+        """Whose host code runs here (and whose share a block of it counts against)."""
+        self.refuses = refuses
+        """Whether it runs no host code: work sent here learns its subject is refused."""
+        self.pending = 0
+        """Work sent here and not ended (started or not); none for a while: it ends."""
+        self.made: dict[Owner, set[asyncio.Task[Any]]] = {}
+        """The tasks host code made, by their maker, not ended yet."""
+        self.blocks = 0
+        """How often the watchdog found it blocked."""
         self.loop = asyncio.new_event_loop()
         self.loop.set_task_factory(self._task)
         self.current: Owner | None = None
@@ -93,9 +105,17 @@ class Runner:
     ) -> asyncio.Future[Any]:
         """Every task of the loop; one that host code makes runs marked as its maker's."""
         owner = self.current
-        if owner is not None:
-            coro = Marked(coro, self, owner)
-        return asyncio.Task(coro, loop=loop, **kwargs)
+        if owner is None:
+            return asyncio.Task(coro, loop=loop, **kwargs)
+        task = asyncio.Task(Marked(coro, self, owner), loop=loop, **kwargs)
+        made = self.made.setdefault(owner, set())
+        made.add(task)
+        task.add_done_callback(made.discard)
+        return task
+
+    def children(self, owner: Owner) -> list[asyncio.Task[Any]]:
+        """On the loop: the tasks `owner`'s code made that still run, forgotten here."""
+        return [task for task in self.made.pop(owner, ()) if not task.done()]
 
 
 class Steps:
@@ -154,6 +174,11 @@ class Marked(Coroutine[Any, Any, Any]):
 
     def close(self) -> None:
         self._inner.close()
+
+    @property
+    def owner(self) -> Owner:
+        """Whose code made the task."""
+        return self._owner
 
     def __getattr__(self, name: str) -> Any:
         """The host's coroutine's own attributes (`cr_frame`, `cr_running`,
@@ -225,6 +250,7 @@ class Watchdog:
                     runner.beat_at, send = now, True
                 elif not runner.blocked and now - runner.beat_at >= self.seconds:
                     runner.blocked, runner.blocker, late = True, runner.current, True
+                    runner.blocks += 1
             if send and not runner.post(self._beat, runner):
                 with self._lock:  # its loop closed: no beat will run
                     runner.beat_at = None
@@ -267,4 +293,50 @@ def report(
     notices.send(deliver)
 
 
-__all__ = ["BLOCKED_SECONDS", "Marked", "Owner", "Runner", "Steps", "Watchdog", "report"]
+def report_block(notices: Notices, runner: Runner, total: int, then: str, seconds: float) -> None:
+    """The log line and the audit event of a blocked loop, sent off the clock's thread."""
+    owner = runner.blocker
+    event = None
+    if owner is not None:
+        event = EventLoopBlocked(
+            execution_id=owner.execution_id,
+            subject=owner.subject,
+            time=time.time(),
+            capability=owner.capability,
+            blocked=total,
+        )
+
+    def note() -> None:
+        if owner is None:
+            log.error(
+                "an event loop of the engine's (%s) is blocked by code of no known capability; %s",
+                runner.thread.name,
+                then,
+            )
+            return
+        log.error(
+            "execution %s: %s of %s blocks an event loop of the engine's (%s) for %g s or "
+            "more (time.sleep or other blocking code in a coroutine?); %s (%d loops blocked "
+            "now)",
+            owner.execution_id or "-",
+            owner.capability,
+            owner.subject,
+            runner.thread.name,
+            seconds,
+            then,
+            total,
+        )
+
+    report(notices, owner, event, note)
+
+
+__all__ = [
+    "BLOCKED_SECONDS",
+    "Marked",
+    "Owner",
+    "Runner",
+    "Steps",
+    "Watchdog",
+    "report",
+    "report_block",
+]
