@@ -193,11 +193,16 @@ def validator(
         except jsonschema.SchemaError as exc:
             where = "/" + "/".join(str(p) for p in exc.path) if exc.path else "the root"
             raise SchemaError(f"invalid JSON Schema at {where}: {exc.message}") from None
+    return Checker(_bounded(cls)(schema, format_checker=formats), measured(schema))
+
+
+def measured(schema: Mapping[str, Any]) -> Patterns:
+    """The schema's patterns, measured, or SchemaError when together they cost more to
+    compile than a check may spend on them."""
     try:
-        patterns = Patterns(schema)
+        return Patterns(schema)
     except TooCostly as exc:
         raise SchemaError(str(exc)) from None
-    return Checker(_bounded(cls)(schema, format_checker=formats), patterns)
 
 
 @functools.cache

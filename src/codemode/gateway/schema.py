@@ -30,7 +30,7 @@ from typing_extensions import TypedDict
 from codemode.capabilities import REQUIRED, Parameter
 from codemode.capabilities import typehints as t
 from codemode.errors import printable
-from codemode.gateway.checking import Budget, SchemaError, Uncheckable, validator
+from codemode.gateway.checking import Budget, SchemaError, Uncheckable, measured, validator
 from codemode.types import JSONObject
 
 NoneType = type(None)
@@ -692,8 +692,11 @@ def signature(
     read as one name. The document is checked against the schema, and its `format`s by
     `formats` when given."""
     # Checked now when it must be; else made at the first call (a REST API's ten thousand
-    # operations would each hold one from registration on).
+    # operations would each hold one from registration on), its patterns measured now all
+    # the same, so a schema too costly to check leaves its operation out at registration.
     checker = None if checked else validator(input_schema, formats=formats)
+    if checked:
+        measured(input_schema)
     hints = hints or Hints(input_schema, prefix)
     properties: dict[str, Any] = dict(input_schema.get("properties") or {})  # type: ignore[arg-type]
     required = set(input_schema.get("required") or ())  # type: ignore[arg-type]
@@ -733,10 +736,7 @@ def signature(
     def document(arguments: JSONObject, ended: Callable[[], bool]) -> JSONObject | str:
         nonlocal checker
         if checker is None:
-            try:
-                checker = validator(input_schema, checked=True, formats=formats)
-            except SchemaError:  # patterns too costly to compile: nothing is sent unchecked
-                return UNCHECKABLE
+            checker = validator(input_schema, checked=True, formats=formats)
         sent = {wire.get(k, k): v for k, v in arguments.items() if v is not None or k in keep_null}
         try:
             errors = checker.errors(sent, Budget(ended=ended))
