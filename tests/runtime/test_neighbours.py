@@ -715,3 +715,47 @@ def test_a_program_whose_subject_holds_its_share_of_loops_has_its_next_call_refu
         finally:
             release.set()
             assert eventually(lambda: loop._in_flight == 0)  # h.block's call has ended
+
+
+class _Hostile:
+    """A `can_see` answer whose every question is host code that raises."""
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        raise RuntimeError("CANARY-can-see-class")
+
+    def __bool__(self) -> bool:
+        raise RuntimeError("CANARY-can-see-bool")
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_can_see_answer_that_raises_when_asked_hides_its_capability_alone(
+    kind: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An answer is read by its type (asking it is host code: a failure there is a
+    failure of `can_see`, logged as one): it hides its capability at once, the others
+    show, and no task is left with an exception no one retrieved."""
+
+    class Policy(AllowAll):
+        def can_see(self, subject: str, capability_id: str, capability_name: str) -> object:
+            answer = _Hostile() if capability_name == "h.odd" else True
+            if kind == "sync":
+                return answer
+
+            async def later() -> object:
+                return answer
+
+            return later()
+
+    cm = CodeMode(authorizer=Policy(), hide_forbidden=True)
+
+    def one() -> int:
+        return 1
+
+    for name in ("h.odd", "h.ok"):
+        cm.capability(name, summary="A capability.")(one)
+    with cm, caplog.at_level("DEBUG"):
+        found = cm.search("", subject="W")
+        assert [r.name for r in found.results] == ["h.ok"]
+    assert "CANARY" not in repr(found)
+    assert "never retrieved" not in caplog.text

@@ -27,6 +27,7 @@ import inspect
 import logging
 import threading
 import time
+import types
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -53,8 +54,9 @@ def visibility_seconds(limits: Limits) -> float:
 
 def shows(decision: object) -> bool:
     """Only None, True or `RequireApproval` shows a capability (as they allow a call);
-    False, any other value and any failure hide it."""
-    return decision is None or decision is True or isinstance(decision, RequireApproval)
+    False, any other value and any failure hide it. Read by its type, never by asking the
+    value (whose `__class__` is host code that may raise)."""
+    return decision is None or decision is True or issubclass(type(decision), RequireApproval)
 
 
 class Checks:
@@ -126,10 +128,11 @@ class Checks:
                 return
             try:
                 decision = self._can_see(self.subject, capability.id, capability.name)
+                awaited = inspect.isawaitable(decision)  # asks the value: host code too
             except BaseException as exc:
                 self._failed(capability, exc)
                 continue
-            if inspect.isawaitable(decision):
+            if awaited:
                 self._spawn(capability, decision)
             else:
                 self._decide(capability, shows(decision))
@@ -268,7 +271,7 @@ class Checks:
 
 def _close(value: object) -> None:
     """A coroutine that will never be awaited, closed (no warning that it was not)."""
-    if inspect.iscoroutine(value):
+    if type(value) is types.CoroutineType:  # by its type: the value's own code may raise
         value.close()
 
 
