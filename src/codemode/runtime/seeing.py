@@ -29,7 +29,7 @@ import threading
 import time
 import types
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from codemode.authz import RequireApproval
 from codemode.authz.visibility import Asked
@@ -133,7 +133,7 @@ class Checks:
                 self._failed(capability, exc)
                 continue
             if awaited:
-                self._spawn(capability, decision)
+                self._spawn(capability, cast("Awaitable[object]", decision))
             else:
                 self._decide(capability, shows(decision))
 
