@@ -9,7 +9,7 @@ import platform
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, TypedDict
@@ -211,6 +211,18 @@ def close_while_running(cm: CodeMode, source: str) -> tuple[float, list[str]]:
     cm.close()
     thread.join(5)
     return time.monotonic() - started, outcome
+
+
+def eventually(found: Callable[[], object], guard: float = 30.0) -> object:
+    """What `found` gives once it gives something (delivered off the test's thread, or
+    written by another process), or None once `guard` seconds of polls went by: a guard
+    against a hang, counted in polls rather than read off a clock."""
+    stop = threading.Event()
+    for _ in range(int(guard * 100)):
+        if value := found():
+            return value
+        stop.wait(0.01)
+    return None
 
 
 def assert_no_canary(*texts: object) -> None:

@@ -253,21 +253,25 @@ def test_approvals_per_execution_are_bounded() -> None:
     assert str(raised.value) == "resource limit exceeded: approvals (limit 1) at <codemode>:7:25"
 
 
-def test_a_program_that_holds_too_much_cannot_pause() -> None:
-    holds = (
-        "import hashlib\n"
-        "def main():\n"
-        "    rows = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(5000)]\n"
-        "    return tickets.delete(id=1)\n"
-    )
-    with build() as cm:
-        cm.limits = Limits(max_paused_bytes=64 * 1024)
-        with pytest.raises(ResourceLimitError) as raised:
-            asyncio.run(cm.execute_async(holds, subject="alice", approve=answering(1)))
-    assert str(raised.value).startswith(
+def too_much_to_pause(cm: CodeMode, rows: str) -> str:
+    """The error of a program that holds `rows` when it reaches a call to approve, under
+    a pause bound of 64 KiB."""
+    holds = f"import hashlib\ndef main():\n    rows = {rows}\n    return tickets.delete(id=1)\n"
+    cm.limits = Limits(max_paused_bytes=64 * 1024)
+    with pytest.raises(ResourceLimitError) as raised:
+        asyncio.run(cm.execute_async(holds, subject="alice", approve=answering(1)))
+    message = str(raised.value)
+    assert message.startswith(
         "resource limit exceeded: paused program size (limit 64 KiB, reached "
     )
-    assert str(raised.value).endswith(" at <codemode>:4:12")
+    return message
+
+
+def test_a_program_that_holds_too_much_cannot_pause() -> None:
+    with build() as cm:
+        rows = "[hashlib.sha256(str(i).encode()).hexdigest() for i in range(5000)]"
+        message = too_much_to_pause(cm, rows)
+    assert message.endswith(" at <codemode>:4:12")
 
 
 def test_a_capability_that_asks_is_visible() -> None:
@@ -656,18 +660,8 @@ def test_a_program_past_its_pause_bound_is_let_go_before_its_state_is_made(
         return encode(state)
 
     monkeypatch.setattr(PausedState, "encode", recorded)
-    holds = (
-        "def main():\n"
-        "    rows = [str(i) * 20 for i in range(20000)]\n"
-        "    return tickets.delete(id=1)\n"
-    )
     with build() as cm:
-        cm.limits = Limits(max_paused_bytes=64 * 1024)
-        with pytest.raises(ResourceLimitError) as raised:
-            asyncio.run(cm.execute_async(holds, subject="alice", approve=answering(1)))
-        assert str(raised.value).startswith(
-            "resource limit exceeded: paused program size (limit 64 KiB, reached "
-        )
+        too_much_to_pause(cm, "[str(i) * 20 for i in range(20000)]")
         assert encoded == []
         asyncio.run(cm.execute_async(UNCAUGHT, subject="alice", approve=answering(2)))
     assert len(encoded) == 1  # one that fits is made as before

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ import pytest
 
 from codemode import CodeMode, CodeModeError, Limits
 from codemode.authz import AllowAll
+from tests.conftest import eventually
 
 pytestmark = pytest.mark.slow
 
@@ -77,10 +77,10 @@ class Running:
 
 
 def wait_for(events: Path, line: str) -> None:
-    deadline = time.monotonic() + HANG_GUARD_SECONDS
-    while line not in (events.read_text().splitlines() if events.exists() else []):
-        assert time.monotonic() < deadline, f"the upstream never wrote {line!r}"
-        time.sleep(0.01)
+    def written() -> bool:
+        return line in (events.read_text().splitlines() if events.exists() else [])
+
+    assert eventually(written, HANG_GUARD_SECONDS), f"the upstream never wrote {line!r}"
 
 
 def test_a_backtracking_output_pattern_fails_its_own_call_and_no_other(

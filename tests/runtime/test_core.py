@@ -20,6 +20,7 @@ from codemode.runtime.clock import COMPACT_AFTER, SystemClock
 from codemode.runtime.deadline import Deadline
 from codemode.runtime.pool import WorkPool
 from codemode.testing import ManualClock, ScriptedProgram, ScriptedSandbox
+from tests.conftest import eventually
 
 SOURCE = "def main():\n    return h.work()\n"
 ASYNC_SOURCE = "import asyncio\nasync def main():\n    return await h.work()\n"
@@ -80,16 +81,6 @@ def one() -> int:
     return 1
 
 
-def eventually(found: Callable[[], object]) -> object:
-    """What `found` gives once it gives something (an event delivered off the thread)."""
-    stop = threading.Event()
-    for _ in range(1000):
-        if value := found():
-            return value
-        stop.wait(0.01)
-    return None
-
-
 def wait_for(event: threading.Event) -> None:
     assert event.wait(10), "the step the test waits for never came"
 
@@ -123,7 +114,7 @@ def test_a_sync_handler_past_its_budget_is_answered_before_it_returns(
     release.set()
     wait_for(returned)
     assert order == ["answered", "handler returned"]
-    assert eventually(lambda: [e.what for e in host.events if isinstance(e, HostCodeAbandoned)])
+    assert eventually(lambda: [e.what for e in host.events if isinstance(e, HostCodeAbandoned)], 10)
     assert [(e.what, e.reason) for e in host.events if isinstance(e, HostCodeAbandoned)] == [
         ("the driver", "deadline")
     ]
@@ -512,7 +503,7 @@ def test_a_handler_never_runs_once_its_authorization_outlived_the_execution(
     host.clock.advance(host.cm.limits.max_execution_seconds)
     assert error_of(answer) == "resource limit exceeded: execution time (limit 10 s)"
     release.set()
-    assert eventually(lambda: any(type(e).__name__ == "CallFailed" for e in host.events))
+    assert eventually(lambda: any(type(e).__name__ == "CallFailed" for e in host.events), 10)
     assert ran == []
 
 

@@ -28,19 +28,10 @@ from codemode.events import (
 from codemode.runtime.loop import EngineLoop
 from codemode.runtime.watchdog import Marked, Owner
 from codemode.testing import ManualClock
+from tests.conftest import eventually
 
 GUARD = 30.0
 """How long a test waits for what must come (it comes at once, or after a second)."""
-
-
-def eventually(found: Callable[[], object]) -> object:
-    """What `found` gives once it gives something (delivered off the test's thread)."""
-    stop = threading.Event()
-    for _ in range(int(GUARD * 100)):
-        if value := found():
-            return value
-        stop.wait(0.01)
-    return None
 
 
 def of(kind: type[Event], events: list[Event]) -> list[Any]:
