@@ -27,7 +27,7 @@ from codemode.approvals import (
     record_asked,
 )
 from codemode.authz import Authorizer, CatalogPolicy, VisibilityPolicy
-from codemode.authz.visibility import Asked, Visibility
+from codemode.authz.visibility import Visibility, answered
 from codemode.capabilities import Capability, Catalog, Snapshot, View, build_capability
 from codemode.capabilities.info import CapabilityInfo
 from codemode.capabilities.naming import capability_hint
@@ -58,7 +58,7 @@ from codemode.runtime.paused import (
 )
 from codemode.runtime.program import Programs
 from codemode.runtime.sandbox import MontySandbox, Sandbox
-from codemode.runtime.seeing import Checks
+from codemode.runtime.seeing import asking
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -533,22 +533,12 @@ class CodeMode:
         self._freeze()
         snapshot = self.catalog.current
         if not self.hide_forbidden or subject is None:
-            found: concurrent.futures.Future[View] = concurrent.futures.Future()
-            found.set_result(snapshot.enabled)
-            return snapshot, found
+            return snapshot, answered(snapshot.enabled)
         authorizer = snapshot.policy
         if not isinstance(authorizer, VisibilityPolicy):  # the constructor checks it
             raise TypeError("hide_forbidden needs a VisibilityPolicy authorizer")
         engine = self._running_engine()
-        can_see = authorizer.can_see
-        emit = self.on_event
-
-        def ask(capabilities: list[Capability]) -> concurrent.futures.Future[Asked]:
-            checks = Checks(
-                engine, can_see, subject, capabilities, execution_id=execution_id, emit=emit
-            )
-            return checks.start()
-
+        ask = asking(engine, authorizer.can_see, subject, execution_id, self.on_event)
         return snapshot, self._visibility.view(snapshot, subject, ask)
 
     def _now(self) -> float:

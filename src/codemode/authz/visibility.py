@@ -49,7 +49,7 @@ class Visibility:
         with self._lock:
             found = self._views.get(key)
             if found is not None and found[1] > now:
-                return _answered(found[0])
+                return answered(found[0])
             asking = self._asking.get(key)
             if asking is not None:
                 return asking
@@ -86,10 +86,11 @@ class Visibility:
             asking.set_result(view)
 
 
-def _answered(view: View) -> concurrent.futures.Future[View]:
+def answered(view: View) -> concurrent.futures.Future[View]:
+    """A view known now, as the future a view that must be asked for is."""
     future: concurrent.futures.Future[View] = concurrent.futures.Future()
     future.set_result(view)
     return future
 
 
-__all__ = ["SUBJECTS_KEPT", "VISIBILITY_SECONDS", "Ask", "Asked", "Visibility"]
+__all__ = ["SUBJECTS_KEPT", "VISIBILITY_SECONDS", "Ask", "Asked", "Visibility", "answered"]

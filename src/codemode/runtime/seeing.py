@@ -32,7 +32,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, cast
 
 from codemode.authz import RequireApproval
-from codemode.authz.visibility import Asked
+from codemode.authz.visibility import Ask, Asked
 from codemode.capabilities import Capability
 from codemode.events import Event, HostCodeAbandoned, VisibilityUnanswered
 from codemode.limits import Limits
@@ -269,10 +269,29 @@ class Checks:
         self._engine.services.notices.send(work)
 
 
+def asking(
+    engine: Engine,
+    can_see: CanSee,
+    subject: str,
+    execution_id: str,
+    emit: Callable[[Event], None] | None,
+) -> Ask:
+    """How one request of `subject` asks `can_see` about the capabilities it is given:
+    every check under one deadline (`Checks`)."""
+
+    def ask(capabilities: list[Capability]) -> concurrent.futures.Future[Asked]:
+        checks = Checks(
+            engine, can_see, subject, capabilities, execution_id=execution_id, emit=emit
+        )
+        return checks.start()
+
+    return ask
+
+
 def _close(value: object) -> None:
     """A coroutine that will never be awaited, closed (no warning that it was not)."""
     if type(value) is types.CoroutineType:  # by its type: the value's own code may raise
         value.close()
 
 
-__all__ = ["CanSee", "Checks", "shows", "visibility_seconds"]
+__all__ = ["CanSee", "Checks", "asking", "shows", "visibility_seconds"]
