@@ -2,20 +2,83 @@
 
 The registry's `Capability` (its handler, validators and implementation flags) stays
 private; `CapabilityInfo` is the public, documented view of it, the same facts
-`describe_api` answers with.
+`describe_api` answers with. The registry builds it (`Capability.info`), so this module
+reads a capability only through `Described`, the facts it shows, and imports nothing of
+the registry.
 """
 
 from __future__ import annotations
 
 import functools
 import types
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from codemode.capabilities import typehints as t
-from codemode.capabilities.registry import Capability, Parameter
 from codemode.types import JSONObject
+
+
+class DescribedParameter(Protocol):
+    """What the public view shows of one keyword argument (`registry.Parameter`)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def annotation(self) -> Any: ...
+
+    @property
+    def default(self) -> Any: ...
+
+    @property
+    def doc(self) -> str | None: ...
+
+    @property
+    def required(self) -> bool: ...
+
+
+class Described(Protocol):
+    """What the public view shows of a registered capability (`registry.Capability`)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def summary(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def signature(self) -> str: ...
+
+    @property
+    def parameters(self) -> Sequence[DescribedParameter]: ...
+
+    @property
+    def result_annotation(self) -> Any: ...
+
+    @property
+    def result_doc(self) -> str | None: ...
+
+    @property
+    def shapes(self) -> Sequence[t.Shape]: ...
+
+    @property
+    def example(self) -> str | None: ...
+
+    @property
+    def annotations(self) -> Mapping[str, bool]: ...
+
+    @property
+    def input_schema(self) -> JSONObject: ...
+
+    @property
+    def output_schema(self) -> JSONObject: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +128,7 @@ class CapabilityInfo:
     """A call as a program writes it, when the host gave one."""
     annotations: Mapping[str, bool]
     """What it says of its effects (an upstream MCP tool's hints); empty otherwise."""
-    _capability: Capability = field(repr=False, compare=False)
+    _capability: Described = field(repr=False, compare=False)
 
     @property
     def input_schema(self) -> JSONObject:
@@ -79,7 +142,7 @@ class CapabilityInfo:
         return self._capability.output_schema
 
     @classmethod
-    def of(cls, capability: Capability) -> CapabilityInfo:
+    def of(cls, capability: Described) -> CapabilityInfo:
         """The public view of a registered capability."""
         return cls(
             name=capability.name,
@@ -107,7 +170,7 @@ def _rendered(shape: t.Shape) -> str:
     return shape.render()
 
 
-def _parameter(parameter: Parameter) -> ParameterInfo:
+def _parameter(parameter: DescribedParameter) -> ParameterInfo:
     declared = t.declared(parameter.annotation)  # read once for its bounds and examples
     return ParameterInfo(
         name=parameter.name,
