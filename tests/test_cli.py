@@ -26,6 +26,7 @@ from codemode import CodeMode, CodeModeError, serving
 from codemode.authz import AllowAll
 from codemode.cli import main
 from codemode.runtime.clock import SystemClock
+from codemode.testing import started_engine
 from tests.conftest import build_host
 
 
@@ -460,9 +461,9 @@ def test_a_stop_by_signal_never_waits_on_the_thread_it_interrupted() -> None:
     once closed the CodeMode right there, and the process waited on itself for ever."""
     cm = build_host()
     assert cm.execute("def main():\n    return 1", subject="a").value == 1
-    engine = cm._engine
+    engine = started_engine(cm)
     assert engine is not None
-    with engine.admission._lock:  # what the interrupted thread holds
+    with engine.admission.holding():  # what the interrupted thread holds
         closer = serving.close_aside(cm)  # returns at once: the close waits for the lock
         assert closer.is_alive()
     closer.join(20)
@@ -477,19 +478,19 @@ def test_a_second_close_returns_once_the_first_has_ended_everything() -> None:
     not return (and let the process end) while the first is still stopping workers."""
     cm = build_host()
     assert cm.execute("def main():\n    return 1", subject="a").value == 1
-    engine = cm._engine
+    engine = started_engine(cm)
     assert engine is not None
     seen: list[bool] = []
-    with engine.admission._lock:  # the first close waits here
+    with engine.admission.holding():  # the first close waits here
         first = threading.Thread(target=cm.close)
         first.start()
-        while not cm._closed:
+        while not cm.is_closed:
             time.sleep(0.01)
 
         def close_again() -> None:
             cm.close()
             assert isinstance(engine.clock, SystemClock)
-            seen.append(engine.clock._closed)
+            seen.append(engine.clock.is_closed)
 
         second = threading.Thread(target=close_again)
         second.start()

@@ -16,6 +16,7 @@ from codemode.authz import AllowAll
 from codemode.demo import create
 from codemode.payloads import describe_payload
 from codemode.runtime.program import NO_MAIN
+from codemode.testing import started_engine
 from tests.conftest import run_error
 
 CORPUS = sorted((Path(__file__).parent / "corpus").glob("*.py"))
@@ -331,7 +332,7 @@ def test_check_lists_each_mistake_with_its_place_and_runs_nothing() -> None:
     )
     with bounded_host(calls) as cm:
         found = cm.check(source)
-        assert cm._engine is None  # no sandbox was started for it
+        assert started_engine(cm) is None  # no sandbox was started for it
     assert [str(error) for error in found] == [
         'invalid capability arguments: <codemode>:2:9: argument "text" must have 1 to 100 characters',
         'invalid program: <codemode>:3:9: unknown capability "customers.serch"; '

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from codemode import AgentError, CodeMode
-from codemode.testing import RecordingAuthorizer, assert_no_canary, run
+from codemode.testing import ManualClock, RecordingAuthorizer, assert_no_canary, run
 
 SECRET = "CANARY-host-only-7"
 
@@ -52,3 +52,13 @@ def test_assert_no_canary_finds_a_planted_secret_or_passes() -> None:
         leaked = run(cm, f"def main():\n    return '{SECRET}'")
     with pytest.raises(AssertionError, match="reached what the model is sent"):
         assert_no_canary(SECRET, leaked)
+
+
+def test_a_manual_clock_skips_time_without_ringing_until_it_advances() -> None:
+    clock = ManualClock()
+    rung: list[float] = []
+    clock.call_at(clock.now() + 1, lambda: rung.append(clock.now()))
+    clock.skip(2)
+    assert rung == [] and clock.now() == 1002.0 and clock.pending == 1
+    clock.advance(0)
+    assert rung == [1002.0] and clock.pending == 0

@@ -3,22 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import logging
 import os
 import threading
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import anyio
 
 from codemode.approvals import (
     Approver,
-    InProcessReplayGuard,
     Paused,
     ReplayGuard,
     Verdict,
@@ -26,24 +23,22 @@ from codemode.approvals import (
     claim_seconds,
     record_asked,
 )
-from codemode.authz import Authorizer, CatalogPolicy, VisibilityPolicy
-from codemode.authz.visibility import Visibility, answered
-from codemode.capabilities import Capability, Catalog, Snapshot, View, build_capability
+from codemode.authz import Authorizer
+from codemode.capabilities import Catalog, Snapshot, View, build_capability
 from codemode.capabilities.info import CapabilityInfo
-from codemode.capabilities.naming import capability_hint
-from codemode.capabilities.search import SearchIndex, SearchResult
+from codemode.capabilities.search import SearchResult
+from codemode.discovery import Discovery, describe
+from codemode.engine_slot import EngineSlot, build_execution
 from codemode.errors import (
     CodeModeError,
-    ExecutionCanceledError,
     InternalError,
     InvalidRequestError,
-    NotFoundError,
     RegistrationError,
     ResumeRefusedError,
-    UnauthenticatedError,
 )
 from codemode.events import EventHandler
 from codemode.limits import LimitKind, Limits, exceeded, size
+from codemode.options import Options, checked_disabled, checked_guard, checked_limits
 from codemode.runtime import Engine, Execution, ExecutionResult
 from codemode.runtime.clock import Clock
 from codemode.runtime.paused import (
@@ -57,15 +52,10 @@ from codemode.runtime.paused import (
     stamped,
 )
 from codemode.runtime.program import Programs
-from codemode.runtime.sandbox import MontySandbox, Sandbox
-from codemode.runtime.seeing import asking
-
-if TYPE_CHECKING:
-    from starlette.applications import Starlette
+from codemode.runtime.sandbox import Sandbox
 
 log = logging.getLogger("codemode")
 F = TypeVar("F", bound=Callable[..., Any])
-T = TypeVar("T")
 
 
 class CodeMode:
@@ -133,46 +123,35 @@ class CodeMode:
         replay_guard: ReplayGuard | None = None,
         request_state_key: str | bytes | None = None,
     ) -> None:
-        if isinstance(disabled, str):
-            raise TypeError("disabled must be a collection of capability ids, not a string")
-        _check_authorizer(authorizer, hide_forbidden)
-        self._authorizer = authorizer
-        self.limits = limits if limits is not None else Limits()
-        if not isinstance(self.limits, Limits):
-            raise TypeError("limits must be a codemode.Limits")
+        disabled = checked_disabled(disabled)
+        self._options = Options(
+            authorizer=authorizer,
+            hide_forbidden=hide_forbidden,
+            on_event=on_event,
+            trace_arguments=trace_arguments,
+            disclose_limits=disclose_limits,
+        )
+        self.limits = checked_limits(limits)
         self.name = name
-        self._on_event = on_event
-        self._hide_forbidden = hide_forbidden
-        self._trace_arguments = trace_arguments
         self.worker_binary = worker_binary
         self.sandbox = sandbox
-        self._disclose_limits = disclose_limits
         self.host_loop = host_loop
         self.clock = clock
-        if replay_guard is not None and not isinstance(replay_guard, ReplayGuard):
-            raise TypeError(
-                "replay_guard must have async scope(), claim(state_id, scope, seconds) and "
-                "release(state_id)"
-            )
-        self.replay_guard: ReplayGuard = replay_guard or InProcessReplayGuard()
+        self.replay_guard: ReplayGuard = checked_guard(replay_guard)
         self.request_state_key = request_state_key
         self._frozen = False
         """Set by the first search, describe, execution or serving: from then on the
         configuration is what they were built with."""
         self.catalog = Catalog(disabled)
-        self._engine: Engine | None = None
+        self._engines = EngineSlot(self)
+        self._discovery = Discovery(self.catalog, self._engines.engine, self._now)
         self._gateway: Any = None
         """The upstream MCP servers' `codemode.gateway.Gateway`, made on first use."""
         self._apis: list[Any] = []
         """The REST APIs' `codemode.openapi.client.Api`s, closed with the CodeMode."""
         self._engine_lock = threading.Lock()
-        self._closed = False
         self._close_done = threading.Event()
         """Set once the first `close()` has ended everything; later ones wait for it."""
-        self._cache_lock = threading.Lock()
-        self._indexes: OrderedDict[tuple[int, frozenset[str]], SearchIndex] = OrderedDict()
-        """The search index of each view, by its key (snapshot version and ids)."""
-        self._visibility = Visibility(self._now)
 
     def __repr__(self) -> str:
         return f"CodeMode(name={self.name!r}, capabilities={len(self.catalog.enabled)})"
@@ -182,27 +161,32 @@ class CodeMode:
     @property
     def authorizer(self) -> Authorizer:
         """Decides every capability call."""
-        return self._authorizer
+        return self._options.authorizer
 
     @property
     def hide_forbidden(self) -> bool:
         """Whether discovery shows a subject only what it could be allowed to call."""
-        return self._hide_forbidden
+        return self._options.hide_forbidden
 
     @property
     def on_event(self) -> EventHandler | None:
         """Receives every audit event."""
-        return self._on_event
+        return self._options.on_event
 
     @property
     def trace_arguments(self) -> bool:
         """Whether call spans record argument values."""
-        return self._trace_arguments
+        return self._options.trace_arguments
 
     @property
     def disclose_limits(self) -> bool:
         """Whether a limit error names its bound and the amount reached."""
-        return self._disclose_limits
+        return self._options.disclose_limits
+
+    @property
+    def is_closed(self) -> bool:
+        """Whether `close()` was called: a closed CodeMode starts nothing more."""
+        return self._engines.is_closed
 
     def configure(
         self,
@@ -219,22 +203,20 @@ class CodeMode:
         stale."""
         if self._frozen:
             raise RuntimeError("configure() is refused once the CodeMode has been used")
-        authorizer = self._authorizer if authorizer is None else authorizer
-        hide_forbidden = self._hide_forbidden if hide_forbidden is None else hide_forbidden
-        _check_authorizer(authorizer, hide_forbidden)
-        self._authorizer, self._hide_forbidden = authorizer, hide_forbidden
-        self._on_event = self._on_event if on_event is None else on_event
-        if trace_arguments is not None:
-            self._trace_arguments = trace_arguments
-        if disclose_limits is not None:
-            self._disclose_limits = disclose_limits
+        self._options = self._options.configured(
+            authorizer=authorizer,
+            hide_forbidden=hide_forbidden,
+            on_event=on_event,
+            trace_arguments=trace_arguments,
+            disclose_limits=disclose_limits,
+        )
 
     def _freeze(self) -> None:
         """Fix the configuration, check `disabled` names once (a likely typo), and have a
         policy that reads the capabilities check itself against them."""
         if not self._frozen:
             self.catalog.check_disabled()
-            self.catalog.adopt(self._policy_for)
+            self.catalog.adopt(self._options.policy_for)
             self._frozen = True
 
     def prepare(self) -> None:
@@ -244,7 +226,7 @@ class CodeMode:
         a `disabled` id that names nothing, or a policy that does not fit."""
         self._freeze()
         enabled = self.catalog.enabled
-        self._index(enabled)
+        self._discovery.index(enabled)
         for capability in enabled.values():
             capability.info  # noqa: B018 - built once, cached on the capability
 
@@ -444,13 +426,6 @@ class CodeMode:
         if self._frozen:
             self.prepare()
 
-    def _policy_for(self, capabilities: Sequence[Capability]) -> Authorizer:
-        """The authorizer that decides for one snapshot's enabled capabilities: built from
-        them when its policy reads them (it refuses them by raising), else the one given."""
-        if isinstance(self._authorizer, CatalogPolicy):
-            return self._authorizer.prepare(capabilities)
-        return self._authorizer
-
     # -- discovery -----------------------------------------------------------------------
 
     def search(
@@ -458,21 +433,8 @@ class CodeMode:
     ) -> SearchResult:
         """Capabilities ranked for a query, `limit` at a time from `offset`; an empty query
         (or `*`) lists them all in name order."""
-        return self._index(self.visible(subject)).search(query, limit=limit, offset=offset)
-
-    def _index(self, visible: View) -> SearchIndex:
-        """The search index of a view (built once per view)."""
-        with self._cache_lock:
-            found = self._indexes.get(visible.key)
-            if found is not None:
-                self._indexes.move_to_end(visible.key)
-                return found
-        index = SearchIndex(list(visible.values()))  # outside the lock: it may take a while
-        with self._cache_lock:
-            self._indexes[visible.key] = index
-            while len(self._indexes) > _VIEWS_KEPT:
-                self._indexes.popitem(last=False)
-        return index
+        view = self.visible(subject)
+        return self._discovery.index(view).search(query, limit=limit, offset=offset)
 
     def describe(self, name: str, *, subject: str | None = None) -> CapabilityInfo:
         """The capability with exactly this name, as the model sees it, else NotFoundError.
@@ -481,7 +443,7 @@ class CodeMode:
         visible name, so a disabled or hidden name gets the same answer as one that never
         existed.
         """
-        return _describe(self.visible(subject), name)
+        return describe(self.visible(subject), name)
 
     async def search_async(
         self, query: str, *, limit: int = 20, offset: int = 0, subject: str | None = None
@@ -489,25 +451,15 @@ class CodeMode:
         """As `search`, for a caller on an event loop (the MCP server, the page): a
         `can_see` hook never blocks it, and nothing but a CodeModeError leaves it."""
         with _last_resort("search or describe"):
-            view = (await self._visible_async(subject))[1]
-            return await self._off_loop(
-                lambda: self._index(view).search(query, limit=limit, offset=offset), subject
+            self._freeze()
+            return await self._discovery.search_async(
+                self._options, subject, query, limit=limit, offset=offset
             )
 
     async def describe_async(self, name: str, *, subject: str | None = None) -> CapabilityInfo:
         """As `describe`, for a caller on an event loop (see `search_async`)."""
         with _last_resort("search or describe"):
-            view = (await self._visible_async(subject))[1]
-            return _describe(view, name)
-
-    async def _off_loop(self, work: Callable[[], T], subject: str | None) -> T:
-        """Run `work` (building a search index, no host code) on a thread when the view
-        may be one of a subject's own, whose index may not be built yet, else right here;
-        anything it raises but a CodeModeError is logged and becomes `InternalError`."""
-        with _last_resort("search or describe"):
-            if self.hide_forbidden and subject is not None:
-                return await anyio.to_thread.run_sync(work)
-            return work()
+            return describe((await self._visible_async(subject))[1], name)
 
     def visible(self, subject: str | None = None) -> View:
         """The capabilities `subject` can see: all enabled ones unless `hide_forbidden`."""
@@ -515,31 +467,15 @@ class CodeMode:
 
     def _visible(self, subject: str | None, execution_id: str = "") -> tuple[Snapshot, View]:
         """The newest snapshot, and what `subject` sees of it (waiting for `can_see`)."""
-        snapshot, view = self._seeing(subject, execution_id)
-        return snapshot, view.result()
+        self._freeze()
+        return self._discovery.visible(self._options, subject, execution_id)
 
     async def _visible_async(
         self, subject: str | None, execution_id: str = ""
     ) -> tuple[Snapshot, View]:
         """As `_visible`, awaiting (a cancelled caller leaves the checks to others)."""
-        snapshot, view = self._seeing(subject, execution_id)
-        return snapshot, await asyncio.shield(asyncio.wrap_future(view))
-
-    def _seeing(
-        self, subject: str | None, execution_id: str
-    ) -> tuple[Snapshot, concurrent.futures.Future[View]]:
-        """The newest snapshot, and what `subject` sees of it once `can_see` answered
-        (every check of one request under one deadline: `codemode.runtime.seeing`)."""
         self._freeze()
-        snapshot = self.catalog.current
-        if not self.hide_forbidden or subject is None:
-            return snapshot, answered(snapshot.enabled)
-        authorizer = snapshot.policy
-        if not isinstance(authorizer, VisibilityPolicy):  # the constructor checks it
-            raise TypeError("hide_forbidden needs a VisibilityPolicy authorizer")
-        engine = self._running_engine()
-        ask = asking(engine, authorizer.can_see, subject, execution_id, self.on_event)
-        return snapshot, self._visibility.view(snapshot, subject, ask)
+        return await self._discovery.visible_async(self._options, subject, execution_id)
 
     def _now(self) -> float:
         """The time visibility is remembered by: the CodeMode's clock, when it has one."""
@@ -733,86 +669,17 @@ class CodeMode:
             return [exceeded(LimitKind.SOURCE_SIZE, self.limits, amount=size(written))]
         return Programs(self.visible(subject)).check(source)
 
-    # -- serving -------------------------------------------------------------------------
-
-    def http_app(
-        self,
-        *,
-        tokens: Mapping[str, str] | None = None,
-        subject: str = "local",
-        host: str = "127.0.0.1",
-        allowed_hosts: Iterable[str] = (),
-        web: bool = False,
-        path: str = "/mcp",
-        on_disconnect: Literal["cancel", "finish"] = "cancel",
-    ) -> Starlette:
-        """An ASGI app serving MCP at `path`, to run with uvicorn or mount in Starlette/FastAPI.
-
-        Every route goes through one security layer (`codemode.http`): with `tokens` (bearer
-        token -> subject) unauthenticated requests get 401; `host` is the address it will
-        be served on, and Host and Origin headers must name it, a loopback name or one of
-        `allowed_hosts` (e.g. a proxy's public name); with `web` the playground is served
-        at `/`. A call whose client drops the connection is cancelled, or with
-        `on_disconnect="finish"` runs to its end (its answer is lost); an explicit
-        `notifications/cancelled` from the same subject cancels it either way.
-        """
-        from codemode.serving import ServeConfig, http_app
-
-        return http_app(
-            self,
-            ServeConfig(
-                tokens=tokens,
-                subject=subject,
-                host=host,
-                allowed_hosts=allowed_hosts,
-                web=web,
-                path=path,
-                on_disconnect=on_disconnect,
-            ),
-        )
-
-    def run(
-        self,
-        transport: Literal["stdio", "http"] = "stdio",
-        *,
-        subject: str = "local",
-        host: str = "127.0.0.1",
-        port: int = 8000,
-        tokens: Mapping[str, str] | None = None,
-        allowed_hosts: Iterable[str] = (),
-        web: bool = False,
-        on_disconnect: Literal["cancel", "finish"] = "cancel",
-    ) -> None:
-        """Serve over MCP until stopped: stdio as `subject`, or streamable HTTP (see
-        `http_app`)."""
-        from codemode.serving import ServeConfig, run
-
-        run(
-            self,
-            ServeConfig(
-                transport=transport,
-                subject=subject,
-                host=host,
-                port=port,
-                tokens=tokens,
-                allowed_hosts=allowed_hosts,
-                web=web,
-                on_disconnect=on_disconnect,
-            ),
-        )
-
     def close(self) -> None:
         """Cancel running executions, stop the worker processes and end every upstream
         MCP session (never waits on host code: a handler still running is left to finish
         on its own). A closed CodeMode starts nothing more: executions end `canceled`."""
-        with self._engine_lock:
-            first, self._closed = not self._closed, True
-            engine, self._engine = self._engine, None
-            gateway, self._gateway = self._gateway, None
-            apis, self._apis = self._apis, []
+        first, engine = self._engines.close()
         if not first:  # closing already (a signal's closer, say): it ends when that does
             self._close_done.wait(CLOSE_WAIT_SECONDS)
             return
+        with self._engine_lock:
+            gateway, self._gateway = self._gateway, None
+            apis, self._apis = self._apis, []
         try:
             for api in apis:  # on the engine's loop, while it still runs
                 api.close()
@@ -830,20 +697,7 @@ class CodeMode:
         self.close()
 
     def _engine_for(self, subject: str) -> Engine:
-        if not isinstance(subject, str) or not subject.strip():
-            raise UnauthenticatedError()
-        return self._running_engine()
-
-    def _running_engine(self) -> Engine:
-        with self._engine_lock:
-            if self._closed:
-                raise ExecutionCanceledError()
-            if self._engine is None:
-                sandbox = self.sandbox or MontySandbox(self.limits, self.worker_binary)
-                self._engine = Engine(
-                    self.limits, sandbox, clock=self.clock, host_loop=self.host_loop
-                )
-            return self._engine
+        return self._engines.engine_for(subject)
 
     async def _decode(self, state: bytes) -> PausedState:
         """The state read off the event loop (it may hold a megabyte to inflate)."""
@@ -889,22 +743,17 @@ class CodeMode:
         execution_id: str | None = None,
         spent: float = 0.0,
     ) -> Execution:
-        """An execution that reads one snapshot to its end: its capabilities, their hints
-        and the authorizer built for them. `spent`: the time its request took already."""
-        if not isinstance(source, str):
-            raise InvalidRequestError("the program must be a string")
-        return Execution(
-            source=source,
-            subject=subject,
-            setup=engine.setup(view),
-            authorizer=snapshot.policy,
-            services=engine.services,
-            emit=self.on_event,
-            trace_arguments=self.trace_arguments,
-            disclose_limits=self.disclose_limits,
-            pausable=pausable,
-            restored=restored,
-            verdicts=verdicts,
+        """An execution that reads one snapshot to its end (`build_execution`)."""
+        return build_execution(
+            self._options,
+            source,
+            subject,
+            engine,
+            snapshot,
+            view,
+            pausable,
+            restored,
+            verdicts,
             execution_id=execution_id,
             spent=spent,
         )
@@ -919,15 +768,6 @@ GUARD_SECONDS = 10.0
 """How long the replay guard may take to answer (then a paused program is refused)."""
 CLOSE_WAIT_SECONDS = 10.0
 """How long a second `close()` waits for the first to end the workers and upstreams."""
-_VIEWS_KEPT = 64
-
-
-def _describe(visible: View, name: str) -> CapabilityInfo:
-    """The capability of this exact name among those a subject sees, else NotFoundError."""
-    capability = visible.get(name) if isinstance(name, str) else None
-    if capability is None:
-        raise NotFoundError(capability_hint(name, visible) if isinstance(name, str) else None)
-    return capability.info
 
 
 def _check_source(what: str, timeout: float | None, **lists: object) -> None:
@@ -938,17 +778,6 @@ def _check_source(what: str, timeout: float | None, **lists: object) -> None:
     for option, value in lists.items():
         if isinstance(value, str):
             raise RegistrationError(f"{what}: {option} must be a list of str")
-
-
-def _check_authorizer(authorizer: object, hide_forbidden: bool) -> None:
-    """TypeError for an authorizer a CodeMode cannot use."""
-    if authorizer is None or not callable(authorizer):
-        raise TypeError("CodeMode needs an authorizer; use codemode.authz.AllowAll() to allow all")
-    if hide_forbidden and not isinstance(authorizer, VisibilityPolicy):
-        raise TypeError(
-            "hide_forbidden needs an authorizer with can_see(subject, capability_id, "
-            "capability_name)"
-        )
 
 
 @contextlib.contextmanager

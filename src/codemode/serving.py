@@ -1,10 +1,10 @@
 """Serving a CodeMode: one configuration, and the stdio, HTTP and reloading servers for it.
 
-`ServeConfig` is the one value serving reads. `CodeMode.run` and `CodeMode.http_app` fill
-it from their arguments; the command line fills it from its options and the files they
-name; `serve --reload` hands it, pickled, to each server process it starts. This module
-sits above the core and both adapters (`codemode.mcp`, `codemode.web`); only the command
-line sits above it.
+`ServeConfig` is the one value serving reads. `run` and `http_app`, serving from
+Python, fill it from their arguments; the command line fills it from its options and the
+files they name; `serve --reload` hands it, pickled, to each server process it starts.
+This module sits above the core and both adapters (`codemode.mcp`, `codemode.web`), and
+the core never imports it: only the command line sits above it.
 """
 
 from __future__ import annotations
@@ -129,20 +129,69 @@ class ServingError(Exception):
     """Serving could not start; `str()` is the one line to show."""
 
 
-# -- the two conveniences of CodeMode ---------------------------------------------------
+# -- serving from Python ------------------------------------------------------------------
 
 
-def http_app(cm: CodeMode, config: ServeConfig) -> Starlette:
-    """The ASGI app serving `cm` as `config` says (MCP at its path, the playground with
-    `web`), behind the one security layer of `codemode.http`."""
-    _configure(cm, config)
-    return _asgi(cm, config)
+def http_app(
+    cm: CodeMode,
+    *,
+    tokens: Mapping[str, str] | None = None,
+    subject: str = "local",
+    host: str = "127.0.0.1",
+    allowed_hosts: Iterable[str] = (),
+    web: bool = False,
+    path: str = "/mcp",
+    on_disconnect: OnDisconnect = "cancel",
+) -> Starlette:
+    """An ASGI app serving `cm` over MCP at `path`, to run with uvicorn or mount in
+    Starlette/FastAPI.
+
+    Every route goes through one security layer (`codemode.http`): with `tokens` (bearer
+    token -> subject) unauthenticated requests get 401; `host` is the address it will
+    be served on, and Host and Origin headers must name it, a loopback name or one of
+    `allowed_hosts` (e.g. a proxy's public name); with `web` the playground is served
+    at `/`. A call whose client drops the connection is cancelled, or with
+    `on_disconnect="finish"` runs to its end (its answer is lost); an explicit
+    `notifications/cancelled` from the same subject cancels it either way.
+    """
+    config = ServeConfig(
+        tokens=tokens,
+        subject=subject,
+        host=host,
+        allowed_hosts=allowed_hosts,
+        web=web,
+        path=path,
+        on_disconnect=on_disconnect,
+    )
+    return asgi_app(cm, config)
 
 
-def run(cm: CodeMode, config: ServeConfig) -> None:
-    """Serve `cm` until stopped, in a process that stays the caller's (`CodeMode.run`):
-    over stdio no signal handler of its own, and `cm` left open; over HTTP, uvicorn's,
-    and a stop closes `cm` as `serve` does."""
+def run(
+    cm: CodeMode,
+    transport: Transport = "stdio",
+    *,
+    subject: str = "local",
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    tokens: Mapping[str, str] | None = None,
+    allowed_hosts: Iterable[str] = (),
+    web: bool = False,
+    on_disconnect: OnDisconnect = "cancel",
+) -> None:
+    """Serve `cm` over MCP until stopped: stdio as `subject`, or streamable HTTP (see
+    `http_app`), in a process that stays the caller's: over stdio no signal handler of
+    its own, and `cm` left open; over HTTP, uvicorn's, and a stop closes `cm` as
+    `serve` does."""
+    config = ServeConfig(
+        transport=transport,
+        subject=subject,
+        host=host,
+        port=port,
+        tokens=tokens,
+        allowed_hosts=allowed_hosts,
+        web=web,
+        on_disconnect=on_disconnect,
+    )
     _configure(cm, config)
     if config.transport == "stdio":
         _stdio(cm, config)
@@ -152,6 +201,13 @@ def run(cm: CodeMode, config: ServeConfig) -> None:
     app = _asgi(cm, config)
     server = _stopping(cm)
     server(server_config(app, host=config.host, port=config.port, root_path=config.root_path)).run()
+
+
+def asgi_app(cm: CodeMode, config: ServeConfig) -> Starlette:
+    """The ASGI app serving `cm` as `config` says (MCP at its path, the playground with
+    `web`), behind the one security layer of `codemode.http`."""
+    _configure(cm, config)
+    return _asgi(cm, config)
 
 
 # -- a process that is the server's (the command line) ----------------------------------
@@ -300,7 +356,7 @@ def reloaded_app() -> Starlette:
     config = pickle.loads(base64.b64decode(os.environ.pop(CONFIG_ENV)))
     if not isinstance(config, ServeConfig) or config.app is None:
         raise TypeError(f"{CONFIG_ENV} holds no ServeConfig with an app")
-    return http_app(config.app(), config)
+    return asgi_app(config.app(), config)
 
 
 # -- shared steps -----------------------------------------------------------------------
@@ -341,7 +397,7 @@ def _stdio(cm: CodeMode, config: ServeConfig) -> None:
 
 
 def _asgi(cm: CodeMode, config: ServeConfig) -> Starlette:
-    """The Starlette app of `http_app`, for a `cm` already configured."""
+    """The Starlette app of `asgi_app`, for a `cm` already configured."""
     from codemode.mcp import http_app as mcp_app
 
     cm.prepare()
@@ -372,6 +428,7 @@ __all__ = [
     "ServeConfig",
     "ServingError",
     "Transport",
+    "asgi_app",
     "close_aside",
     "http_app",
     "listen",

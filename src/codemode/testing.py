@@ -31,6 +31,10 @@ scripts cannot sleep (use the real sandbox to test sleeps).
 
     cm = CodeMode(authorizer=AllowAll(), sandbox=ScriptedSandbox(script))
     cm.execute("def main():\\n    return users.get(id='u-1').name\\n", subject="alice")
+
+`running_engine`, `started_engine` and `is_indexed` let a test look behind a `CodeMode`
+at what its runtime and discovery hold (the engine's pool, admission and event loops; the
+search indexes built), for tests of codemode itself rather than of a host.
 """
 
 from __future__ import annotations
@@ -43,8 +47,11 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from codemode.app import CodeMode
+from codemode.capabilities import View
 from codemode.errors import CodeModeError
 from codemode.limits import Limits
+from codemode.runtime import Engine
 from codemode.runtime.clock import Timer
 from codemode.runtime.sandbox import (
     Answer,
@@ -262,6 +269,13 @@ class ManualClock:
             heapq.heappush(self._due, (when, next(self._order), timer))
         return timer
 
+    def skip(self, seconds: float) -> None:
+        """Move time on by `seconds` without ringing the timers whose moment passes, as
+        when host code returns before the clock's thread rings them; the next `advance`
+        rings them."""
+        with self._lock:
+            self._now += seconds
+
     def advance(self, seconds: float) -> None:
         """Move time on by `seconds`, ringing every timer whose moment comes."""
         with self._lock:
@@ -321,6 +335,24 @@ class RecordingAuthorizer:
         self.requests.append(request)
 
 
+def running_engine(cm: CodeMode) -> Engine:
+    """The engine `cm` runs programs on, started now if nothing has started it (refused
+    with `ExecutionCanceledError` once `cm` is closed)."""
+    return cm._engines.engine()
+
+
+def started_engine(cm: CodeMode) -> Engine | None:
+    """The engine `cm` started, or None while nothing has needed one (a `check`, a
+    search without `hide_forbidden`) or once it is closed."""
+    return cm._engines.started
+
+
+def is_indexed(cm: CodeMode, view: View) -> bool:
+    """Whether `cm` has built the search index of `view` already (serving builds the
+    whole catalog's before its first request)."""
+    return cm._discovery.is_indexed(view)
+
+
 def assert_no_canary(canary: str, *outcomes: RunResult | CodeModeError | Any) -> None:
     """Fail when `canary` appears in anything the model would be sent for these outcomes
     or errors: messages, reports, every field of the payload."""
@@ -350,6 +382,9 @@ __all__ = [
     "ScriptedRun",
     "ScriptedSandbox",
     "assert_no_canary",
+    "is_indexed",
     "record_fields",
     "run",
+    "running_engine",
+    "started_engine",
 ]

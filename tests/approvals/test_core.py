@@ -53,6 +53,7 @@ from codemode.events import (
 from codemode.questions import arguments_text
 from codemode.runtime import ExecutionResult
 from codemode.runtime.paused import PausedState
+from codemode.testing import running_engine
 from tests.approvals.host import CANARY, DELETE_TWO, build
 
 DECLINED = "approval declined: a person declined this call; do not retry it"
@@ -515,11 +516,12 @@ def test_a_validator_that_changes_its_mind_never_runs_the_call(calls: Path) -> N
 
 def test_a_state_refused_a_slot_can_be_resumed_again(cm: CodeMode, calls: Path) -> None:
     first = paused(cm)
-    engine = cm._running_engine()
-    engine.admission.close()  # no slot for anyone (as when the queue is full)
-    with pytest.raises(CodeModeError):
-        asyncio.run(cm.resume_async(first.state, subject="alice", answers={"approval-2": True}))
-    engine.admission._closed = False
+    with build() as full:  # a replica with no slot for anyone (as when its queue is full)
+        full.replay_guard = cm.replay_guard
+        running_engine(full).admission.close()
+        with pytest.raises(CodeModeError):
+            answers = {"approval-2": True}
+            asyncio.run(full.resume_async(first.state, subject="alice", answers=answers))
     done = asyncio.run(cm.resume_async(first.state, subject="alice", answers={"approval-2": True}))
     assert isinstance(done, ExecutionResult) and done.value is True
     assert ran(calls) == ["list", "delete 2"]

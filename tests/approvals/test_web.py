@@ -12,6 +12,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 from starlette.testclient import TestClient
 
+from codemode.serving import http_app
 from tests.approvals.conftest import served
 from tests.approvals.host import CANARY, DELETE_TWO, build
 from tests.e2e.test_web import browser, page  # noqa: F401  (Chromium, and a page at demo_url)
@@ -59,7 +60,7 @@ def test_one_subjects_paused_programs_never_push_out_anothers() -> None:
     with (
         build() as cm,
         TestClient(
-            cm.http_app(web=True, tokens={"tok-alice": "alice", "tok-bob": "bob"}),
+            http_app(cm, web=True, tokens={"tok-alice": "alice", "tok-bob": "bob"}),
             base_url="http://127.0.0.1:8000",
         ) as http,
     ):

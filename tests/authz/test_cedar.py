@@ -11,6 +11,7 @@ import pytest
 from codemode import CodeMode, ErrorCode, NotFoundError
 from codemode.authz.cedar import CedarAuthorizer, CedarPolicyError, cedar_schema, policy_lines
 from codemode.demo import create
+from codemode.serving import http_app
 from tests.conftest import CANARY, run_error
 
 GUIDE = Path(__file__).parents[2] / "docs" / "guides" / "demo-policy"
@@ -98,7 +99,7 @@ def test_serving_checks_the_policies_against_the_capabilities(tmp_path: Path) ->
         create(tmp_path / "d.sqlite3", authorizer=CedarAuthorizer(typo)) as cm,
         pytest.raises(CedarPolicyError, match=r"instances\.gett"),
     ):
-        cm.http_app()
+        http_app(cm)
     with (
         create(tmp_path / "e.sqlite3", authorizer=CedarAuthorizer(typo)) as cm,
         pytest.raises(CedarPolicyError) as info,

@@ -94,13 +94,13 @@ def test_names_far_from_the_word_are_ruled_out_before_any_edit_distance(
     from codemode.capabilities import naming
 
     computed: list[tuple[str, str]] = []
-    edits = naming._edits
+    edits = naming.edit_distance
 
     def counting(a: str, b: str, limit: int | None = None) -> int:
         computed.append((a, b))
         return edits(a, b, limit)
 
-    monkeypatch.setattr(naming, "_edits", counting)
+    monkeypatch.setattr(naming, "edit_distance", counting)
     names = [f"ns{i}.get_item_number_{i}" for i in range(2000)]
     assert capability_hint("a" * 200, names) is None
     assert capability_hint("z" * 21, names) is None

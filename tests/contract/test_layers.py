@@ -11,8 +11,9 @@ before it, never one after it):
    from the capabilities it decides (their schemas, a snapshot) and names the closest
    action with binding's `closest_name`;
 5. runtime: sandboxed execution;
-6. app: `CodeMode` and the `codemode` package, with `payloads` (the one structured form
-   every adapter renders) and `testing` (helpers for hosts' tests);
+6. app: `CodeMode` and the `codemode` package, with the parts it delegates to (`options`,
+   `discovery`, `engine_slot`), `payloads` (the one structured form every adapter
+   renders) and `testing` (helpers for hosts' tests);
 7. gateway: upstream MCP servers as capabilities, and `openapi`, REST APIs as
    capabilities (it reads schemas as the gateway does), still core (they serve nothing);
 8. http: the security layer every HTTP route shares, and the uvicorn settings: above the
@@ -23,8 +24,7 @@ before it, never one after it):
     the values serving takes;
 11. cli: command-line parsing and printing, and `__main__`.
 
-The named exceptions, and no other: `CodeMode.run` and `CodeMode.http_app` import
-`codemode.serving` inside the function and `CodeMode.add_mcp_server` and
+The named exceptions, and no other: `CodeMode.add_mcp_server` and
 `CodeMode.add_openapi` import `codemode.gateway` (and `codemode.openapi`) inside the
 function, so importing the core loads none of them; the gateway
 may import `codemode.mcp.compat`, the SDK compatibility module, which in turn imports
@@ -72,7 +72,18 @@ LAYERS = (
     Layer("binding", ("codemode.binding", "codemode.preflight")),
     Layer("authz", ("codemode.authz", "codemode.approvals", "codemode.questions")),
     Layer("runtime", ("codemode.runtime",)),
-    Layer("app", (PACKAGE, "codemode.app", "codemode.payloads", "codemode.testing")),
+    Layer(
+        "app",
+        (
+            PACKAGE,
+            "codemode.app",
+            "codemode.options",
+            "codemode.discovery",
+            "codemode.engine_slot",
+            "codemode.payloads",
+            "codemode.testing",
+        ),
+    ),
     Layer("gateway", ("codemode.gateway", "codemode.openapi")),
     Layer("http", ("codemode.http",)),
     Layer("adapters", ("codemode.mcp", "codemode.web", "codemode.demo"), peers=True),
@@ -92,8 +103,6 @@ class Allowed:
 
 
 EXCEPTIONS = (
-    Allowed("codemode.app", "CodeMode.run", "codemode.serving"),
-    Allowed("codemode.app", "CodeMode.http_app", "codemode.serving"),
     Allowed("codemode.app", "CodeMode.add_mcp_server", "codemode.gateway"),
     Allowed("codemode.app", "CodeMode.add_openapi", "codemode.gateway"),
     Allowed("codemode.app", "CodeMode.add_openapi", "codemode.openapi"),
@@ -142,7 +151,8 @@ def member(module: str) -> tuple[int, Layer, str] | None:
 class Import:
     line: int
     function: str
-    """Dotted name of the enclosing function ("CodeMode.run"), or "" at module level."""
+    """Dotted name of the enclosing function ("CodeMode.add_openapi"), or "" at module
+    level."""
     target: str
 
 
@@ -295,27 +305,40 @@ class TestTheChecker:
              "above it"],
         ]  # fmt: skip
 
-    def test_allows_the_lazy_serving_imports_by_name_only(self) -> None:
+    def test_flags_serving_imported_by_the_core_even_inside_a_function(self) -> None:
+        """Serving imports the app, never the reverse: `serving.run` and
+        `serving.http_app` are how Python serves an app, not methods of `CodeMode`."""
         source = (
             "class CodeMode:\n"
             "    def run(self):\n"
             "        from codemode.serving import run\n"
-            "    def execute(self):\n"
-            "        from codemode.serving import run\n"
             "    def http_app(self):\n"
             "        from codemode.serving import http_app\n"
+            "from codemode.serving import http_app\n"
+        )
+        above = ", of the serving layer above it"
+        assert wrong_way("codemode.app", source, KNOWN) == [
+            f"codemode.app:{line}: the app layer imports codemode.serving{above}"
+            for line in (3, 5, 6)
+        ]
+
+    def test_allows_the_lazy_gateway_imports_by_name_only(self) -> None:
+        source = (
+            "class CodeMode:\n"
             "    def add_mcp_server(self):\n"
             "        from codemode.gateway import Gateway\n"
             "        from codemode.mcp import http_app\n"
-            "from codemode.serving import http_app\n"
+            "    def execute(self):\n"
+            "        from codemode.gateway import Gateway\n"
+            "from codemode.gateway import Gateway\n"
         )
         above = ", of the {} layer above it"
         assert wrong_way("codemode.app", source, KNOWN) == [
-            "codemode.app:5: the app layer imports codemode.serving" + above.format("serving"),
-            "codemode.app:10: the app layer imports codemode.mcp" + above.format("adapters"),
-            "codemode.app:11: the app layer imports codemode.serving" + above.format("serving"),
+            "codemode.app:4: the app layer imports codemode.mcp" + above.format("adapters"),
+            "codemode.app:6: the app layer imports codemode.gateway" + above.format("gateway"),
+            "codemode.app:7: the app layer imports codemode.gateway" + above.format("gateway"),
         ]
-        assert len(wrong_way("codemode.runtime.engine", source, KNOWN)) == 6
+        assert len(wrong_way("codemode.runtime.engine", source, KNOWN)) == 4
 
     def test_the_gateway_may_use_only_the_free_standing_compatibility_module(self) -> None:
         known = KNOWN | {"codemode.mcp.compat"}

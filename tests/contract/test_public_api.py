@@ -17,6 +17,7 @@ PUBLIC_MODULES = {
     "codemode.demo",
     "codemode.errors",
     "codemode.events",
+    "codemode.serving",
     "codemode.testing",
 }
 """The modules a host imports from; the rest is the implementation."""
@@ -93,8 +94,11 @@ def test_testing_exports() -> None:
         "ScriptedRun",
         "ScriptedSandbox",
         "assert_no_canary",
+        "is_indexed",
         "record_fields",
         "run",
+        "running_engine",
+        "started_engine",
     ]
     assert all(hasattr(codemode.testing, name) for name in codemode.testing.__all__)
 
@@ -178,13 +182,15 @@ def test_unknown_disabled_ids_are_refused_at_first_use() -> None:
 
 def test_serving_builds_discovery_before_the_first_request() -> None:
     """Search and describe never build indexes or schemas on the server's event loop."""
+    from codemode.serving import http_app
+    from codemode.testing import is_indexed
     from tests.conftest import build_host
 
     with build_host() as cm:
-        cm.http_app()
+        http_app(cm)
         enabled = cm.catalog.enabled
         assert all("info" in vars(capability) for capability in enabled.values())
-        assert enabled.key in cm._indexes
+        assert is_indexed(cm, enabled)
 
 
 def test_the_readme_and_docs_use_only_public_names() -> None:

@@ -13,6 +13,7 @@ from codemode import Limits
 from codemode.http import SecurityMiddleware, host_names, is_loopback
 from codemode.mcp.compat import PARSE_ERROR_MESSAGE
 from codemode.mcp.server import body_limit
+from codemode.serving import http_app
 from tests.http.conftest import ADD, TOKENS, body, noting_host
 
 JSON = {"Content-Type": "application/json"}
@@ -40,7 +41,7 @@ ROUTE_IDS = [path for _, path, _, _ in ROUTES]
 
 def client(effects: list[str], **options: Any) -> TestClient:
     """A TestClient on the real served app (web page included), speaking from 127.0.0.1."""
-    app = noting_host(effects).http_app(web=True, **options)
+    app = http_app(noting_host(effects), web=True, **options)
     return TestClient(app, base_url="http://127.0.0.1:8000")
 
 
@@ -233,7 +234,7 @@ class TestHostsAndOrigins:
         with pytest.raises(
             ValueError, match=r"must be a bare host name or address \(no scheme, no port\)"
         ):
-            noting_host([]).http_app(allowed_hosts=[bad])
+            http_app(noting_host([]), allowed_hosts=[bad])
 
     def test_allowed_hosts_is_not_a_string(self) -> None:
         with pytest.raises(TypeError, match="not a string"):
@@ -300,7 +301,7 @@ class TestBodyLimit:
                 pulled += 1
                 yield chunk
 
-        transport = httpx.ASGITransport(app=noting_host(effects).http_app(web=True))
+        transport = httpx.ASGITransport(app=http_app(noting_host(effects), web=True))
         async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
             response = await http.post("/api/execute", content=fifty_megabytes(), headers=JSON)
         assert (response.status_code, response.json()) == (413, {"error": "body_too_large"})

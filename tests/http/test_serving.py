@@ -22,6 +22,7 @@ from starlette.types import ASGIApp
 
 from codemode.http import MAX_BODY_BYTES
 from codemode.http.server import server_config
+from codemode.serving import http_app
 from tests.http.conftest import ADD, TOKENS, noting_host
 
 
@@ -62,7 +63,7 @@ class Served:
 @pytest.fixture(scope="module")
 def served() -> Iterator[Served]:
     effects: list[str] = []
-    app = noting_host(effects).http_app(tokens=TOKENS, web=True)
+    app = http_app(noting_host(effects), tokens=TOKENS, web=True)
     with serving(app, "127.0.0.1") as server:
         port = server.config.port
         yield Served(f"http://127.0.0.1:{port}", port, effects)
@@ -224,7 +225,7 @@ def test_a_chunked_body_past_the_limit_gets_413_before_it_is_all_sent(server: Se
 
 def test_a_server_bound_to_another_loopback_address_is_protected() -> None:
     """127.0.0.2 is loopback too: its own name passes, a rebinding name does not."""
-    with serving(noting_host([]).http_app(host="127.0.0.2"), "127.0.0.2") as server:
+    with serving(http_app(noting_host([]), host="127.0.0.2"), "127.0.0.2") as server:
         port = server.config.port
         own = raw(port, f"GET / HTTP/1.1\r\nHost: 127.0.0.2:{port}", "127.0.0.2")
         foreign = raw(port, "GET / HTTP/1.1\r\nHost: evil.example", "127.0.0.2")
@@ -250,7 +251,7 @@ def test_every_connection_sends_small_segments_at_once_whatever_made_the_listene
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:  # as uvicorn's
         listener.bind(("127.0.0.1", 0))
         with (
-            serving(noting_host([]).http_app(), "127.0.0.1", listener) as server,
+            serving(http_app(noting_host([])), "127.0.0.1", listener) as server,
             socket.create_connection(listener.getsockname()),
         ):
             for _ in range(2000):  # until the server has taken the connection in

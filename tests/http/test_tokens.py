@@ -8,6 +8,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from codemode.http import load_token_file
+from codemode.serving import http_app
 from tests.conftest import CANARY
 from tests.http.conftest import body, noting_host
 
@@ -15,7 +16,7 @@ BOM = "\ufeff"
 
 
 def served_api(tokens: dict[str, str], effects: list[str]) -> TestClient:
-    app = noting_host(effects).http_app(tokens=tokens, web=True)
+    app = http_app(noting_host(effects), tokens=tokens, web=True)
     return TestClient(app, base_url="http://127.0.0.1:8000")
 
 

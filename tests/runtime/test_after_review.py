@@ -11,6 +11,7 @@ import pytest
 
 from codemode import CodeMode, CodeModeError, Limits
 from codemode.authz import AllowAll
+from codemode.testing import running_engine
 from codemode.values import MAX_SUSPECTS, to_json
 from tests.conftest import run_error
 
@@ -83,7 +84,7 @@ async def test_callers_that_give_up_while_waiting_for_a_slot_leave_nothing_stuck
             task.cancel()
         await asyncio.gather(*waiting, return_exceptions=True)
         await asyncio.sleep(0.3)
-        engine = cm._running_engine()
+        engine = running_engine(cm)
         assert engine.pool.abandoned() == 0
         busy.join()
         assert cm.execute(P + "    return 'next'\n", subject="c").value == "next"
@@ -105,4 +106,4 @@ def test_a_stopped_sleep_is_not_host_code_left_running() -> None:
 
             asyncio.run(cancel_soon())
             time.sleep(0.2)
-            assert cm._running_engine().pool.abandoned() == 0
+            assert running_engine(cm).pool.abandoned() == 0

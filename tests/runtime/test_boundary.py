@@ -33,6 +33,7 @@ from codemode import (
 )
 from codemode.authz import AllowAll, AuthorizationRequest, Denied
 from codemode.events import Event, HostCodeAbandoned, JsonLinesSink
+from codemode.testing import started_engine
 from tests.conftest import CANARY, close_while_running, hanging, run_error
 
 P = "def main():\n"
@@ -822,7 +823,7 @@ async def test_a_cancelled_caller_leaves_a_stuck_driver_counted() -> None:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        engine = app._engine
+        engine = started_engine(app)
         assert engine is not None and engine.pool.abandoned() == 1
         for _ in range(50):
             if any(type(e).__name__ == "HostCodeAbandoned" for e in events):

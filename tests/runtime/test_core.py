@@ -19,7 +19,7 @@ from codemode.limits import LimitKind
 from codemode.runtime.clock import COMPACT_AFTER, SystemClock
 from codemode.runtime.deadline import Deadline
 from codemode.runtime.pool import WorkPool
-from codemode.testing import ManualClock, ScriptedProgram, ScriptedSandbox
+from codemode.testing import ManualClock, ScriptedProgram, ScriptedSandbox, running_engine
 from tests.conftest import eventually
 
 SOURCE = "def main():\n    return h.work()\n"
@@ -109,7 +109,7 @@ def test_a_sync_handler_past_its_budget_is_answered_before_it_returns(
         error_of(answer) == "resource limit exceeded: capability time (limit 1 s) at <codemode>:2:5"
     )
     order.append("answered")
-    engine = host.cm._running_engine()
+    engine = running_engine(host.cm)
     assert engine.pool.abandoned("a") == 1
     release.set()
     wait_for(returned)
@@ -143,7 +143,7 @@ def test_an_async_handler_past_its_budget_is_cancelled_not_abandoned(
         error_of(answer) == "resource limit exceeded: capability time (limit 1 s) at <codemode>:3:5"
     )
     wait_for(cancelled)
-    assert host.cm._running_engine().pool.abandoned() == 0
+    assert running_engine(host.cm).pool.abandoned() == 0
     assert not any(isinstance(e, HostCodeAbandoned) for e in host.events)
 
 
@@ -201,7 +201,7 @@ def test_gathered_calls_wait_on_the_loop_and_end_together(
     assert not answer.done()  # all twenty wait at once, none holds a thread
     loop = next(iter(loops))
     assert len(loops) == 1
-    (runner,) = host.cm._running_engine().loop._current.values()  # the subject's own
+    (runner,) = running_engine(host.cm).loop.current().values()  # the subject's own
     assert id(runner.loop) == loop
     runner.loop.call_soon_threadsafe(go.set)
     assert answer.result(10).value == 20
@@ -230,7 +230,7 @@ def test_a_subject_whose_calls_were_left_running_is_refused_and_others_are_answe
     def hangs(program: ScriptedProgram) -> Program:
         return (yield program.call("h.hang", line=2))
 
-    engine = host.cm._running_engine()
+    engine = running_engine(host.cm)
     share = engine.pool.share
     hang_source = "def main():\n    return h.hang()\n"
     host.cm.sandbox.script = hangs  # type: ignore[union-attr]
@@ -275,7 +275,7 @@ def test_a_subject_runs_at_most_half_the_slots_and_a_free_one_goes_to_the_fewest
         return (yield program.call("h.work", line=2, n=n))
 
     host.cm.sandbox.script = script  # type: ignore[union-attr]
-    admission = host.cm._running_engine().admission
+    admission = running_engine(host.cm).admission
     source = "def main():\n    return h.work(n={})\n".format
 
     def start(n: int, subject: str, waiting: int) -> concurrent.futures.Future[Any]:
@@ -320,7 +320,7 @@ def test_a_subject_past_its_share_of_the_queue_is_refused(
         release.wait(10)
         return 1
 
-    admission = host.cm._running_engine().admission
+    admission = running_engine(host.cm).admission
     running = host.start(subject="mallory")
     assert entered.acquire(timeout=10)
     queued = [host.start(subject="mallory") for _ in range(admission.queue_share)]
@@ -350,7 +350,7 @@ def test_a_queued_execution_answered_while_it_waited_never_starts(
     first = host.start()
     wait_for(entered)
     queued = host.start()
-    while not host.cm._running_engine().admission.waiting():
+    while not running_engine(host.cm).admission.waiting():
         threading.Event().wait(0.001)
     host.clock.advance(host.cm.limits.max_execution_seconds)
     assert error_of(queued) == "resource limit exceeded: execution time (limit 10 s)"
@@ -386,7 +386,7 @@ def test_host_code_that_returns_late_fails_even_before_the_timer_rings() -> None
     clock = ManualClock()
     late, told = deadline(clock)
     token = late.enter(1, BUDGET)
-    clock._now += 2  # time passed, and no timer has rung yet
+    clock.skip(2)  # time passed, and no timer has rung yet
     error = late.leave(token)
     assert str(error) == "resource limit exceeded: capability time (limit 1 s)"
     assert told == [str(error)]
@@ -415,12 +415,18 @@ def test_a_refusal_when_every_thread_is_stuck_is_internal(
     make_host: Callable[..., Host],
 ) -> None:
     host = make_host()
-    engine = host.cm._running_engine()
-    engine.pool._abandoned.update({"x": engine.pool.size})
+    pool = running_engine(host.cm).pool
+    release = threading.Event()
+    subjects = [f"x{n // pool.share}" for n in range(pool.size)]  # each within its share
+    jobs = [pool.submit(subject, lambda: release.wait(20)) for subject in subjects]
     try:
+        assert eventually(lambda: all(job.thread is not None for job in jobs), 10)
+        for job in jobs:  # each left running in host code past its answer
+            pool.abandon(job)
+        assert pool.abandoned() == pool.size
         assert isinstance(host.start().exception(10), InternalError)
     finally:
-        engine.pool._abandoned.clear()
+        release.set()
 
 
 def test_calls_that_run_out_at_one_moment_are_named_by_the_first_in_the_source() -> None:
@@ -447,7 +453,7 @@ def test_whoever_notices_the_same_moment_names_the_first_call_in_the_source(
     if noticed_by == "the timer":
         clock.advance(10)
     else:
-        clock._now += 10  # time passed, and no timer has rung yet
+        clock.skip(10)  # time passed, and no timer has rung yet
         late.leave(token)
     assert told == ["resource limit exceeded: execution time (limit 10 s) at <codemode>:4:9"]
 
@@ -463,7 +469,7 @@ def test_whoever_notices_names_the_budget_that_passed_first(noticed_by: str) -> 
     if noticed_by == "the timer":
         clock.advance(3)
     else:
-        clock._now += 3  # both passed, and no timer has rung yet
+        clock.skip(3)  # both passed, and no timer has rung yet
         late.leave(token)
     assert told == ["resource limit exceeded: capability time (limit 1 s) at <codemode>:5:9"]
 
@@ -474,9 +480,9 @@ def test_cancelled_timers_do_not_pile_up_in_the_clock() -> None:
         later = clock.now() + 3600
         for n in range(5000):
             clock.call_at(later + n, lambda: None).cancel()
-        assert len(clock._due) <= COMPACT_AFTER + 1
+        assert len(clock.timers()) <= COMPACT_AFTER + 1
         kept = clock.call_at(later, lambda: None)
-        assert not kept.cancelled and any(entry[2] is kept for entry in clock._due)
+        assert not kept.cancelled and any(timer is kept for timer in clock.timers())
     finally:
         clock.close()
 
@@ -542,9 +548,6 @@ def test_an_execution_admitted_after_close_is_answered_canceled(
 ) -> None:
     host = make_host()
     host.cm.capability("h.work", summary="x")(one)
-    engine = host.cm._running_engine()
-    snapshot, view = host.cm._visible("a")
-    execution = host.cm._execution(SOURCE, "a", engine, snapshot, view)
-    engine.admission.close()
+    running_engine(host.cm).admission.close()
     with pytest.raises(ExecutionCanceledError):
-        engine.execute(execution)
+        host.cm.execute(SOURCE, subject="a")

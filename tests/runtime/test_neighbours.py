@@ -27,7 +27,7 @@ from codemode.events import (
 )
 from codemode.runtime.loop import EngineLoop
 from codemode.runtime.watchdog import Marked, Owner
-from codemode.testing import ManualClock
+from codemode.testing import ManualClock, running_engine
 from tests.conftest import eventually
 
 GUARD = 30.0
@@ -119,7 +119,7 @@ async def test_a_can_see_that_hangs_for_one_subject_delays_no_other(is_async: bo
         assert [(e.subject, e.capabilities, e.seconds) for e in unanswered] == [
             ("A", ("h.c2",), 1.0)
         ]
-        engine = cm._running_engine()
+        engine = running_engine(cm)
         if not is_async:  # its thread is left running, counted against A alone
             assert engine.pool.abandoned("A") == 1 and engine.pool.abandoned("B") == 0
             abandoned = delivered(HostCodeAbandoned, events)
@@ -187,8 +187,8 @@ def test_an_async_handler_that_blocks_the_loop_holds_up_no_other_subject() -> No
         )
         a.start()
         assert entered.wait(GUARD)
-        loop = cm._running_engine().loop
-        first = loop._current["A"]
+        loop = running_engine(cm).loop
+        first = loop.current()["A"]
         try:
             assert cm.execute(source.format("now"), subject="B").value == 2
             blocked = delivered(EventLoopBlocked, events)
@@ -201,7 +201,7 @@ def test_an_async_handler_that_blocks_the_loop_holds_up_no_other_subject() -> No
         assert [(e.subject, e.capability, e.execution_id, e.blocked) for e in blocked] == [
             ("A", "h.block", started["A"], 1)
         ]
-        assert eventually(lambda: loop.blocked() == 0 and first not in loop._live())
+        assert eventually(lambda: loop.blocked() == 0 and first not in loop.live())
 
 
 def test_a_coroutine_that_swallows_its_cancellation_is_counted_and_audited() -> None:
@@ -241,7 +241,7 @@ def test_a_coroutine_that_swallows_its_cancellation_is_counted_and_audited() -> 
         assert outcome == [
             "resource limit exceeded: capability time (limit 1 s) at <codemode>:2:18"
         ]
-        engine = cm._running_engine()
+        engine = running_engine(cm)
         try:
             ignored = delivered(CancellationIgnored, events)
             assert swallowed
@@ -267,7 +267,7 @@ def freely(clock: ManualClock, loops: EngineLoop, seconds: float) -> None:
     loops that run freely do)."""
     for _ in range(int(seconds / 0.25)):
         clock.advance(0.25)
-        assert eventually(lambda: all(r.beat_at is None for r in loops._live()))
+        assert eventually(lambda: all(r.beat_at is None for r in loops.live()))
 
 
 @pytest.mark.parametrize("made", [False, True], ids=["its own step", "a task it made"])
@@ -304,7 +304,7 @@ def test_the_watchdog_moves_waiting_work_off_a_blocked_loop_in_order(made: bool)
     try:
         loops.spawn(a, owner("A", "h.block", events))
         assert entered.wait(GUARD)
-        first = loops._current["A"]
+        first = loops.current()["A"]
         loops.spawn(a2, owner("A", "h.now", events))
         loops.spawn(b, owner("B", "h.now", events))
         assert b_ran.wait(GUARD)  # B's loop is not A's
@@ -314,12 +314,12 @@ def test_the_watchdog_moves_waiting_work_off_a_blocked_loop_in_order(made: bool)
         assert not a2_ran.is_set() and loops.blocked() == 0
         clock.advance(0.25)
         assert loops.blocked("A") == 1 and loops.blocked("B") == 0
-        assert loops._current["A"] is not first
+        assert loops.current()["A"] is not first
         assert a2_ran.wait(GUARD)
         blocked = delivered(EventLoopBlocked, events)
         assert [(e.subject, e.capability) for e in blocked] == [("A", "h.block")]
         release.set()
-        assert eventually(lambda: loops.blocked() == 0 and first not in loops._live())
+        assert eventually(lambda: loops.blocked() == 0 and first not in loops.live())
         first.thread.join(GUARD)
         assert not first.thread.is_alive() and first.loop.is_closed()
     finally:
@@ -370,9 +370,9 @@ def test_the_watchdog_finds_no_block_on_a_loop_that_runs_its_beats() -> None:
         loops.spawn(waits, owner("A", "h.wait", []))
         for _ in range(8):
             clock.advance(0.25)
-            runner = loops._current["A"]
+            runner = loops.current()["A"]
             assert eventually(lambda: runner.beat_at is None)  # noqa: B023
-        assert loops.blocked() == 0 and len(loops._live()) == 1
+        assert loops.blocked() == 0 and len(loops.live()) == 1
     finally:
         go.set()
         loops.close()
@@ -597,7 +597,7 @@ def test_a_retired_loop_cancels_what_host_code_left_on_it_and_ends() -> None:
     try:
         loops.spawn(run, owner("A", "h.lookup", events))
         assert entered.wait(GUARD)
-        first = loops._current["A"]
+        first = loops.current()["A"]
         clock.advance(0.25)
         clock.advance(1)
         assert loops.blocked("A") == 1
@@ -608,7 +608,7 @@ def test_a_retired_loop_cancels_what_host_code_left_on_it_and_ends() -> None:
         assert first.thread.is_alive()
         stop.set()
         first.thread.join(GUARD)
-        assert not first.thread.is_alive() and first not in loops._live()
+        assert not first.thread.is_alive() and first not in loops.live()
         assert loops.unstopped.count() == 0
     finally:
         stop.set()
@@ -690,7 +690,7 @@ def test_a_program_whose_subject_holds_its_share_of_loops_has_its_next_call_refu
         "    return await asyncio.gather(h.block(), later())\n"
     )
     with cm:
-        loop = cm._running_engine().loop
+        loop = running_engine(cm).loop
         loop.share = 1
         try:
             with pytest.raises(Exception) as caught:
@@ -705,7 +705,7 @@ def test_a_program_whose_subject_holds_its_share_of_loops_has_its_next_call_refu
             )
         finally:
             release.set()
-            assert eventually(lambda: loop._in_flight == 0)  # h.block's call has ended
+            assert eventually(lambda: loop.in_flight == 0)  # h.block's call has ended
 
 
 class _Hostile:

@@ -9,6 +9,7 @@ from codemode import CodeMode, Limits
 from codemode.authz import AllowAll
 from codemode.events import CallCompleted, CallEvent, Event
 from codemode.limits import subject_share, work_threads
+from codemode.testing import running_engine, started_engine
 from tests.conftest import hanging, run_error
 
 
@@ -54,7 +55,7 @@ def test_calls_never_awaited_finish_before_the_execution_ends() -> None:
         )
         result = cm.execute(source, subject="a")
         assert result.value == "sent"
-        assert cm._running_engine().admission.executions() == []
+        assert running_engine(cm).admission.executions() == []
         for _ in range(200):  # the last event follows the answer
             if any(type(e).__name__ == "ExecutionFinished" for e in events):
                 break
@@ -112,6 +113,6 @@ def test_subjects_who_see_the_same_capabilities_share_one_view() -> None:
         assert len(readers) == len(admins) == 1 and readers != admins
         assert cm.visible("admin-1") is cm.catalog.enabled
         cm.execute("def main():\n    return 1", subject="reader-1")
-        engine = cm._engine
+        engine = started_engine(cm)
         assert engine is not None
         assert engine.setup(cm.visible("reader-2")) is engine.setup(cm.visible("reader-3"))

@@ -114,7 +114,7 @@ def likely_spelling(word: str, candidates: Iterable[str]) -> str | None:
         shared = (letters & Counter(candidate)).total()
         if max(len(word), len(candidate)) - shared > allowed:
             continue
-        distance = _edits(word, candidate, allowed)
+        distance = edit_distance(word, candidate, allowed)
         if distance <= allowed:
             best = (distance, candidate)
     return best[1] if best else None
@@ -134,13 +134,13 @@ def _same_verb(a: str, b: str) -> bool:
     is another verb)."""
     if abs(len(a) - len(b)) > _allowed(a, b):
         return False
-    distance = _edits(a, b)
+    distance = edit_distance(a, b)
     if distance <= max(len(a), len(b)) // 4:
         return True
     return distance == 1 and (len(a) != len(b) or sorted(a) == sorted(b))
 
 
-def _edits(a: str, b: str, limit: int | None = None) -> int:
+def edit_distance(a: str, b: str, limit: int | None = None) -> int:
     """The edits that make `a` into `b`: insertions, deletions, substitutions and swaps of
     two neighbouring letters (optimal string alignment). With `limit`, counting stops
     once every alignment needs more (the answer is then some number above it)."""
@@ -164,6 +164,7 @@ __all__ = [
     "capability_hint",
     "check_id",
     "check_name",
+    "edit_distance",
     "likely_spelling",
     "namespace_hint",
 ]

@@ -64,7 +64,7 @@ def server_options(*, host: str, port: int, root_path: str = "") -> dict[str, An
 
 
 def server_config(app: ASGIApp, *, host: str, port: int, root_path: str = "") -> uvicorn.Config:
-    """The uvicorn configuration `codemode serve` and `CodeMode.run` serve `app` with."""
+    """The uvicorn configuration `codemode serve` and `codemode.serving.run` serve `app` with."""
     return uvicorn.Config(app, **server_options(host=host, port=port, root_path=root_path))
 
 

@@ -110,6 +110,17 @@ class SystemClock:
                 heapq.heapify(self._due)
                 self._cancelled = 0
 
+    @property
+    def is_closed(self) -> bool:
+        """Whether `close()` was called: timers set since are cancelled at once."""
+        with self._changed:
+            return self._closed
+
+    def timers(self) -> list[Timer]:
+        """The timers held: those to ring, and cancelled ones not dropped yet."""
+        with self._changed:
+            return [timer for _, _, timer in self._due]
+
     def close(self) -> None:
         """Cancel every timer; the thread ends."""
         with self._changed:

@@ -11,11 +11,12 @@ limit error, so it cannot lock other subjects out.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import time
 from collections import Counter, OrderedDict, deque
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterator
 from typing import Any
 
 from codemode.approvals import Paused
@@ -121,6 +122,13 @@ class Admission:
         """Executions queued for a slot."""
         with self._lock:
             return sum(self._queued.values())
+
+    @contextlib.contextmanager
+    def holding(self) -> Iterator[None]:
+        """Hold the admission's lock, as a thread filing an execution away does: nothing
+        enters, leaves or closes until the block ends (tests of what waits on it)."""
+        with self._lock:
+            yield
 
     def _pick(self) -> list[Execution]:
         """Executions to start now: while slots are free, the oldest queued execution of

@@ -113,7 +113,7 @@ class EngineLoop:
         self._names = 0
         self._closed = False
         self.watchdog = Watchdog(
-            self.clock, self._live, self._busy, self._on_block, self._on_free, blocked_seconds
+            self.clock, self.live, self._busy, self._on_block, self._on_free, blocked_seconds
         )
         self.unstopped = Unstopped(self.clock, self.notices, self._stalled)
 
@@ -173,6 +173,22 @@ class EngineLoop:
         """Loops held by host code now, of one subject or of all."""
         with self._lock:
             return self._blocked[subject] if subject is not None else self._blocked.total()
+
+    def current(self) -> dict[str, Runner]:
+        """Each subject's current loop (a copy)."""
+        with self._lock:
+            return dict(self._current)
+
+    def live(self) -> list[Runner]:
+        """The loops that run: the current ones and those retired but not ended."""
+        with self._lock:
+            return list(self._runners)
+
+    @property
+    def in_flight(self) -> int:
+        """Work spawned and not yet ended, on every loop."""
+        with self._lock:
+            return self._in_flight
 
     def close(self) -> None:
         """Cancel every task and stop the loops (waiting a second at most)."""
@@ -274,10 +290,6 @@ class EngineLoop:
                 return
             runner.retired = True
         runner.post(self._retire, runner)
-
-    def _live(self) -> list[Runner]:
-        with self._lock:
-            return list(self._runners)
 
     def _busy(self) -> bool:
         with self._lock:

@@ -1,0 +1,134 @@
+"""The engine a CodeMode runs programs on: started at first use, refused once closed.
+
+A CodeMode starts no worker, thread or loop until something needs one (an execution, or
+a `can_see` check), so that a host can build, configure and check an app (`cm.check`,
+`codemode check`) without starting anything. The slot holds that one engine; once the
+CodeMode is closed it starts nothing more, and every later request ends `canceled`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import Mapping
+from typing import Protocol
+
+from codemode.approvals import Verdict
+from codemode.capabilities import Snapshot, View
+from codemode.errors import ExecutionCanceledError, InvalidRequestError, UnauthenticatedError
+from codemode.limits import Limits
+from codemode.options import Options
+from codemode.runtime import Engine, Execution
+from codemode.runtime.clock import Clock
+from codemode.runtime.paused import PausedState
+from codemode.runtime.sandbox import MontySandbox, Sandbox
+
+
+class EngineSettings(Protocol):
+    """What an engine is started with, read when it starts (a host may set them on the
+    CodeMode until then: `cm.host_loop` in a web app's lifespan)."""
+
+    @property
+    def limits(self) -> Limits: ...
+
+    @property
+    def sandbox(self) -> Sandbox | None: ...
+
+    @property
+    def worker_binary(self) -> str | os.PathLike[str] | None: ...
+
+    @property
+    def clock(self) -> Clock | None: ...
+
+    @property
+    def host_loop(self) -> asyncio.AbstractEventLoop | None: ...
+
+
+class EngineSlot:
+    """At most one engine, started from `settings` when first needed, until `close()`."""
+
+    def __init__(self, settings: EngineSettings) -> None:
+        self._settings = settings
+        self._lock = threading.Lock()
+        self._engine: Engine | None = None
+        self._closed = False
+
+    @property
+    def started(self) -> Engine | None:
+        """The engine, or None while nothing has needed one (a check, a plain search)."""
+        with self._lock:
+            return self._engine
+
+    @property
+    def is_closed(self) -> bool:
+        """Whether `close()` was called: nothing starts any more."""
+        with self._lock:
+            return self._closed
+
+    def engine(self) -> Engine:
+        """The running engine, started now when it was not; `ExecutionCanceledError`
+        once closed."""
+        with self._lock:
+            if self._closed:
+                raise ExecutionCanceledError()
+            if self._engine is None:
+                settings = self._settings
+                sandbox = settings.sandbox or MontySandbox(settings.limits, settings.worker_binary)
+                self._engine = Engine(
+                    settings.limits, sandbox, clock=settings.clock, host_loop=settings.host_loop
+                )
+            return self._engine
+
+    def engine_for(self, subject: str) -> Engine:
+        """The running engine for a request of `subject`; `UnauthenticatedError` when
+        there is no subject to run as."""
+        if not isinstance(subject, str) or not subject.strip():
+            raise UnauthenticatedError()
+        return self.engine()
+
+    def close(self) -> tuple[bool, Engine | None]:
+        """Start nothing more. Whether this was the first close, and the engine it must
+        stop (None when none started, or when an earlier close took it)."""
+        with self._lock:
+            first, self._closed = not self._closed, True
+            engine, self._engine = self._engine, None
+        return first, engine
+
+
+def build_execution(
+    options: Options,
+    source: str,
+    subject: str,
+    engine: Engine,
+    snapshot: Snapshot,
+    view: View,
+    pausable: bool = False,
+    restored: PausedState | None = None,
+    verdicts: Mapping[str, Verdict] | None = None,
+    *,
+    execution_id: str | None = None,
+    spent: float = 0.0,
+) -> Execution:
+    """An execution that reads one snapshot to its end: its capabilities, their hints
+    and the authorizer built for them. `spent`: the time its request took already."""
+    if not isinstance(source, str):
+        raise InvalidRequestError("the program must be a string")
+    return Execution(
+        source=source,
+        subject=subject,
+        setup=engine.setup(view),
+        authorizer=snapshot.policy,
+        services=engine.services,
+        emit=options.on_event,
+        trace_arguments=options.trace_arguments,
+        disclose_limits=options.disclose_limits,
+        pausable=pausable,
+        restored=restored,
+        verdicts=verdicts,
+        execution_id=execution_id,
+        spent=spent,
+    )
+
+
+__all__ = ["EngineSettings", "EngineSlot", "build_execution"]

@@ -1,0 +1,103 @@
+"""Options: how a CodeMode decides, audits and reports, as one frozen value checked once.
+
+A CodeMode holds one `Options` and replaces it whole when `configure()` changes it, so
+what a search, an execution or a policy reads is always a pair that was checked together
+(an authorizer and `hide_forbidden` that fit), never one field changed under another.
+The checks of the CodeMode's other constructor arguments live here too, so the facade
+only states them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from codemode.approvals import InProcessReplayGuard, ReplayGuard
+from codemode.authz import Authorizer, CatalogPolicy, VisibilityPolicy
+from codemode.capabilities import Capability
+from codemode.events import EventHandler
+from codemode.limits import Limits
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Options:
+    """What a CodeMode's `configure()` may change before its first use (see `CodeMode`)."""
+
+    authorizer: Authorizer
+    """Decides every capability call."""
+    hide_forbidden: bool = False
+    """Whether discovery shows a subject only what it could be allowed to call."""
+    on_event: EventHandler | None = None
+    """Receives every audit event."""
+    trace_arguments: bool = False
+    """Whether call spans record argument values."""
+    disclose_limits: bool = True
+    """Whether a limit error names its bound and the amount reached."""
+
+    def __post_init__(self) -> None:
+        check_authorizer(self.authorizer, self.hide_forbidden)
+
+    def configured(
+        self,
+        *,
+        authorizer: Authorizer | None = None,
+        hide_forbidden: bool | None = None,
+        on_event: EventHandler | None = None,
+        trace_arguments: bool | None = None,
+        disclose_limits: bool | None = None,
+    ) -> Options:
+        """These options with each change given (None keeps one), checked as a whole:
+        nothing changes when the new pair of authorizer and `hide_forbidden` does not fit."""
+        return Options(
+            authorizer=self.authorizer if authorizer is None else authorizer,
+            hide_forbidden=self.hide_forbidden if hide_forbidden is None else hide_forbidden,
+            on_event=self.on_event if on_event is None else on_event,
+            trace_arguments=self.trace_arguments if trace_arguments is None else trace_arguments,
+            disclose_limits=self.disclose_limits if disclose_limits is None else disclose_limits,
+        )
+
+    def policy_for(self, capabilities: Sequence[Capability]) -> Authorizer:
+        """The authorizer that decides for one snapshot's enabled capabilities: built from
+        them when its policy reads them (it refuses them by raising), else the one given."""
+        if isinstance(self.authorizer, CatalogPolicy):
+            return self.authorizer.prepare(capabilities)
+        return self.authorizer
+
+
+def check_authorizer(authorizer: object, hide_forbidden: bool) -> None:
+    """TypeError for an authorizer a CodeMode cannot use."""
+    if authorizer is None or not callable(authorizer):
+        raise TypeError("CodeMode needs an authorizer; use codemode.authz.AllowAll() to allow all")
+    if hide_forbidden and not isinstance(authorizer, VisibilityPolicy):
+        raise TypeError(
+            "hide_forbidden needs an authorizer with can_see(subject, capability_id, "
+            "capability_name)"
+        )
+
+
+def checked_limits(limits: Limits | None) -> Limits:
+    """The limits given, or the defaults; TypeError for anything but a `Limits`."""
+    limits = limits if limits is not None else Limits()
+    if not isinstance(limits, Limits):
+        raise TypeError("limits must be a codemode.Limits")
+    return limits
+
+
+def checked_disabled(disabled: Iterable[str]) -> Iterable[str]:
+    """The disabled ids; TypeError for one string (it would disable each of its letters)."""
+    if isinstance(disabled, str):
+        raise TypeError("disabled must be a collection of capability ids, not a string")
+    return disabled
+
+
+def checked_guard(replay_guard: ReplayGuard | None) -> ReplayGuard:
+    """The replay guard given, or one of this process; TypeError for one that is not."""
+    if replay_guard is not None and not isinstance(replay_guard, ReplayGuard):
+        raise TypeError(
+            "replay_guard must have async scope(), claim(state_id, scope, seconds) and "
+            "release(state_id)"
+        )
+    return replay_guard or InProcessReplayGuard()
+
+
+__all__ = ["Options", "check_authorizer", "checked_disabled", "checked_guard", "checked_limits"]

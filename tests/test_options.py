@@ -1,0 +1,83 @@
+"""A CodeMode's options: one frozen value, checked whole, replaced whole by configure()."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from codemode import CodeMode
+from codemode.authz import AllowAll, AuthorizationRequest, Authorizer
+from codemode.capabilities import Capability
+from codemode.options import Options, checked_disabled, checked_guard, checked_limits
+
+
+class SeesAll(AllowAll):
+    def can_see(self, subject: str, capability_id: str, capability_name: str) -> bool:
+        return True
+
+
+class Prepared:
+    """A policy built from the capabilities it decides for (a `CatalogPolicy`)."""
+
+    def __init__(self) -> None:
+        self.seen: list[list[str]] = []
+
+    def __call__(self, request: AuthorizationRequest) -> None:
+        return None
+
+    def prepare(self, capabilities: Sequence[Capability]) -> Authorizer:
+        self.seen.append([c.id for c in capabilities])
+        return AllowAll()
+
+
+def one() -> int:
+    return 1
+
+
+def test_options_need_an_authorizer_that_fits_hide_forbidden() -> None:
+    with pytest.raises(TypeError, match=r"CodeMode needs an authorizer; use codemode\.authz"):
+        Options(authorizer=None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"hide_forbidden needs an authorizer with can_see\("):
+        Options(authorizer=AllowAll(), hide_forbidden=True)
+    assert Options(authorizer=SeesAll(), hide_forbidden=True).hide_forbidden
+
+
+def test_configured_changes_what_is_given_and_keeps_the_rest() -> None:
+    events: list[object] = []
+    first = Options(authorizer=AllowAll(), disclose_limits=False)
+    changed = first.configured(on_event=events.append, trace_arguments=True)
+    assert changed.on_event == events.append and changed.trace_arguments
+    assert changed.authorizer is first.authorizer and changed.disclose_limits is False
+    assert first.on_event is None and not first.trace_arguments  # the old value stands
+
+
+def test_a_change_that_does_not_fit_changes_nothing() -> None:
+    cm = CodeMode(authorizer=AllowAll())
+    with pytest.raises(TypeError, match="hide_forbidden needs an authorizer"):
+        cm.configure(hide_forbidden=True, trace_arguments=True)
+    assert not cm.hide_forbidden and not cm.trace_arguments
+    cm.configure(authorizer=SeesAll(), hide_forbidden=True)
+    assert cm.hide_forbidden and isinstance(cm.authorizer, SeesAll)
+
+
+def test_a_catalog_policy_is_built_for_each_snapshot_and_a_plain_one_is_used_as_is() -> None:
+    plain = AllowAll()
+    assert Options(authorizer=plain).policy_for([]) is plain
+    policy = Prepared()
+    cm = CodeMode(authorizer=policy)
+    cm.capability("records.get", summary="One record.")(one)
+    cm.search("")
+    cm.capability("records.put", summary="Store one.")(one)
+    assert policy.seen == [["records.get"], ["records.get", "records.put"]]
+
+
+def test_the_other_constructor_arguments_are_checked_by_type() -> None:
+    with pytest.raises(TypeError, match="disabled must be a collection of capability ids"):
+        checked_disabled("records.get")
+    with pytest.raises(TypeError, match=r"limits must be a codemode\.Limits"):
+        checked_limits({"max_calls": 3})  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"replay_guard must have async scope\(\)"):
+        checked_guard(object())  # type: ignore[arg-type]
+    assert checked_limits(None) == checked_limits(None)
+    assert checked_guard(None) is not checked_guard(None)  # each CodeMode its own
