@@ -19,8 +19,8 @@ import pydantic
 from pydantic_core import ErrorDetails
 from typing_extensions import is_typeddict
 
+from codemode import capabilities as t
 from codemode.capabilities import Capability
-from codemode.capabilities import typehints as t
 from codemode.errors import InvalidArgumentsError, printable
 from codemode.limits import LimitKind, Limits, exceeded
 from codemode.types import JSONObject, JSONValue

@@ -12,9 +12,10 @@ import mcp_types as mt
 import pytest
 
 from codemode import CodeMode
+from codemode import capabilities as t
 from codemode.authz import AllowAll
-from codemode.capabilities import typehints as t
 from codemode.capabilities.results import UNKNOWN, Projection, keeper
+from codemode.capabilities.typehints import field_hints
 from codemode.gateway.schema import Hints
 from codemode.gateway.tools import tool_capability
 from codemode.payloads import describe_payload, execute_payload
@@ -202,7 +203,7 @@ def test_a_key_declared_differently_has_the_union_of_its_types() -> None:
             {"properties": {"v": {"type": "integer"}, "w": {}}},
         ],
     }
-    fields = t.field_hints(hint(schema))
+    fields = field_hints(hint(schema))
     assert set(get_args(fields["v"])) == {str, int}
     assert fields["w"] is Any  # one branch leaves it unconstrained: a union cannot say less
 

@@ -9,7 +9,7 @@ import jsonschema
 import mcp_types as mt
 import pytest
 
-from codemode.capabilities import typehints as t
+from codemode import capabilities as t
 from codemode.gateway import checking
 from codemode.gateway.schema import (
     UNCHECKABLE,

@@ -15,9 +15,9 @@ from typing import Any, Literal, get_args, get_origin
 
 from typing_extensions import is_typeddict
 
+from codemode import capabilities as t
 from codemode.authz import HINTS
 from codemode.capabilities import Capability
-from codemode.capabilities import typehints as t
 
 NoneType = type(None)
 

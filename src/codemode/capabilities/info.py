@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from codemode.capabilities import constraints, rendering
 from codemode.capabilities import typehints as t
 from codemode.types import JSONObject
 
@@ -66,7 +67,7 @@ class Described(Protocol):
     def result_doc(self) -> str | None: ...
 
     @property
-    def shapes(self) -> Sequence[t.Shape]: ...
+    def shapes(self) -> Sequence[rendering.Shape]: ...
 
     @property
     def example(self) -> str | None: ...
@@ -152,7 +153,7 @@ class CapabilityInfo:
             signature=capability.signature,
             parameters=tuple(_parameter(p) for p in capability.parameters),
             result=ResultInfo(
-                type=t.notation(capability.result_annotation),
+                type=rendering.notation(capability.result_annotation),
                 read_as=t.access(capability.result_annotation) or "value",
                 doc=capability.result_doc,
             ),
@@ -164,17 +165,17 @@ class CapabilityInfo:
 
 
 @functools.lru_cache(maxsize=16384)
-def _rendered(shape: t.Shape) -> str:
+def _rendered(shape: rendering.Shape) -> str:
     """A shape as describe shows it, written once: every capability that reaches it holds
     the one text."""
     return shape.render()
 
 
 def _parameter(parameter: DescribedParameter) -> ParameterInfo:
-    declared = t.declared(parameter.annotation)  # read once for its bounds and examples
+    declared = constraints.declared(parameter.annotation)  # read once for its bounds and examples
     return ParameterInfo(
         name=parameter.name,
-        type=t.notation(parameter.annotation),
+        type=rendering.notation(parameter.annotation),
         required=parameter.required,
         default=None if parameter.required else repr(parameter.default),
         doc=parameter.doc,

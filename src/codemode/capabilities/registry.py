@@ -19,6 +19,7 @@ import pydantic
 from typing_extensions import TypedDict
 
 from codemode import syntax
+from codemode.capabilities import constraints, rendering, support
 from codemode.capabilities import typehints as t
 from codemode.capabilities.hints import HINTS, complete_hints
 from codemode.capabilities.naming import check_id, check_name
@@ -60,11 +61,11 @@ class Parameter:
     @property
     def constraints(self) -> str | None:
         """Its declared bounds in words (`from 1 to 100`), enforced when a call binds."""
-        return t.declared(self.annotation).phrase(self.annotation)
+        return constraints.declared(self.annotation).phrase(self.annotation)
 
     @property
     def examples(self) -> tuple[Any, ...]:
-        return t.declared(self.annotation).examples
+        return constraints.declared(self.annotation).examples
 
     @property
     def required(self) -> bool:
@@ -72,7 +73,7 @@ class Parameter:
 
     @property
     def notation(self) -> str:
-        text = f"{self.name}: {t.notation(self.annotation)}"
+        text = f"{self.name}: {rendering.notation(self.annotation)}"
         return text if self.required else f"{text} = {self.default!r}"
 
 
@@ -137,7 +138,7 @@ class Capability:
         """`records.lookup(*, key: str, limit: int | None = None) -> Record`"""
         params = ", ".join(p.notation for p in self.parameters)
         inner = f"*, {params}" if params else ""
-        return f"{self.name}({inner}) -> {t.notation(self.result_annotation)}"
+        return f"{self.name}({inner}) -> {rendering.notation(self.result_annotation)}"
 
     @property
     def input_schema(self) -> JSONObject:
@@ -151,11 +152,11 @@ class Capability:
         return schema
 
     @property
-    def shapes(self) -> list[t.Shape]:
+    def shapes(self) -> list[rendering.Shape]:
         """Each named type it takes or returns, once, in the order they are met (kept by a
         set: a result that reaches thousands of shapes would cost their square)."""
-        reached = [s for p in self.parameters for s in t.shapes(p.annotation)]
-        reached += t.shapes(self.result_annotation, result=True)
+        reached = [s for p in self.parameters for s in rendering.shapes(p.annotation)]
+        reached += rendering.shapes(self.result_annotation, result=True)
         return list(dict.fromkeys(reached))
 
 
@@ -230,17 +231,17 @@ def build_capability(
         if param.name.startswith("_"):
             raise fail(f'parameter "{param.name}" must not start with "_"')
         try:
-            t.check_supported(annotation)
-        except t.UnsupportedTypeError as exc:
+            support.check_supported(annotation)
+        except support.UnsupportedTypeError as exc:
             raise fail(f'parameter "{param.name}": {exc}') from None
-        doc = param_docs.get(param.name) or t.declared(annotation).description
+        doc = param_docs.get(param.name) or constraints.declared(annotation).description
         parameters.append(Parameter(param.name, annotation, param.default, doc))
     if "return" not in hints:
         raise fail("the return type hint is missing")
     result_annotation = hints["return"]
     try:
-        t.check_supported(result_annotation)
-    except t.UnsupportedTypeError as exc:
+        support.check_supported(result_annotation)
+    except support.UnsupportedTypeError as exc:
         raise fail(f"return type: {exc}") from None
     if example is not None:
         problem = _example_problem(example, name, parameters)
@@ -267,8 +268,8 @@ def build_capability(
     )
     if any(t.reaches_named(p.annotation) for p in parameters):  # the rest have no config
         try:
-            t.check_closed(capability.arguments_adapter.core_schema)
-        except t.UnsupportedTypeError as exc:
+            support.check_closed(capability.arguments_adapter.core_schema)
+        except support.UnsupportedTypeError as exc:
             raise fail(str(exc)) from None
     return capability
 

@@ -27,8 +27,8 @@ import jsonschema
 import pydantic
 from typing_extensions import TypedDict
 
+from codemode import capabilities as t
 from codemode.capabilities import REQUIRED, Parameter
-from codemode.capabilities import typehints as t
 from codemode.errors import printable
 from codemode.gateway.checking import Budget, SchemaError, Uncheckable, measured, validator
 from codemode.types import JSONObject

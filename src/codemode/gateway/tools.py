@@ -21,8 +21,8 @@ from typing import Any, Literal
 
 import mcp_types as mt
 
+from codemode import capabilities as t
 from codemode.capabilities import Capability
-from codemode.capabilities import typehints as t
 from codemode.capabilities.hints import complete_hints
 from codemode.capabilities.naming import check_name
 from codemode.errors import AgentError, ExpectedError, RegistrationError

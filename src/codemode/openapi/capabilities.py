@@ -15,8 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
+from codemode import capabilities as t
 from codemode.capabilities import REQUIRED, Capability, Parameter
-from codemode.capabilities import typehints as t
 from codemode.capabilities.hints import complete_hints
 from codemode.capabilities.naming import check_name
 from codemode.capabilities.results import Projection

@@ -20,9 +20,9 @@ from typing import Any, get_args, get_origin
 
 from typing_extensions import is_typeddict
 
+from codemode import capabilities as t
 from codemode import syntax
 from codemode.capabilities import Capability
-from codemode.capabilities import typehints as t
 from codemode.capabilities.naming import namespace_hint
 from codemode.capabilities.search import NONE_AVAILABLE
 from codemode.errors import Where, printable

@@ -24,8 +24,8 @@ from dataclasses import asdict, dataclass
 from importlib.metadata import version
 from typing import Any
 
+from codemode import capabilities as t
 from codemode.capabilities import Capability
-from codemode.capabilities import typehints as t
 from codemode.errors import (
     ERROR_CLASSES,
     CallRecord,

@@ -1,5 +1,5 @@
-"""`codemode serve | proxy | demo | run | check | search | describe`: the only module that prints
-or picks exit codes.
+"""The commands, `codemode serve | proxy | demo | run | check | search | describe`: the only
+module that prints or picks exit codes.
 
 Exit codes: 0 success, 1 the program failed (or the server could not start), 2 usage
 error. Every option can also come from the environment: `CODEMODE_<COMMAND>_<OPTION>`,
@@ -12,8 +12,6 @@ import contextlib
 import functools
 import json
 import logging
-import os
-import re
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -21,12 +19,30 @@ from pathlib import Path
 from typing import Any
 
 import click
-from click.core import ParameterSource
 
 import codemode
 from codemode import serving
 from codemode.app import CodeMode
-from codemode.errors import CodeModeError, RegistrationError, Where
+from codemode.cli.options import (
+    ALLOWED_HOST,
+    POLICY_OPTIONS,
+    PORT,
+    ROOT_PATH,
+    SETUP,
+    checked_tokens,
+    http_only,
+    refuse_open,
+    serve_options,
+)
+from codemode.cli.terminal import (
+    for_terminal,
+    json_for_terminal,
+    log_to_stderr,
+    render_error,
+    url_host,
+    where_to_connect,
+)
+from codemode.errors import CodeModeError, RegistrationError
 from codemode.loading import (
     REGO_DECISION,
     LoadError,
@@ -58,32 +74,6 @@ def _loading() -> Iterator[None]:
         sys.exit(1)
 
 
-_CONTROL = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
-)
-"""What a terminal obeys rather than shows: control characters but newline and tab (an
-escape sequence can set the title or write the clipboard), line and paragraph
-separators, and the bidirectional marks and overrides that make text read other than it
-is."""
-
-
-def _for_terminal(text: str) -> str:
-    """Program-derived text as a terminal may show it: each control character replaced
-    by U+FFFD, one for one, so a caret under a source line still points where it did."""
-    return _CONTROL.sub("\ufffd", text)
-
-
-def _json_for_terminal(value: Any) -> str:
-    """A value as indented JSON, each control character left in it as a \\u escape
-    (JSON keeps C1 controls and overrides as they are), so the value reads back the same."""
-    text = json.dumps(value, indent=2, ensure_ascii=False)
-    return _CONTROL.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
-
-
-PORT = click.IntRange(0, 65535)
-"""A TCP port (0 lets the system choose one)."""
-
-
 def _say_if_blind(cm: CodeMode, subject: str) -> None:
     """Tell the operator, never the model, when `subject` sees no capability at all: the
     answers below then look like typos (`NameError`, `capability not found`)."""
@@ -105,30 +95,6 @@ def _program_text(file: Any) -> str:
     return text
 
 
-def render_error(error: CodeModeError) -> str:
-    """The error for a person: the location and line with a caret, then the message."""
-    lines = []
-    where: Where | None = error.where
-    if where is not None:
-        lines.append(f'  File "{where.file}", line {where.line}, in {where.func or "<module>"}')
-        lines.append(where.excerpt())
-    lines.append(f"{error} [{error.code.value}]")
-    return _for_terminal("\n".join(lines))
-
-
-def _check_allowed_hosts(
-    context: click.Context, param: click.Parameter, values: tuple[str, ...]
-) -> tuple[str, ...]:
-    """Refuse a malformed `--allowed-host` while parsing, as a usage error."""
-    from codemode.http import host_names
-
-    try:
-        host_names(values)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
-    return values
-
-
 @click.group(context_settings={"auto_envvar_prefix": "CODEMODE"})
 @click.version_option(codemode.__version__, prog_name="codemode")
 @click.option(
@@ -141,55 +107,7 @@ def _check_allowed_hosts(
 @click.option("-v", "--verbose", is_flag=True, help="Same as --log-level debug.")
 def main(log_level: str, verbose: bool) -> None:
     """codemode: let an AI agent drive your API by writing one small program."""
-    _log_to_stderr(logging.DEBUG if verbose else getattr(logging, log_level.upper()))
-
-
-class _InertFormatter(logging.Formatter):
-    """Log lines as a terminal may show them: a handler's error or an upstream's stderr
-    may repeat what a program passed it."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        return _for_terminal(super().format(record))
-
-
-def _log_to_stderr(level: int) -> None:
-    """The host log on stderr: codemode's own lines at `level`, libraries' at warning."""
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_InertFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logging.basicConfig(
-        level=logging.DEBUG if level == logging.DEBUG else logging.WARNING, handlers=[handler]
-    )
-    logging.getLogger("codemode").setLevel(level)
-
-
-HTTP_ONLY = (
-    "path",
-    "on_disconnect",
-    "host",
-    "port",
-    "token_file",
-    "insecure",
-    "allowed_host",
-    "web",
-    "root_path",
-    "reload",
-)
-"""Options that mean nothing over stdio: passing one with it is a usage error."""
-
-
-def _http_only(context: click.Context, transport: str) -> None:
-    if transport != "stdio":
-        return
-    given = [
-        f"--{name.replace('_', '-')}"
-        for name in HTTP_ONLY
-        if name in context.params
-        and context.get_parameter_source(name)
-        in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
-    ]
-    if given:
-        verb = "applies" if len(given) == 1 else "apply"
-        raise click.UsageError(f"{', '.join(given)} {verb} only to --transport http")
+    log_to_stderr(logging.DEBUG if verbose else getattr(logging, log_level.upper()))
 
 
 def _serve(cm: CodeMode, config: ServeConfig, banner: list[str]) -> None:
@@ -213,149 +131,9 @@ def _say(lines: list[str], *, err: bool = False) -> None:
     click.echo("\n".join(lines), err=err)
 
 
-def _refuse_open(config: ServeConfig, insecure: bool) -> None:
-    """A usage error for serving HTTP beyond loopback without tokens, unless --insecure."""
-    from codemode.http import is_loopback
-
-    tokens = config.tokens or config.token_file
-    if config.transport == "stdio" or is_loopback(config.host) or tokens or insecure:
-        return
-    raise click.UsageError(
-        f"refusing to serve {config.host} without --token-file (use --insecure to allow it)"
-    )
-
-
-def _url_host(host: str) -> str:
-    """A host as a URL writes it (an IPv6 address in brackets)."""
-    return f"[{host}]" if ":" in host else host
-
-
-def _where_to_connect(
-    name: str, url: str, stdio_args: list[str], *, playground: str | None, tokens: int | None
-) -> list[str]:
-    """Where a client connects, and the configuration to paste into one."""
-    http: dict[str, Any] = {"type": "http", "url": url}
-    if tokens:
-        http["headers"] = {"Authorization": "Bearer <your token>"}
-    stdio = {"command": "uv", "args": ["--directory", os.getcwd(), "run", "codemode", *stdio_args]}
-    lines = [f"MCP endpoint (streamable HTTP): {url}"]
-    if playground:
-        lines.append(f"Playground: {playground}")
-    if tokens is not None:
-        lines.append(f"Bearer tokens: {tokens} loaded" if tokens else "No bearer tokens")
-    lines += [
-        "Client configuration, HTTP:",
-        json.dumps({"mcpServers": {name: http}}, indent=2),
-        "Client configuration, stdio:",
-        json.dumps({"mcpServers": {name: stdio}}, indent=2),
-        "Press Ctrl-C to stop.",
-    ]
-    return lines
-
-
-TRANSPORT = click.option(
-    "--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True
-)
-MCP_PATH = click.option(
-    "--path", default="/mcp", show_default=True, help="Where MCP is served (HTTP only)."
-)
-ROOT_PATH = click.option(
-    "--root-path",
-    default="",
-    help="The path a reverse proxy serves this under, e.g. /codemode (HTTP only).",
-)
-ON_DISCONNECT = click.option(
-    "--on-disconnect",
-    type=click.Choice(["cancel", "finish"]),
-    default="cancel",
-    show_default=True,
-    help="What a dropped connection does to its running call: cancel it, or let it run to "
-    "its end, its answer lost (HTTP only). A notifications/cancelled, or stopping the "
-    "server, ends it either way.",
-)
-ALLOWED_HOST = click.option(
-    "--allowed-host",
-    multiple=True,
-    callback=_check_allowed_hosts,
-    help="A further Host name clients use, e.g. a proxy's public name (repeatable).",
-)
-
-
-def _serve_options(command: Any) -> Any:
-    """The options `serve` and `proxy` share."""
-    options = [
-        TRANSPORT,
-        click.option(
-            "--subject", default="local", show_default=True, help="Subject of stdio calls."
-        ),
-        click.option("--host", default="127.0.0.1", show_default=True),
-        click.option("--port", default=8000, show_default=True, type=PORT),
-        click.option(
-            "--token-file",
-            type=click.Path(exists=True, dir_okay=False),
-            help="Bearer tokens, one `subject:token` per line (# starts a comment).",
-        ),
-        click.option(
-            "--insecure", is_flag=True, help="Allow a non-loopback address without tokens."
-        ),
-        ALLOWED_HOST,
-        click.option(
-            "--policy-file", type=click.Path(exists=True, dir_okay=False), help="Cedar policies."
-        ),
-        click.option(
-            "--entities-file",
-            type=click.Path(exists=True, dir_okay=False),
-            help="Cedar entities (JSON).",
-        ),
-        click.option(
-            "--rego",
-            multiple=True,
-            type=click.Path(exists=True, dir_okay=False),
-            help="A Rego policy module (repeatable); instead of --policy-file.",
-        ),
-        click.option(
-            "--rego-data",
-            type=click.Path(exists=True, dir_okay=False),
-            help="The base document Rego policies read as data (JSON).",
-        ),
-        click.option(
-            "--rego-decision",
-            default=REGO_DECISION,
-            show_default=True,
-            help="The Rego rule that decides each call.",
-        ),
-        click.option(
-            "--rego-visible",
-            help="The Rego rule that tells whether a subject may ever call a capability "
-            "(for --hide-forbidden), e.g. data.codemode.authz.visible.",
-        ),
-        click.option(
-            "--hide-forbidden", is_flag=True, help="Hide capabilities a subject may never call."
-        ),
-        click.option(
-            "--audit-log", type=click.Path(dir_okay=False), help="Append audit events (JSON lines)."
-        ),
-        click.option(
-            "--replay-guard",
-            metavar="REDIS_URL",
-            help="Record the programs paused for an approval that resumed in this Redis "
-            "server (redis://host:6379/0), so replicas share it and each resumes once "
-            "(default: in this process only); give every replica the same "
-            "CODEMODE_REQUEST_STATE_KEY too. Needs the codemode[redis] extra.",
-        ),
-        click.option("--web", is_flag=True, help="Serve the playground at / (HTTP only)."),
-        MCP_PATH,
-        ROOT_PATH,
-        ON_DISCONNECT,
-    ]
-    for option in reversed(options):
-        command = option(command)
-    return command
-
-
 @main.command()
 @click.argument("app")
-@_serve_options
+@serve_options
 @click.option(
     "--reload", is_flag=True, help="Restart when a Python file changes (development, HTTP only)."
 )
@@ -369,7 +147,7 @@ def serve(context: click.Context, /, app: str, reload: bool, **options: Any) -> 
 
 @main.command()
 @click.argument("config", type=click.Path(exists=True, dir_okay=False))
-@_serve_options
+@serve_options
 @click.pass_context
 def proxy(context: click.Context, /, config: str, **options: Any) -> None:
     """Serve one code-mode server over every MCP server and REST API in CONFIG.
@@ -405,9 +183,9 @@ def _start(
     """Build the serving configuration from the options of `serve`, and serve the app
     `load` builds with it."""
     transport, subject, host, port = (options[k] for k in ("transport", "subject", "host", "port"))
-    _http_only(context, transport)
+    http_only(context, transport)
     setup: dict[str, Any] = {key: options[key] for key in SETUP}
-    tokens = _tokens(options["token_file"])  # checked now; each served app reads the file
+    tokens = checked_tokens(options["token_file"])  # checked now; each served app reads the file
     try:
         config = ServeConfig(
             transport=transport,
@@ -428,7 +206,7 @@ def _start(
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    _refuse_open(config, options["insecure"])
+    refuse_open(config, options["insecure"])
     cm = load()
     from codemode.mcp.approvals import security as sealing
 
@@ -443,10 +221,10 @@ def _start(
             continue
         for one in value if isinstance(value, tuple) else [value]:
             stdio_args += [option] if value is True else [option, one]
-    base = f"http://{_url_host(host)}:{port}"
+    base = f"http://{url_host(host)}:{port}"
     banner = [
         f"codemode: serving {cm.name}",
-        *_where_to_connect(
+        *where_to_connect(
             cm.name,
             base + options["path"],
             stdio_args,
@@ -473,33 +251,6 @@ def _log_level() -> int:
     return logging.getLogger("codemode").level
 
 
-POLICY_OPTIONS = (
-    "policy_file",
-    "entities_file",
-    "rego",
-    "rego_data",
-    "rego_decision",
-    "rego_visible",
-    "hide_forbidden",
-)
-"""The options of `serve` that name the policy (`PolicyFiles`)."""
-SETUP = ("token_file", *POLICY_OPTIONS, "audit_log")
-"""The options of `serve` that configure the app rather than the server."""
-
-
-def _tokens(token_file: str | None) -> dict[str, str] | None:
-    """The bearer tokens of `--token-file`, or a usage error naming the file and line."""
-    from codemode.http import load_token_file
-
-    try:
-        tokens = load_token_file(token_file) if token_file else None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise click.UsageError(str(exc)) from None
-    if token_file and not tokens:
-        raise click.UsageError(f"{token_file} holds no tokens")
-    return tokens
-
-
 def _policy(options: dict[str, Any]) -> PolicyFiles:
     with _loading():
         return PolicyFiles(**{key: options[key] for key in POLICY_OPTIONS})
@@ -514,7 +265,7 @@ class _Reloaded:
     log_level: int
 
     def __call__(self) -> CodeMode:
-        _log_to_stderr(self.log_level)
+        log_to_stderr(self.log_level)
         try:
             return load_app(self.spec)
         except (LoadError, RegistrationError) as exc:  # this server waits for the next edit
@@ -534,13 +285,13 @@ def run(app: str, file: Any, subject: str) -> None:
         _say_if_blind(cm, subject)
         result = cm.execute(_program_text(file), subject=subject)
     except CodeModeError as error:  # on stdout, as the model reads it; the host log on stderr
-        click.echo(_for_terminal(error.report()))
+        click.echo(for_terminal(error.report()))
         sys.exit(1)
     finally:
         cm.close()
     if result.printed:
-        click.echo(_for_terminal(result.printed), nl=False)
-    click.echo(_json_for_terminal(result.value))
+        click.echo(for_terminal(result.printed), nl=False)
+    click.echo(json_for_terminal(result.value))
 
 
 @main.command()
@@ -583,7 +334,7 @@ def demo(
     """Serve the demo inventory host (SQLite, created on first run)."""
     from codemode.demo import create, default_path
 
-    _http_only(context, transport)
+    http_only(context, transport)
     config = ServeConfig(
         transport=transport,
         host=host,
@@ -592,17 +343,17 @@ def demo(
         web=web,
         root_path=root_path,
     )
-    _refuse_open(config, insecure=False)
+    refuse_open(config, insecure=False)
     path = data or default_path()
     cm = create(path)
     stdio_args = ["demo", "--transport", "stdio", *(["--data", str(path)] if data else [])]
     banner = [
         f"codemode demo: an inventory of sandboxes, instances and owners in {path}",
-        *_where_to_connect(
+        *where_to_connect(
             cm.name,
-            f"http://{_url_host(host)}:{port}/mcp",
+            f"http://{url_host(host)}:{port}/mcp",
             stdio_args,
-            playground=f"http://{_url_host(host)}:{port}/" if web else None,
+            playground=f"http://{url_host(host)}:{port}/" if web else None,
             tokens=None,
         ),
     ]

@@ -1,0 +1,104 @@
+"""What the command line shows, made safe for a terminal: program text and values, errors
+with a caret, the host log's lines, and where a client connects.
+
+Rendering only: `cli.commands` prints what these functions return and picks exit codes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import sys
+from typing import Any
+
+from codemode.errors import CodeModeError, Where
+
+_CONTROL = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
+)
+"""What a terminal obeys rather than shows: control characters but newline and tab (an
+escape sequence can set the title or write the clipboard), line and paragraph
+separators, and the bidirectional marks and overrides that make text read other than it
+is."""
+
+
+def for_terminal(text: str) -> str:
+    """Program-derived text as a terminal may show it: each control character replaced
+    by U+FFFD, one for one, so a caret under a source line still points where it did."""
+    return _CONTROL.sub("\ufffd", text)
+
+
+def json_for_terminal(value: Any) -> str:
+    """A value as indented JSON, each control character left in it as a \\u escape
+    (JSON keeps C1 controls and overrides as they are), so the value reads back the same."""
+    text = json.dumps(value, indent=2, ensure_ascii=False)
+    return _CONTROL.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+
+
+def render_error(error: CodeModeError) -> str:
+    """The error for a person: the location and line with a caret, then the message."""
+    lines = []
+    where: Where | None = error.where
+    if where is not None:
+        lines.append(f'  File "{where.file}", line {where.line}, in {where.func or "<module>"}')
+        lines.append(where.excerpt())
+    lines.append(f"{error} [{error.code.value}]")
+    return for_terminal("\n".join(lines))
+
+
+class _InertFormatter(logging.Formatter):
+    """Log lines as a terminal may show them: a handler's error or an upstream's stderr
+    may repeat what a program passed it."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return for_terminal(super().format(record))
+
+
+def log_to_stderr(level: int) -> None:
+    """The host log on stderr: codemode's own lines at `level`, libraries' at warning."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_InertFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(
+        level=logging.DEBUG if level == logging.DEBUG else logging.WARNING, handlers=[handler]
+    )
+    logging.getLogger("codemode").setLevel(level)
+
+
+def url_host(host: str) -> str:
+    """A host as a URL writes it (an IPv6 address in brackets)."""
+    return f"[{host}]" if ":" in host else host
+
+
+def where_to_connect(
+    name: str, url: str, stdio_args: list[str], *, playground: str | None, tokens: int | None
+) -> list[str]:
+    """Where a client connects, and the configuration to paste into one."""
+    http: dict[str, Any] = {"type": "http", "url": url}
+    if tokens:
+        http["headers"] = {"Authorization": "Bearer <your token>"}
+    stdio = {"command": "uv", "args": ["--directory", os.getcwd(), "run", "codemode", *stdio_args]}
+    lines = [f"MCP endpoint (streamable HTTP): {url}"]
+    if playground:
+        lines.append(f"Playground: {playground}")
+    if tokens is not None:
+        lines.append(f"Bearer tokens: {tokens} loaded" if tokens else "No bearer tokens")
+    lines += [
+        "Client configuration, HTTP:",
+        json.dumps({"mcpServers": {name: http}}, indent=2),
+        "Client configuration, stdio:",
+        json.dumps({"mcpServers": {name: stdio}}, indent=2),
+        "Press Ctrl-C to stop.",
+    ]
+    return lines
+
+
+__all__ = [
+    "for_terminal",
+    "json_for_terminal",
+    "log_to_stderr",
+    "render_error",
+    "url_host",
+    "where_to_connect",
+]
