@@ -9,8 +9,19 @@ safe to show the model.
 from importlib.metadata import PackageNotFoundError, version
 
 from codemode.app import CodeMode
-from codemode.capabilities.info import CapabilityInfo, ParameterInfo, ResultInfo
-from codemode.capabilities.search import SearchHit, SearchResult
+from codemode.capabilities import (
+    Capability,
+    CapabilityInfo,
+    Catalog,
+    Parameter,
+    ParameterInfo,
+    ResultInfo,
+    SearchHit,
+    SearchResult,
+    Shape,
+    Snapshot,
+    View,
+)
 from codemode.context import CallContext
 from codemode.errors import (
     AgentError,
@@ -49,8 +60,10 @@ __all__ = [
     "ApprovalTimedOutError",
     "ApprovalUnavailableError",
     "CallContext",
+    "Capability",
     "CapabilityFailedError",
     "CapabilityInfo",
+    "Catalog",
     "CodeMode",
     "CodeModeError",
     "ErrorCode",
@@ -62,6 +75,7 @@ __all__ = [
     "InvalidRequestError",
     "Limits",
     "NotFoundError",
+    "Parameter",
     "ParameterInfo",
     "PermissionDeniedError",
     "PolicyFailureError",
@@ -71,7 +85,10 @@ __all__ = [
     "ResumeRefusedError",
     "SearchHit",
     "SearchResult",
+    "Shape",
+    "Snapshot",
     "UnauthenticatedError",
     "Usage",
+    "View",
     "Where",
 ]

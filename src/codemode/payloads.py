@@ -7,8 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from codemode.capabilities.info import CapabilityInfo
-from codemode.capabilities.search import SearchResult
+from codemode.capabilities import CapabilityInfo, SearchResult
 from codemode.errors import CodeModeError, InvalidRequestError
 from codemode.runtime import ExecutionResult
 from codemode.types import JSONObject, JSONValue

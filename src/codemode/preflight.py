@@ -23,8 +23,7 @@ from typing import Any, Literal, get_args, get_origin
 from codemode import capabilities as t
 from codemode import syntax
 from codemode.binding import closest_name, literal_problem, unknown_argument
-from codemode.capabilities import Capability, Parameter
-from codemode.capabilities.naming import capability_hint
+from codemode.capabilities import Capability, Parameter, capability_hint
 from codemode.language import MISSING_MODULES, MODULES
 
 SANDBOX_MODULES = frozenset(MODULES) | {"os", "sys", "pathlib"}

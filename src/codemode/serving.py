@@ -24,7 +24,7 @@ import anyio
 
 from codemode.app import CodeMode
 from codemode.authz import Authorizer
-from codemode.http.disconnect import OnDisconnect, check_on_disconnect
+from codemode.http import OnDisconnect, check_on_disconnect
 
 if TYPE_CHECKING:
     import uvicorn
@@ -91,7 +91,7 @@ class ServeConfig:
     def __post_init__(self) -> None:
         """ValueError for a value serving would refuse later, named now."""
         from codemode.http import StaticTokens, host_names
-        from codemode.mcp.server import check_path
+        from codemode.mcp import check_path
 
         if self.transport not in ("stdio", "http"):
             raise ValueError(f"unknown transport {self.transport!r}")
@@ -196,7 +196,7 @@ def run(
     if config.transport == "stdio":
         _stdio(cm, config)
         return
-    from codemode.http.server import server_config
+    from codemode.http import server_config
 
     app = _asgi(cm, config)
     server = _stopping(cm)
@@ -227,7 +227,7 @@ def serve(cm: CodeMode, config: ServeConfig, *, announce: Callable[[], None] | N
     if config.transport == "stdio":
         _serve_stdio(cm, config, announce)
         return
-    from codemode.http.server import server_config
+    from codemode.http import server_config
 
     app = _asgi(cm, config)
     settings = server_config(app, host=config.host, port=config.port, root_path=config.root_path)
@@ -329,7 +329,7 @@ def serve_reloading(
     """
     import uvicorn
 
-    from codemode.http.server import server_options
+    from codemode.http import server_options
 
     if config.app is None:
         raise ValueError("serve_reloading needs config.app, to build the app in each process")

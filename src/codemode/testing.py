@@ -35,6 +35,12 @@ scripts cannot sleep (use the real sandbox to test sleeps).
 `running_engine`, `started_engine` and `is_indexed` let a test look behind a `CodeMode`
 at what its runtime and discovery hold (the engine's pool, admission and event loops; the
 search indexes built), for tests of codemode itself rather than of a host.
+
+The protocols these stand in for are exported here too, as their public home: `Sandbox`
+and `Clock` (what `CodeMode(sandbox=..., clock=...)` takes), `Run` and `Timer`, and the
+steps and answers a run exchanges (`Call`, `Sleep`, `Wait`, `Done`; `Returned`,
+`Injected`; `SandboxFailure` with its `FailureKind` and `Frame`s), so a host can write a
+stand-in of its own.
 """
 
 from __future__ import annotations
@@ -51,22 +57,26 @@ from codemode.app import CodeMode
 from codemode.capabilities import View
 from codemode.errors import CodeModeError
 from codemode.limits import Limits
-from codemode.runtime import Engine
-from codemode.runtime.clock import Timer
-from codemode.runtime.sandbox import (
+from codemode.runtime import (
+    Engine,
     Answer,
     Call,
+    Clock,
     Done,
     FailureKind,
     Frame,
     Injected,
     Printer,
     Returned,
+    Run,
+    Sandbox,
     SandboxFailure,
+    Sleep,
     Step,
+    Timer,
     Wait,
 )
-from codemode.values import record_fields
+from codemode.values import RecordValue, record_fields
 
 Script = Callable[["ScriptedProgram"], Generator[Any, Any, Any]]
 """Plays one program: yields calls (or `gather`s of calls), returns main()'s value."""
@@ -372,15 +382,29 @@ def assert_no_canary(canary: str, *outcomes: RunResult | CodeModeError | Any) ->
 
 
 __all__ = [
+    "Call",
+    "Clock",
+    "Done",
+    "FailureKind",
+    "Frame",
     "Gather",
+    "Injected",
     "ManualClock",
     "ProgramRaised",
+    "RecordValue",
     "RecordingAuthorizer",
+    "Returned",
+    "Run",
     "RunResult",
+    "Sandbox",
+    "SandboxFailure",
     "Script",
     "ScriptedProgram",
     "ScriptedRun",
     "ScriptedSandbox",
+    "Sleep",
+    "Timer",
+    "Wait",
     "assert_no_canary",
     "is_indexed",
     "record_fields",

@@ -1,4 +1,8 @@
-"""Shared type aliases."""
+"""The type aliases public signatures use: JSON as it crosses every codemode boundary.
+
+Public, so a host can annotate its own code with them; the protocols a host may stand in
+for (`Sandbox`, `Clock`) are exported by `codemode.testing`, beside its stand-ins.
+"""
 
 from __future__ import annotations
 

@@ -19,6 +19,7 @@ PUBLIC_MODULES = {
     "codemode.events",
     "codemode.serving",
     "codemode.testing",
+    "codemode.types",
 }
 """The modules a host imports from; the rest is the implementation."""
 
@@ -30,8 +31,10 @@ def test_codemode_exports() -> None:
         "ApprovalTimedOutError",
         "ApprovalUnavailableError",
         "CallContext",
+        "Capability",
         "CapabilityFailedError",
         "CapabilityInfo",
+        "Catalog",
         "CodeMode",
         "CodeModeError",
         "ErrorCode",
@@ -43,6 +46,7 @@ def test_codemode_exports() -> None:
         "InvalidRequestError",
         "Limits",
         "NotFoundError",
+        "Parameter",
         "ParameterInfo",
         "PermissionDeniedError",
         "PolicyFailureError",
@@ -52,8 +56,11 @@ def test_codemode_exports() -> None:
         "ResumeRefusedError",
         "SearchHit",
         "SearchResult",
+        "Shape",
+        "Snapshot",
         "UnauthenticatedError",
         "Usage",
+        "View",
         "Where",
     ]
     for name in codemode.__all__:
@@ -84,15 +91,29 @@ def test_testing_exports() -> None:
     import codemode.testing
 
     assert sorted(codemode.testing.__all__) == [
+        "Call",
+        "Clock",
+        "Done",
+        "FailureKind",
+        "Frame",
         "Gather",
+        "Injected",
         "ManualClock",
         "ProgramRaised",
+        "RecordValue",
         "RecordingAuthorizer",
+        "Returned",
+        "Run",
         "RunResult",
+        "Sandbox",
+        "SandboxFailure",
         "Script",
         "ScriptedProgram",
         "ScriptedRun",
         "ScriptedSandbox",
+        "Sleep",
+        "Timer",
+        "Wait",
         "assert_no_canary",
         "is_indexed",
         "record_fields",
@@ -101,6 +122,13 @@ def test_testing_exports() -> None:
         "started_engine",
     ]
     assert all(hasattr(codemode.testing, name) for name in codemode.testing.__all__)
+
+
+def test_types_exports() -> None:
+    """The aliases every public signature uses, importable by a host's own annotations."""
+    import codemode.types
+
+    assert codemode.types.__all__ == ["JSONObject", "JSONValue"]
 
 
 def test_the_version_is_the_installed_distributions() -> None:

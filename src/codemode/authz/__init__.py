@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, TypeAlias, runtime_checkable
 
-from codemode.capabilities.hints import HINTS
+from codemode.capabilities import HINTS
 from codemode.types import JSONObject
 
 if TYPE_CHECKING:

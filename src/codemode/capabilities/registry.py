@@ -65,14 +65,17 @@ class Parameter:
 
     @property
     def examples(self) -> tuple[Any, ...]:
+        """The examples its `Annotated[..., Field(examples=...)]` hint gives."""
         return constraints.declared(self.annotation).examples
 
     @property
     def required(self) -> bool:
+        """Whether the program must pass it (it has no default)."""
         return self.default is REQUIRED
 
     @property
     def notation(self) -> str:
+        """`limit: int | None = None`, as the signature writes it."""
         text = f"{self.name}: {rendering.notation(self.annotation)}"
         return text if self.required else f"{text} = {self.default!r}"
 
@@ -142,12 +145,14 @@ class Capability:
 
     @property
     def input_schema(self) -> JSONObject:
+        """The JSON Schema of its keyword arguments, as validation reads them."""
         schema: JSONObject = self.arguments_adapter.json_schema()
         schema.pop("title", None)
         return schema
 
     @property
     def output_schema(self) -> JSONObject:
+        """The JSON Schema of its result, as it crosses into the program."""
         schema: JSONObject = self.projection.adapter.json_schema(mode="serialization")
         return schema
 

@@ -208,7 +208,7 @@ def _start(
         raise click.UsageError(str(exc)) from None
     refuse_open(config, options["insecure"])
     cm = load()
-    from codemode.mcp.approvals import security as sealing
+    from codemode.mcp import security as sealing
 
     try:
         sealing(cm)  # a key that cannot seal is refused now, not at the first pause

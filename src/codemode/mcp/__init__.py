@@ -1,23 +1,32 @@
 """The MCP adapter: three tools over a CodeMode, on the official mcp SDK.
 
-The server is imported on first use, so that `codemode.mcp.compat` (which the gateway,
+Its modules are imported on first use, so that `codemode.mcp.compat` (which the gateway,
 below this adapter, uses) loads nothing of the adapter itself.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from codemode.mcp.server import build_server, http_app, serve_stdio
+    from codemode.mcp.approvals import security
+    from codemode.mcp.server import build_server, check_path, http_app, serve_stdio
+
+_HOMES = {
+    "build_server": "server",
+    "check_path": "server",
+    "http_app": "server",
+    "security": "approvals",
+    "serve_stdio": "server",
+}
+"""The module of the package each exported name is defined in."""
 
 
 def __getattr__(name: str) -> Any:
-    if name in __all__:
-        from codemode.mcp import server
-
-        return getattr(server, name)
+    if name in _HOMES:
+        return getattr(importlib.import_module(f"codemode.mcp.{_HOMES[name]}"), name)
     raise AttributeError(f"module 'codemode.mcp' has no attribute {name!r}")
 
 
-__all__ = ["build_server", "http_app", "serve_stdio"]
+__all__ = ["build_server", "check_path", "http_app", "security", "serve_stdio"]

@@ -1,7 +1,56 @@
-"""Sandboxed execution of programs in pydantic-monty workers."""
+"""Sandboxed execution of programs in pydantic-monty workers.
 
+The front door of the package: other parts of codemode take what they use of the runtime
+from here. The sandbox's vocabulary (`Sandbox`, `Run` and the steps and answers they
+exchange) and the `Clock` are what `codemode.testing` stands in for.
+"""
+
+from codemode.runtime.clock import Clock, Timer
 from codemode.runtime.engine import Engine
 from codemode.runtime.execution import Execution
 from codemode.runtime.outcome import ExecutionResult, Usage
+from codemode.runtime.program import Programs
+from codemode.runtime.sandbox import (
+    Answer,
+    Call,
+    Done,
+    FailureKind,
+    Frame,
+    Injected,
+    MontySandbox,
+    Printer,
+    Returned,
+    Run,
+    Sandbox,
+    SandboxFailure,
+    Sleep,
+    Step,
+    Wait,
+)
+from codemode.runtime.seeing import asking
 
-__all__ = ["Engine", "Execution", "ExecutionResult", "Usage"]
+__all__ = [
+    "Answer",
+    "Call",
+    "Clock",
+    "Done",
+    "Engine",
+    "Execution",
+    "ExecutionResult",
+    "FailureKind",
+    "Frame",
+    "Injected",
+    "MontySandbox",
+    "Printer",
+    "Programs",
+    "Returned",
+    "Run",
+    "Sandbox",
+    "SandboxFailure",
+    "Sleep",
+    "Step",
+    "Timer",
+    "Usage",
+    "Wait",
+    "asking",
+]

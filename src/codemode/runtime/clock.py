@@ -40,6 +40,7 @@ class Timer:
         self.on_cancel = on_cancel
 
     def cancel(self) -> None:
+        """Make sure the callback never runs (harmless once it has)."""
         if self.cancelled:
             return
         self.cancelled = True
@@ -48,6 +49,7 @@ class Timer:
             self.on_cancel()
 
     def ring(self) -> None:
+        """Run the callback, once, unless it was cancelled: the clock calls this."""
         callback, self.callback = self.callback, None
         if callback is not None and not self.cancelled:
             callback()
@@ -56,7 +58,9 @@ class Timer:
 class Clock(Protocol):
     """Monotonic seconds, and callbacks at a moment of them."""
 
-    def now(self) -> float: ...
+    def now(self) -> float:
+        """The current moment, in seconds that only ever grow."""
+        ...
 
     def call_at(self, when: float, callback: Callable[[], None]) -> Timer:
         """Run `callback` at `when` (at once if that has passed), on the clock's thread.

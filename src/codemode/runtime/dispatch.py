@@ -32,8 +32,7 @@ from typing import Any, TypeVar
 from codemode.approvals import Verdict
 from codemode.authz import AuthorizationRequest, Authorizer, Denied, RequireApproval
 from codemode.binding import ValidatorError, bind
-from codemode.capabilities import Capability
-from codemode.capabilities.results import Projected
+from codemode.capabilities import Capability, Projected
 from codemode.context import CallContext
 from codemode.errors import (
     AgentError,

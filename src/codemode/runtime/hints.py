@@ -22,9 +22,7 @@ from typing_extensions import is_typeddict
 
 from codemode import capabilities as t
 from codemode import syntax
-from codemode.capabilities import Capability
-from codemode.capabilities.naming import namespace_hint
-from codemode.capabilities.search import NONE_AVAILABLE
+from codemode.capabilities import NONE_AVAILABLE, Capability, namespace_hint
 from codemode.errors import Where, printable
 from codemode.language import INSTEAD, MODULES
 

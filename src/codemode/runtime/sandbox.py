@@ -147,13 +147,22 @@ class Run(Protocol):
     busy: bool
     """Whether the interpreter is running the program right now (a stop will end it)."""
 
-    def start(self, code: str) -> Step: ...
-    def answer(self, answer: Answer) -> Step: ...
+    def start(self, code: str) -> Step:
+        """Run the fed code until its first step."""
+        ...
+
+    def answer(self, answer: Answer) -> Step:
+        """Answer the current call (or sleep) and run on to the next step."""
+        ...
+
     def defer(self) -> Step:
         """Answer the current call of an async program with a future, settled later."""
         ...
 
-    def settle(self, answers: Mapping[int, Answer]) -> Step: ...
+    def settle(self, answers: Mapping[int, Answer]) -> Step:
+        """Settle the deferred calls a `Wait` named, by call id, and run on."""
+        ...
+
     def dump(self) -> bytes:
         """The interpreter's state where the program waits now, for `load` to go on from
         (in this worker or any other)."""
@@ -186,7 +195,9 @@ class Sandbox(Protocol):
         """A run in a fresh or reused worker; a worker whose run failed is never reused."""
         ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Stop the workers and let their processes go."""
+        ...
 
 
 # -- the pydantic-monty implementation -----------------------------------------------
