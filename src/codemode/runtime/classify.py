@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from codemode.authz import Denied
 from codemode.errors import (
@@ -127,7 +127,7 @@ def classify(failure: BaseException, context: FailureContext) -> CodeModeError:
     if failure.exc_type == "NameError" and any(
         f.function == "<module>" and f.line <= len(program.lines) for f in failure.frames
     ):
-        root = _namespace(failure.message, program)
+        root = _namespace(failure, program)
         if root is not None:
             return _program_error(load_message(f"{root}.*"), where, stack)
     if where is None:
@@ -146,19 +146,52 @@ def _limit(failure: SandboxFailure, limits: Limits, where: Where | None) -> Code
     MemoryError with its own fixed text, a RecursionError, or the suspension-limit
     RuntimeError. (A program that raises such an error itself is told the same.)
     """
-    kind, message = failure.exc_type, failure.message
+    kind, said = failure.exc_type, interpreter_said(failure.exc_type, failure.message)
     if kind == "TimeoutError" and not failure.frames:
         return exceeded(LimitKind.INTERPRETER_TIME, limits)
-    if kind == "MemoryError" and (trip := _MEMORY_TRIP.match(message)):
-        return exceeded(LimitKind.MEMORY, limits, amount=size(int(trip[1])), where=where)
+    if said is not None and said.kind == "memory_limit":
+        return exceeded(LimitKind.MEMORY, limits, amount=size(int(said.detail)), where=where)
     if kind == "RecursionError":
         return exceeded(LimitKind.RECURSION_DEPTH, limits, where=where)
-    if kind == "RuntimeError" and message.startswith("suspension limit"):
+    if said is not None and said.kind == "suspension_limit":
         return exceeded(LimitKind.HOST_CALLS, limits, where=where)
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class Said:
+    """What an interpreter error's message says, where codemode acts on it."""
+
+    kind: Literal["memory_limit", "suspension_limit", "not_defined", "arguments"]
+    """A `max_memory` trip; a `max_suspensions` trip; a name the program never defined; a
+    call with arguments its function does not take."""
+    detail: str = ""
+    """The bytes the heap reached (`memory_limit`), or the name (`not_defined`)."""
+
+
 _MEMORY_TRIP = re.compile(r"^memory limit exceeded: (\d+) bytes > \d+ bytes$")
+_NOT_DEFINED = re.compile(r"name '(.+)' is not defined")
+
+
+def interpreter_said(exc_type: str, message: str) -> Said | None:
+    """What an interpreter error says that its type alone does not, or None.
+
+    pydantic-monty reports the limits it enforces and the program's mistakes as the
+    exception the program would see, with no code beside it: only the message tells a
+    suspension-limit `RuntimeError` from the program's own, or which name a `NameError`
+    means. So this is the one function that reads the interpreter's messages to tell
+    errors apart; tests/contract/test_library_errors.py drives the installed interpreter
+    to each of them, so a release that rewords one fails there, not in production.
+    """
+    if exc_type == "MemoryError" and (trip := _MEMORY_TRIP.match(message)):
+        return Said("memory_limit", trip[1])
+    if exc_type == "RuntimeError" and message.startswith("suspension limit"):
+        return Said("suspension_limit")
+    if exc_type == "NameError" and (name := _NOT_DEFINED.fullmatch(message)):
+        return Said("not_defined", name[1])
+    if exc_type == "TypeError" and "argument" in message:
+        return Said("arguments")
+    return None
 
 
 def _injected(
@@ -208,9 +241,12 @@ def _within(inner: Where, outer: Where) -> bool:
     ) <= (outer.end_line, outer.end_column)
 
 
-def _namespace(message: str, program: Program) -> str | None:
+def _namespace(failure: SandboxFailure, program: Program) -> str | None:
     """The capability namespace a NameError names, if it names one."""
-    return next((r for r in program.roots if message == f"name '{r}' is not defined"), None)
+    said = interpreter_said(failure.exc_type, failure.message)
+    if said is None or said.kind != "not_defined":
+        return None
+    return next((root for root in program.roots if root == said.detail), None)
 
 
 def _text(failure: SandboxFailure) -> str:
@@ -236,9 +272,10 @@ def _entry_point_error(failure: SandboxFailure) -> CodeModeError:
     Only shapes the program certainly caused are named; anything else raised outside the
     program's own frames is not the program's text to echo.
     """
-    if failure.exc_type == "NameError" and failure.message == "name 'main' is not defined":
+    said = interpreter_said(failure.exc_type, failure.message)
+    if said == Said("not_defined", "main"):
         return InvalidProgramError(NO_MAIN)
-    if failure.exc_type == "TypeError" and "argument" in failure.message:
+    if said == Said("arguments"):
         return InvalidProgramError("main() must take no parameters")
     if failure.exc_type == "TypeError":
         return InvalidProgramError("main must be a function defined with def main():")
@@ -248,9 +285,11 @@ def _entry_point_error(failure: SandboxFailure) -> CodeModeError:
 __all__ = [
     "FailureContext",
     "InjectedError",
+    "Said",
     "StopError",
     "authorizer_decision",
     "authorizer_failure",
     "classify",
     "handler_failure",
+    "interpreter_said",
 ]
