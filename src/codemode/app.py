@@ -74,7 +74,7 @@ class CodeMode:
       `can_see` answers like an authorizer: None or True shows); a hidden
       capability looks exactly like one that does not exist, to discovery and to programs
       alike. What a subject sees of one state of the catalog is remembered for
-      `codemode.authz.visibility.VISIBILITY_SECONDS` (30). All the checks of one request
+      `codemode.runtime.visibility.VISIBILITY_SECONDS` (30). All the checks of one request
       share one deadline (`Limits.max_capability_seconds`, within an execution's own
       time); a capability whose check has not answered by then is hidden from it.
     - `trace_arguments`: record argument values on OpenTelemetry call spans (off by

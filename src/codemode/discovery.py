@@ -2,7 +2,7 @@
 
 Search, describe and every execution start here: the newest snapshot, and the view of
 it a subject may see (all its enabled capabilities, or with `hide_forbidden` those the
-policy's `can_see` shows, remembered per snapshot and subject by `authz.visibility`).
+policy's `can_see` shows, remembered per snapshot and subject by `runtime.visibility`).
 Views are interned by their snapshot, so the search index built for one serves every
 subject who sees the same capabilities; the most recent `VIEWS_KEPT` are kept.
 """
@@ -18,15 +18,18 @@ from collections.abc import Callable
 import anyio
 
 from codemode.authz import VisibilityPolicy
-from codemode.authz.visibility import Visibility, answered
-from codemode.capabilities import Catalog, Snapshot, View
-from codemode.capabilities.info import CapabilityInfo
-from codemode.capabilities.naming import capability_hint
-from codemode.capabilities.search import SearchIndex, SearchResult
+from codemode.capabilities import (
+    CapabilityInfo,
+    Catalog,
+    SearchIndex,
+    SearchResult,
+    Snapshot,
+    View,
+    capability_hint,
+)
 from codemode.errors import NotFoundError
 from codemode.options import Options
-from codemode.runtime import Engine
-from codemode.runtime.seeing import asking
+from codemode.runtime import Engine, Visibility, answered, asking
 
 VIEWS_KEPT = 64
 """How many views' search indexes are kept, the least recently used dropped."""

@@ -19,10 +19,8 @@ from codemode.capabilities import Snapshot, View
 from codemode.errors import ExecutionCanceledError, InvalidRequestError, UnauthenticatedError
 from codemode.limits import Limits
 from codemode.options import Options
-from codemode.runtime import Engine, Execution
-from codemode.runtime.clock import Clock
+from codemode.runtime import Clock, Engine, Execution, MontySandbox, Sandbox
 from codemode.runtime.paused import PausedState
-from codemode.runtime.sandbox import MontySandbox, Sandbox
 
 
 class EngineSettings(Protocol):

@@ -34,7 +34,8 @@ scripts cannot sleep (use the real sandbox to test sleeps).
 
 `running_engine`, `started_engine` and `is_indexed` let a test look behind a `CodeMode`
 at what its runtime and discovery hold (the engine's pool, admission and event loops; the
-search indexes built), for tests of codemode itself rather than of a host.
+search indexes built), for tests of codemode itself rather than of a host: they are not
+part of the host API (`__all__`), and what they return may change with the runtime.
 
 The protocols these stand in for are exported here too, as their public home: `Sandbox`
 and `Clock` (what `CodeMode(sandbox=..., clock=...)` takes), `Run` and `Timer`, and the
@@ -58,11 +59,11 @@ from codemode.capabilities import View
 from codemode.errors import CodeModeError
 from codemode.limits import Limits
 from codemode.runtime import (
-    Engine,
     Answer,
     Call,
     Clock,
     Done,
+    Engine,
     FailureKind,
     Frame,
     Injected,
@@ -406,9 +407,6 @@ __all__ = [
     "Timer",
     "Wait",
     "assert_no_canary",
-    "is_indexed",
     "record_fields",
     "run",
-    "running_engine",
-    "started_engine",
 ]

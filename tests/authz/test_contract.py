@@ -11,8 +11,8 @@ import pytest
 
 from codemode import CodeMode, Limits
 from codemode.authz import AllowAll, AuthorizationRequest
-from codemode.authz.visibility import VISIBILITY_SECONDS
 from codemode.events import CallDenied, Event
+from codemode.runtime import VISIBILITY_SECONDS
 from codemode.testing import ManualClock
 from tests.conftest import CANARY, run_error
 

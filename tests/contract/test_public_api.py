@@ -115,11 +115,8 @@ def test_testing_exports() -> None:
         "Timer",
         "Wait",
         "assert_no_canary",
-        "is_indexed",
         "record_fields",
         "run",
-        "running_engine",
-        "started_engine",
     ]
     assert all(hasattr(codemode.testing, name) for name in codemode.testing.__all__)
 

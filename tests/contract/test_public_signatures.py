@@ -145,19 +145,14 @@ PENDING = frozenset(
     {
         # CodeMode (app.py) is being split: the facade's new modules import these from
         # their packages' front doors, which export them already.
-        ("codemode.app", "codemode.authz.visibility"),
         ("codemode.app", "codemode.capabilities.info"),
-        ("codemode.app", "codemode.capabilities.naming"),
         ("codemode.app", "codemode.capabilities.search"),
         ("codemode.app", "codemode.gateway.tools"),
         ("codemode.app", "codemode.runtime.clock"),
         ("codemode.app", "codemode.runtime.paused"),
         ("codemode.app", "codemode.runtime.program"),
         ("codemode.app", "codemode.runtime.sandbox"),
-        ("codemode.app", "codemode.runtime.seeing"),
-        # What each subject may see (authz.visibility) moves out of CodeMode with the
-        # discovery caches; its home decides the import of its two aliases.
-        ("codemode.runtime.seeing", "codemode.authz.visibility"),
+        ("codemode.engine_slot", "codemode.runtime.paused"),
         # The gateway and openapi become codemode.sources, which shares the schema
         # reader through its own front door.
         ("codemode.gateway.gateway", "codemode.capabilities.naming"),

@@ -142,27 +142,6 @@ class CapabilityInfo:
         """Its result as JSON Schema (made when asked, as `input_schema`)."""
         return self._capability.output_schema
 
-    @classmethod
-    def of(cls, capability: Described) -> CapabilityInfo:
-        """The public view of a registered capability."""
-        return cls(
-            name=capability.name,
-            id=capability.id,
-            summary=capability.summary,
-            description=capability.description,
-            signature=capability.signature,
-            parameters=tuple(_parameter(p) for p in capability.parameters),
-            result=ResultInfo(
-                type=rendering.notation(capability.result_annotation),
-                read_as=t.access(capability.result_annotation) or "value",
-                doc=capability.result_doc,
-            ),
-            shapes=tuple(_rendered(shape) for shape in capability.shapes),
-            example=capability.example,
-            annotations=types.MappingProxyType(dict(capability.annotations)),
-            _capability=capability,
-        )
-
 
 @functools.lru_cache(maxsize=16384)
 def _rendered(shape: rendering.Shape) -> str:
@@ -184,4 +163,25 @@ def _parameter(parameter: DescribedParameter) -> ParameterInfo:
     )
 
 
-__all__ = ["CapabilityInfo", "ParameterInfo", "ResultInfo"]
+def info_of(capability: Described) -> CapabilityInfo:
+    """The public view of a registered capability."""
+    return CapabilityInfo(
+        name=capability.name,
+        id=capability.id,
+        summary=capability.summary,
+        description=capability.description,
+        signature=capability.signature,
+        parameters=tuple(_parameter(p) for p in capability.parameters),
+        result=ResultInfo(
+            type=rendering.notation(capability.result_annotation),
+            read_as=t.access(capability.result_annotation) or "value",
+            doc=capability.result_doc,
+        ),
+        shapes=tuple(_rendered(shape) for shape in capability.shapes),
+        example=capability.example,
+        annotations=types.MappingProxyType(dict(capability.annotations)),
+        _capability=capability,
+    )
+
+
+__all__ = ["CapabilityInfo", "ParameterInfo", "ResultInfo", "info_of"]

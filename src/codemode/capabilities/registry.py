@@ -12,7 +12,7 @@ import typing
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NotRequired, Required
+from typing import Any, NotRequired, Required
 
 import docstring_parser
 import pydantic
@@ -22,14 +22,12 @@ from codemode import syntax
 from codemode.capabilities import constraints, rendering, support
 from codemode.capabilities import typehints as t
 from codemode.capabilities.hints import HINTS, complete_hints
+from codemode.capabilities.info import CapabilityInfo, info_of
 from codemode.capabilities.naming import check_id, check_name
 from codemode.capabilities.results import Projection
 from codemode.context import CallContext
 from codemode.errors import RegistrationError
 from codemode.types import JSONObject
-
-if TYPE_CHECKING:
-    from codemode.capabilities.info import CapabilityInfo
 
 REQUIRED: Any = inspect.Parameter.empty
 """The default of a parameter the program must pass."""
@@ -132,9 +130,7 @@ class Capability:
     @functools.cached_property
     def info(self) -> CapabilityInfo:
         """The public view `describe` gives (built once)."""
-        from codemode.capabilities.info import CapabilityInfo
-
-        return CapabilityInfo.of(self)
+        return info_of(self)
 
     @property
     def signature(self) -> str:

@@ -28,8 +28,10 @@ from codemode.runtime.sandbox import (
     Wait,
 )
 from codemode.runtime.seeing import asking
+from codemode.runtime.visibility import VISIBILITY_SECONDS, Visibility, answered
 
 __all__ = [
+    "VISIBILITY_SECONDS",
     "Answer",
     "Call",
     "Clock",
@@ -51,6 +53,8 @@ __all__ = [
     "Step",
     "Timer",
     "Usage",
+    "Visibility",
     "Wait",
+    "answered",
     "asking",
 ]

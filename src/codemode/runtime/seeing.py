@@ -32,7 +32,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, cast
 
 from codemode.authz import RequireApproval
-from codemode.authz.visibility import Ask, Asked
 from codemode.capabilities import Capability
 from codemode.events import Event, HostCodeAbandoned, VisibilityUnanswered
 from codemode.limits import Limits
@@ -40,6 +39,7 @@ from codemode.runtime.classify import StopError
 from codemode.runtime.clock import Timer
 from codemode.runtime.engine import Engine
 from codemode.runtime.pool import Job
+from codemode.runtime.visibility import Ask, Asked
 from codemode.runtime.watchdog import Owner
 
 log = logging.getLogger("codemode")
