@@ -371,6 +371,22 @@ def deadline(clock: ManualClock) -> tuple[Deadline, list[str]]:
     return Deadline(clock, 10, OVERDUE, lambda error: told.append(str(error))), told
 
 
+def test_a_deadline_built_unarmed_rings_only_once_armed() -> None:
+    """An execution arms its deadline once it is built, so a deadline already passed
+    answers a caller whose execution can be answered."""
+    clock = ManualClock()
+    told: list[str] = []
+    late = Deadline(clock, -1, OVERDUE, lambda error: told.append(str(error)), armed=False)
+    assert clock.pending == 0
+    clock.advance(0)
+    assert told == []
+    late.arm()
+    late.arm()  # once is enough
+    assert clock.pending == 1
+    clock.advance(0)
+    assert told == ["resource limit exceeded: execution time (limit 10 s)"]
+
+
 def test_the_first_budget_to_pass_decides_the_error_once() -> None:
     clock = ManualClock()
     late, told = deadline(clock)

@@ -6,15 +6,20 @@ import asyncio
 import concurrent.futures
 import threading
 import time
+from collections.abc import Generator
+from typing import Any
 
 import pytest
 
 from codemode import CodeMode, ErrorCode, Limits
 from codemode.authz import AllowAll, Denied
-from codemode.events import ExecutionFinished
+from codemode.errors import CodeModeError, ExecutionCanceledError
+from codemode.events import Event, ExecutionFinished
 from codemode.runtime.clock import SystemClock
-from codemode.testing import ManualClock
+from codemode.runtime.state import State
+from codemode.testing import ManualClock, ScriptedProgram, ScriptedSandbox
 from tests.conftest import build_host, close_while_running, run_error
+from tests.runtime.running import GUARD, engine, execution, kinds
 
 P = "def main():\n"
 
@@ -385,3 +390,41 @@ def test_gathered_sleeps_all_end_at_one_tick_of_the_clock() -> None:
         assert not answer.done()
         clock.advance(0.3)
         assert answer.result(10).value == 256
+
+
+# -- one Execution, on a scripted sandbox -----------------------------------------------
+
+
+def test_an_execution_answered_while_queued_never_starts() -> None:
+    events: list[Event] = []
+    with engine(ScriptedSandbox(_nothing), clock=ManualClock()) as on:
+        run = execution(on, P + "    return 1\n", [], events=events)
+        run.fail(ExecutionCanceledError())
+        assert run.ended.is_set()  # nothing of it ever ran
+        assert run.begin() is False
+        assert str(run.answer.exception()) == "execution canceled"
+    assert run.state is State.SETTLED
+    assert run.began is None
+    assert events == []
+
+
+def test_a_print_flood_stops_the_program_with_what_fits_kept() -> None:
+    events: list[Event] = []
+
+    def script(program: ScriptedProgram) -> Generator[Any, Any, Any]:
+        program.print("x" * 8)  # answered here: the run stops at its next step
+        yield program.call("users.get", line=2)
+
+    limits = Limits(max_printed_bytes=5)
+    with engine(ScriptedSandbox(script), clock=ManualClock(), limits=limits) as on:
+        run = execution(on, P + "    return 1\n", [], events=events)
+        with pytest.raises(CodeModeError) as caught:
+            on.execute(run)
+        assert run.ended.wait(GUARD)
+    assert str(caught.value) == "resource limit exceeded: printed output (limit 5 bytes)"
+    assert caught.value.printed == "xxxxx"
+    assert kinds(events) == ["ExecutionStarted", "ExecutionFinished"]
+
+
+def _nothing(program: ScriptedProgram) -> Generator[Any, Any, Any]:
+    return (yield)

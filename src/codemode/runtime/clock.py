@@ -5,6 +5,11 @@ program) is a callback at a moment on one `Clock`, so tests drive time by hand
 (`codemode.testing.ManualClock`) and assert the order of events, not elapsed time.
 `SystemClock` rings its callbacks on one thread of its own, on which no host code runs:
 neither a blocked event loop nor a busy handler delays them, and a wait holds no thread.
+
+The system's own time is read here only: by `SystemClock`, and by `Within`, the bound on
+joining real threads as the engine closes. Seconds since the epoch (`time.time()`) only
+stamp what someone else reads later (an audit event, a paused program's expiry), and never
+measure or bound a wait.
 """
 
 from __future__ import annotations
@@ -53,6 +58,23 @@ class Timer:
         callback, self.callback = self.callback, None
         if callback is not None and not self.cancelled:
             callback()
+
+
+class Within:
+    """A bound of `seconds` of real time on joining threads as something closes.
+
+    Not the injected clock: threads end in real time, and a hand-driven clock never moves
+    while a test closes its engine.
+    """
+
+    __slots__ = ("_until",)
+
+    def __init__(self, seconds: float) -> None:
+        self._until = time.monotonic() + seconds
+
+    def left(self) -> float:
+        """Seconds left of the bound (0 once it passed)."""
+        return max(self._until - time.monotonic(), 0.0)
 
 
 class Clock(Protocol):
@@ -157,4 +179,4 @@ class SystemClock:
                     log.exception("a timer callback failed")
 
 
-__all__ = ["Clock", "SystemClock", "Timer"]
+__all__ = ["Clock", "SystemClock", "Timer", "Within"]

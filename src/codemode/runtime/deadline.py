@@ -37,7 +37,11 @@ class Deadline:
         seconds: float,
         error: CodeModeError,
         on_expire: Callable[[CodeModeError], None],
+        *,
+        armed: bool = True,
     ) -> None:
+        """`armed`: False to start its timer later (`arm`), once `on_expire` can be told:
+        an execution builds its parts after its deadline, which may already have passed."""
         self.clock = clock
         self.ends_at = clock.now() + seconds
         self.error = error
@@ -50,7 +54,14 @@ class Deadline:
         self._armed = math.inf
         self.expired: CodeModeError | None = None
         """The error, once the deadline or a budget passed."""
-        self._arm(self.ends_at)
+        if armed:
+            self._arm(self.ends_at)
+
+    def arm(self) -> None:
+        """Start the timer of the execution's own deadline (built with `armed=False`)."""
+        with self._lock:
+            if self.expired is None and self.ends_at < self._armed:
+                self._arm(self.ends_at)
 
     def remaining(self) -> float:
         return self.ends_at - self.clock.now()

@@ -17,13 +17,9 @@ from __future__ import annotations
 import asyncio
 import copy
 import functools
-import hashlib
 import inspect
 import json
 import logging
-import math
-import reprlib
-import threading
 import time
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
@@ -58,7 +54,8 @@ from codemode.events import (
     CallFailed,
     Event,
 )
-from codemode.limits import LimitKind, Limits, exceeded, seconds, size
+from codemode.limits import LimitKind, Limits, seconds
+from codemode.runtime.calllog import CallLog, Completed
 from codemode.runtime.classify import (
     InjectedError,
     StopError,
@@ -121,18 +118,6 @@ _VERDICT_EVENTS: dict[Verdict, type[ApprovalEvent]] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class Completed:
-    """A call that completed: what the program receives, and what its record keeps."""
-
-    projected: Projected
-    kwargs: dict[str, Any]
-    """The keyword arguments as the program passed them (its own values, which no
-    handler receives), written out only if a failure report needs them (`written`)."""
-    changes: bool
-    """Whether the capability may change something (it is not declared read-only)."""
-
-
 Plan = Generator[Awaiting | Approval, Any, Completed]
 """One call: yields what must be awaited, returns the completed call (what the program
 receives, and what its record keeps)."""
@@ -141,25 +126,6 @@ receives, and what its record keeps)."""
 class Abandon(BaseException):
     """Thrown into a plan whose execution was answered while it awaited host code: it
     ends there (its spans and budgets closed), never mistaken for host code's own."""
-
-
-_SHORT = reprlib.Repr()
-_SHORT.maxstring = _SHORT.maxother = 60
-_SHORT.maxlist = _SHORT.maxdict = 4
-_SHORT.maxlevel = 2
-
-
-def written(kwargs: dict[str, Any]) -> tuple[str, str]:
-    """The keyword arguments as the program wrote them (`id='T-7', status='closed'`), at
-    most 120 characters, and the digest of their whole canonical JSON (equal digests,
-    equal arguments). Only a failure report needs them: never on a call's own path."""
-    text = ", ".join(f"{key}={_SHORT.repr(value)}" for key, value in kwargs.items())
-    if len(text) > 120:
-        text = text[:117] + "..."
-    canonical = json.dumps(kwargs, sort_keys=True, default=repr, separators=(",", ":"))
-    return text, hashlib.blake2b(
-        canonical.encode("utf-8", "surrogatepass"), digest_size=16
-    ).hexdigest()
 
 
 def _json(arguments: JSONObject) -> str:
@@ -200,6 +166,8 @@ class Dispatcher:
     authorizer: Authorizer
     limits: Limits
     deadline: Deadline
+    calls: CallLog
+    """Where each call's time and result size are counted (and their limits kept)."""
     stopped: Callable[[], CodeModeError | None]
     """What the execution was answered with early, if it was (checked around host code)."""
     emit: Callable[[Event], None] | None
@@ -209,10 +177,6 @@ class Dispatcher:
     """Whether call spans record argument values (off: they may be sensitive)."""
 
     def __post_init__(self) -> None:
-        self.result_bytes = 0
-        self._spans: list[tuple[float, float]] = []
-        """When each call ran (monotonic start, end)."""
-        self.lock = threading.Lock()
         self.span = Span()
         """The execution's span, parent of every call span."""
 
@@ -241,9 +205,7 @@ class Dispatcher:
             return projected
         finally:  # bound, authorized, run or refused: the program waited for it
             span.end()
-            ended = clock.now()
-            with self.lock:
-                self._spans.append((started, ended))
+            self.calls.took(started, clock.now())
 
     def _call(
         self,
@@ -317,7 +279,7 @@ class Dispatcher:
         stopped = self.stopped()
         if stopped is not None:  # answered meanwhile: what the caller was told stands
             raise StopError(stopped)
-        self._count(projected.size)
+        self.calls.received(projected.size)
         return Completed(projected, kwargs, capability.annotations.get("readOnlyHint") is not True)
 
     def _authorize(
@@ -461,15 +423,6 @@ class Dispatcher:
                 self._log("handler or its result failed:", capability, exc)
             raise handler_failure(exc) from exc
 
-    def _count(self, result: int) -> None:
-        if result > self.limits.max_result_bytes:
-            raise StopError(exceeded(LimitKind.RESULT_SIZE, self.limits, amount=size(result)))
-        with self.lock:
-            self.result_bytes += result
-            total = self.result_bytes
-        if total > self.limits.max_total_result_bytes:
-            raise StopError(exceeded(LimitKind.TOTAL_RESULT_SIZE, self.limits, amount=size(total)))
-
     def _answered(self) -> bool:
         """Whether the execution was answered early: binding's schema check then stops."""
         return self.stopped() is not None
@@ -495,19 +448,6 @@ class Dispatcher:
             if required:
                 raise StopError(InternalError()) from None
 
-    @property
-    def capability_seconds(self) -> float:
-        """The time at least one call was running: gathered calls overlap, and the program
-        waits for them once, so their times are not added up."""
-        with self.lock:
-            spans = sorted(self._spans)
-        total, reach = 0.0, -math.inf
-        for start, end in spans:
-            if end > reach:
-                total += end - max(start, reach)
-                reach = end
-        return total
-
     def _log(self, what: str, capability: Capability, exc: BaseException) -> None:
         log.warning(
             "execution %s: %s capability %s (%s)",
@@ -531,12 +471,10 @@ __all__ = [
     "Approval",
     "Asked",
     "Awaiting",
-    "Completed",
     "Dispatcher",
     "HostExit",
     "Plan",
     "abandon",
     "capability_time",
     "guarded",
-    "written",
 ]

@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import logging
 import threading
-import time
 from collections import Counter, OrderedDict, deque
 from collections.abc import Hashable, Iterator
 from typing import Any
@@ -28,8 +27,8 @@ from codemode.errors import (
     ResourceLimitError,
 )
 from codemode.limits import LimitKind, Limits, exceeded, queued, subject_share, work_threads
-from codemode.runtime.clock import Clock, SystemClock
-from codemode.runtime.execution import Execution, Services, Setup
+from codemode.runtime.clock import Clock, SystemClock, Within
+from codemode.runtime.execution import Execution, Services
 from codemode.runtime.loop import EngineLoop
 from codemode.runtime.notices import Notices
 from codemode.runtime.outcome import ExecutionResult
@@ -37,6 +36,7 @@ from codemode.runtime.paused import CatalogDigest
 from codemode.runtime.pool import WorkPool
 from codemode.runtime.program import Programs
 from codemode.runtime.sandbox import Sandbox
+from codemode.runtime.setup import Setup
 
 log = logging.getLogger("codemode")
 
@@ -287,10 +287,10 @@ class Engine:
         executions = self.admission.close()
         for execution in executions:
             execution.fail(ExecutionCanceledError())
-        until = time.monotonic() + UNWIND_SECONDS
+        unwind = Within(UNWIND_SECONDS)
         for execution in executions:  # a killed program unwinds at once; host code may not
             if not execution.stuck:
-                execution.ended.wait(max(until - time.monotonic(), 0))
+                execution.ended.wait(unwind.left())
         self.pool.close()
         if isinstance(self.clock, SystemClock):
             self.clock.close()

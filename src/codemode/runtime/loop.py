@@ -28,7 +28,6 @@ import asyncio
 import contextlib
 import logging
 import threading
-import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any, TypeVar
@@ -36,7 +35,7 @@ from typing import Any, TypeVar
 from codemode.errors import ResourceLimitError
 from codemode.limits import LimitKind
 from codemode.runtime.classify import StopError
-from codemode.runtime.clock import Clock, SystemClock
+from codemode.runtime.clock import Clock, SystemClock, Within
 from codemode.runtime.dispatch import guarded
 from codemode.runtime.hostloop import on_host_loop
 from codemode.runtime.notices import Notices
@@ -199,18 +198,18 @@ class EngineLoop:
             self._refusing = None
             self._waiting.clear()
         self.watchdog.close()
-        until = time.monotonic() + 1
+        unwind = Within(1)
         waits = []
         for runner in runners:
             ended = threading.Event()
             if runner.post(_cancel_tasks, ended):
                 waits.append(ended)
         for ended in waits:
-            ended.wait(max(until - time.monotonic(), 0))
+            ended.wait(unwind.left())
         for runner in runners:
             runner.post(runner.loop.stop)
         for runner in runners:
-            runner.thread.join(timeout=max(until - time.monotonic(), 0))
+            runner.thread.join(timeout=unwind.left())
         if self._own_clock and isinstance(self.clock, SystemClock):
             self.clock.close()
 

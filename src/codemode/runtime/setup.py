@@ -1,0 +1,33 @@
+"""What every execution over one set of capabilities shares, built once by the engine."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from codemode.capabilities import Capability
+from codemode.errors import ResourceLimitError
+from codemode.limits import Limits
+from codemode.runtime.paused import CatalogDigest
+from codemode.runtime.program import Programs
+from codemode.runtime.sandbox import Sandbox
+
+
+@dataclass(frozen=True, slots=True)
+class Setup:
+    """What every execution over one set of capabilities shares (built by the engine)."""
+
+    capabilities: Mapping[str, Capability]
+    """The capabilities executions may see and call, by name."""
+    programs: Programs
+    modules: object
+    """The sandbox's namespaces for these capabilities."""
+    sandbox: Sandbox
+    limits: Limits
+    overdue: ResourceLimitError
+    """The error for an execution past its own deadline (built once; copied when raised)."""
+    digest: CatalogDigest
+    """What a paused program names its capabilities by (`codemode.runtime.paused`)."""
+
+
+__all__ = ["Setup"]
