@@ -21,8 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from codemode.capabilities import Capability
-from codemode.capabilities.results import Projected
+from codemode.capabilities import Capability, Projected
 from codemode.errors import CallRecord, ResourceLimitError
 from codemode.limits import LimitKind, Limits, exceeded, size
 from codemode.runtime.classify import StopError
