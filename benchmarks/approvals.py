@@ -18,7 +18,7 @@ from benchmarks._stats import measure_interleaved_async
 from codemode import CodeMode, Limits
 from codemode.approvals import ApprovalRequest, Paused
 from codemode.authz import AuthorizationRequest, RequireApproval
-from codemode.runtime.paused import PausedState
+from codemode.continuations import PausedState
 
 PROGRAM = """\
 def main():

@@ -14,19 +14,19 @@ from typing import Any, Literal, TypeVar
 
 import anyio
 
-from codemode.approvals import (
-    Approver,
-    Paused,
-    ReplayGuard,
-    Verdict,
-    ask_each,
-    claim_seconds,
-    record_asked,
-)
 from codemode.authz import Authorizer
 from codemode.capabilities import Catalog, Snapshot, View, build_capability
 from codemode.capabilities.info import CapabilityInfo
 from codemode.capabilities.search import SearchResult
+from codemode.continuations import (
+    Approver,
+    Opened,
+    Paused,
+    PausedState,
+    ReplayGuard,
+    Resumer,
+    Verdict,
+)
 from codemode.discovery import Discovery, describe
 from codemode.engine_slot import EngineSlot, build_execution
 from codemode.errors import (
@@ -34,23 +34,12 @@ from codemode.errors import (
     InternalError,
     InvalidRequestError,
     RegistrationError,
-    ResumeRefusedError,
 )
 from codemode.events import EventHandler
 from codemode.limits import LimitKind, Limits, exceeded, size
 from codemode.options import Options, checked_disabled, checked_guard, checked_limits
 from codemode.runtime import Engine, Execution, ExecutionResult
 from codemode.runtime.clock import Clock
-from codemode.runtime.paused import (
-    EXPIRED,
-    NOT_YOURS,
-    OTHER_CATALOG,
-    OTHER_PROCESS,
-    RESUMED,
-    UNGUARDED,
-    PausedState,
-    stamped,
-)
 from codemode.runtime.program import Programs
 from codemode.runtime.sandbox import Sandbox
 
@@ -137,7 +126,7 @@ class CodeMode:
         self.sandbox = sandbox
         self.host_loop = host_loop
         self.clock = clock
-        self.replay_guard: ReplayGuard = checked_guard(replay_guard)
+        self.replay_guard: ReplayGuard = checked_guard(replay_guard, clock)
         self.request_state_key = request_state_key
         self._frozen = False
         """Set by the first search, describe, execution or serving: from then on the
@@ -519,17 +508,8 @@ class CodeMode:
         `RequireApproval` for (True runs it); the program pauses meanwhile, holding no
         worker, each answer within `Limits.max_approval_wait_seconds`. Without it such a
         call fails with `approval unavailable` (fail closed)."""
-        outcome = await self._start(source, subject, pausable=approve is not None)
-        while isinstance(outcome, Paused):
-            assert approve is not None
-            # The state never left the process: nothing can replay it.
-            paused = await self._decode(outcome.state)
-            verdicts: Mapping[str, Verdict] = _unavailable(paused)
-            if await self._asked(outcome):
-                with _last_resort("execute_async"):  # an approver is host code too
-                    verdicts = await ask_each(outcome, approve, self.limits)
-            outcome = await self._resume(paused, subject, verdicts, guarded=False)
-        return outcome
+        self._freeze()
+        return await self._resumer.execute(source, subject, approve)
 
     async def start_async(
         self, source: str, *, subject: str, pausable: bool = True
@@ -537,10 +517,11 @@ class CodeMode:
         """As `execute_async`, for a caller that asks a person itself: a program that
         reaches a call needing approval pauses and is answered `Paused`, for
         `resume_async` (here or on another replica) once the person has answered."""
-        return await self._resumable(await self._start(source, subject, pausable), subject)
+        self._freeze()
+        return await self._resumer.start(source, subject, pausable)
 
     async def _start(self, source: str, subject: str, pausable: bool) -> ExecutionResult | Paused:
-        self._freeze()
+        """Run a new program on the engine: its answer, or its first pause."""
         with _last_resort("execute_async"):
             engine = self._engine_for(subject)
             began, execution_id = engine.clock.now(), uuid.uuid4().hex
@@ -574,87 +555,12 @@ class CodeMode:
         `pausable`: whether a later call that needs approval may pause it again (else
         it fails with `approval unavailable`)."""
         self._freeze()
-        with _last_resort("resume_async"):
-            paused = await self._decode(state)
-            now = time.time()
-            verdicts = {
-                ask.key: (
-                    Verdict.TIMED_OUT
-                    if now > ask.asked_at + ask.wait_seconds  # the pausing replica's wait
-                    else Verdict.APPROVED
-                    if answers.get(ask.key) is True
-                    else Verdict.DECLINED
-                )
-                for ask in paused.asks
-            }
-        outcome = await self._resume(paused, subject, verdicts, guarded=True, pausable=pausable)
-        return await self._resumable(outcome, subject)
+        return await self._resumer.resume(state, subject, answers, pausable)
 
-    async def _resumable(
-        self, outcome: ExecutionResult | Paused, subject: str
-    ) -> ExecutionResult | Paused:
-        """A paused program's state headed by the replay guard's scope now, which must
-        vouch that it resumes once. When the guard cannot give one, no state could be
-        resumed, so no one is asked (and `approval_asked` is not recorded): the program
-        goes on at once, each call it paused at failing `approval unavailable`."""
-        while isinstance(outcome, Paused):
-            scope = await self._scope()
-            if scope is not None and await self._asked(outcome):
-                return Paused(outcome.requests, stamped(outcome.state, scope))
-            paused = await self._decode(outcome.state)
-            outcome = await self._resume(paused, subject, _unavailable(paused), guarded=False)
-        return outcome
-
-    async def _asked(self, paused: Paused) -> bool:
-        """`approval_asked` recorded for each request, now that a person will be asked
-        (False when the audit sink failed: then no one is)."""
-        return await anyio.to_thread.run_sync(record_asked, paused, self.on_event)
-
-    async def _resume(
-        self,
-        paused: PausedState,
-        subject: str,
-        verdicts: Mapping[str, Verdict],
-        *,
-        guarded: bool,
-        pausable: bool = True,
-    ) -> ExecutionResult | Paused:
-        with _last_resort("resume_async"):
-            engine = self._engine_for(subject)
-            if paused.subject != subject:
-                raise ResumeRefusedError(NOT_YOURS)
-            began = engine.clock.now()
-            snapshot, view = await self._visible_async(subject, paused.execution_id)
-            seen = engine.clock.now() - began  # counts against the time it has left
-            setup = engine.setup(view)
-            if await anyio.to_thread.run_sync(setup.digest) != paused.catalog:
-                raise ResumeRefusedError(OTHER_CATALOG)
-            if guarded:
-                if time.time() >= paused.expires_at:  # on any replica, whatever its wait
-                    raise ResumeRefusedError(EXPIRED)
-                claimed = await self._claim(paused)
-                if claimed is None:
-                    raise ResumeRefusedError(OTHER_PROCESS)
-                if not claimed:
-                    raise ResumeRefusedError(RESUMED)
-            execution = self._execution(
-                paused.source,
-                subject,
-                engine,
-                snapshot,
-                view,
-                pausable,
-                paused,
-                verdicts,
-                spent=seen,
-            )
-            try:
-                return await engine.execute_async(execution)
-            except CodeModeError:
-                if guarded and execution.began is None:  # refused a slot: nothing ran
-                    with contextlib.suppress(Exception):
-                        await self.replay_guard.release(paused.id)
-                raise
+    @property
+    def _resumer(self) -> Resumer[ExecutionResult]:
+        """The resume protocol over this CodeMode's engine and its settings now."""
+        return Resumer(_Engine(self))
 
     def check(self, source: str, *, subject: str | None = None) -> list[CodeModeError]:
         """What the static preflight finds in a program, without running anything: each
@@ -699,36 +605,6 @@ class CodeMode:
     def _engine_for(self, subject: str) -> Engine:
         return self._engines.engine_for(subject)
 
-    async def _decode(self, state: bytes) -> PausedState:
-        """The state read off the event loop (it may hold a megabyte to inflate)."""
-        if not isinstance(state, bytes):
-            raise InvalidRequestError("a paused program's state must be bytes")
-        limit = self.limits.max_paused_bytes
-        return await anyio.to_thread.run_sync(PausedState.decode, state, limit)
-
-    async def _scope(self) -> str | None:
-        """The replay guard's scope now, for a state paused now (None when it cannot tell)."""
-        try:
-            async with asyncio.timeout(GUARD_SECONDS):
-                return await self.replay_guard.scope()
-        except Exception:
-            log.exception("the replay guard failed; no one is asked, the calls are unavailable")
-            return None
-
-    async def _claim(self, paused: PausedState) -> bool | None:
-        """The replay guard's word that this state resumes for the first time (None: it
-        cannot vouch for the state's scope); a guard that cannot tell (Redis unreachable
-        or silent) refuses it: it might have resumed. The claim is kept as long as the
-        state could be taken anywhere, as the state itself says, never for this
-        replica's own approval wait (another's may be longer)."""
-        try:
-            async with asyncio.timeout(GUARD_SECONDS):
-                seconds = claim_seconds(paused.expires_at, time.time())
-                return await self.replay_guard.claim(paused.id, paused.guard, seconds)
-        except Exception:
-            log.exception("the replay guard failed; the paused program does not resume")
-            raise ResumeRefusedError(UNGUARDED) from None
-
     def _execution(
         self,
         source: str,
@@ -759,13 +635,83 @@ class CodeMode:
         )
 
 
-def _unavailable(paused: PausedState) -> dict[str, Verdict]:
-    """The verdicts of a pause no one is asked about: each call fails closed."""
-    return {ask.key: Verdict.UNAVAILABLE for ask in paused.asks}
+class _Engine:
+    """What the resume protocol needs of a CodeMode (`codemode.continuations.Engine`)."""
+
+    def __init__(self, cm: CodeMode) -> None:
+        self._cm = cm
+
+    @property
+    def limits(self) -> Limits:
+        return self._cm.limits
+
+    @property
+    def replay_guard(self) -> ReplayGuard:
+        return self._cm.replay_guard
+
+    @property
+    def on_event(self) -> EventHandler | None:
+        return self._cm.on_event
+
+    def admit(self, subject: str) -> Clock:
+        return self._cm._engine_for(subject).clock
+
+    async def start(self, source: str, subject: str, pausable: bool) -> ExecutionResult | Paused:
+        return await self._cm._start(source, subject, pausable)
+
+    async def open(self, subject: str, execution_id: str) -> Opened[ExecutionResult]:
+        cm = self._cm
+        engine = cm._engine_for(subject)
+        began = engine.clock.now()
+        snapshot, view = await cm._visible_async(subject, execution_id)
+        seen = engine.clock.now() - began  # counts against the time it has left
+        return _Opened(cm, engine, subject, snapshot, view, seen)
+
+    def last_resort(self, what: str) -> contextlib.AbstractContextManager[None]:
+        return _last_resort(what)
 
 
-GUARD_SECONDS = 10.0
-"""How long the replay guard may take to answer (then a paused program is refused)."""
+class _Opened:
+    """What a subject sees now, ready to run a paused program on
+    (`codemode.continuations.Opened`)."""
+
+    def __init__(
+        self,
+        cm: CodeMode,
+        engine: Engine,
+        subject: str,
+        snapshot: Snapshot,
+        view: View,
+        seen: float,
+    ) -> None:
+        self._cm, self._engine, self._subject = cm, engine, subject
+        self._snapshot, self._view, self._seen = snapshot, view, seen
+        self._execution: Execution | None = None
+
+    async def digest(self) -> str:
+        return await anyio.to_thread.run_sync(self._engine.setup(self._view).digest)
+
+    async def run(
+        self, state: PausedState, verdicts: Mapping[str, Verdict], pausable: bool
+    ) -> ExecutionResult | Paused:
+        self._execution = self._cm._execution(
+            state.source,
+            self._subject,
+            self._engine,
+            self._snapshot,
+            self._view,
+            pausable,
+            state,
+            verdicts,
+            spent=self._seen,
+        )
+        return await self._engine.execute_async(self._execution)
+
+    @property
+    def began(self) -> bool:
+        return self._execution is not None and self._execution.began is not None
+
+
 CLOSE_WAIT_SECONDS = 10.0
 """How long a second `close()` waits for the first to end the workers and upstreams."""
 

@@ -14,13 +14,12 @@ import threading
 from collections.abc import Mapping
 from typing import Protocol
 
-from codemode.approvals import Verdict
 from codemode.capabilities import Snapshot, View
+from codemode.continuations import PausedState, Verdict
 from codemode.errors import ExecutionCanceledError, InvalidRequestError, UnauthenticatedError
 from codemode.limits import Limits
 from codemode.options import Options
 from codemode.runtime import Clock, Engine, Execution, MontySandbox, Sandbox
-from codemode.runtime.paused import PausedState
 
 
 class EngineSettings(Protocol):

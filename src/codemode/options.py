@@ -12,11 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from codemode.approvals import InProcessReplayGuard, ReplayGuard
 from codemode.authz import Authorizer, CatalogPolicy, VisibilityPolicy
 from codemode.capabilities import Capability
+from codemode.continuations import InProcessReplayGuard, ReplayGuard
 from codemode.events import EventHandler
 from codemode.limits import Limits
+from codemode.runtime import Clock
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -90,14 +91,19 @@ def checked_disabled(disabled: Iterable[str]) -> Iterable[str]:
     return disabled
 
 
-def checked_guard(replay_guard: ReplayGuard | None) -> ReplayGuard:
-    """The replay guard given, or one of this process; TypeError for one that is not."""
+def checked_guard(replay_guard: ReplayGuard | None, clock: Clock | None) -> ReplayGuard:
+    """The replay guard given, or one of this process; TypeError for one that is not.
+
+    The default guard forgets its claims by the CodeMode's clock, as every other moment
+    of a paused program's life is read (`codemode.continuations.clock`)."""
     if replay_guard is not None and not isinstance(replay_guard, ReplayGuard):
         raise TypeError(
             "replay_guard must have async scope(), claim(state_id, scope, seconds) and "
             "release(state_id)"
         )
-    return replay_guard or InProcessReplayGuard()
+    if replay_guard is not None:
+        return replay_guard
+    return InProcessReplayGuard() if clock is None else InProcessReplayGuard(clock.now)
 
 
 __all__ = ["Options", "check_authorizer", "checked_disabled", "checked_guard", "checked_limits"]

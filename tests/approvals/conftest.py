@@ -1,5 +1,6 @@
 """Real servers for the approval tests: Redis, for the replay guard replicas share, and
-`codemode serve` of the approvals host."""
+`codemode serve` of the approvals host; the approvals host itself, and the file its
+calls are counted in (the continuation tests share them)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from codemode import CodeMode
+from tests.approvals.host import build
 from tests.conftest import system_tool
 from tests.e2e.conftest import free_port, start_codemode, wait_for_port
 
@@ -45,6 +48,22 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     finally:
         process.terminate()
         process.wait(10)
+
+
+@pytest.fixture
+def calls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The file the host's handlers count their calls in (`host.ran` reads it)."""
+    path = tmp_path / "calls"
+    path.write_text("")
+    monkeypatch.setenv("CODEMODE_TEST_CALLS", str(path))
+    return path
+
+
+@pytest.fixture
+def cm() -> Iterator[CodeMode]:
+    """The approvals host, closed after the test."""
+    with build() as cm:
+        yield cm
 
 
 @contextlib.contextmanager

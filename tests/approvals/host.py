@@ -1,17 +1,21 @@
-"""A host whose deletes need a person's approval, for the approval tests.
+"""A host whose deletes need a person's approval, for the approval and continuation tests.
 
 Every call its handlers run is appended to the file `CODEMODE_TEST_CALLS` names (with the
 process id), so a test counts them across processes; `CODEMODE_TEST_WAIT` is the
-approval wait.
+approval wait. The helpers below drive it the way the tests do.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
-from typing import TypedDict
+from pathlib import Path
+from typing import Any, TypedDict
 
 from codemode import CodeMode, Limits
+from codemode.approvals import ApprovalRequest, Paused
 from codemode.authz import AuthorizationRequest, RequireApproval
+from codemode.testing import ManualClock
 
 CANARY = "CANARY-approval-message-7f3a"
 """In every approval message: a person reads it, the model never does."""
@@ -30,6 +34,13 @@ def main():
 """
 """A program that deletes the first two tickets, each asked about, and carries on past a
 refusal."""
+
+UNCAUGHT = """\
+def main():
+    tickets.list()
+    return tickets.delete(id=2)
+"""
+"""A program whose delete, if declined, fails it at line 3."""
 
 
 class Ticket(TypedDict):
@@ -50,12 +61,13 @@ def _record(line: str) -> None:
             calls.write(f"{os.getpid()} {line}\n")
 
 
-def build() -> CodeMode:
+def build(clock: ManualClock | None = None) -> CodeMode:
     wait = float(os.environ.get("CODEMODE_TEST_WAIT", 600))
     cm = CodeMode(
         authorizer=ask_before_deleting,
         limits=Limits(max_approval_wait_seconds=wait),
         name="tickets",
+        clock=clock,
     )
 
     @cm.capability("tickets.list", summary="List the open tickets.")
@@ -71,3 +83,27 @@ def build() -> CodeMode:
         return True
 
     return cm
+
+
+def ran(calls: Path) -> list[str]:
+    """The calls the handlers ran, in order, in every process."""
+    return [line.split(" ", 1)[1] for line in calls.read_text().splitlines()]
+
+
+def answering(*approved: int) -> Any:
+    """An approver that approves the deletes of these ids, and records each request."""
+    asked: list[ApprovalRequest] = []
+
+    async def approve(request: ApprovalRequest) -> bool:
+        asked.append(request)
+        return request.arguments["id"] in approved
+
+    approve.asked = asked  # type: ignore[attr-defined]
+    return approve
+
+
+def paused(cm: CodeMode, source: str = UNCAUGHT) -> Paused:
+    """`source` started as alice, paused at its first delete."""
+    outcome = asyncio.run(cm.start_async(source, subject="alice"))
+    assert isinstance(outcome, Paused)
+    return outcome

@@ -10,19 +10,24 @@ before it, never one after it):
    binding, not below them as the style guide first drew it, because a policy is built
    from the capabilities it decides (their schemas, a snapshot) and names the closest
    action with binding's `closest_name`;
-5. runtime: sandboxed execution;
-6. app: `CodeMode` and the `codemode` package, with the parts it delegates to (`options`,
+5. continuations: a program's life beyond one execute (the sealed state, the replay
+   guards, the resume protocol), with approvals, its first user: `approvals` (the public
+   front door) and `questions` (a call's arguments as the person asked reads them);
+   below the runtime, which uses it to pause and restore, and which it knows only
+   through a protocol that `CodeMode` gives it;
+6. runtime: sandboxed execution;
+7. app: `CodeMode` and the `codemode` package, with the parts it delegates to (`options`,
    `discovery`, `engine_slot`), `payloads` (the one structured form every adapter
    renders) and `testing` (helpers for hosts' tests);
-7. gateway: upstream MCP servers as capabilities, and `openapi`, REST APIs as
+8. gateway: upstream MCP servers as capabilities, and `openapi`, REST APIs as
    capabilities (it reads schemas as the gateway does), still core (they serve nothing);
-8. http: the security layer every HTTP route shares, and the uvicorn settings: above the
+9. http: the security layer every HTTP route shares, and the uvicorn settings: above the
    whole core, so no core module imports HTTP serving at any level;
-9. adapters: `mcp`, `web` and the `demo` host, peers that share only what lies below;
-10. serving: `ServeConfig` and the stdio, HTTP and reloading servers, and `loading`, which
+10. adapters: `mcp`, `web` and the `demo` host, peers that share only what lies below;
+11. serving: `ServeConfig` and the stdio, HTTP and reloading servers, and `loading`, which
     turns what a command line names (an app, an `mcpServers` file, policy files) into
     the values serving takes;
-11. cli: command-line parsing and printing, and `__main__`.
+12. cli: command-line parsing and printing, and `__main__`.
 
 The named exceptions, and no other: `CodeMode.add_mcp_server` and
 `CodeMode.add_openapi` import `codemode.gateway` (and `codemode.openapi`) inside the
@@ -70,7 +75,11 @@ LAYERS = (
     ),
     Layer("capabilities", ("codemode.capabilities",)),
     Layer("binding", ("codemode.binding", "codemode.preflight")),
-    Layer("authz", ("codemode.authz", "codemode.approvals", "codemode.questions")),
+    Layer("authz", ("codemode.authz",)),
+    Layer(
+        "continuations",
+        ("codemode.continuations", "codemode.approvals", "codemode.questions"),
+    ),
     Layer("runtime", ("codemode.runtime",)),
     Layer(
         "app",

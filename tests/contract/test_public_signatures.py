@@ -149,10 +149,8 @@ PENDING = frozenset(
         ("codemode.app", "codemode.capabilities.search"),
         ("codemode.app", "codemode.gateway.tools"),
         ("codemode.app", "codemode.runtime.clock"),
-        ("codemode.app", "codemode.runtime.paused"),
         ("codemode.app", "codemode.runtime.program"),
         ("codemode.app", "codemode.runtime.sandbox"),
-        ("codemode.engine_slot", "codemode.runtime.paused"),
         # The gateway and openapi become codemode.sources, which shares the schema
         # reader through its own front door.
         ("codemode.gateway.gateway", "codemode.capabilities.naming"),

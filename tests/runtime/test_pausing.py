@@ -7,13 +7,12 @@ from typing import Any
 
 import pytest
 
-from codemode.approvals import Paused, Verdict
 from codemode.authz import AuthorizationRequest, RequireApproval
+from codemode.continuations import Paused, PausedState, Verdict
 from codemode.errors import CodeModeError
 from codemode.events import Event
 from codemode.limits import Limits
 from codemode.runtime.outcome import ExecutionResult
-from codemode.runtime.paused import PausedState
 from codemode.runtime.sandbox import MontySandbox
 from codemode.testing import ManualClock, ProgramRaised, ScriptedProgram, ScriptedSandbox
 from tests.runtime.running import GUARD, capability, engine, execution, kinds

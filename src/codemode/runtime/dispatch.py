@@ -25,11 +25,11 @@ from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from codemode.approvals import Verdict
 from codemode.authz import AuthorizationRequest, Authorizer, Denied, RequireApproval
 from codemode.binding import ValidatorError, bind
 from codemode.capabilities import Capability, Projected
 from codemode.context import CallContext
+from codemode.continuations import Verdict
 from codemode.errors import (
     AgentError,
     ApprovalDeclinedError,

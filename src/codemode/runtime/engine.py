@@ -18,8 +18,8 @@ from collections import Counter, OrderedDict, deque
 from collections.abc import Hashable, Iterator
 from typing import Any
 
-from codemode.approvals import Paused
 from codemode.capabilities import View
+from codemode.continuations import CatalogDigest, Paused
 from codemode.errors import (
     CodeModeError,
     ExecutionCanceledError,
@@ -32,7 +32,6 @@ from codemode.runtime.execution import Execution, Services
 from codemode.runtime.loop import EngineLoop
 from codemode.runtime.notices import Notices
 from codemode.runtime.outcome import ExecutionResult
-from codemode.runtime.paused import CatalogDigest
 from codemode.runtime.pool import WorkPool
 from codemode.runtime.program import Programs
 from codemode.runtime.sandbox import Sandbox

@@ -22,8 +22,8 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from codemode.approvals import Paused, Verdict
 from codemode.authz import Authorizer
+from codemode.continuations import Paused, PausedState, Verdict
 from codemode.errors import (
     CodeModeError,
     ExecutionCanceledError,
@@ -42,7 +42,6 @@ from codemode.runtime.driver import Driver
 from codemode.runtime.loop import EngineLoop
 from codemode.runtime.notices import Notices
 from codemode.runtime.outcome import ExecutionResult
-from codemode.runtime.paused import PausedState
 from codemode.runtime.pausing import Pausing
 from codemode.runtime.pool import WorkPool
 from codemode.runtime.printed import Printed

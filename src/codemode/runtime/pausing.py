@@ -16,19 +16,31 @@ pause and to restore, the driver asks it about each call that needs a person.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Mapping, Set
 
-from codemode.approvals import ApprovalRequest, Paused, Verdict, state_seconds
+from codemode.continuations import (
+    VERSIONS,
+    Ask,
+    Paused,
+    PausedState,
+    Verdict,
+    decide,
+    freeze,
+    new_id,
+    over_bound,
+    paused_as,
+    state_seconds,
+    thaw,
+    wall,
+)
+from codemode.continuations import Injected as Raised
 from codemode.errors import InternalError, Where
-from codemode.limits import LimitKind, exceeded, seconds, size
+from codemode.limits import LimitKind, exceeded, seconds
 from codemode.questions import arguments_text
 from codemode.runtime.calllog import CallLog
 from codemode.runtime.classify import FailureContext, StopError
 from codemode.runtime.deadline import Deadline, Locate
 from codemode.runtime.dispatch import Approval, Asked, Plan, abandon
-from codemode.runtime.paused import VERSIONS, Ask, PausedState, freeze, new_id, thaw
-from codemode.runtime.paused import Injected as Raised
 from codemode.runtime.printed import Printed
 from codemode.runtime.program import Program
 from codemode.runtime.sandbox import Call, Run, SandboxFailure
@@ -104,7 +116,7 @@ class Pausing:
             (item.where, item.exc_type, item.message, item.error()) for item in state.injected
         )
         for ask in state.asks:
-            verdict = verdicts.get(ask.key, Verdict.DECLINED)
+            verdict = verdicts[ask.key]  # the resume protocol decided each one
             answer = Asked(verdict, ask.message, seconds(ask.wait_seconds), ask.arguments)
             self._answered[ask.call_id] = (ask, answer)
 
@@ -140,7 +152,7 @@ class Pausing:
         one is asked about arguments too large to show them faithfully
         (`codemode.questions`) either."""
         if not self.pausable:
-            return Verdict.UNAVAILABLE
+            return decide(None, asked=False)
         if arguments_text(approval.arguments) is None:
             log.warning(
                 "execution %s: %s needs approval, but its arguments are too large to show a "
@@ -148,7 +160,7 @@ class Pausing:
                 self.execution_id,
                 name,
             )
-            return Verdict.UNAVAILABLE
+            return decide(None, asked=False)
         approval.span.approval("asked")
         abandon(plan)
         limits = self.setup.limits
@@ -170,7 +182,7 @@ class Pausing:
             arguments=approval.arguments,
             span=call.span,
             message=approval.message,
-            asked_at=time.time(),
+            asked_at=wall(self.deadline.clock),
             wait_seconds=limits.max_approval_wait_seconds,
         )
         with self.status.lock:
@@ -226,26 +238,14 @@ class Pausing:
             result_bytes=calls.result_bytes,
             approvals=self._approvals,
             versions=dict(VERSIONS),
-            expires_at=time.time() + state_seconds(limits),
+            expires_at=wall(deadline.clock) + state_seconds(limits),
         )
         encoded = state.encode()
-        if len(encoded) > limits.max_paused_bytes:  # held within the bound, sent past it
-            amount = size(len(encoded))
+        too_large = over_bound(len(encoded), limits, where)  # held within it, sent past it
+        if too_large is not None:
             del state, encoded
-            raise StopError(exceeded(LimitKind.PAUSED_SIZE, limits, amount=amount, where=where))
-        requests = tuple(
-            ApprovalRequest(
-                ask.key,
-                self.subject,
-                self.execution_id,
-                ask.capability,
-                ask.capability_id,
-                ask.arguments,
-                ask.message,
-            )
-            for ask in state.asks
-        )
-        self._settle(Paused(requests, encoded))
+            raise StopError(too_large)
+        self._settle(paused_as(state, encoded))
 
     def _dump(self, run: Run, where: Where | None) -> bytes:
         """The interpreter's dump, measured as soon as it is in hand (with the printed
@@ -258,10 +258,10 @@ class Pausing:
         except SandboxFailure:  # the worker could not write out all it holds
             log.warning("execution %s: the program could not be dumped", self.execution_id)
             raise StopError(exceeded(LimitKind.PAUSED_SIZE, limits, where=where)) from None
-        held = len(snapshot) + self.printed.size
-        if held > limits.max_paused_bytes:
+        too_large = over_bound(len(snapshot) + self.printed.size, limits, where)
+        if too_large is not None:
             del snapshot  # not kept alive by the traceback of the error below
-            raise StopError(exceeded(LimitKind.PAUSED_SIZE, limits, amount=size(held), where=where))
+            raise StopError(too_large)
         return snapshot
 
 

@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from codemode.capabilities import Capability
+from codemode.continuations import CatalogDigest
 from codemode.errors import ResourceLimitError
 from codemode.limits import Limits
-from codemode.runtime.paused import CatalogDigest
 from codemode.runtime.program import Programs
 from codemode.runtime.sandbox import Sandbox
 
@@ -27,7 +27,7 @@ class Setup:
     overdue: ResourceLimitError
     """The error for an execution past its own deadline (built once; copied when raised)."""
     digest: CatalogDigest
-    """What a paused program names its capabilities by (`codemode.runtime.paused`)."""
+    """What a paused program names its capabilities by (`codemode.continuations`)."""
 
 
 __all__ = ["Setup"]

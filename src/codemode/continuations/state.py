@@ -1,4 +1,4 @@
-"""What a program paused for an approval carries to where it resumes.
+"""The sealed state: what a paused program carries to where it goes on.
 
 The state holds the interpreter's dump and everything else the execution needs to go on
 as if it had never stopped: the calls it made and their records, its budgets used, its
@@ -6,6 +6,8 @@ printed output, the time it has left, and the calls a person is asked about. It 
 the versions of codemode and pydantic-monty that wrote it and a digest of the
 capabilities the program could call, so a replica of another version, or one whose
 catalog differs, refuses it rather than resume a program into a world it did not see.
+What it holds is bounded (`Limits.max_paused_bytes`) before anything is made of it, and
+it is valid for as long as the pausing replica wrote into it (`state_seconds`).
 
 It is plain JSON and trusts its reader: it must be sealed (encrypted and authenticated)
 before it leaves the process, and only a sealed state a server minted may be loaded.
@@ -31,9 +33,11 @@ from codemode.errors import (
     CallRecord,
     CodeModeError,
     ErrorCode,
+    ResourceLimitError,
     ResumeRefusedError,
     Where,
 )
+from codemode.limits import LimitKind, Limits, exceeded, size
 from codemode.types import JSONObject
 from codemode.values import object_fields
 
@@ -43,16 +47,33 @@ VERSIONS = {"codemode": version("codemode"), "pydantic-monty": version("pydantic
 """What wrote a state: a replica of another version refuses it."""
 
 OTHER_VERSION = "the program was paused by another version of codemode; run it again"
-OTHER_CATALOG = "the capabilities changed while the program was paused; run it again"
-RESUMED = "this paused program was resumed already"
-OTHER_PROCESS = (
-    "the program was paused where this server cannot tell whether it resumed already "
-    "(another server process, or before its replay guard was reset); run it again"
-)
-UNGUARDED = "the server cannot tell whether this paused program resumed already; run it again"
-EXPIRED = "the paused program expired; run it again"
 UNREADABLE = "the paused program cannot be read"
-NOT_YOURS = "the paused program belongs to another caller"
+
+STATE_GRACE_SECONDS = 60.0
+"""How much longer than the approval wait a sealed state is accepted (at most as long as
+the wait itself): a retry that comes past the wait still resumes, so the program learns
+that its approval timed out."""
+
+
+def state_seconds(limits: Limits) -> float:
+    """How long a state paused under `limits` is valid: the pausing replica seals its
+    expiry into it, and every replica refuses it from then on."""
+    wait = limits.max_approval_wait_seconds
+    return wait + min(STATE_GRACE_SECONDS, wait)
+
+
+def over_bound(held: int, limits: Limits, where: Where | None) -> ResourceLimitError | None:
+    """The error for a paused program that holds `held` bytes, past
+    `Limits.max_paused_bytes`; None within it.
+
+    The runtime asks twice: of the interpreter's dump and the printed output the moment
+    the worker hands the dump over, before anything is compressed, encoded or kept (so a
+    program that holds much costs no more than its dump, and only for an instant), and
+    of the encoded state, which is held within the bound and sent past it. The caller
+    lets go of what it measured before it raises the error."""
+    if held <= limits.max_paused_bytes:
+        return None
+    return exceeded(LimitKind.PAUSED_SIZE, limits, amount=size(held), where=where)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,10 +92,15 @@ class Ask:
     span: tuple[int, int]
     message: str
     asked_at: float
-    """Seconds since the epoch, on the clock of the replica that paused it."""
+    """Seconds since the epoch, on the clock of the replica that paused it (`wall`)."""
     wait_seconds: float
     """That replica's approval wait: an answer after `asked_at` and this is too late
     (`approval timed out`) on any replica, whatever its own wait."""
+
+    @property
+    def deadline(self) -> float:
+        """When the person had to answer by, on the calendar `asked_at` is on."""
+        return self.asked_at + self.wait_seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +115,7 @@ class Injected:
     detail: str | None
 
     def error(self) -> CodeModeError:
+        """The error as it was raised, to be known again."""
         return ERROR_CLASSES[ErrorCode(self.code)](self.detail)
 
 
@@ -119,7 +146,7 @@ class PausedState:
     expires_at: float
     """Seconds since the epoch, on the clock of the replica that paused it: no replica
     resumes the state from then on, whatever its own approval wait, and a replay guard
-    remembers it resumed until then (and `CLOCK_SKEW_SECONDS` more)."""
+    remembers it resumed until then (and `guards.CLOCK_SKEW_SECONDS` more)."""
     guard: str = ""
     """The scope of the replay guard that must vouch it resumes once (`ReplayGuard.scope`),
     stamped when the program pauses: it heads the state, a line of its own."""
@@ -220,6 +247,7 @@ def stamped(state: bytes, scope: str) -> bytes:
 
 
 def new_id() -> str:
+    """A new state's id, which its claim is kept under."""
     return uuid.uuid4().hex
 
 
@@ -253,13 +281,9 @@ def catalog_digest(capabilities: Iterable[Capability]) -> str:
 
 
 __all__ = [
-    "EXPIRED",
-    "NOT_YOURS",
-    "OTHER_CATALOG",
-    "OTHER_PROCESS",
+    "FORMAT",
     "OTHER_VERSION",
-    "RESUMED",
-    "UNGUARDED",
+    "STATE_GRACE_SECONDS",
     "UNREADABLE",
     "VERSIONS",
     "Ask",
@@ -269,6 +293,8 @@ __all__ = [
     "catalog_digest",
     "freeze",
     "new_id",
+    "over_bound",
     "stamped",
+    "state_seconds",
     "thaw",
 ]

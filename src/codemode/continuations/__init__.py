@@ -1,0 +1,116 @@
+"""A program's life beyond one execute: paused, sealed, and gone on with later, once.
+
+A program that must wait for something outside it (a person's approval today; a session's
+next request, a task's next step tomorrow) is dumped and let go, holding no worker, no
+thread and no clock; it goes on later, on this process or another, from its sealed state,
+at most once. This package is that mechanism, below the runtime, which uses it to pause
+and restore:
+
+- `state`: the sealed state (its format, the versions that wrote it, the catalog
+  digest, how long it is valid, the size bound checked before anything is made of it);
+- `guards`: the replay guards (in this process, in Redis) and how long a claim lasts;
+- `clock`: the one clock every wait of a paused program reads;
+- `resume`: the resume protocol, which knows the engine only through a small protocol;
+- `approvals`: its first user, a person's approval of a call (`codemode.approvals` is
+  the public front door).
+"""
+
+from __future__ import annotations
+
+from codemode.continuations.approvals import (
+    ApprovalRequest,
+    Approver,
+    Paused,
+    Verdict,
+    ask_each,
+    decide,
+    paused_as,
+    record_asked,
+    unavailable,
+    verdicts,
+)
+from codemode.continuations.clock import Clock, Timer, wall
+from codemode.continuations.guards import (
+    CLOCK_SKEW_SECONDS,
+    InProcessReplayGuard,
+    RedisReplayGuard,
+    ReplayGuard,
+    claim_seconds,
+)
+from codemode.continuations.resume import (
+    EXPIRED,
+    GUARD_SECONDS,
+    NOT_YOURS,
+    OTHER_CATALOG,
+    OTHER_PROCESS,
+    RESUMED,
+    UNGUARDED,
+    Engine,
+    Opened,
+    Resumer,
+)
+from codemode.continuations.state import (
+    FORMAT,
+    OTHER_VERSION,
+    STATE_GRACE_SECONDS,
+    UNREADABLE,
+    VERSIONS,
+    Ask,
+    CatalogDigest,
+    Injected,
+    PausedState,
+    catalog_digest,
+    freeze,
+    new_id,
+    over_bound,
+    stamped,
+    state_seconds,
+    thaw,
+)
+
+__all__ = [
+    "CLOCK_SKEW_SECONDS",
+    "EXPIRED",
+    "FORMAT",
+    "GUARD_SECONDS",
+    "NOT_YOURS",
+    "OTHER_CATALOG",
+    "OTHER_PROCESS",
+    "OTHER_VERSION",
+    "RESUMED",
+    "STATE_GRACE_SECONDS",
+    "UNGUARDED",
+    "UNREADABLE",
+    "VERSIONS",
+    "ApprovalRequest",
+    "Approver",
+    "Ask",
+    "CatalogDigest",
+    "Clock",
+    "Engine",
+    "InProcessReplayGuard",
+    "Injected",
+    "Opened",
+    "Paused",
+    "PausedState",
+    "RedisReplayGuard",
+    "ReplayGuard",
+    "Resumer",
+    "Timer",
+    "Verdict",
+    "ask_each",
+    "catalog_digest",
+    "claim_seconds",
+    "decide",
+    "freeze",
+    "new_id",
+    "over_bound",
+    "paused_as",
+    "record_asked",
+    "stamped",
+    "state_seconds",
+    "thaw",
+    "unavailable",
+    "verdicts",
+    "wall",
+]
