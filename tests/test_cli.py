@@ -25,7 +25,7 @@ from starlette.testclient import TestClient
 from codemode import CodeMode, CodeModeError, serving
 from codemode.authz import AllowAll
 from codemode.cli import main
-from codemode.runtime.clock import SystemClock
+from codemode.clock import SystemClock
 from codemode.testing import started_engine
 from tests.conftest import build_host
 

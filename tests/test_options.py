@@ -78,6 +78,6 @@ def test_the_other_constructor_arguments_are_checked_by_type() -> None:
     with pytest.raises(TypeError, match=r"limits must be a codemode\.Limits"):
         checked_limits({"max_calls": 3})  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"replay_guard must have async scope\(\)"):
-        checked_guard(object())  # type: ignore[arg-type]
+        checked_guard(object(), None)  # type: ignore[arg-type]
     assert checked_limits(None) == checked_limits(None)
-    assert checked_guard(None) is not checked_guard(None)  # each CodeMode its own
+    assert checked_guard(None, None) is not checked_guard(None, None)  # each CodeMode its own

@@ -18,6 +18,7 @@ from codemode.authz import Authorizer
 from codemode.capabilities import Catalog, Snapshot, View, build_capability
 from codemode.capabilities.info import CapabilityInfo
 from codemode.capabilities.search import SearchResult
+from codemode.clock import Clock
 from codemode.continuations import (
     Approver,
     Opened,
@@ -39,7 +40,6 @@ from codemode.events import EventHandler
 from codemode.limits import LimitKind, Limits, exceeded, size
 from codemode.options import Options, checked_disabled, checked_guard, checked_limits
 from codemode.runtime import Engine, Execution, ExecutionResult
-from codemode.runtime.clock import Clock
 from codemode.runtime.program import Programs
 from codemode.runtime.sandbox import Sandbox
 

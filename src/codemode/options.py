@@ -95,7 +95,7 @@ def checked_guard(replay_guard: ReplayGuard | None, clock: Clock | None) -> Repl
     """The replay guard given, or one of this process; TypeError for one that is not.
 
     The default guard forgets its claims by the CodeMode's clock, as every other moment
-    of a paused program's life is read (`codemode.continuations.clock`)."""
+    of a paused program's life is read (`codemode.clock.wall`)."""
     if replay_guard is not None and not isinstance(replay_guard, ReplayGuard):
         raise TypeError(
             "replay_guard must have async scope(), claim(state_id, scope, seconds) and "

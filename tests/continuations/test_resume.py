@@ -16,6 +16,7 @@ import pytest
 
 from codemode import CodeMode, Limits
 from codemode.approvals import InProcessReplayGuard, RedisReplayGuard
+from codemode.clock import wall
 from codemode.continuations import (
     Paused,
     PausedState,
@@ -23,7 +24,6 @@ from codemode.continuations import (
     Verdict,
     paused_as,
     stamped,
-    wall,
 )
 from codemode.errors import (
     ApprovalTimedOutError,

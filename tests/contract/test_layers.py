@@ -63,6 +63,7 @@ LAYERS = (
         "base",
         (
             "codemode.types",
+            "codemode.clock",
             "codemode.errors",
             "codemode.limits",
             "codemode.values",

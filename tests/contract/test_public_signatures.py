@@ -148,7 +148,7 @@ PENDING = frozenset(
         ("codemode.app", "codemode.capabilities.info"),
         ("codemode.app", "codemode.capabilities.search"),
         ("codemode.app", "codemode.gateway.tools"),
-        ("codemode.app", "codemode.runtime.clock"),
+        ("codemode.app", "codemode.clock"),
         ("codemode.app", "codemode.runtime.program"),
         ("codemode.app", "codemode.runtime.sandbox"),
         # The gateway and openapi become codemode.sources, which shares the schema
@@ -257,13 +257,13 @@ class TestTheCheckers:
 
     def test_flags_a_submodule_of_another_package(self) -> None:
         source = (
-            "from codemode.runtime.clock import Clock\n"
+            "from codemode.runtime.deadline import Deadline\n"
             "from codemode.runtime import Timer\n"
             "from codemode.capabilities import typehints\n"
             "import codemode.http.server\n"
         )
         assert past_front_doors("codemode.testing", source) == [
-            "codemode.testing:1: imports codemode.runtime.clock, not from codemode.runtime",
+            "codemode.testing:1: imports codemode.runtime.deadline, not from codemode.runtime",
             "codemode.testing:3: imports codemode.capabilities.typehints, not from "
             "codemode.capabilities",
             "codemode.testing:4: imports codemode.http.server, not from codemode.http",
@@ -271,7 +271,7 @@ class TestTheCheckers:
 
     def test_allows_its_own_package_and_public_modules(self) -> None:
         source = (
-            "from codemode.runtime.clock import Clock\n"
+            "from codemode.clock import Clock\n"
             "from . import sandbox\n"
             "from codemode.authz.cedar import CedarAuthorizer\n"
             "from codemode.errors import Where\n"

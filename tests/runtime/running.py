@@ -8,10 +8,10 @@ from typing import Any
 
 from codemode.authz import AllowAll, Authorizer
 from codemode.capabilities import Capability, View, build_capability
+from codemode.clock import Clock
 from codemode.events import Event
 from codemode.limits import Limits
 from codemode.runtime import Engine, Execution, ExecutionResult
-from codemode.runtime.clock import Clock
 from codemode.runtime.sandbox import Sandbox
 
 GUARD = 30.0

@@ -13,10 +13,10 @@ import pytest
 
 from codemode import CodeMode, CodeModeError, Limits
 from codemode.authz import AllowAll, AuthorizationRequest
+from codemode.clock import COMPACT_AFTER, SystemClock
 from codemode.errors import ExecutionCanceledError, InternalError, ResourceLimitError, Where
 from codemode.events import Event, ExecutionStarted, HostCodeAbandoned
 from codemode.limits import LimitKind
-from codemode.runtime.clock import COMPACT_AFTER, SystemClock
 from codemode.runtime.deadline import Deadline
 from codemode.runtime.pool import WorkPool
 from codemode.testing import ManualClock, ScriptedProgram, ScriptedSandbox, running_engine

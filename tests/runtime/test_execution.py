@@ -13,9 +13,9 @@ import pytest
 
 from codemode import CodeMode, ErrorCode, Limits
 from codemode.authz import AllowAll, Denied
+from codemode.clock import SystemClock
 from codemode.errors import CodeModeError, ExecutionCanceledError
 from codemode.events import Event, ExecutionFinished
-from codemode.runtime.clock import SystemClock
 from codemode.runtime.state import State
 from codemode.testing import ManualClock, ScriptedProgram, ScriptedSandbox
 from tests.conftest import build_host, close_while_running, run_error

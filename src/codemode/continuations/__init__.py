@@ -9,7 +9,6 @@ and restore:
 - `state`: the sealed state (its format, the versions that wrote it, the catalog
   digest, how long it is valid, the size bound checked before anything is made of it);
 - `guards`: the replay guards (in this process, in Redis) and how long a claim lasts;
-- `clock`: the one clock every wait of a paused program reads;
 - `resume`: the resume protocol, which knows the engine only through a small protocol;
 - `approvals`: its first user, a person's approval of a call (`codemode.approvals` is
   the public front door).
@@ -29,7 +28,6 @@ from codemode.continuations.approvals import (
     unavailable,
     verdicts,
 )
-from codemode.continuations.clock import Clock, Timer, wall
 from codemode.continuations.guards import (
     CLOCK_SKEW_SECONDS,
     InProcessReplayGuard,
@@ -86,7 +84,6 @@ __all__ = [
     "Approver",
     "Ask",
     "CatalogDigest",
-    "Clock",
     "Engine",
     "InProcessReplayGuard",
     "Injected",
@@ -96,7 +93,6 @@ __all__ = [
     "RedisReplayGuard",
     "ReplayGuard",
     "Resumer",
-    "Timer",
     "Verdict",
     "ask_each",
     "catalog_digest",
@@ -112,5 +108,4 @@ __all__ = [
     "thaw",
     "unavailable",
     "verdicts",
-    "wall",
 ]

@@ -19,7 +19,7 @@ from enum import StrEnum
 
 import anyio
 
-from codemode.continuations.clock import Clock
+from codemode.clock import Clock
 from codemode.continuations.state import PausedState
 from codemode.events import ApprovalAsked, Event
 from codemode.limits import Limits

@@ -23,6 +23,7 @@ from typing import Generic, Protocol, TypeVar
 
 import anyio
 
+from codemode.clock import Clock, wall
 from codemode.continuations.approvals import (
     Approver,
     Paused,
@@ -32,7 +33,6 @@ from codemode.continuations.approvals import (
     unavailable,
     verdicts,
 )
-from codemode.continuations.clock import Clock, wall
 from codemode.continuations.guards import ReplayGuard, claim_seconds
 from codemode.continuations.state import PausedState, stamped
 from codemode.errors import CodeModeError, InvalidRequestError, ResumeRefusedError

@@ -5,7 +5,7 @@ from here. The sandbox's vocabulary (`Sandbox`, `Run` and the steps and answers 
 exchange) and the `Clock` are what `codemode.testing` stands in for.
 """
 
-from codemode.runtime.clock import Clock, Timer
+from codemode.clock import Clock, Timer
 from codemode.runtime.engine import Engine
 from codemode.runtime.execution import Execution
 from codemode.runtime.outcome import ExecutionResult, Usage

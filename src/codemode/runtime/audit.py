@@ -17,6 +17,7 @@ import logging
 import time
 from typing import Literal
 
+from codemode.clock import Clock
 from codemode.errors import CodeModeError, ExecutionCanceledError, ResourceLimitError
 from codemode.events import (
     Event,
@@ -26,7 +27,6 @@ from codemode.events import (
     HostCodeAbandoned,
 )
 from codemode.limits import LimitKind
-from codemode.runtime.clock import Clock
 from codemode.runtime.notices import Notices
 from codemode.runtime.pool import WorkPool
 from codemode.tracing import Span, execution_span

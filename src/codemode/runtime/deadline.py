@@ -17,8 +17,8 @@ import math
 import threading
 from collections.abc import Callable
 
+from codemode.clock import Clock, Timer
 from codemode.errors import CodeModeError, Where
-from codemode.runtime.clock import Clock, Timer
 
 Locate = Callable[[], "Where | None"]
 """Finds the call site of host code (positions are built only when needed)."""

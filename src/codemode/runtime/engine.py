@@ -19,6 +19,7 @@ from collections.abc import Hashable, Iterator
 from typing import Any
 
 from codemode.capabilities import View
+from codemode.clock import Clock, SystemClock, Within
 from codemode.continuations import CatalogDigest, Paused
 from codemode.errors import (
     CodeModeError,
@@ -27,7 +28,6 @@ from codemode.errors import (
     ResourceLimitError,
 )
 from codemode.limits import LimitKind, Limits, exceeded, queued, subject_share, work_threads
-from codemode.runtime.clock import Clock, SystemClock, Within
 from codemode.runtime.execution import Execution, Services
 from codemode.runtime.loop import EngineLoop
 from codemode.runtime.notices import Notices

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from codemode.authz import Authorizer
+from codemode.clock import Clock
 from codemode.continuations import Paused, PausedState, Verdict
 from codemode.errors import (
     CodeModeError,
@@ -35,7 +36,6 @@ from codemode.limits import LimitKind, exceeded
 from codemode.runtime.audit import Audit, abandoned_because, quietly
 from codemode.runtime.calllog import CallLog
 from codemode.runtime.classify import FailureContext, classify
-from codemode.runtime.clock import Clock
 from codemode.runtime.deadline import Deadline
 from codemode.runtime.dispatch import Dispatcher
 from codemode.runtime.driver import Driver

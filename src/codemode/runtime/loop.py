@@ -32,10 +32,10 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any, TypeVar
 
+from codemode.clock import Clock, SystemClock, Within
 from codemode.errors import ResourceLimitError
 from codemode.limits import LimitKind
 from codemode.runtime.classify import StopError
-from codemode.runtime.clock import Clock, SystemClock, Within
 from codemode.runtime.dispatch import guarded
 from codemode.runtime.hostloop import on_host_loop
 from codemode.runtime.notices import Notices

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Set
 
+from codemode.clock import wall
 from codemode.continuations import (
     VERSIONS,
     Ask,
@@ -31,7 +32,6 @@ from codemode.continuations import (
     paused_as,
     state_seconds,
     thaw,
-    wall,
 )
 from codemode.continuations import Injected as Raised
 from codemode.errors import InternalError, Where

@@ -33,10 +33,10 @@ from typing import Any, cast
 
 from codemode.authz import RequireApproval
 from codemode.capabilities import Capability
+from codemode.clock import Timer
 from codemode.events import Event, HostCodeAbandoned, VisibilityUnanswered
 from codemode.limits import Limits
 from codemode.runtime.classify import StopError
-from codemode.runtime.clock import Timer
 from codemode.runtime.engine import Engine
 from codemode.runtime.pool import Job
 from codemode.runtime.visibility import Ask, Asked

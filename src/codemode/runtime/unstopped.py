@@ -22,8 +22,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from codemode.clock import Clock
 from codemode.events import CancellationIgnored
-from codemode.runtime.clock import Clock
 from codemode.runtime.notices import Notices
 from codemode.runtime.watchdog import Owner, Runner, report
 

@@ -17,8 +17,8 @@ import asyncio
 from collections.abc import Callable, Set
 from typing import Any
 
+from codemode.clock import Clock, Timer
 from codemode.events import EventHandler
-from codemode.runtime.clock import Clock, Timer
 from codemode.runtime.dispatch import Awaiting, Plan, abandon
 from codemode.runtime.loop import EngineLoop
 from codemode.runtime.pool import Job, WorkPool

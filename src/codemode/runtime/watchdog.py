@@ -26,8 +26,8 @@ from collections.abc import Awaitable, Callable, Coroutine, Generator
 from dataclasses import dataclass
 from typing import Any
 
+from codemode.clock import Clock, Timer
 from codemode.events import Event, EventLoopBlocked
-from codemode.runtime.clock import Clock, Timer
 from codemode.runtime.notices import Notices
 
 log = logging.getLogger("codemode")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from codemode.runtime.clock import Timer, Within
+from codemode.clock import Timer, Within
 from codemode.testing import ManualClock
 
 

@@ -9,7 +9,10 @@ neither a blocked event loop nor a busy handler delays them, and a wait holds no
 The system's own time is read here only: by `SystemClock`, and by `Within`, the bound on
 joining real threads as the engine closes. Seconds since the epoch (`time.time()`) only
 stamp what someone else reads later (an audit event, a paused program's expiry), and never
-measure or bound a wait.
+measure or bound a wait. A paused program's moments (when a person was asked, when its
+state expires) cross processes, so they are seconds since the epoch, read off this same
+clock by `wall()`: asking, timing out, expiring and claiming all go by one clock, and a
+test moves each of them by hand.
 """
 
 from __future__ import annotations
@@ -23,6 +26,11 @@ from collections.abc import Callable
 from typing import Protocol
 
 log = logging.getLogger("codemode")
+
+_CALENDAR = time.time() - time.monotonic()
+"""Seconds from the system's monotonic clock to the calendar, taken once: a replica keeps
+the calendar as its monotonic clock does (NTP's slewing included); the replay guard's
+claims allow `continuations.guards.CLOCK_SKEW_SECONDS` for the rest."""
 
 COMPACT_AFTER = 1024
 """Cancelled timers the heap may hold before they are dropped (when they are most of it)."""
@@ -179,4 +187,9 @@ class SystemClock:
                     log.exception("a timer callback failed")
 
 
-__all__ = ["Clock", "SystemClock", "Timer", "Within"]
+def wall(clock: Clock) -> float:
+    """Seconds since the epoch, as `clock` tells them."""
+    return clock.now() + _CALENDAR
+
+
+__all__ = ["Clock", "SystemClock", "Timer", "Within", "wall"]
