@@ -3,43 +3,35 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import threading
 import time
-import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
-import anyio
-
 from codemode.authz import Authorizer
-from codemode.capabilities import Catalog, Snapshot, View, build_capability
+from codemode.capabilities import Catalog, View, build_capability
 from codemode.capabilities.info import CapabilityInfo
 from codemode.capabilities.search import SearchResult
 from codemode.clock import Clock
 from codemode.continuations import (
     Approver,
-    Opened,
     Paused,
-    PausedState,
     ReplayGuard,
-    Resumer,
-    Verdict,
 )
 from codemode.discovery import Discovery, describe
-from codemode.engine_slot import EngineSlot, build_execution
+from codemode.engine_slot import EngineSlot
 from codemode.errors import (
     CodeModeError,
-    InternalError,
     InvalidRequestError,
     RegistrationError,
 )
 from codemode.events import EventHandler
 from codemode.limits import LimitKind, Limits, exceeded, size
 from codemode.options import Options, checked_disabled, checked_guard, checked_limits
-from codemode.runtime import Engine, Execution, ExecutionResult
+from codemode.running import Runner, last_resort
+from codemode.runtime import ExecutionResult
 from codemode.runtime.program import Programs
 from codemode.runtime.sandbox import Sandbox
 
@@ -134,6 +126,7 @@ class CodeMode:
         self.catalog = Catalog(disabled)
         self._engines = EngineSlot(self)
         self._discovery = Discovery(self.catalog, self._engines.engine, self._now)
+        self._runner = Runner(self, lambda: self._options, self._engines, self._discovery)
         self._gateway: Any = None
         """The upstream MCP servers' `codemode.gateway.Gateway`, made on first use."""
         self._apis: list[Any] = []
@@ -439,7 +432,7 @@ class CodeMode:
     ) -> SearchResult:
         """As `search`, for a caller on an event loop (the MCP server, the page): a
         `can_see` hook never blocks it, and nothing but a CodeModeError leaves it."""
-        with _last_resort("search or describe"):
+        with last_resort("search or describe"):
             self._freeze()
             return await self._discovery.search_async(
                 self._options, subject, query, limit=limit, offset=offset
@@ -447,24 +440,15 @@ class CodeMode:
 
     async def describe_async(self, name: str, *, subject: str | None = None) -> CapabilityInfo:
         """As `describe`, for a caller on an event loop (see `search_async`)."""
-        with _last_resort("search or describe"):
-            return describe((await self._visible_async(subject))[1], name)
+        with last_resort("search or describe"):
+            self._freeze()
+            view = await self._discovery.visible_async(self._options, subject)
+            return describe(view[1], name)
 
     def visible(self, subject: str | None = None) -> View:
         """The capabilities `subject` can see: all enabled ones unless `hide_forbidden`."""
-        return self._visible(subject)[1]
-
-    def _visible(self, subject: str | None, execution_id: str = "") -> tuple[Snapshot, View]:
-        """The newest snapshot, and what `subject` sees of it (waiting for `can_see`)."""
         self._freeze()
-        return self._discovery.visible(self._options, subject, execution_id)
-
-    async def _visible_async(
-        self, subject: str | None, execution_id: str = ""
-    ) -> tuple[Snapshot, View]:
-        """As `_visible`, awaiting (a cancelled caller leaves the checks to others)."""
-        self._freeze()
-        return await self._discovery.visible_async(self._options, subject, execution_id)
+        return self._discovery.visible(self._options, subject)[1]
 
     def _now(self) -> float:
         """The time visibility is remembered by: the CodeMode's clock, when it has one."""
@@ -481,22 +465,7 @@ class CodeMode:
         `disabled` id that names nothing, or a policy that does not fit the capabilities.
         """
         self._freeze()
-        with _last_resort("execute"):
-            engine = self._engine_for(subject)
-            began, execution_id = engine.clock.now(), uuid.uuid4().hex
-            snapshot, view = self._visible(subject, execution_id)
-            execution = self._execution(
-                source,
-                subject,
-                engine,
-                snapshot,
-                view,
-                execution_id=execution_id,
-                spent=engine.clock.now() - began,
-            )
-            outcome = engine.execute(execution)
-            assert isinstance(outcome, ExecutionResult)  # it cannot pause
-            return outcome
+        return self._runner.execute(source, subject)
 
     async def execute_async(
         self, source: str, *, subject: str, approve: Approver | None = None
@@ -509,7 +478,7 @@ class CodeMode:
         worker, each answer within `Limits.max_approval_wait_seconds`. Without it such a
         call fails with `approval unavailable` (fail closed)."""
         self._freeze()
-        return await self._resumer.execute(source, subject, approve)
+        return await self._runner.resumer.execute(source, subject, approve)
 
     async def start_async(
         self, source: str, *, subject: str, pausable: bool = True
@@ -518,25 +487,7 @@ class CodeMode:
         reaches a call needing approval pauses and is answered `Paused`, for
         `resume_async` (here or on another replica) once the person has answered."""
         self._freeze()
-        return await self._resumer.start(source, subject, pausable)
-
-    async def _start(self, source: str, subject: str, pausable: bool) -> ExecutionResult | Paused:
-        """Run a new program on the engine: its answer, or its first pause."""
-        with _last_resort("execute_async"):
-            engine = self._engine_for(subject)
-            began, execution_id = engine.clock.now(), uuid.uuid4().hex
-            snapshot, view = await self._visible_async(subject, execution_id)
-            execution = self._execution(
-                source,
-                subject,
-                engine,
-                snapshot,
-                view,
-                pausable,
-                execution_id=execution_id,
-                spent=engine.clock.now() - began,
-            )
-            return await engine.execute_async(execution)
+        return await self._runner.resumer.start(source, subject, pausable)
 
     async def resume_async(
         self,
@@ -555,12 +506,7 @@ class CodeMode:
         `pausable`: whether a later call that needs approval may pause it again (else
         it fails with `approval unavailable`)."""
         self._freeze()
-        return await self._resumer.resume(state, subject, answers, pausable)
-
-    @property
-    def _resumer(self) -> Resumer[ExecutionResult]:
-        """The resume protocol over this CodeMode's engine and its settings now."""
-        return Resumer(_Engine(self))
+        return await self._runner.resumer.resume(state, subject, answers, pausable)
 
     def check(self, source: str, *, subject: str | None = None) -> list[CodeModeError]:
         """What the static preflight finds in a program, without running anything: each
@@ -602,115 +548,6 @@ class CodeMode:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _engine_for(self, subject: str) -> Engine:
-        return self._engines.engine_for(subject)
-
-    def _execution(
-        self,
-        source: str,
-        subject: str,
-        engine: Engine,
-        snapshot: Snapshot,
-        view: View,
-        pausable: bool = False,
-        restored: PausedState | None = None,
-        verdicts: Mapping[str, Verdict] | None = None,
-        *,
-        execution_id: str | None = None,
-        spent: float = 0.0,
-    ) -> Execution:
-        """An execution that reads one snapshot to its end (`build_execution`)."""
-        return build_execution(
-            self._options,
-            source,
-            subject,
-            engine,
-            snapshot,
-            view,
-            pausable,
-            restored,
-            verdicts,
-            execution_id=execution_id,
-            spent=spent,
-        )
-
-
-class _Engine:
-    """What the resume protocol needs of a CodeMode (`codemode.continuations.Engine`)."""
-
-    def __init__(self, cm: CodeMode) -> None:
-        self._cm = cm
-
-    @property
-    def limits(self) -> Limits:
-        return self._cm.limits
-
-    @property
-    def replay_guard(self) -> ReplayGuard:
-        return self._cm.replay_guard
-
-    @property
-    def on_event(self) -> EventHandler | None:
-        return self._cm.on_event
-
-    def admit(self, subject: str) -> Clock:
-        return self._cm._engine_for(subject).clock
-
-    async def start(self, source: str, subject: str, pausable: bool) -> ExecutionResult | Paused:
-        return await self._cm._start(source, subject, pausable)
-
-    async def open(self, subject: str, execution_id: str) -> Opened[ExecutionResult]:
-        cm = self._cm
-        engine = cm._engine_for(subject)
-        began = engine.clock.now()
-        snapshot, view = await cm._visible_async(subject, execution_id)
-        seen = engine.clock.now() - began  # counts against the time it has left
-        return _Opened(cm, engine, subject, snapshot, view, seen)
-
-    def last_resort(self, what: str) -> contextlib.AbstractContextManager[None]:
-        return _last_resort(what)
-
-
-class _Opened:
-    """What a subject sees now, ready to run a paused program on
-    (`codemode.continuations.Opened`)."""
-
-    def __init__(
-        self,
-        cm: CodeMode,
-        engine: Engine,
-        subject: str,
-        snapshot: Snapshot,
-        view: View,
-        seen: float,
-    ) -> None:
-        self._cm, self._engine, self._subject = cm, engine, subject
-        self._snapshot, self._view, self._seen = snapshot, view, seen
-        self._execution: Execution | None = None
-
-    async def digest(self) -> str:
-        return await anyio.to_thread.run_sync(self._engine.setup(self._view).digest)
-
-    async def run(
-        self, state: PausedState, verdicts: Mapping[str, Verdict], pausable: bool
-    ) -> ExecutionResult | Paused:
-        self._execution = self._cm._execution(
-            state.source,
-            self._subject,
-            self._engine,
-            self._snapshot,
-            self._view,
-            pausable,
-            state,
-            verdicts,
-            spent=self._seen,
-        )
-        return await self._engine.execute_async(self._execution)
-
-    @property
-    def began(self) -> bool:
-        return self._execution is not None and self._execution.began is not None
-
 
 CLOSE_WAIT_SECONDS = 10.0
 """How long a second `close()` waits for the first to end the workers and upstreams."""
@@ -724,25 +561,6 @@ def _check_source(what: str, timeout: float | None, **lists: object) -> None:
     for option, value in lists.items():
         if isinstance(value, str):
             raise RegistrationError(f"{what}: {option} must be a list of str")
-
-
-@contextlib.contextmanager
-def _last_resort(what: str) -> Iterator[None]:
-    """The one net at the public edge: nothing but a CodeModeError (or the caller's own
-    cancellation) leaves; a KeyboardInterrupt or SystemExit passes only when it was raised
-    in the host's main thread, never one from host code elsewhere."""
-    try:
-        yield
-    except (CodeModeError, asyncio.CancelledError):
-        raise
-    except (KeyboardInterrupt, SystemExit):
-        if threading.current_thread() is threading.main_thread():
-            raise
-        raise InternalError() from None
-    except BaseException:
-        with contextlib.suppress(BaseException):  # a logging hook is host code too
-            log.exception("%s failed unexpectedly", what)
-        raise InternalError() from None
 
 
 __all__ = ["CodeMode"]

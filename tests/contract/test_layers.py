@@ -90,6 +90,7 @@ LAYERS = (
             "codemode.options",
             "codemode.discovery",
             "codemode.engine_slot",
+            "codemode.running",
             "codemode.payloads",
             "codemode.testing",
         ),

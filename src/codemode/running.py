@@ -1,0 +1,215 @@
+"""Running programs for a CodeMode: a new one to its end, or on from a paused state.
+
+Every run reads one snapshot of the catalog, as its subject sees it, to its end. A run
+that may pause goes through the resume protocol (`codemode.continuations.Resumer`), to
+which the `Runner` is the engine: it admits a subject, starts a program, and opens what a
+subject sees now for a paused program to go on in. `last_resort` is the one net at the
+public edge of every request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from typing import Protocol
+
+import anyio
+
+from codemode.capabilities import Snapshot, View
+from codemode.clock import Clock
+from codemode.continuations import Opened, Paused, PausedState, ReplayGuard, Resumer, Verdict
+from codemode.discovery import Discovery
+from codemode.engine_slot import EngineSlot, build_execution
+from codemode.errors import CodeModeError, InternalError
+from codemode.events import EventHandler
+from codemode.limits import Limits
+from codemode.options import Options
+from codemode.runtime import Engine, Execution, ExecutionResult
+
+log = logging.getLogger("codemode")
+
+
+class RunSettings(Protocol):
+    """What a run reads of its CodeMode at the moment it starts (a host may assign
+    `replay_guard` until then)."""
+
+    @property
+    def limits(self) -> Limits: ...
+
+    @property
+    def replay_guard(self) -> ReplayGuard: ...
+
+    @property
+    def on_event(self) -> EventHandler | None: ...
+
+
+class Runner:
+    """Runs programs on a CodeMode's engine, each over what its subject sees now.
+
+    It is also the engine the resume protocol knows (`codemode.continuations.Engine`):
+    `admit`, `start`, `open` and `last_resort`, with the settings it reads."""
+
+    def __init__(
+        self,
+        settings: RunSettings,
+        options: Callable[[], Options],
+        engines: EngineSlot,
+        discovery: Discovery,
+    ) -> None:
+        self._settings = settings
+        self._options = options
+        self._engines = engines
+        self._discovery = discovery
+
+    @property
+    def limits(self) -> Limits:
+        return self._settings.limits
+
+    @property
+    def replay_guard(self) -> ReplayGuard:
+        return self._settings.replay_guard
+
+    @property
+    def on_event(self) -> EventHandler | None:
+        return self._settings.on_event
+
+    @property
+    def resumer(self) -> Resumer[ExecutionResult]:
+        """The resume protocol over this engine and the settings now."""
+        return Resumer(self)
+
+    def execute(self, source: str, subject: str) -> ExecutionResult:
+        """Run a new program to its end, on the caller's thread (it cannot pause)."""
+        with last_resort("execute"):
+            engine = self._engines.engine_for(subject)
+            began, execution_id = engine.clock.now(), uuid.uuid4().hex
+            snapshot, view = self._discovery.visible(self._options(), subject, execution_id)
+            spent = engine.clock.now() - began
+            execution = self._execution(
+                source, subject, engine, snapshot, view, False, None, None, execution_id, spent
+            )
+            outcome = engine.execute(execution)
+            assert isinstance(outcome, ExecutionResult)  # it cannot pause
+            return outcome
+
+    def admit(self, subject: str) -> Clock:
+        return self._engines.engine_for(subject).clock
+
+    async def start(self, source: str, subject: str, pausable: bool) -> ExecutionResult | Paused:
+        """Run a new program on the engine: its answer, or its first pause."""
+        with last_resort("execute_async"):
+            engine = self._engines.engine_for(subject)
+            began, execution_id = engine.clock.now(), uuid.uuid4().hex
+            snapshot, view = await self._visible_async(subject, execution_id)
+            spent = engine.clock.now() - began
+            execution = self._execution(
+                source, subject, engine, snapshot, view, pausable, None, None, execution_id, spent
+            )
+            return await engine.execute_async(execution)
+
+    async def open(self, subject: str, execution_id: str) -> Opened[ExecutionResult]:
+        engine = self._engines.engine_for(subject)
+        began = engine.clock.now()
+        snapshot, view = await self._visible_async(subject, execution_id)
+        seen = engine.clock.now() - began  # counts against the time it has left
+        return _Opened(self, engine, subject, snapshot, view, seen)
+
+    def last_resort(self, what: str) -> contextlib.AbstractContextManager[None]:
+        return last_resort(what)
+
+    async def _visible_async(self, subject: str, execution_id: str) -> tuple[Snapshot, View]:
+        return await self._discovery.visible_async(self._options(), subject, execution_id)
+
+    def _execution(
+        self,
+        source: str,
+        subject: str,
+        engine: Engine,
+        snapshot: Snapshot,
+        view: View,
+        pausable: bool,
+        restored: PausedState | None,
+        verdicts: Mapping[str, Verdict] | None,
+        execution_id: str | None = None,
+        spent: float = 0.0,
+    ) -> Execution:
+        return build_execution(
+            self._options(),
+            source,
+            subject,
+            engine,
+            snapshot,
+            view,
+            pausable,
+            restored,
+            verdicts,
+            execution_id=execution_id,
+            spent=spent,
+        )
+
+
+class _Opened:
+    """What a subject sees now, ready to run a paused program on
+    (`codemode.continuations.Opened`)."""
+
+    def __init__(
+        self,
+        runner: Runner,
+        engine: Engine,
+        subject: str,
+        snapshot: Snapshot,
+        view: View,
+        seen: float,
+    ) -> None:
+        self._runner, self._engine, self._subject = runner, engine, subject
+        self._snapshot, self._view, self._seen = snapshot, view, seen
+        self._execution: Execution | None = None
+
+    async def digest(self) -> str:
+        return await anyio.to_thread.run_sync(self._engine.setup(self._view).digest)
+
+    async def run(
+        self, state: PausedState, verdicts: Mapping[str, Verdict], pausable: bool
+    ) -> ExecutionResult | Paused:
+        self._execution = self._runner._execution(
+            state.source,
+            self._subject,
+            self._engine,
+            self._snapshot,
+            self._view,
+            pausable,
+            state,
+            verdicts,
+            spent=self._seen,
+        )
+        return await self._engine.execute_async(self._execution)
+
+    @property
+    def began(self) -> bool:
+        return self._execution is not None and self._execution.began is not None
+
+
+@contextlib.contextmanager
+def last_resort(what: str) -> Iterator[None]:
+    """The one net at the public edge: nothing but a CodeModeError (or the caller's own
+    cancellation) leaves; a KeyboardInterrupt or SystemExit passes only when it was raised
+    in the host's main thread, never one from host code elsewhere."""
+    try:
+        yield
+    except (CodeModeError, asyncio.CancelledError):
+        raise
+    except (KeyboardInterrupt, SystemExit):
+        if threading.current_thread() is threading.main_thread():
+            raise
+        raise InternalError() from None
+    except BaseException:
+        with contextlib.suppress(BaseException):  # a logging hook is host code too
+            log.exception("%s failed unexpectedly", what)
+        raise InternalError() from None
+
+
+__all__ = ["RunSettings", "Runner", "last_resort"]
