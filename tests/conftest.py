@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Literal, TypedDict
 
 import pytest
+from hypothesis import settings
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -24,6 +25,15 @@ import codemode
 import codemode.testing
 from codemode import AgentError, CallContext, CodeMode, Limits
 from codemode.authz import AllowAll, AuthorizationRequest, Denied
+from codemode.testing import ManualClock
+
+settings.register_profile(
+    "codemode", max_examples=200, derandomize=True, database=None, deadline=None
+)
+settings.load_profile("codemode")
+"""Every property test draws the same 200 examples on every machine, CI and a laptop alike
+(derandomized, no example database): a failure found once is found again, and a run takes
+the same time everywhere. A test asks for fewer where each example runs a program."""
 
 CANARY = "CANARY-db-password-hunter2"
 """Host text that must never reach a program, an error or any model-facing field."""
@@ -169,20 +179,26 @@ def run_error(cm: CodeMode, source: str, subject: str = "alice") -> codemode.Cod
 
 
 @contextlib.contextmanager
-def hanging(name: str = "h.hang", limits: Limits | None = None) -> Iterator[HangingHost]:
+def hanging(
+    name: str = "h.hang", limits: Limits | None = None, clock: ManualClock | None = None
+) -> Iterator[HangingHost]:
     """A host whose one capability blocks its handler thread until `release` is set;
-    leaving the block releases it, so no handler thread outlives the test."""
-    release = threading.Event()
-    cm = CodeMode(authorizer=AllowAll(), limits=limits)
+    leaving the block releases it, so no handler thread outlives the test. `entered` is
+    set once the handler runs, `returned` once it returns: a test asserts what was
+    answered before the handler returned, never how long anything took."""
+    release, entered, returned = threading.Event(), threading.Event(), threading.Event()
+    cm = CodeMode(authorizer=AllowAll(), limits=limits, clock=clock)
 
     def hang() -> int:
-        release.wait(20)
+        entered.set()
+        release.wait(GUARD)
+        returned.set()
         return 1
 
     cm.capability(name, summary="Blocks until released.")(hang)
     try:
         with cm:
-            yield HangingHost(cm, release)
+            yield HangingHost(cm, release, entered, returned)
     finally:
         release.set()
 
@@ -191,11 +207,13 @@ def hanging(name: str = "h.hang", limits: Limits | None = None) -> Iterator[Hang
 class HangingHost:
     cm: CodeMode
     release: threading.Event
+    entered: threading.Event
+    returned: threading.Event
 
 
-def close_while_running(cm: CodeMode, source: str) -> tuple[float, list[str]]:
-    """Run `source` on a thread, close `cm` while it runs; how long closing and the
-    caller's return took, and what the caller got."""
+def close_while_running(cm: CodeMode, source: str, running: threading.Event) -> list[str]:
+    """Run `source` on a thread and close `cm` once `running` is set (the program is
+    mid-run); what the caller got once close() returned and the caller was answered."""
     outcome: list[str] = []
 
     def run() -> None:
@@ -206,14 +224,18 @@ def close_while_running(cm: CodeMode, source: str) -> tuple[float, list[str]]:
 
     thread = threading.Thread(target=run)
     thread.start()
-    time.sleep(0.5)
-    started = time.monotonic()
+    assert running.wait(GUARD), "the program never started"
     cm.close()
-    thread.join(5)
-    return time.monotonic() - started, outcome
+    thread.join(GUARD)
+    return outcome
 
 
-def eventually(found: Callable[[], object], guard: float = 30.0) -> object:
+GUARD = 30.0
+"""How long a test waits for what must come: a guard against a hang, never a bound the
+code is held to (what must come comes at once, or when a test moves its clock)."""
+
+
+def eventually(found: Callable[[], object], guard: float = GUARD) -> object:
     """What `found` gives once it gives something (delivered off the test's thread, or
     written by another process), or None once `guard` seconds of polls went by: a guard
     against a hang, counted in polls rather than read off a clock."""
@@ -290,11 +312,8 @@ def children(pid: int) -> list[str]:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """No test leaves a process behind: when the run ends, the test process has no child
     left (servers, browsers, sandbox workers), or the run fails and names them."""
-    deadline = time.monotonic() + 10
+    eventually(lambda: not children(os.getpid()), guard=10)
     left = children(os.getpid())
-    while left and time.monotonic() < deadline:
-        time.sleep(0.2)
-        left = children(os.getpid())
     if left:
         print("\nprocesses left behind by the tests:\n  " + "\n  ".join(left))
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import pydantic
 import pytest
@@ -11,7 +11,8 @@ import pytest
 from codemode import CodeMode, CodeModeError, Limits
 from codemode.authz import AllowAll
 from codemode.payloads import describe_payload
-from tests.conftest import CANARY
+from codemode.testing import ManualClock
+from tests.conftest import CANARY, GUARD, eventually
 
 M = "def main():\n"
 
@@ -132,14 +133,19 @@ def test_review_mistakes_get_the_text_that_fixes_them(
     assert error_text(host, source) == text
 
 
-def test_awaited_sleeps_run_side_by_side_and_a_stop_ends_them(host: CodeMode) -> None:
+def test_awaited_sleeps_run_side_by_side_and_a_stop_ends_them() -> None:
+    """Five gathered sleeps are armed together (one after another, one would be armed at
+    a time) and all end when the clock passes the one moment they share."""
     gathered = (
         "import asyncio\nasync def main():\n"
         "    await asyncio.gather(*[asyncio.sleep(0.4) for _ in range(5)])\n    return 1\n"
     )
-    started = time.monotonic()
-    assert host.execute(gathered, subject="model").value == 1
-    assert time.monotonic() - started < 1.5  # one after another would take 2 s
+    clock = ManualClock()
+    with ThreadPoolExecutor(1) as callers, CodeMode(authorizer=AllowAll(), clock=clock) as cm:
+        answer = callers.submit(cm.execute, gathered, subject="model")
+        assert eventually(lambda: clock.pending == 6)  # the execution's deadline and five sleeps
+        clock.advance(0.4)
+        assert answer.result(GUARD).value == 1
 
 
 def test_sleeps_and_vars_count_as_host_calls_not_capability_calls() -> None:

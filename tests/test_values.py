@@ -70,7 +70,7 @@ value = st.recursive(
 )
 
 
-@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(suppress_health_check=[HealthCheck.too_slow])
 @given(data=value, max_depth=st.sampled_from([2, 64]), max_bytes=st.sampled_from([None, 30]))
 def test_the_size_measured_in_the_walk_is_json_size(
     data: Any, max_depth: int, max_bytes: int | None

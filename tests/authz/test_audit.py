@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -26,7 +25,8 @@ from codemode.events import (
     ExecutionStarted,
     JsonLinesSink,
 )
-from tests.conftest import CANARY, build_host, run_error
+from codemode.testing import ManualClock
+from tests.conftest import CANARY, GUARD, build_host, run_error
 
 PROGRAM = (
     "def main():\n"
@@ -219,7 +219,10 @@ def test_a_denial_is_one_log_line_and_a_host_failure_keeps_its_traceback(
 def test_an_execution_ends_in_the_events_no_later_than_its_answer() -> None:
     """The finished event measures from the started event to the caller's answer, so the
     events tell which executions ran at once (the driver's last steps came after the
-    answer, and the time before the started event was counted too)."""
+    answer, and the time before the started event was counted too). On a clock moved by
+    hand: before the execution, 5 s; between its start and its answer, 2 s (in its one
+    call); after the answer, 3 s more. It took 2 s."""
+    clock = ManualClock()
     events: list[Event] = []
     delivered = threading.Event()
 
@@ -228,14 +231,20 @@ def test_an_execution_ends_in_the_events_no_later_than_its_answer() -> None:
         if isinstance(event, ExecutionFinished):
             delivered.set()
 
-    with CodeMode(authorizer=AllowAll(), on_event=sink) as cm:
-        cm.capability("a.b", summary="x")(_one)
-        cm.execute("def main():\n    return a.b()", subject="a")
-        answered = time.time()
-        assert delivered.wait(10)
-    started = next(e for e in events if isinstance(e, ExecutionStarted))
+    with CodeMode(authorizer=AllowAll(), on_event=sink, clock=clock) as cm:
+
+        @cm.capability("a.b", summary="x")
+        def b() -> int:
+            clock.advance(2)
+            return 1
+
+        clock.advance(5)
+        result = cm.execute("def main():\n    return a.b()", subject="a")
+        clock.advance(3)
+        assert delivered.wait(GUARD)
     finished = next(e for e in events if isinstance(e, ExecutionFinished))
-    assert started.time + finished.duration_seconds <= answered
+    assert isinstance(events[0], ExecutionStarted)
+    assert finished.duration_seconds == result.usage.duration_seconds == 2
 
 
 def _one() -> int:

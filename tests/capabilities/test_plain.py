@@ -124,24 +124,31 @@ value = st.recursive(
 )
 
 
-def shaped(tp: Any) -> st.SearchStrategy[Any]:
-    """Data mostly of type `tp`, with undeclared keys, and now and then a wrong leaf."""
+NESTING = 4
+"""How many typed dicts deep `shaped` nests: a `Tree` four levels deep, the levels
+below it empty lists."""
+
+
+def shaped(tp: Any, depth: int = NESTING) -> st.SearchStrategy[Any]:
+    """Data mostly of type `tp`, with undeclared keys, and now and then a wrong leaf;
+    `depth` typed dicts deep at most (a recursive one would otherwise grow until
+    Hypothesis gives the example up)."""
     origin = get_origin(tp)
     if tp is Any:
         return value
     if origin is Annotated:
-        return shaped(get_args(tp)[0])
+        return shaped(get_args(tp)[0], depth)
     if origin is Literal:
         return st.one_of(st.sampled_from(get_args(tp)), leaf)
     if is_union(tp):
-        return st.one_of([shaped(member) for member in get_args(tp)])
+        return st.one_of([shaped(member, depth) for member in get_args(tp)])
     if origin is list:
-        return st.lists(shaped(get_args(tp)[0]), max_size=4)
+        return st.lists(shaped(get_args(tp)[0], depth), max_size=4 if depth else 0)
     if origin is dict:
-        return st.dictionaries(st.text(max_size=3), shaped(get_args(tp)[1]), max_size=4)
+        return st.dictionaries(st.text(max_size=3), shaped(get_args(tp)[1], depth), max_size=4)
     if is_typeddict(tp):
         hints = typing.get_type_hints(tp)
-        declared = {name: later(hint) for name, hint in hints.items()}
+        declared = {name: later(hint, depth - 1) for name, hint in hints.items()}
         required = {k: declared[k] for k in tp.__required_keys__}
         optional = {k: v for k, v in declared.items() if k not in required}
         rows = st.fixed_dictionaries(required, optional=optional)
@@ -166,9 +173,9 @@ def shaped(tp: Any) -> st.SearchStrategy[Any]:
     return st.integers(0, 12).flatmap(lambda n: scalars[tp] if n else leaf)
 
 
-def later(hint: Any) -> st.SearchStrategy[Any]:
-    """`shaped(hint)`, built when first drawn (a recursive type refers to itself)."""
-    return st.deferred(lambda: shaped(hint))
+def later(hint: Any, depth: int) -> st.SearchStrategy[Any]:
+    """`shaped(hint, depth)`, built when first drawn (a recursive type refers to itself)."""
+    return st.deferred(lambda: shaped(hint, depth))
 
 
 @functools.cache
@@ -203,7 +210,7 @@ def same(a: Any, b: Any) -> bool:
 
 
 @pytest.mark.parametrize("declared", DECLARED, ids=repr)
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), max_items=st.sampled_from([3, 1000]))
 def test_a_plain_walk_gives_what_the_full_projection_gives(
     declared: Any, data: st.DataObject, max_items: int

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import importlib
-import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from codemode import CodeMode, ErrorCode, language
-from tests.conftest import run_error
+from codemode.authz import AllowAll
+from codemode.testing import ManualClock
+from tests.conftest import GUARD, eventually, run_error
 
 DOCS = Path(__file__).parents[2] / "docs" / "reference"
 
@@ -227,12 +229,17 @@ def test_unsupported_features_say_so_and_what_to_use(cm: CodeMode, source: str, 
 
 
 def test_sleep_waits_within_the_deadline_and_never_past_it(cm: CodeMode) -> None:
-    started = time.monotonic()
-    assert (
-        cm.execute("import time\ndef main():\n    time.sleep(0.2)\n    return 1", subject="a").value
-        == 1
-    )
-    assert time.monotonic() - started >= 0.2
+    """A sleep ends when the clock reaches its moment, not before; one past the deadline
+    fails at once."""
+    clock = ManualClock()
+    with ThreadPoolExecutor(1) as callers, CodeMode(authorizer=AllowAll(), clock=clock) as timed:
+        source = "import time\ndef main():\n    time.sleep(0.25)\n    return 1"
+        answer = callers.submit(timed.execute, source, subject="a")
+        assert eventually(lambda: clock.pending == 2)  # the execution's deadline and the sleep
+        clock.advance(0.25 - 2**-10)  # binary fractions: the clock lands on the moment exactly
+        assert clock.pending == 2
+        clock.advance(2**-10)
+        assert answer.result(GUARD).value == 1
     error = run_error(cm, "import time\ndef main():\n    time.sleep(60)\n    return 1")
     assert str(error) == "resource limit exceeded: execution time (limit 10 s) at <codemode>:3:5"
     error = run_error(cm, "import time\ndef main():\n    time.sleep(-1)\n    return 1")

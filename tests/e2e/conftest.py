@@ -6,7 +6,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -17,6 +16,8 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+
+from tests.conftest import eventually
 
 ROOT = Path(__file__).parents[2]
 TOKENS = {"tok-alice": "alice", "tok-bob": "bob"}
@@ -47,16 +48,19 @@ def free_port() -> int:
 
 
 def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    """Return once `process` listens on `port` (polled; `timeout` guards against a hang)."""
+
+    def listening() -> bool:
         if process.poll() is not None:
             raise RuntimeError(f"server exited with {process.returncode}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
+                return True
         except OSError:
-            time.sleep(0.05)
-    raise TimeoutError(f"nothing listens on port {port}")
+            return False
+
+    if not eventually(listening, timeout):
+        raise TimeoutError(f"nothing listens on port {port}")
 
 
 def codemode_command(*args: str) -> list[str]:

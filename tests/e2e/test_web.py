@@ -8,14 +8,13 @@ import os
 import re
 import shutil
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from tests.conftest import system_tool
+from tests.conftest import eventually, system_tool
 from tests.e2e.conftest import NGINX_HEAD, ROOT, free_port, start_codemode, wait_for_port
 
 SHOTS = ROOT / "test-output" / "web"
@@ -346,10 +345,8 @@ def test_a_run_shows_progress_can_be_canceled_and_runs_once(
         expect(page.locator("#run")).to_be_enabled()
         expect(page.locator("#history li").first).to_contain_text(" canceled ")
         expect(page.locator("#error")).to_be_hidden()
-        deadline = time.monotonic() + 10
-        while '"canceled"' not in (audit.read_text() if audit.exists() else ""):
-            assert time.monotonic() < deadline, "the execution did not end canceled"
-            time.sleep(0.1)
+        ended = eventually(lambda: '"canceled"' in (audit.read_text() if audit.exists() else ""))
+        assert ended, "the execution did not end canceled"
         finished = [json.loads(line) for line in audit.read_text().splitlines()]
         outcomes = [e["outcome"] for e in finished if e["event"] == "execution_finished"]
         assert outcomes == ["canceled"]  # one run: the disabled button took no second click

@@ -32,8 +32,9 @@ def note(text: str) -> None:
 
 
 def wait_while(condition: Any) -> None:
-    deadline = time.monotonic() + _WAIT_SECONDS
-    while condition() and time.monotonic() < deadline:
+    for _ in range(int(_WAIT_SECONDS * 100)):  # polls, counted: a guard, not a bound
+        if not condition():
+            return
         time.sleep(0.01)
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -12,6 +11,7 @@ import pytest
 from codemode.capabilities import Capability, Catalog
 from codemode.errors import AgentError
 from codemode.gateway import Gateway, ServerOptions, Target, UpstreamError
+from tests.conftest import GUARD
 from tests.gateway.conftest import FIXTURE, PYTHON
 
 
@@ -36,24 +36,26 @@ def test_a_call_from_another_loop_does_not_wait_for_the_gateways_loop(
     gateway: Gateway, pid: Capability
 ) -> None:
     """Starting a call only hands it over, so the calling loop goes on (and starts the
-    calls gathered with it) while the gateway's loop is busy."""
-    busy = threading.Event()
+    calls gathered with it) while the gateway's loop is busy: the gateway's loop is held
+    until the calling loop, past the call's start, lets it go."""
+    busy, release = threading.Event(), threading.Event()
+    held: list[bool] = []
 
     def hold() -> None:
         busy.set()
-        time.sleep(0.5)
+        held.append(release.wait(GUARD))  # True: let go by the calling loop
 
     gateway.loop.call_soon_threadsafe(hold)
-    assert busy.wait(5)
+    assert busy.wait(GUARD)
 
-    async def call() -> tuple[float, object]:
+    async def call() -> object:
         answer = asyncio.ensure_future(pid.handler())
-        started = time.monotonic()
         await asyncio.sleep(0.05)  # the call starts meanwhile, the gateway's loop still held
-        return time.monotonic() - started, await answer
+        release.set()
+        return await answer
 
-    waited, answered = asyncio.run(call())
-    assert waited < 0.3
+    answered = asyncio.run(call())
+    assert held == [True]
     assert isinstance(answered, int)
 
 

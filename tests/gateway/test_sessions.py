@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ import pytest
 from codemode import CodeMode, CodeModeError
 from codemode.authz import AllowAll
 from codemode.gateway.upstream import Target, Upstream, UpstreamError, UpstreamTimeout
-from tests.conftest import alive
+from tests.conftest import alive, eventually
 from tests.gateway.conftest import PYTHON
 
 RAW = str(Path(__file__).with_name("raw_server.py"))
@@ -234,15 +233,10 @@ def _pids(path: Path) -> list[int]:
 
 def _wait_for(path: Path, found: Callable[[list[str]], object], timeout: float = 10) -> list[int]:
     """The events file's pids, once `found` holds for its lines (polled: it is a file)."""
-    deadline = time.monotonic() + timeout
-    while not found(_lines(path)) and time.monotonic() < deadline:
-        time.sleep(0.01)
+    eventually(lambda: found(_lines(path)), timeout)
     return _pids(path)
 
 
 def _ends(pid: int, timeout: float = 10) -> bool:
-    """Whether the process ends within `timeout` seconds (the SDK's grace is 2 s)."""
-    deadline = time.monotonic() + timeout
-    while alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    return not alive(pid)
+    """Whether the process ends within `timeout` seconds of polls (the SDK's grace is 2 s)."""
+    return bool(eventually(lambda: not alive(pid), timeout))

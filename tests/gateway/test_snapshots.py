@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 import json
 import threading
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from codemode.authz.rego import RegoAuthorizer
 from codemode.capabilities import Capability
 from codemode.errors import NotFoundError, RegistrationError
 from codemode.events import CallAttempted, Event
+from tests.conftest import eventually
 from tests.gateway.conftest import PYTHON
 
 SERVER = str(Path(__file__).with_name("changing_server.py"))
@@ -429,10 +429,7 @@ def lines(path: Path) -> list[str]:
 
 
 def wait_for(condition: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + 20
-    while not condition():
-        assert time.monotonic() < deadline, "never happened"
-        time.sleep(0.01)
+    assert eventually(condition), "never happened"
 
 
 class SlowPolicy:

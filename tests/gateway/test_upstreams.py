@@ -8,7 +8,6 @@ import logging
 import os
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from codemode import CodeMode, CodeModeError, Limits
 from codemode.authz import AllowAll, AuthorizationRequest
 from codemode.errors import RegistrationError
 from codemode.payloads import describe_payload, error_payload, execute_payload
-from tests.conftest import alive, children
+from tests.conftest import alive, children, eventually
 from tests.e2e.conftest import free_port, wait_for_port
 from tests.gateway.conftest import FIXTURE, PYTHON
 from tests.gateway.upstream_server import CANARY
@@ -210,12 +209,12 @@ def test_a_misspelt_expose_errors_mode_is_refused() -> None:
 def test_a_hung_upstream_times_out_as_capability_failed_and_is_cancelled(
     up: CodeMode, events: Path
 ) -> None:
+    """The outcome says it: the upstream's own 2 s timeout (not the execution's 10 s) ended
+    the call, and the upstream saw it cancelled (the 30 s call never finished)."""
     events.write_text("")
-    started = time.monotonic()
     assert str(failure(up, "    return up.slow(seconds=30)")) == (
         "capability failed: the upstream did not answer within 2 s"
     )
-    assert 1.9 < time.monotonic() - started < 5
     assert _events(events, 2) == ["start", "cancelled"]
 
 
@@ -313,9 +312,7 @@ def test_a_changed_tool_list_refreshes_the_capabilities() -> None:
         cm.add_mcp_server("up", command=PYTHON, args=[FIXTURE])
         assert "up.added" not in cm.catalog.enabled
         assert value(cm, "    return up.grow()") == "grown"
-        deadline = time.monotonic() + 10
-        while "up.added" not in cm.catalog.enabled and time.monotonic() < deadline:
-            time.sleep(0.05)
+        eventually(lambda: "up.added" in cm.catalog.enabled)
         assert value(cm, "    return up.added()") == "added"
 
 
@@ -324,9 +321,7 @@ def test_upstream_stderr_goes_to_the_host_log_under_its_name(
 ) -> None:
     with caplog.at_level(logging.INFO, "codemode.upstream"), CodeMode(authorizer=AllowAll()) as cm:
         cm.add_mcp_server("up", command=PYTHON, args=[FIXTURE], include=["pid"])
-        deadline = time.monotonic() + 5
-        while "upstream up: fixture: started" not in caplog.text and time.monotonic() < deadline:
-            time.sleep(0.05)
+        eventually(lambda: "upstream up: fixture: started" in caplog.text)
     assert "upstream up: fixture: started" in caplog.text
 
 
@@ -410,15 +405,11 @@ def test_a_server_name_that_is_no_namespace_is_refused() -> None:
 # -- helpers -------------------------------------------------------------------------------
 
 
-def _events(path: Path, count: int, timeout: float = 10) -> list[str]:
-    """The first `count` events the fixture wrote, waiting for them."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        lines = path.read_text().split()
-        if len(lines) >= count:
-            return lines[:count]
-        time.sleep(0.05)
-    return path.read_text().split()
+def _events(path: Path, count: int) -> list[str]:
+    """The first `count` events the fixture wrote, once it wrote them (or all it wrote,
+    after the polls' guard)."""
+    eventually(lambda: len(path.read_text().split()) >= count)
+    return path.read_text().split()[:count]
 
 
 class _http_fixture:
@@ -528,9 +519,7 @@ def test_tools_added_later_are_hidden_by_the_policy_like_the_first_ones() -> Non
 
         assert visible("alice") == {"up.echo_text"}  # grow says nothing: destructive
         assert cm.execute("def main():\n    return up.grow()", subject="admin").value == "grown"
-        deadline = time.monotonic() + 10
-        while "up.added" not in cm.catalog.enabled and time.monotonic() < deadline:
-            time.sleep(0.05)
+        eventually(lambda: "up.added" in cm.catalog.enabled)
         assert "up.added" in cm.catalog.enabled
         assert visible("admin") == {"up.echo_text", "up.grow", "up.added"}
         assert visible("alice") == {"up.echo_text"}
@@ -560,7 +549,5 @@ def test_a_refresh_replaces_only_the_servers_own_capabilities() -> None:
             return "host"
 
         assert value(cm, "    return up.grow()") == "grown"
-        deadline = time.monotonic() + 10
-        while "up.added" not in cm.catalog.enabled and time.monotonic() < deadline:
-            time.sleep(0.05)
+        eventually(lambda: "up.added" in cm.catalog.enabled)
         assert value(cm, "    return up.added(), up.host_extra()") == ["added", "host"]

@@ -23,6 +23,7 @@ from starlette.types import ASGIApp
 from codemode.http import MAX_BODY_BYTES
 from codemode.http.server import server_config
 from codemode.serving import http_app
+from tests.conftest import eventually
 from tests.http.conftest import ADD, TOKENS, noting_host
 
 
@@ -42,10 +43,8 @@ def serving(
     sockets = None if listener is None else [listener]
     thread = threading.Thread(target=server.run, kwargs={"sockets": sockets}, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.02)
+    started = eventually(lambda: server.started or not thread.is_alive())
+    assert started and server.started, "the server did not start"
     try:
         yield server
     finally:

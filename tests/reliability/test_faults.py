@@ -7,8 +7,8 @@ import os
 import stat
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import pytest
 from pydantic_monty._binary import find_monty_binary
@@ -16,7 +16,8 @@ from pydantic_monty._binary import find_monty_binary
 from codemode import CodeMode, CodeModeError, ExecutionResult, Limits
 from codemode.authz import AllowAll, AuthorizationRequest
 from codemode.limits import subject_share, work_threads
-from tests.conftest import monty_workers, run_error
+from codemode.testing import ManualClock
+from tests.conftest import GUARD, monty_workers, run_error
 
 SECURITY_MD = Path(__file__).parents[2] / "docs" / "reference" / "security.md"
 
@@ -27,25 +28,47 @@ def one() -> int:
     return 1
 
 
-def hang_sync(request: AuthorizationRequest) -> None:
-    time.sleep(5)
-
-
 async def hang_async(request: AuthorizationRequest) -> None:
     await asyncio.sleep(5)
 
 
-@pytest.mark.parametrize("authorizer", [hang_sync, hang_async], ids=["sync", "async"])
-def test_a_hanging_authorizer_returns_on_time(authorizer: Any) -> None:
-    with CodeMode(authorizer=authorizer, limits=Limits(max_execution_seconds=1)) as cm:
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+def test_a_hanging_authorizer_returns_on_time(is_async: bool) -> None:
+    """Answered when the execution's time is up, while the authorizer still hangs; the
+    next program runs."""
+    entered, release = threading.Event(), threading.Event()
+    returned: list[str] = []
+
+    def stall(request: AuthorizationRequest) -> None:
+        entered.set()
+        release.wait(GUARD)
+        returned.append("sync")
+
+    async def stall_async(request: AuthorizationRequest) -> None:
+        entered.set()
+        await asyncio.to_thread(release.wait, GUARD)
+        returned.append("async")
+
+    clock = ManualClock()
+    limits = Limits(max_execution_seconds=1)
+    authorizer = stall_async if is_async else stall
+    with (
+        ThreadPoolExecutor(1) as callers,
+        CodeMode(authorizer=authorizer, limits=limits, clock=clock) as cm,
+    ):
         cm.capability("a.b", summary="x")(one)
-        started = time.monotonic()
-        assert (
-            str(run_error(cm, P + "    return a.b()"))
-            == "resource limit exceeded: execution time (limit 1 s)"
-        )
-        assert time.monotonic() - started < 2.5
-        assert cm.execute(P + "    return 2", subject="a").value == 2
+        try:
+            answer = callers.submit(cm.execute, P + "    return a.b()", subject="a")
+            assert entered.wait(GUARD)
+            clock.advance(1)
+            error = answer.exception(GUARD)
+            assert str(error) == "resource limit exceeded: execution time (limit 1 s)"
+            assert returned == []
+            assert (
+                callers.submit(cm.execute, P + "    return 2", subject="a").result(GUARD).value == 2
+            )
+        finally:
+            release.set()
 
 
 def run_many(cm: CodeMode, count: int) -> list[ExecutionResult | CodeModeError]:

@@ -65,7 +65,6 @@ json_value = st.recursive(
 arguments = st.dictionaries(st.sampled_from(NAMES), json_value, max_size=5)
 
 
-@settings(max_examples=300, deadline=None)
 @given(arguments)
 def test_binding_accepts_exactly_what_the_schema_accepts(kwargs: dict[str, Any]) -> None:
     schema_ok = VALIDATOR.is_valid(kwargs)
@@ -108,9 +107,7 @@ def host() -> Iterator[CodeMode]:
         yield cm
 
 
-@settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.sampled_from(SNIPPETS), min_size=1, max_size=6))
 def test_random_programs_never_show_host_text(host: CodeMode, body: list[str]) -> None:
     source = "def main():\n    notes = []\n" + "".join(body) + "    return notes\n"

@@ -1,5 +1,7 @@
 """Load and scale-out: concurrent clients over streamable HTTP, and two stateless servers
-behind nginx with one killed mid-run. Short in CI; CODEMODE_LOAD_SECONDS=60 for the full run."""
+behind nginx with one killed mid-run. Each client runs a number of executions, not for a
+span of time, so a loaded machine runs the same test, only slower. Short in CI;
+CODEMODE_LOAD_ROUNDS=800 for the full run (a minute or so of load)."""
 
 from __future__ import annotations
 
@@ -22,7 +24,8 @@ from tests.conftest import system_tool
 from tests.e2e.conftest import NGINX_HEAD, free_port, start_codemode, wait_for_port
 
 pytestmark = pytest.mark.anyio
-SECONDS = float(os.environ.get("CODEMODE_LOAD_SECONDS", "6"))
+ROUNDS = int(os.environ.get("CODEMODE_LOAD_ROUNDS", "40"))
+"""Executions each client runs."""
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 PROGRAM = """
 def main():
@@ -61,12 +64,12 @@ def _parent(stat: Path) -> int:
         return -1
 
 
-async def client_loop(url: str, until: float, latencies: list[float], failures: list[str]) -> None:
+async def client_loop(url: str, rounds: int, latencies: list[float], failures: list[str]) -> None:
     async with (
         httpx2.AsyncClient(timeout=30) as http,
         Client(streamable_http_client(url, http_client=http)) as client,
     ):
-        while time.monotonic() < until:
+        for _ in range(rounds):
             started = time.monotonic()
             try:
                 result = await client.call_tool("execute", {"source": PROGRAM})
@@ -96,18 +99,19 @@ async def test_eight_clients_for_a_while_fail_nothing_and_leak_nothing(
     url, process = server
     latencies: list[float] = []
     failures: list[str] = []
-    warm = time.monotonic() + 1.5  # warm up: the pool grows to its working size
-    await asyncio.gather(*[client_loop(url, warm, [], failures) for _ in range(8)])
+    # warm up: the pool grows to its working size
+    await asyncio.gather(*[client_loop(url, 5, [], failures) for _ in range(8)])
     before = process_state(process.pid)
-    until = time.monotonic() + SECONDS
-    await asyncio.gather(*[client_loop(url, until, latencies, failures) for _ in range(8)])
+    began = time.monotonic()
+    await asyncio.gather(*[client_loop(url, ROUNDS, latencies, failures) for _ in range(8)])
+    took = time.monotonic() - began
     after = process_state(process.pid)
     latencies.sort()
     p50 = statistics.median(latencies)
     p99 = latencies[int(len(latencies) * 0.99) - 1]
     print(
-        f"\nload: {len(latencies)} executions in {SECONDS:.0f} s by 8 clients, "
-        f"{len(latencies) / SECONDS:.1f}/s, p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, "
+        f"\nload: {len(latencies)} executions in {took:.1f} s by 8 clients, "
+        f"{len(latencies) / took:.1f}/s, p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, "
         f"failures {len(failures)}; server before {before}, after {after}"
     )
     assert failures == []
@@ -169,15 +173,14 @@ async def test_two_stateless_servers_behind_nginx_share_the_load_and_survive_a_k
         url = f"http://127.0.0.1:{port}/mcp"
         before: list[float] = []
         failures_before: list[str] = []
-        until = time.monotonic() + SECONDS / 2
-        await asyncio.gather(*[client_loop(url, until, before, failures_before) for _ in range(4)])
+        rounds = ROUNDS * 3 // 4
+        await asyncio.gather(*[client_loop(url, rounds, before, failures_before) for _ in range(4)])
         spread = [executions(audit) for audit in audits]
         servers[1].kill()
         servers[1].wait(5)
         after: list[float] = []
         failures_after: list[str] = []
-        until = time.monotonic() + SECONDS / 2
-        await asyncio.gather(*[client_loop(url, until, after, failures_after) for _ in range(4)])
+        await asyncio.gather(*[client_loop(url, rounds, after, failures_after) for _ in range(4)])
         print(
             f"\nnginx: before the kill {len(before)} ok, spread {spread}, {len(failures_before)} failed; "
             f"after it {len(after)} ok, {len(failures_after)} failed cleanly {sorted(set(failures_after))}"

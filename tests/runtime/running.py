@@ -14,9 +14,6 @@ from codemode.limits import Limits
 from codemode.runtime import Engine, Execution, ExecutionResult
 from codemode.runtime.sandbox import Sandbox
 
-GUARD = 30.0
-"""How long a test waits for what must come (it comes at once): a guard against a hang."""
-
 
 def capability(name: str, handler: Callable[..., Any], **options: Any) -> Capability:
     """A capability as the host registers it."""

@@ -15,6 +15,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, Any, TypedDict
 
 import pydantic
@@ -33,8 +34,8 @@ from codemode import (
 )
 from codemode.authz import AllowAll, AuthorizationRequest, Denied
 from codemode.events import Event, HostCodeAbandoned, JsonLinesSink
-from codemode.testing import started_engine
-from tests.conftest import CANARY, close_while_running, hanging, run_error
+from codemode.testing import ManualClock, started_engine
+from tests.conftest import CANARY, GUARD, close_while_running, eventually, hanging, run_error
 
 P = "def main():\n"
 
@@ -387,16 +388,21 @@ class TestConstruction:
 
 class TestNoStarvation:
     def test_a_hung_handler_holds_no_slot(self) -> None:
+        """The one slot is free again once the hung program is answered: the next program
+        runs while the handler still hangs."""
+        clock = ManualClock()
         limits = Limits(max_concurrent_executions=1, max_execution_seconds=1)
-        with hanging(limits=limits) as host:
-            error = run_error(host.cm, P + "    return h.hang()")
+        with ThreadPoolExecutor(2) as callers, hanging(limits=limits, clock=clock) as host:
+            hung = callers.submit(host.cm.execute, P + "    return h.hang()", subject="a")
+            assert host.entered.wait(GUARD)
+            clock.advance(1)
             assert (
-                str(error)
+                str(hung.exception(GUARD))
                 == "resource limit exceeded: execution time (limit 1 s) at <codemode>:2:12"
             )
-            started = time.monotonic()
-            assert host.cm.execute(P + "    return 1", subject="a").value == 1
-            assert time.monotonic() - started < 0.9
+            next_one = callers.submit(host.cm.execute, P + "    return 1", subject="a")
+            assert next_one.result(GUARD).value == 1
+            assert not host.returned.is_set()
 
     def test_gathered_calls_never_wait_on_a_pool_they_occupy(self) -> None:
         with CodeMode(authorizer=AllowAll(), limits=Limits(max_capability_seconds=1)) as app:
@@ -413,28 +419,43 @@ class TestNoStarvation:
             assert app.execute(source, subject="a").value == 40
 
     def test_a_hung_sync_authorizer_is_bounded_by_the_deadline(self) -> None:
-        release = threading.Event()
+        """Answered when the deadline passes, while the authorizer still hangs."""
+        release, entered, returned = threading.Event(), threading.Event(), threading.Event()
 
         def slow(request: AuthorizationRequest) -> None:
-            release.wait(10)
+            entered.set()
+            release.wait(GUARD)
+            returned.set()
 
+        clock = ManualClock()
         limits = Limits(max_execution_seconds=0.5)
-        with CodeMode(authorizer=slow, limits=limits) as app:
+        with (
+            ThreadPoolExecutor(1) as callers,
+            CodeMode(authorizer=slow, limits=limits, clock=clock) as app,
+        ):
 
             @app.capability("a.b", summary="x")
             def b() -> int:
                 return 1
 
-            started = time.monotonic()
-            error = run_error(app, P + "    return a.b()")
-            assert str(error) == "resource limit exceeded: execution time (limit 0.5 s)"
-            assert time.monotonic() - started < 1.0
-            release.set()
+            try:
+                answer = callers.submit(app.execute, P + "    return a.b()", subject="a")
+                assert entered.wait(GUARD)
+                clock.advance(0.499)
+                assert not answer.done()
+                clock.advance(0.001)
+                error = answer.exception(GUARD)
+                assert str(error) == "resource limit exceeded: execution time (limit 0.5 s)"
+                assert not returned.is_set()
+            finally:
+                release.set()
 
     def test_close_does_not_wait_on_host_code(self) -> None:
-        with hanging(limits=Limits(max_execution_seconds=5)) as host:
-            seconds, outcome = close_while_running(host.cm, P + "    return h.hang()")
-        assert seconds < 2
+        """close() returns, and the caller is answered, while the handler still hangs (the
+        clock never moves: no deadline ends it)."""
+        with hanging(limits=Limits(max_execution_seconds=5), clock=ManualClock()) as host:
+            outcome = close_while_running(host.cm, P + "    return h.hang()", host.entered)
+            assert not host.returned.is_set()
         assert outcome == ["execution canceled"]
 
     def test_a_stopped_execution_never_kills_a_worker_serving_another(self) -> None:
@@ -449,16 +470,26 @@ class TestNoStarvation:
 
 
 def test_capability_time_past_the_budget_is_reported_at_the_call(cm: CodeMode) -> None:
-    with CodeMode(authorizer=AllowAll()) as app:
+    """Answered when the capability's own budget passes, before its handler returns."""
+    clock = ManualClock()
+    entered, release, returned = threading.Event(), threading.Event(), threading.Event()
+    with ThreadPoolExecutor(1) as callers, CodeMode(authorizer=AllowAll(), clock=clock) as app:
 
         @app.capability("h.slow", summary="Sleeps.", timeout=0.2)
         def slow() -> int:
-            time.sleep(0.6)
+            entered.set()
+            release.wait(GUARD)
+            returned.set()
             return 1
 
-        started = time.monotonic()
-        error = run_error(app, P + "    return h.slow()")
-        assert time.monotonic() - started < 0.5
+        try:
+            answer = callers.submit(app.execute, P + "    return h.slow()", subject="a")
+            assert entered.wait(GUARD)
+            clock.advance(0.2)
+            error = answer.exception(GUARD)
+            assert not returned.is_set()
+        finally:
+            release.set()
         assert isinstance(error, ResourceLimitError)
         assert str(error) == (
             "resource limit exceeded: capability time (limit 0.2 s) at <codemode>:2:12"
@@ -467,12 +498,17 @@ def test_capability_time_past_the_budget_is_reported_at_the_call(cm: CodeMode) -
 
 @pytest.mark.anyio
 async def test_an_async_caller_is_answered_on_time_by_a_hung_handler() -> None:
-    with hanging(limits=Limits(max_execution_seconds=0.5)) as host:
-        started = time.monotonic()
+    """Answered when the deadline passes, while the handler still hangs."""
+    clock = ManualClock()
+    with hanging(limits=Limits(max_execution_seconds=0.5), clock=clock) as host:
+        running = asyncio.ensure_future(
+            host.cm.execute_async(P + "    return h.hang()", subject="a")
+        )
+        assert await asyncio.to_thread(host.entered.wait, GUARD)
+        clock.advance(0.5)
         with pytest.raises(ResourceLimitError):
-            source = P + "    return h.hang()"
-            await asyncio.wait_for(host.cm.execute_async(source, subject="a"), 5)
-        assert time.monotonic() - started < 1.2
+            await asyncio.wait_for(running, GUARD)
+        assert not host.returned.is_set()
 
 
 class OpenAccount(pydantic.BaseModel):
@@ -600,70 +636,91 @@ def test_an_uncaught_failure_in_async_main_keeps_its_code(cm: CodeMode, source: 
 
 
 def test_stuck_handlers_never_use_up_the_workers() -> None:
-    release = threading.Event()
+    """Three programs each leave a handler stuck past its budget; the next one runs while
+    all three still hang."""
+    release, entered = threading.Event(), threading.Semaphore(0)
+    returned: list[int] = []
+    clock = ManualClock()
     limits = Limits(
         max_concurrent_executions=1, max_execution_seconds=3, max_capability_seconds=0.3
     )
-    with CodeMode(authorizer=AllowAll(), limits=limits) as app:
+    with (
+        ThreadPoolExecutor(1) as callers,
+        CodeMode(authorizer=AllowAll(), limits=limits, clock=clock) as app,
+    ):
 
         @app.capability("t.hang", summary="s")
         def hang() -> int:
-            release.wait(20)
+            entered.release()
+            release.wait(GUARD)
+            returned.append(1)
             return 1
 
-        for _ in range(3):  # more than the concurrency allows, each left stuck
-            assert str(run_error(app, P + "    return t.hang()")) == (
-                "resource limit exceeded: capability time (limit 0.3 s) at <codemode>:2:12"
-            )
-        started = time.monotonic()
-        assert app.execute(P + "    return 1", subject="a").value == 1
-        assert time.monotonic() - started < 1
-        release.set()
+        try:
+            for _ in range(3):  # more than the concurrency allows, each left stuck
+                stuck = callers.submit(app.execute, P + "    return t.hang()", subject="a")
+                assert entered.acquire(timeout=GUARD)
+                clock.advance(0.3)
+                assert str(stuck.exception(GUARD)) == (
+                    "resource limit exceeded: capability time (limit 0.3 s) at <codemode>:2:12"
+                )
+            next_one = callers.submit(app.execute, P + "    return 1", subject="a")
+            assert next_one.result(GUARD).value == 1
+            assert returned == []
+        finally:
+            release.set()
 
 
 @pytest.mark.anyio
 async def test_host_code_never_blocks_the_callers_event_loop() -> None:
-    """A slow sink (reporting an abandoned thread) and a slow can_see run off the loop."""
+    """A slow sink (reporting an abandoned thread), a slow can_see and a hung handler run
+    off the loop: each blocks until this loop releases it, so each is released (rather
+    than giving up waiting) only if the loop went on running while it blocked."""
     release = threading.Event()
+    seeing, entered, abandoned = threading.Event(), threading.Event(), threading.Event()
+    released: list[tuple[str, bool]] = []
 
     class SlowSee(AllowAll):
         def can_see(self, subject: str, capability_id: str, capability_name: str) -> bool:
             if subject == "slow":
-                release.wait(5)
+                seeing.set()
+                released.append(("can_see", release.wait(GUARD)))
             return True
 
     def sink(event: Event) -> None:
-        if type(event).__name__ == "HostCodeAbandoned":
-            release.wait(5)
+        if isinstance(event, HostCodeAbandoned):
+            abandoned.set()
+            released.append(("sink", release.wait(GUARD)))
 
+    clock = ManualClock()
     limits = Limits(max_capability_seconds=0.3)
-    with CodeMode(authorizer=SlowSee(), hide_forbidden=True, on_event=sink, limits=limits) as app:
+    with CodeMode(
+        authorizer=SlowSee(), hide_forbidden=True, on_event=sink, limits=limits, clock=clock
+    ) as app:
 
         @app.capability("t.hang", summary="s")
         def hang() -> int:
-            release.wait(5)
+            entered.set()
+            released.append(("handler", release.wait(GUARD)))
             return 1
 
-        async def slow_subject() -> None:
-            await app.search_async("hang", subject="slow")
-
-        async def ticks() -> float:
-            """The longest the loop went without running this task."""
-            worst = 0.0
-            for _ in range(20):
-                started = time.monotonic()
-                await asyncio.sleep(0.02)
-                worst = max(worst, time.monotonic() - started)
-            return worst
-
-        pending = asyncio.ensure_future(slow_subject())
-        started = time.monotonic()
-        with pytest.raises(ResourceLimitError):
-            await app.execute_async(P + "    return t.hang()", subject="a")
-        assert time.monotonic() - started < 1
-        assert await ticks() < 0.3
-        release.set()
-        await pending
+        try:
+            pending = asyncio.ensure_future(app.search_async("hang", subject="slow"))
+            running = asyncio.ensure_future(
+                app.execute_async(P + "    return t.hang()", subject="a")
+            )
+            assert await asyncio.to_thread(seeing.wait, GUARD)
+            assert await asyncio.to_thread(entered.wait, GUARD)
+            clock.advance(0.3)
+            with pytest.raises(ResourceLimitError):
+                await asyncio.wait_for(running, GUARD)
+            assert await asyncio.to_thread(abandoned.wait, GUARD)
+            assert released == []
+        finally:
+            release.set()  # by this loop, while all three block
+        await asyncio.wait_for(pending, GUARD)
+    assert eventually(lambda: {name for name, _ in released} == {"can_see", "handler", "sink"})
+    assert all(by_the_loop for _, by_the_loop in released), released
 
 
 class Public(pydantic.BaseModel):

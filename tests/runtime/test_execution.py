@@ -18,8 +18,8 @@ from codemode.errors import CodeModeError, ExecutionCanceledError
 from codemode.events import Event, ExecutionFinished
 from codemode.runtime.state import State
 from codemode.testing import ManualClock, ScriptedProgram, ScriptedSandbox
-from tests.conftest import build_host, close_while_running, run_error
-from tests.runtime.running import GUARD, engine, execution, kinds
+from tests.conftest import GUARD, build_host, close_while_running, run_error
+from tests.runtime.running import engine, execution, kinds
 
 P = "def main():\n"
 
@@ -81,15 +81,29 @@ def test_a_string_that_reads_like_a_function_is_still_a_string(cm: CodeMode) -> 
     assert cm.execute(P + f"    return {{'a': {text!r}}}", subject="a").value == {"a": text}
 
 
-def test_async_main_runs_capability_calls_concurrently(cm: CodeMode) -> None:
-    source = (
-        "import asyncio\nasync def main():\n"
-        "    waits = await asyncio.gather(*[clock.wait(ms=300) for _ in range(8)])\n"
-        "    return sum(waits)"
-    )
-    started = time.monotonic()
-    assert cm.execute(source, subject="a").value == 2400
-    assert time.monotonic() - started < 1.5  # sequential calls would take 2.4 s
+def test_async_main_runs_capability_calls_concurrently() -> None:
+    """Eight gathered calls are in flight together: each returns only once all eight have
+    started, which none could if each call had to end before the next began."""
+    started: list[int] = []
+    everyone: list[asyncio.Event] = []
+    with CodeMode(authorizer=AllowAll()) as cm:
+
+        @cm.capability("clock.wait", summary="Waits for the calls gathered with it.")
+        async def wait(*, ms: int) -> int:
+            if not everyone:
+                everyone.append(asyncio.Event())
+            started.append(ms)
+            if len(started) == 8:
+                everyone[0].set()
+            await asyncio.wait_for(everyone[0].wait(), GUARD)
+            return ms
+
+        source = (
+            "import asyncio\nasync def main():\n"
+            "    waits = await asyncio.gather(*[clock.wait(ms=300) for _ in range(8)])\n"
+            "    return sum(waits)"
+        )
+        assert cm.execute(source, subject="a").value == 2400
 
 
 def test_async_main_failures_are_raised_at_the_await(cm: CodeMode) -> None:
@@ -186,16 +200,25 @@ def test_async_handlers_run_off_the_callers_loop_unless_given_and_can_be_cancell
 
 
 def test_close_cancels_running_executions() -> None:
-    """close() stops a program mid-run: the caller sees `execution canceled` at once."""
+    """close() stops a program mid-run: the caller sees `execution canceled` at once (the
+    clock never moves and the interpreter may run 30 s, so only the close ended it)."""
     limits = Limits(max_execution_seconds=30, max_interpreter_seconds=30)
     finished: list[str] = []
+    running = threading.Event()
     cm = CodeMode(
         authorizer=AllowAll(),
         limits=limits,
+        clock=ManualClock(),
         on_event=lambda e: finished.append(e.outcome) if isinstance(e, ExecutionFinished) else None,
     )
-    seconds, outcome = close_while_running(cm, P + "    while True:\n        x = 1")
-    assert seconds < 2
+
+    @cm.capability("h.ready", summary="Tells the test the program runs.")
+    def ready() -> int:
+        running.set()
+        return 1
+
+    source = P + "    h.ready()\n    while True:\n        x = 1"
+    outcome = close_while_running(cm, source, running)
     assert outcome == ["execution canceled"]
     assert finished == ["canceled"]
 
@@ -302,11 +325,13 @@ def test_timers_ring_in_the_order_of_their_moments_and_cancelled_ones_never() ->
 
 
 def test_the_time_a_refused_call_took_is_time_in_capability_calls() -> None:
+    clock = ManualClock()
+
     async def slow_no(request: object) -> None:
-        await asyncio.sleep(0.2)
+        clock.advance(0.2)  # the authorizer's own time
         raise Denied("no")
 
-    with CodeMode(authorizer=slow_no) as cm:
+    with CodeMode(authorizer=slow_no, clock=clock) as cm:
 
         @cm.capability("a.b", summary="x")
         def b() -> int:
@@ -314,7 +339,7 @@ def test_the_time_a_refused_call_took_is_time_in_capability_calls() -> None:
 
         source = P + "    try:\n        a.b()\n    except Exception:\n        return 1\n"
         usage = cm.execute(source, subject="a").usage
-    assert usage.capability_seconds >= 0.2  # the authorizer's own sleep
+    assert usage.capability_seconds == pytest.approx(0.2)  # the authorizer's own time
     assert usage.capability_seconds <= usage.duration_seconds
 
 
