@@ -420,3 +420,20 @@ def test_nesting_up_to_the_interpreters_bound_runs(cm: CodeMode) -> None:
     source = "def main():\n    return " + "-" * 197 + "1\n"
     assert cm.check(source) == []
     assert cm.execute(source, subject="a").value == -1
+
+
+def test_a_deep_base_class_expression_is_a_clean_error() -> None:
+    def source(terms: int) -> str:
+        return (
+            "class A(" + "+".join(["1"] * terms) + "):\n    pass\n" + "def main():\n    return 1\n"
+        )
+
+    with CodeMode(authorizer=AllowAll()) as cm:
+        text = str(run_error(cm, source(150)))
+        deeper = str(run_error(cm, source(400)))
+    assert text.startswith("invalid program: <codemode>:1:1: class inheritance is not supported")
+    assert "(class A(1 + 1 + " in text and " + ...)): use a plain class" in text
+    assert deeper == (
+        "invalid program: <codemode>:1:9: "
+        "the program is too deeply nested: use variables or helper functions"
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import tracemalloc
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from codemode.values import (
+    MAX_SUSPECTS,
     CrossingError,
     RecordValue,
     TooBigError,
@@ -99,3 +101,18 @@ def test_a_record_is_measured_as_the_dict_of_its_fields() -> None:
     result, size = to_json_sized([Carrier(1, "é")], max_depth=4, root="result")
     assert result == [{"a": 1, "b": "é"}]
     assert size == len('[{"a":1,"b":"é"}]'.encode())
+
+
+def test_walking_a_value_costs_its_size_whatever_its_keys() -> None:
+    """Paths are rendered only when shown, and suspects stop at a bound: a value with a
+    100 kB key over 2,000 suspect strings would need 200 MB of eager paths."""
+    value = {"A" * 100_000: ["ns.one"] * 2_000}
+    found: list[tuple[str, str]] = []
+    tracemalloc.start()
+    try:
+        to_json(value, max_depth=10, root="result", suspect=lambda s: True, suspects=found)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(found) == MAX_SUSPECTS
+    assert peak < 30 * 1024 * 1024

@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from codemode import CodeMode, ErrorCode, Limits
+from codemode import CodeMode, CodeModeError, ErrorCode, Limits
 from codemode.authz import AllowAll, Denied
 from codemode.clock import SystemClock
-from codemode.errors import CodeModeError, ExecutionCanceledError
+from codemode.errors import ExecutionCanceledError
 from codemode.events import Event, ExecutionFinished
 from codemode.runtime.state import State
-from codemode.testing import ManualClock, ScriptedProgram, ScriptedSandbox
-from tests.conftest import GUARD, build_host, close_while_running, run_error
+from codemode.testing import ManualClock, ScriptedProgram, ScriptedSandbox, running_engine
+from tests.conftest import GUARD, build_host, close_while_running, eventually, run_error
 from tests.runtime.running import engine, execution, kinds
 
 P = "def main():\n"
@@ -415,6 +415,44 @@ def test_gathered_sleeps_all_end_at_one_tick_of_the_clock() -> None:
         assert not answer.done()
         clock.advance(0.3)
         assert answer.result(10).value == 256
+
+
+def test_awaited_sleeps_run_side_by_side() -> None:
+    """Five gathered sleeps are armed together (one after another, one would be armed at
+    a time) and all end when the clock passes the one moment they share."""
+    gathered = (
+        "import asyncio\nasync def main():\n"
+        "    await asyncio.gather(*[asyncio.sleep(0.4) for _ in range(5)])\n    return 1\n"
+    )
+    clock = ManualClock()
+    with (
+        concurrent.futures.ThreadPoolExecutor(1) as callers,
+        CodeMode(authorizer=AllowAll(), clock=clock) as cm,
+    ):
+        answer = callers.submit(cm.execute, gathered, subject="model")
+        assert eventually(lambda: clock.pending == 6)  # the execution's deadline and five sleeps
+        clock.advance(0.4)
+        assert answer.result(GUARD).value == 1
+
+
+def test_a_stopped_sleep_is_not_host_code_left_running() -> None:
+    clock = ManualClock()
+    with CodeMode(authorizer=AllowAll(), clock=clock) as cm:
+        for source in (
+            "import time\n" + P + "    time.sleep(8)\n",
+            "import asyncio\nasync def main():\n    await asyncio.sleep(8)\n",
+        ):
+
+            async def cancel_soon(source: str = source) -> None:
+                task = asyncio.create_task(cm.execute_async(source, subject="a"))
+                assert await asyncio.to_thread(eventually, lambda: clock.pending == 2)  # it sleeps
+                task.cancel()
+                with pytest.raises((asyncio.CancelledError, CodeModeError)):
+                    await task
+
+            asyncio.run(cancel_soon())
+            time.sleep(0.2)
+            assert running_engine(cm).pool.abandoned() == 0
 
 
 # -- one Execution, on a scripted sandbox -----------------------------------------------

@@ -161,3 +161,15 @@ def test_limits_must_be_numbers() -> None:
         Limits(max_capability_calls=1.5)  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         Limits(max_execution_seconds=True)
+
+
+def test_sleeps_and_vars_count_as_host_calls_not_capability_calls() -> None:
+    cm = CodeMode(authorizer=AllowAll(), limits=Limits(max_capability_calls=1))
+    with cm:
+        error = run_error(
+            cm,
+            "from dataclasses import dataclass\n@dataclass\nclass P:\n    a: int\n"
+            + P
+            + "    for _ in range(5000):\n        vars(P(1))\n",
+        )
+    assert str(error) == "resource limit exceeded: host calls (limit 4100) at <codemode>:7:9"

@@ -3,7 +3,7 @@ per gap.
 
 Nothing else in codemode names a private SDK attribute or works around SDK behaviour.
 Each function says what upstream would need for it to go, and has a test
-(tests/contract/test_sdk_compat.py) against the SDK installed that fails when the SDK
+(tests/mcp/test_compat.py) against the SDK installed that fails when the SDK
 changes the behaviour it answers, or starts to offer it publicly. It imports nothing from
 codemode, so the gateway, below the adapter, may use it too.
 

@@ -1,4 +1,8 @@
-"""The registry a cancel notification finds its call in: by subject and id, never a guess."""
+"""The MCP adapter's server, in process: the registry a cancel notification finds its call
+in (by subject and id, never a guess), and the paths only an in-process server reaches (no
+subject at all, a crashing adapter, the budget in the execute tool's description).
+
+The same server over stdio and streamable HTTP, as clients launch it, is in tests/e2e."""
 
 from __future__ import annotations
 
@@ -6,8 +10,12 @@ from typing import Any
 
 import anyio
 import pytest
+from mcp import Client
 
+from codemode import Limits
+from codemode.mcp import build_server
 from codemode.mcp.server import BATCH_CONCURRENCY, InFlight
+from tests.conftest import CANARY, build_host
 
 pytestmark = pytest.mark.anyio
 
@@ -158,3 +166,53 @@ async def test_the_calls_of_a_batch_take_turns_and_wait_cancellably() -> None:
             release.set()
     assert most == BATCH_CONCURRENCY
     assert ended == {0: False, 1: False, 2: False, 3: False, 4: False, 5: True}
+
+
+# Paths only an in-process server reaches
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_no_subject_is_unauthenticated(mode: str) -> None:
+    with build_host() as cm:
+        async with Client(build_server(cm, subject=None), mode=mode) as client:
+            result = await client.call_tool("execute", {"source": "def main():\n    return 1"})
+    assert result.is_error
+    assert result.structured_content == {
+        "error": {"code": "unauthenticated", "message": "unauthenticated", "where": None}
+    }
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_crash_in_the_adapter_is_an_internal_failure(
+    mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with build_host() as cm:
+
+        async def explode(query: str, **options: object) -> None:
+            raise RuntimeError(f"index corrupted {CANARY}")
+
+        monkeypatch.setattr(cm, "search_async", explode)
+        async with Client(build_server(cm, subject="a"), mode=mode) as client:
+            result = await client.call_tool("search_api", {"query": "x"})
+    assert result.is_error
+    assert result.structured_content == {
+        "error": {"code": "internal", "message": "internal failure", "where": None}
+    }
+    assert CANARY not in str(result)
+
+
+@pytest.mark.parametrize("disclose", [True, False])
+async def test_the_execute_description_gives_the_budget_unless_the_host_keeps_it(
+    disclose: bool,
+) -> None:
+    with build_host(Limits(max_capability_calls=7, max_printed_bytes=2048)) as cm:
+        cm.configure(disclose_limits=disclose)
+        async with Client(build_server(cm, subject="a")) as client:
+            listed = await client.list_tools()
+    description = next(t.description for t in listed.tools if t.name == "execute") or ""
+    budget = (
+        "Budget per program: 7 capability calls, 10 s in all (5 s running code), 1 MiB "
+        "returned, 2 KiB printed, 256 MiB of memory."
+    )
+    assert description.endswith(budget) is disclose
+    assert "Budget" in description or not disclose

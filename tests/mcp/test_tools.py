@@ -23,7 +23,7 @@ from codemode.mcp.tools import REPLIES, TOOLS, check_arguments
 
 pytestmark = pytest.mark.anyio
 BY_NAME = {tool.name: tool for tool in TOOLS}
-DOCS = Path(__file__).parent.parent / "docs" / "reference"
+DOCS = Path(__file__).parents[2] / "docs" / "reference"
 
 
 def refusal(tool: str, arguments: Any) -> str | None:
