@@ -8,15 +8,18 @@ the order of events that proves the same thing; a test that waits for another th
 process polls with `tests.conftest.eventually`, which counts polls rather than reading a
 clock; a test that needs a real upstream's timeout asserts the outcome, not the seconds.
 
-This walks the syntax tree of every Python file under tests/ and fails on a clock read in
-an `assert`, in a loop's condition or in an `if` inside a loop (a wait loop), directly or
-through a name or a function of the same module whose value came from one.
+This walks the syntax tree of every Python file under tests/ (the benchmarks, which
+measure time on purpose, live outside it) and fails on a clock read in an `assert`, in a
+loop's condition or in an `if` inside a loop (a wait loop): directly, or through a name
+bound to a value computed from one, or through a helper that returns such a value (of
+the same module, or imported from another test module). Reading a clock to stamp a
+moment, or to print how long a load test took, is not caught.
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +28,7 @@ CLOCK_READS = frozenset(
     {"monotonic", "monotonic_ns", "perf_counter", "perf_counter_ns", "time", "time_ns"}
 )
 
-_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+Function = ast.FunctionDef | ast.AsyncFunctionDef
 
 ALLOWED: dict[tuple[str, str], str] = {}
 """(file under tests/, function) -> why a wall clock is the thing that function tests.
@@ -58,9 +61,9 @@ class Clocks:
             elif isinstance(node, ast.ImportFrom) and node.module == "time":
                 self.names |= {a.asname or a.name for a in node.names if a.name in CLOCK_READS}
             elif isinstance(node, ast.ImportFrom) and elsewhere and node.module in elsewhere:
-                clocked = elsewhere[node.module]
+                clocked = elsewhere[node.module or ""]
                 self.functions |= {a.asname or a.name for a in node.names if a.name in clocked}
-        functions = [n for n in ast.walk(tree) if isinstance(n, _FUNCTIONS)]
+        functions = [n for n in ast.walk(tree) if isinstance(n, Function)]
         changed = True
         while changed:  # a function returning what another clock function returned is one too
             changed = False
@@ -89,13 +92,16 @@ class Clocks:
             self.is_read(n) or (isinstance(n, ast.Name) and n.id in tainted) for n in ast.walk(node)
         )
 
-    def tainted(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
-        """The names `function` binds to a value computed from a clock read."""
+    def tainted(self, function: Function | ast.Module) -> set[str]:
+        """The names `function` (or a module's own code) binds to a value computed from a
+        clock read."""
         found: set[str] = set()
         changed = True
         while changed:
             changed = False
             for node in _own_nodes(function):
+                value: ast.expr | None
+                targets: Sequence[ast.expr]
                 if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign):
                     value = node.value
                     targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -119,30 +125,30 @@ def findings(
     """Every clock read in an assertion or a wait loop of one module's `source`."""
     tree = ast.parse(source, where)
     clocks = Clocks(tree, elsewhere)
-    for function in ast.walk(tree):
-        if not isinstance(function, _FUNCTIONS):
-            continue
+    scopes = [tree, *(n for n in ast.walk(tree) if isinstance(n, Function))]
+    for function in scopes:
         tainted = clocks.tainted(function)
-
-        def found(node: ast.AST, what: str, name: str = function.name) -> Finding:
-            return Finding(where, getattr(node, "lineno", 0), name, what)
-
         for node in _own_nodes(function):
             if isinstance(node, ast.Assert) and clocks.reads(node.test, tainted):
-                yield found(node, "an assertion on a wall clock")
+                what = "an assertion on a wall clock"
             elif isinstance(node, ast.While) and clocks.reads(node.test, tainted):
-                yield found(node, "a loop that waits on a wall clock")
-            elif isinstance(node, ast.While | ast.For | ast.AsyncFor):
-                for inner in _own_nodes(node):
-                    if isinstance(inner, ast.If) and clocks.reads(inner.test, tainted):
-                        yield found(inner, "a loop that stops on a wall clock")
+                what = "a loop that waits on a wall clock"
+            elif isinstance(node, ast.While | ast.For | ast.AsyncFor) and any(
+                isinstance(inner, ast.If) and clocks.reads(inner.test, tainted)
+                for inner in _own_nodes(node)
+            ):
+                what = "a loop that stops on a wall clock"
+            else:
+                continue
+            name = "<module>" if isinstance(function, ast.Module) else function.name
+            yield Finding(where, node.lineno, name, what)
 
 
 def _own_nodes(node: ast.AST) -> Iterator[ast.AST]:
     """The nodes under `node`, leaving out the bodies of functions defined inside it (each
     is read on its own, with the names it binds)."""
     for child in ast.iter_child_nodes(node):
-        if isinstance(child, (*_FUNCTIONS, ast.Lambda)):
+        if isinstance(child, Function | ast.Lambda):
             continue
         yield child
         yield from _own_nodes(child)
@@ -212,6 +218,17 @@ def through_a_function():
 def a_moment_is_fine():
     stamp = {"asked_at": time.time() - 1}
     return stamp
+
+deadline = time.monotonic() + 60
+while not ready() and time.monotonic() < deadline:
+    time.sleep(0.01)
 """
     caught = {finding.function for finding in findings(source, "example.py")}
-    assert caught == {"direct", "through_names", "poll", "poll_inside", "through_a_function"}
+    assert caught == {
+        "direct",
+        "through_names",
+        "poll",
+        "poll_inside",
+        "through_a_function",
+        "<module>",
+    }

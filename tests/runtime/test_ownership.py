@@ -4,25 +4,37 @@ from __future__ import annotations
 
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
-from codemode import CodeMode, Limits
+from codemode import CodeMode, Limits, ResourceLimitError
 from codemode.authz import AllowAll
 from codemode.events import CallCompleted, CallEvent, Event
 from codemode.limits import subject_share, work_threads
-from codemode.testing import running_engine, started_engine
-from tests.conftest import hanging, run_error
+from codemode.testing import ManualClock, running_engine, started_engine
+from tests.conftest import GUARD, eventually, hanging, run_error
 
 
 def test_a_call_queued_when_the_execution_fails_never_runs_later() -> None:
+    """The subject's share of the pool runs the first calls and the rest queue behind
+    them; the execution fails on its calls' budget and the running calls are let go. A
+    later call of the same subject, queued after them all, then runs: no queued call of
+    the failed execution ran before it, so none ever will."""
+    clock = ManualClock()
     started: list[int] = []
     lock = threading.Lock()
-    with CodeMode(authorizer=AllowAll(), limits=Limits(max_capability_calls=200)) as cm:
-        # A budget long enough for all the threads to start even on a loaded machine.
+    release = threading.Event()
+    limits = Limits(max_capability_calls=200)
+    with (
+        ThreadPoolExecutor(1) as callers,
+        CodeMode(authorizer=AllowAll(), limits=limits, clock=clock) as cm,
+    ):
+
         @cm.capability("db.write", summary="Writes slowly.", timeout=1.0)
         def write(*, n: int) -> int:
             with lock:
                 started.append(n)
-            time.sleep(2.0)
+            if n >= 0:
+                release.wait(GUARD)
             return n
 
         threads = subject_share(work_threads(cm.limits))  # the subject's share of the pool
@@ -31,12 +43,26 @@ def test_a_call_queued_when_the_execution_fails_never_runs_later() -> None:
             "import asyncio\nasync def main():\n"
             f"    return await asyncio.gather(*[db.write(n=i) for i in range({calls})])"
         )
-        assert (
-            str(run_error(cm, source))
-            == "resource limit exceeded: capability time (limit 1 s) at <codemode>:3:35"
-        )
-        time.sleep(2.5)  # long enough for any queued call to have started
-    assert len(started) == threads
+        try:
+            answer = callers.submit(cm.execute, source, subject="a")
+            assert eventually(lambda: len(started) == threads)
+            clock.advance(1)
+            assert (
+                str(answer.exception(GUARD))
+                == "resource limit exceeded: capability time (limit 1 s) at <codemode>:3:35"
+            )
+        finally:
+            release.set()
+
+        def later() -> object:
+            try:
+                return cm.execute("def main():\n    return db.write(n=-1)", subject="a").value
+            except ResourceLimitError as refused:  # until the calls let go have returned
+                assert "calls left running past their deadline" in str(refused)
+                return None
+
+        assert eventually(later) == -1
+    assert len(started) == threads + 1 and started[-1] == -1
 
 
 def test_calls_never_awaited_finish_before_the_execution_ends() -> None:
