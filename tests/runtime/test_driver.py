@@ -15,7 +15,8 @@ from codemode.limits import Limits
 from codemode.runtime import Execution
 from codemode.runtime.state import State
 from codemode.testing import ManualClock, ProgramRaised, ScriptedProgram, ScriptedSandbox
-from tests.runtime.running import GUARD, capability, engine, execution, finished, kinds
+from tests.conftest import GUARD
+from tests.runtime.running import capability, engine, execution, finished, kinds
 
 Script = Generator[Any, Any, Any]
 TWO_CALLS = "def main():\n    a = users.get(id='u-1')\n    return [a, users.get(id='u-2')]\n"

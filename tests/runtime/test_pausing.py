@@ -15,7 +15,8 @@ from codemode.limits import Limits
 from codemode.runtime.outcome import ExecutionResult
 from codemode.runtime.sandbox import MontySandbox
 from codemode.testing import ManualClock, ProgramRaised, ScriptedProgram, ScriptedSandbox
-from tests.runtime.running import GUARD, capability, engine, execution, kinds
+from tests.conftest import GUARD
+from tests.runtime.running import capability, engine, execution, kinds
 
 SOURCE = """\
 def main():

@@ -17,8 +17,8 @@ from codemode.runtime.state import Answered, State, Status
 from codemode.runtime.waits import BLOCKING, SLEPT, Waits
 from codemode.testing import ManualClock, ScriptedSandbox
 from codemode.tracing import Span
-from tests.conftest import eventually
-from tests.runtime.running import GUARD, engine
+from tests.conftest import GUARD, eventually
+from tests.runtime.running import engine
 
 DONE: Step = Returned(None)  # type: ignore[assignment]
 
