@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from codemode.clock import Timer, Within
+from codemode.clock import COMPACT_AFTER, SystemClock, Timer, Within
 from codemode.testing import ManualClock
 
 
@@ -30,3 +30,16 @@ def test_a_bound_on_joining_threads_never_goes_below_nothing() -> None:
     assert Within(0).left() == 0.0
     assert Within(-5).left() == 0.0
     assert 0.0 < Within(60).left() <= 60.0
+
+
+def test_cancelled_timers_do_not_pile_up_in_the_clock() -> None:
+    clock = SystemClock()
+    try:
+        later = clock.now() + 3600
+        for n in range(5000):
+            clock.call_at(later + n, lambda: None).cancel()
+        assert len(clock.timers()) <= COMPACT_AFTER + 1
+        kept = clock.call_at(later, lambda: None)
+        assert not kept.cancelled and any(timer is kept for timer in clock.timers())
+    finally:
+        clock.close()

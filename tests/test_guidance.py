@@ -7,14 +7,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import pydantic
 import pytest
 
 from codemode import CodeMode, CodeModeError, Limits
 from codemode.authz import AllowAll
 from codemode.demo.host import create
 from codemode.payloads import describe_payload
-from tests.conftest import CANARY
 
 M = "def main():\n"
 GET = 'instances.get(sandbox="dev", name="api")'
@@ -317,59 +315,3 @@ def test_common_mistakes_get_the_text_that_fixes_them(
     host: CodeMode, source: str, text: str
 ) -> None:
     assert str(error_of(host, source)) == text
-
-
-class Creds(pydantic.BaseModel):
-    token_CANARY: str
-
-
-class Account(pydantic.BaseModel):
-    name: str
-    creds: Creds = pydantic.Field(exclude=True)
-
-
-def test_types_behind_excluded_fields_are_never_named() -> None:
-    cm = CodeMode(authorizer=AllowAll())
-
-    @cm.capability("acct.get", summary="An account.")
-    def get() -> Account:
-        return Account(name="a", creds=Creds(token_CANARY=CANARY))
-
-    with cm:
-        shapes = describe_payload(cm.describe("acct.get"))["shapes"]
-        assert shapes == ["Account: object (name: str), read as r.name"]
-        own = "    raise AttributeError(\"'Creds' object has no attribute 'x'\")\n"
-        text = str(error_of(cm, M + "    acct.get()\n" + own))
-        assert "token" not in text and "CANARY" not in text
-
-
-def _one() -> int:
-    return 1
-
-
-class HidesAdmin(AllowAll):
-    def can_see(self, subject: str, capability_id: str, capability_name: str) -> bool:
-        return not capability_name.startswith("admin.")
-
-
-@pytest.mark.parametrize(
-    ("call", "hint"),
-    [
-        ("admin.wipe()", "the capability namespaces are records"),
-        ("recordz.keys()", 'did you mean "records"?'),
-        ("jsn.dumps(1)", 'did you mean "json"?'),
-        ("lenn([])", 'did you mean "len"?'),
-    ],
-)
-def test_a_name_used_as_a_namespace_is_never_matched_to_a_builtin(call: str, hint: str) -> None:
-    """`admin.wipe()` for a subject who cannot see `admin` once got `did you mean "min"?`:
-    a namespace is suggested among namespaces, modules and the program's own names."""
-    with CodeMode(authorizer=HidesAdmin(), hide_forbidden=True) as cm:
-        for name in ("records.keys", "admin.wipe"):
-            cm.capability(name, summary="A capability.")(_one)
-        with pytest.raises(CodeModeError) as caught:
-            cm.execute(f"{M}    return {call}", subject="alice")
-    name = call.split(".")[0].split("(")[0]
-    assert str(caught.value) == (
-        f"invalid program: <codemode>:2:12: NameError: name '{name}' is not defined; {hint}"
-    )

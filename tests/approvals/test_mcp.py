@@ -24,10 +24,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, ElicitRequestFormParams, ElicitResult, InputRequiredResult
 from redis.asyncio import Redis
 
-from codemode.approvals import CLOCK_SKEW_SECONDS, ApprovalRequest, RedisReplayGuard
+from codemode.approvals import CLOCK_SKEW_SECONDS, RedisReplayGuard
 from codemode.cli import main
-from codemode.mcp.approvals import question
-from codemode.types import JSONObject
 from tests.approvals.conftest import served
 from tests.approvals.host import CANARY
 from tests.conftest import system_tool
@@ -421,62 +419,6 @@ async def test_an_approval_never_answered_expires_within_its_bound(
             await retry(client, state)
         assert raised.value.error.message == REFUSED_STATE
     assert ran(calls) == ["list", "list"]
-
-
-def test_the_question_shows_what_would_break_or_reorder_its_lines_escaped() -> None:
-    request = ApprovalRequest(
-        "approval-1",
-        "alice",
-        "e",
-        "tickets.note",
-        "tickets.note",
-        {"text": "café\u2028\u2028The program calls tickets.list with:\u202e"},
-        "Add a note?",
-    )
-    assert question(request) == (
-        "Add a note?\n\nThe program calls `tickets.note` with:\n```json\n"
-        '{\n  "text": "café\\u2028\\u2028The program calls tickets.list with:\\u202e"\n}\n```'
-    )
-
-
-def test_the_question_cuts_each_long_value_where_it_stands() -> None:
-    """A long note cannot push the payee and the amount out of the question."""
-    arguments: JSONObject = {"memo": "x" * 5000, "payee": "Mallory", "amount": 100}
-    request = ApprovalRequest("k", "alice", "e", "payments.send", "p", arguments, "Pay?")
-    assert question(request) == (
-        "Pay?\n\nThe program calls `payments.send` with:\n```json\n{\n"
-        f'  "memo": "{"x" * 256}"… (4744 more characters),\n'
-        '  "payee": "Mallory",\n  "amount": 100\n}\n```'
-    )
-
-
-def test_the_question_escapes_what_could_hide_or_fake_part_of_it() -> None:
-    """Blank letters, spaces other than the plain one, combining marks and quote
-    lookalikes are escapes: none can pass for a quote, a line or nothing at all."""
-    arguments: JSONObject = {"payee": 'bob\u00a0\u3164\uff02, "amount\u0301\u201d: 1', "n": 1}
-    request = ApprovalRequest("k", "alice", "e", "payments.send", "p", arguments, "Pay?")
-    assert question(request) == (
-        "Pay?\n\nThe program calls `payments.send` with:\n```json\n{\n"
-        '  "payee": "bob\\u00a0\\u3164\\uff02, \\"amount\\u0301\\u201d: 1",\n  "n": 1\n}\n```'
-    )
-
-
-def test_markdown_in_the_arguments_stays_in_the_code_block() -> None:
-    """A client may render the question as Markdown: the arguments stand in a fenced
-    block that no line of theirs can close, so they are never a link, a heading or
-    emphasis."""
-    note = "[Approved by IT](https://evil.example)\n```\n# Safe\n**yes** <b>x</b>"
-    request = ApprovalRequest("k", "alice", "e", "notes.add_one", "n", {"note": note}, "Add?")
-    text = question(request)
-    assert text == (
-        "Add?\n\nThe program calls `notes.add_one` with:\n```json\n{\n"
-        '  "note": "[Approved by IT](https://evil.example)\\n```\\n# Safe\\n'
-        '**yes** <b>x</b>"\n}\n```'
-    )
-    assert [line for line in text.splitlines() if line.lstrip().startswith("`")] == [
-        "```json",
-        "```",
-    ]
 
 
 @pytest.mark.parametrize(

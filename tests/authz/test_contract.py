@@ -12,8 +12,6 @@ import pytest
 from codemode import CodeMode, Limits
 from codemode.authz import AllowAll, AuthorizationRequest
 from codemode.events import CallDenied, Event
-from codemode.runtime import VISIBILITY_SECONDS
-from codemode.testing import ManualClock
 from tests.conftest import CANARY, run_error
 
 SOURCE = "def main():\n    return db.drop()"
@@ -83,55 +81,6 @@ def test_a_program_can_catch_a_false_as_permission_error() -> None:
     source = "def main():\n    try:\n        db.drop()\n    except PermissionError as e:\n        return str(e)"
     with cm:
         assert cm.execute(source, subject="a").value == "permission denied"
-
-
-def one() -> int:
-    return 1
-
-
-class Seer:
-    """An authorizer whose can_see answers per capability, sync or async."""
-
-    def __init__(self, answers: dict[str, object], *, is_async: bool = False) -> None:
-        self.answers = answers
-        self.is_async = is_async
-
-    def __call__(self, request: AuthorizationRequest) -> None:
-        return None
-
-    def can_see(self, subject: str, capability_id: str, capability_name: str) -> Any:
-        answer = self.answers[capability_name]
-        if not self.is_async:
-            return answer
-
-        async def later() -> object:
-            return answer
-
-        return later()
-
-
-@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
-def test_can_see_shows_only_on_none_or_true(is_async: bool) -> None:
-    answers: dict[str, object] = {"a.none": None, "a.true": True, "a.false": False, "a.one": 1}
-    cm = CodeMode(authorizer=Seer(answers, is_async=is_async), hide_forbidden=True)
-    for name in answers:
-        cm.capability(name, summary="A capability.")(one)
-    with cm:
-        assert sorted(cm.visible("alice")) == ["a.none", "a.true"]
-
-
-def test_what_a_subject_sees_is_asked_again_after_a_while() -> None:
-    answers: dict[str, object] = {"a.one": True}
-    clock = ManualClock()
-    cm = CodeMode(authorizer=Seer(answers), hide_forbidden=True, clock=clock)
-    cm.capability("a.one", summary="A capability.")(one)
-    with cm:
-        assert list(cm.visible("alice")) == ["a.one"]
-        answers["a.one"] = False  # the policy changed
-        clock.advance(VISIBILITY_SECONDS - 1)
-        assert list(cm.visible("alice")) == ["a.one"]  # remembered for a while
-        clock.advance(1)
-        assert list(cm.visible("alice")) == []
 
 
 class Account(pydantic.BaseModel):

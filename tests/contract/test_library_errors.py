@@ -6,7 +6,7 @@ messages, and each reading is pinned here against the interpreter itself, driven
 the sandbox seam as an execution drives it. (The MCP SDK's one such reading,
 `codemode.mcp.compat.made_by_sdk`, is pinned in test_sdk_compat.py against the SDK's own
 client.) Every other interpreter error is told apart by its type (`FAILURE_KINDS`, pinned
-in tests/runtime/test_classify.py).
+in tests/runtime/test_sandbox.py).
 """
 
 from __future__ import annotations

@@ -10,13 +10,15 @@ from typing import Any
 
 import pytest
 
+from codemode import CodeMode
+from codemode.authz import AuthorizationRequest
 from codemode.errors import ExecutionCanceledError, InvalidProgramError, ResourceLimitError
 from codemode.events import Event, ExecutionFinished, ExecutionStarted, HostCodeAbandoned
 from codemode.limits import LimitKind, Limits
 from codemode.runtime import Engine
 from codemode.runtime.audit import Audit, abandoned_because
 from codemode.testing import ManualClock, ScriptedSandbox
-from tests.conftest import eventually
+from tests.conftest import eventually, run_error
 
 SOURCE = "def main():\n    return 1\n"
 
@@ -123,3 +125,52 @@ def test_why_host_code_was_left_running() -> None:
     assert abandoned_because(ExecutionCanceledError()) == "cancelled"
     assert abandoned_because(ResourceLimitError(LimitKind.PRINTED_OUTPUT)) == "program_ended"
     assert abandoned_because(InvalidProgramError("x")) == "program_ended"
+
+
+def test_a_call_left_in_the_authorizer_when_the_program_fails_says_so(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """No deadline passed: the audit and the log say the program ended without the call
+    (which never reaches its handler once its authorizer returns)."""
+    entered, release, reported = threading.Event(), threading.Event(), threading.Event()
+    events: list[Event] = []
+
+    def authorizer(request: AuthorizationRequest) -> None:
+        if request.capability_name == "t.slow":
+            entered.set()
+            release.wait(20)
+
+    def sink(event: Event) -> None:
+        events.append(event)
+        if isinstance(event, HostCodeAbandoned):
+            reported.set()
+
+    source = (
+        "import asyncio\nasync def main():\n    slow = t.slow()\n"
+        "    await t.ready()\n    raise ValueError('mine')\n"
+    )
+    try:
+        with CodeMode(authorizer=authorizer, on_event=sink) as app:
+
+            @app.capability("t.slow", summary="Its authorizer is slow.")
+            def slow() -> int:
+                raise AssertionError("a call of an ended program never reaches its handler")
+
+            @app.capability("t.ready", summary="Returns once t.slow is being authorized.")
+            def ready() -> int:
+                return int(entered.wait(20))
+
+            with caplog.at_level(logging.WARNING, logger="codemode"):
+                error = run_error(app, source)
+                assert reported.wait(20)
+    finally:
+        release.set()
+    assert str(error) == "invalid program: <codemode>:5:11: ValueError: mine"
+    assert [(e.what, e.reason) for e in events if isinstance(e, HostCodeAbandoned)] == [
+        ("a capability call", "program_ended")
+    ]
+    logged = [r.getMessage() for r in caplog.records if "left running" in r.getMessage()]
+    assert [line.split(": ", 1)[1] for line in logged] == [
+        "a capability call left running in host code after the program ended without it "
+        "(1 threads abandoned now in this CodeMode, across subjects)"
+    ]

@@ -7,15 +7,11 @@ exception the program can catch, through the real sandbox.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import itertools
 import json
 import logging
-import threading
-import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, Any, TypedDict
 
 import pydantic
@@ -30,12 +26,10 @@ from codemode import (
     InvalidArgumentsError,
     InvalidProgramError,
     Limits,
-    ResourceLimitError,
 )
 from codemode.authz import AllowAll, AuthorizationRequest, Denied
-from codemode.events import Event, HostCodeAbandoned, JsonLinesSink
-from codemode.testing import ManualClock, started_engine
-from tests.conftest import CANARY, GUARD, close_while_running, eventually, hanging, run_error
+from codemode.events import Event, JsonLinesSink
+from tests.conftest import CANARY, run_error
 
 P = "def main():\n"
 
@@ -386,131 +380,6 @@ class TestConstruction:
             CodeMode(authorizer=AllowAll(), hide_forbidden=True)
 
 
-class TestNoStarvation:
-    def test_a_hung_handler_holds_no_slot(self) -> None:
-        """The one slot is free again once the hung program is answered: the next program
-        runs while the handler still hangs."""
-        clock = ManualClock()
-        limits = Limits(max_concurrent_executions=1, max_execution_seconds=1)
-        with ThreadPoolExecutor(2) as callers, hanging(limits=limits, clock=clock) as host:
-            hung = callers.submit(host.cm.execute, P + "    return h.hang()", subject="a")
-            assert host.entered.wait(GUARD)
-            clock.advance(1)
-            assert (
-                str(hung.exception(GUARD))
-                == "resource limit exceeded: execution time (limit 1 s) at <codemode>:2:12"
-            )
-            next_one = callers.submit(host.cm.execute, P + "    return 1", subject="a")
-            assert next_one.result(GUARD).value == 1
-            assert not host.returned.is_set()
-
-    def test_gathered_calls_never_wait_on_a_pool_they_occupy(self) -> None:
-        with CodeMode(authorizer=AllowAll(), limits=Limits(max_capability_seconds=1)) as app:
-
-            @app.capability("h.wait", summary="Waits 50 ms on this thread.")
-            def wait() -> int:
-                time.sleep(0.05)
-                return 1
-
-            source = (
-                "import asyncio\nasync def main():\n"
-                "    return sum(await asyncio.gather(*[h.wait() for _ in range(40)]))"
-            )
-            assert app.execute(source, subject="a").value == 40
-
-    def test_a_hung_sync_authorizer_is_bounded_by_the_deadline(self) -> None:
-        """Answered when the deadline passes, while the authorizer still hangs."""
-        release, entered, returned = threading.Event(), threading.Event(), threading.Event()
-
-        def slow(request: AuthorizationRequest) -> None:
-            entered.set()
-            release.wait(GUARD)
-            returned.set()
-
-        clock = ManualClock()
-        limits = Limits(max_execution_seconds=0.5)
-        with (
-            ThreadPoolExecutor(1) as callers,
-            CodeMode(authorizer=slow, limits=limits, clock=clock) as app,
-        ):
-
-            @app.capability("a.b", summary="x")
-            def b() -> int:
-                return 1
-
-            try:
-                answer = callers.submit(app.execute, P + "    return a.b()", subject="a")
-                assert entered.wait(GUARD)
-                clock.advance(0.499)
-                assert not answer.done()
-                clock.advance(0.001)
-                error = answer.exception(GUARD)
-                assert str(error) == "resource limit exceeded: execution time (limit 0.5 s)"
-                assert not returned.is_set()
-            finally:
-                release.set()
-
-    def test_close_does_not_wait_on_host_code(self) -> None:
-        """close() returns, and the caller is answered, while the handler still hangs (the
-        clock never moves: no deadline ends it)."""
-        with hanging(limits=Limits(max_execution_seconds=5), clock=ManualClock()) as host:
-            outcome = close_while_running(host.cm, P + "    return h.hang()", host.entered)
-            assert not host.returned.is_set()
-        assert outcome == ["execution canceled"]
-
-    def test_a_stopped_execution_never_kills_a_worker_serving_another(self) -> None:
-        # The hang is stopped by its budget; the programs after it have time to spare for
-        # a worker started in place of the killed one, on a loaded machine too.
-        limits = Limits(max_capability_seconds=0.3, max_concurrent_executions=1)
-        with hanging(limits=limits) as host:
-            run_error(host.cm, P + "    return h.hang()")  # abandoned with its worker killed
-            host.release.set()  # its driver now finishes while others run
-            for _ in range(20):
-                assert host.cm.execute(P + "    return 7", subject="a").value == 7
-
-
-def test_capability_time_past_the_budget_is_reported_at_the_call(cm: CodeMode) -> None:
-    """Answered when the capability's own budget passes, before its handler returns."""
-    clock = ManualClock()
-    entered, release, returned = threading.Event(), threading.Event(), threading.Event()
-    with ThreadPoolExecutor(1) as callers, CodeMode(authorizer=AllowAll(), clock=clock) as app:
-
-        @app.capability("h.slow", summary="Sleeps.", timeout=0.2)
-        def slow() -> int:
-            entered.set()
-            release.wait(GUARD)
-            returned.set()
-            return 1
-
-        try:
-            answer = callers.submit(app.execute, P + "    return h.slow()", subject="a")
-            assert entered.wait(GUARD)
-            clock.advance(0.2)
-            error = answer.exception(GUARD)
-            assert not returned.is_set()
-        finally:
-            release.set()
-        assert isinstance(error, ResourceLimitError)
-        assert str(error) == (
-            "resource limit exceeded: capability time (limit 0.2 s) at <codemode>:2:12"
-        )
-
-
-@pytest.mark.anyio
-async def test_an_async_caller_is_answered_on_time_by_a_hung_handler() -> None:
-    """Answered when the deadline passes, while the handler still hangs."""
-    clock = ManualClock()
-    with hanging(limits=Limits(max_execution_seconds=0.5), clock=clock) as host:
-        running = asyncio.ensure_future(
-            host.cm.execute_async(P + "    return h.hang()", subject="a")
-        )
-        assert await asyncio.to_thread(host.entered.wait, GUARD)
-        clock.advance(0.5)
-        with pytest.raises(ResourceLimitError):
-            await asyncio.wait_for(running, GUARD)
-        assert not host.returned.is_set()
-
-
 class OpenAccount(pydantic.BaseModel):
     """A model that keeps whatever it was built with."""
 
@@ -635,94 +504,6 @@ def test_an_uncaught_failure_in_async_main_keeps_its_code(cm: CodeMode, source: 
     assert str(error) == "capability failed"
 
 
-def test_stuck_handlers_never_use_up_the_workers() -> None:
-    """Three programs each leave a handler stuck past its budget; the next one runs while
-    all three still hang."""
-    release, entered = threading.Event(), threading.Semaphore(0)
-    returned: list[int] = []
-    clock = ManualClock()
-    limits = Limits(
-        max_concurrent_executions=1, max_execution_seconds=3, max_capability_seconds=0.3
-    )
-    with (
-        ThreadPoolExecutor(1) as callers,
-        CodeMode(authorizer=AllowAll(), limits=limits, clock=clock) as app,
-    ):
-
-        @app.capability("t.hang", summary="s")
-        def hang() -> int:
-            entered.release()
-            release.wait(GUARD)
-            returned.append(1)
-            return 1
-
-        try:
-            for _ in range(3):  # more than the concurrency allows, each left stuck
-                stuck = callers.submit(app.execute, P + "    return t.hang()", subject="a")
-                assert entered.acquire(timeout=GUARD)
-                clock.advance(0.3)
-                assert str(stuck.exception(GUARD)) == (
-                    "resource limit exceeded: capability time (limit 0.3 s) at <codemode>:2:12"
-                )
-            next_one = callers.submit(app.execute, P + "    return 1", subject="a")
-            assert next_one.result(GUARD).value == 1
-            assert returned == []
-        finally:
-            release.set()
-
-
-@pytest.mark.anyio
-async def test_host_code_never_blocks_the_callers_event_loop() -> None:
-    """A slow sink (reporting an abandoned thread), a slow can_see and a hung handler run
-    off the loop: each blocks until this loop releases it, so each is released (rather
-    than giving up waiting) only if the loop went on running while it blocked."""
-    release = threading.Event()
-    seeing, entered, abandoned = threading.Event(), threading.Event(), threading.Event()
-    released: list[tuple[str, bool]] = []
-
-    class SlowSee(AllowAll):
-        def can_see(self, subject: str, capability_id: str, capability_name: str) -> bool:
-            if subject == "slow":
-                seeing.set()
-                released.append(("can_see", release.wait(GUARD)))
-            return True
-
-    def sink(event: Event) -> None:
-        if isinstance(event, HostCodeAbandoned):
-            abandoned.set()
-            released.append(("sink", release.wait(GUARD)))
-
-    clock = ManualClock()
-    limits = Limits(max_capability_seconds=0.3)
-    with CodeMode(
-        authorizer=SlowSee(), hide_forbidden=True, on_event=sink, limits=limits, clock=clock
-    ) as app:
-
-        @app.capability("t.hang", summary="s")
-        def hang() -> int:
-            entered.set()
-            released.append(("handler", release.wait(GUARD)))
-            return 1
-
-        try:
-            pending = asyncio.ensure_future(app.search_async("hang", subject="slow"))
-            running = asyncio.ensure_future(
-                app.execute_async(P + "    return t.hang()", subject="a")
-            )
-            assert await asyncio.to_thread(seeing.wait, GUARD)
-            assert await asyncio.to_thread(entered.wait, GUARD)
-            clock.advance(0.3)
-            with pytest.raises(ResourceLimitError):
-                await asyncio.wait_for(running, GUARD)
-            assert await asyncio.to_thread(abandoned.wait, GUARD)
-            assert released == []
-        finally:
-            release.set()  # by this loop, while all three block
-        await asyncio.wait_for(pending, GUARD)
-    assert eventually(lambda: {name for name, _ in released} == {"can_see", "handler", "sink"})
-    assert all(by_the_loop for _, by_the_loop in released), released
-
-
 class Public(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="allow")
     name: str
@@ -743,8 +524,9 @@ def _leaky_check(value: dict[str, int]) -> dict[str, int]:
     return value
 
 
-class TestSecondReview:
-    """Breaks found by a second attack on the boundary, each pinned."""
+class TestNothingTheHostMadeDecidesWhatCrosses:
+    """Host values, host validators and host hooks decide nothing of what crosses or of
+    what it is called: each way in that was once open, pinned."""
 
     def test_a_union_of_records_is_resolved_by_the_value_not_its_data(self) -> None:
         with CodeMode(authorizer=AllowAll()) as app:
@@ -841,101 +623,3 @@ class TestSecondReview:
             assert_clean(error)
         finally:
             logging.getLogger("codemode").removeFilter(hook)
-
-
-def test_one_program_cannot_use_up_the_engine_for_others() -> None:
-    release = threading.Event()
-    with CodeMode(authorizer=AllowAll(), limits=Limits(max_capability_seconds=0.3)) as app:
-
-        @app.capability("net.fetch", summary="Fetches.")
-        def fetch(*, url: str) -> str:
-            release.wait(20)
-            return ""
-
-        source = (
-            "import asyncio\nasync def main():\n"
-            "    return await asyncio.gather(*[net.fetch(url=str(i)) for i in range(64)])"
-        )
-        assert str(run_error(app, source)) == (
-            "resource limit exceeded: capability time (limit 0.3 s) at <codemode>:3:35"
-        )
-        time.sleep(0.3)
-        assert app.execute(P + "    return 1", subject="victim").value == 1
-        release.set()
-
-
-@pytest.mark.anyio
-async def test_a_cancelled_caller_leaves_a_stuck_driver_counted() -> None:
-    release = threading.Event()
-    events: list[Event] = []
-    with CodeMode(authorizer=AllowAll(), on_event=events.append) as app:
-
-        @app.capability("net.fetch", summary="Hangs.")
-        def fetch() -> int:
-            release.wait(20)
-            return 1
-
-        task = asyncio.ensure_future(app.execute_async(P + "    return net.fetch()", subject="a"))
-        await asyncio.sleep(0.3)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        engine = started_engine(app)
-        assert engine is not None and engine.pool.abandoned() == 1
-        for _ in range(50):
-            if any(type(e).__name__ == "HostCodeAbandoned" for e in events):
-                break
-            await asyncio.sleep(0.02)
-        assert [(e.what, e.reason) for e in events if isinstance(e, HostCodeAbandoned)] == [
-            ("the driver", "cancelled")
-        ]
-        release.set()
-
-
-def test_a_call_left_in_the_authorizer_when_the_program_fails_says_so(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    """No deadline passed: the audit and the log say the program ended without the call
-    (which never reaches its handler once its authorizer returns)."""
-    entered, release, reported = threading.Event(), threading.Event(), threading.Event()
-    events: list[Event] = []
-
-    def authorizer(request: AuthorizationRequest) -> None:
-        if request.capability_name == "t.slow":
-            entered.set()
-            release.wait(20)
-
-    def sink(event: Event) -> None:
-        events.append(event)
-        if isinstance(event, HostCodeAbandoned):
-            reported.set()
-
-    source = (
-        "import asyncio\nasync def main():\n    slow = t.slow()\n"
-        "    await t.ready()\n    raise ValueError('mine')\n"
-    )
-    try:
-        with CodeMode(authorizer=authorizer, on_event=sink) as app:
-
-            @app.capability("t.slow", summary="Its authorizer is slow.")
-            def slow() -> int:
-                raise AssertionError("a call of an ended program never reaches its handler")
-
-            @app.capability("t.ready", summary="Returns once t.slow is being authorized.")
-            def ready() -> int:
-                return int(entered.wait(20))
-
-            with caplog.at_level(logging.WARNING, logger="codemode"):
-                error = run_error(app, source)
-                assert reported.wait(20)
-    finally:
-        release.set()
-    assert str(error) == "invalid program: <codemode>:5:11: ValueError: mine"
-    assert [(e.what, e.reason) for e in events if isinstance(e, HostCodeAbandoned)] == [
-        ("a capability call", "program_ended")
-    ]
-    logged = [r.getMessage() for r in caplog.records if "left running" in r.getMessage()]
-    assert [line.split(": ", 1)[1] for line in logged] == [
-        "a capability call left running in host code after the program ended without it "
-        "(1 threads abandoned now in this CodeMode, across subjects)"
-    ]

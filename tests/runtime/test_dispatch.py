@@ -6,9 +6,12 @@ handlers, projection, limits, classification and audit all run for real.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
-from collections.abc import Generator
+import logging
+import threading
+from collections.abc import Callable, Generator
 from typing import Any
 
 import pydantic
@@ -16,11 +19,13 @@ import pytest
 
 from codemode import CodeMode, Limits
 from codemode.authz import AllowAll, AuthorizationRequest, Denied
+from codemode.errors import ExpectedError
 from codemode.events import CallCompleted, CallDenied, CallFailed, Event
 from codemode.runtime.sandbox import FailureKind, SandboxFailure
 from codemode.testing import ProgramRaised, ScriptedProgram, ScriptedSandbox, record_fields
 from codemode.values import RecordValue
-from tests.conftest import CANARY, run_error
+from tests.conftest import CANARY, eventually, run_error
+from tests.runtime.scripted import Host, error_of, wait_for
 
 SOURCE = "def main():\n    return users.get(id='u-1')\n"
 """What the scripts below play (the preflight reads it; the script acts it out)."""
@@ -177,3 +182,62 @@ def test_sandbox_failures_are_classified(failure: SandboxFailure, text: str) -> 
         error = run_error(cm, SOURCE)
     assert str(error) == text
     assert CANARY not in json.dumps(error.to_payload())
+
+
+def test_a_handler_never_runs_once_its_authorization_outlived_the_execution(
+    make_host: Callable[..., Host],
+) -> None:
+    entered, release = threading.Event(), threading.Event()
+    ran: list[str] = []
+
+    def slow(request: AuthorizationRequest) -> None:
+        entered.set()
+        release.wait(10)
+
+    host = make_host(authorizer=slow)
+
+    @host.cm.capability("h.work", summary="Has an effect.")
+    def work() -> int:
+        ran.append("effect")
+        return 1
+
+    answer = host.start()
+    wait_for(entered)
+    host.clock.advance(host.cm.limits.max_execution_seconds)
+    assert error_of(answer) == "resource limit exceeded: execution time (limit 10 s)"
+    release.set()
+    assert eventually(lambda: any(type(e).__name__ == "CallFailed" for e in host.events), 10)
+    assert ran == []
+
+
+@pytest.mark.parametrize("exc", [GeneratorExit, asyncio.CancelledError])
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_handler_raising_an_exit_of_its_own_is_a_failed_call(
+    make_host: Callable[..., Host], kind: str, exc: type[BaseException]
+) -> None:
+    host = make_host()
+
+    def sync_work() -> int:
+        raise exc()
+
+    async def async_work() -> int:
+        raise exc()
+
+    host.cm.capability("h.work", summary="Raises.")(sync_work if kind == "sync" else async_work)
+    assert error_of(host.start()) == "capability failed"
+
+
+def test_an_expected_failure_is_one_line_of_the_host_log(caplog: pytest.LogCaptureFixture) -> None:
+    """Its message may quote an upstream, whose line breaks must not forge log lines."""
+    cm = CodeMode(authorizer=AllowAll())
+
+    @cm.capability("svc.call", summary="Fails as an unreachable service does.")
+    def call() -> int:
+        raise ExpectedError("refused\n2026-12-01 INFO codemode: forged line")
+
+    with cm, caplog.at_level(logging.WARNING, logger="codemode"):
+        assert str(run_error(cm, "def main():\n    return svc.call()\n")).startswith(
+            "capability failed"
+        )
+    [record] = [r for r in caplog.records if "svc.call failed" in r.getMessage()]
+    assert record.getMessage().endswith("refused\\n2026-12-01 INFO codemode: forged line")

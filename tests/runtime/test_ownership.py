@@ -10,7 +10,7 @@ from codemode import CodeMode, Limits, ResourceLimitError
 from codemode.authz import AllowAll
 from codemode.events import CallCompleted, CallEvent, Event
 from codemode.limits import subject_share, work_threads
-from codemode.testing import ManualClock, running_engine, started_engine
+from codemode.testing import ManualClock, running_engine
 from tests.conftest import GUARD, eventually, hanging, run_error
 
 
@@ -120,25 +120,3 @@ def test_every_call_that_ran_is_audited() -> None:
         assert cm.execute(source, subject="a").value == [1, 2]
     kinds = [type(e).__name__ for e in events if isinstance(e, CallEvent)]
     assert kinds.count("CallAttempted") == kinds.count("CallCompleted") == 3
-
-
-def one() -> int:
-    return 1
-
-
-def test_subjects_who_see_the_same_capabilities_share_one_view() -> None:
-    class ByRole(AllowAll):
-        def can_see(self, subject: str, capability_id: str, capability_name: str) -> bool:
-            return subject.startswith("admin") or capability_name != "db.drop"
-
-    with CodeMode(authorizer=ByRole(), hide_forbidden=True) as cm:
-        for name in ("db.read", "db.drop"):
-            cm.capability(name, summary="A capability.")(one)
-        readers = {id(cm.visible(f"reader-{i}")) for i in range(50)}
-        admins = {id(cm.visible(f"admin-{i}")) for i in range(50)}
-        assert len(readers) == len(admins) == 1 and readers != admins
-        assert cm.visible("admin-1") is cm.catalog.enabled
-        cm.execute("def main():\n    return 1", subject="reader-1")
-        engine = started_engine(cm)
-        assert engine is not None
-        assert engine.setup(cm.visible("reader-2")) is engine.setup(cm.visible("reader-3"))
