@@ -16,7 +16,7 @@ from typing_extensions import TypedDict
 
 from codemode import CodeMode, CodeModeError, ErrorCode
 from codemode.authz import AllowAll, AuthorizationRequest
-from codemode.binding import _explain
+from codemode.binding import explain
 from tests.conftest import run_error
 
 LOOKUP = "records.lookup"
@@ -129,11 +129,11 @@ def test_a_location_that_is_not_the_programs_is_never_shown(cm: CodeMode) -> Non
     """A host validator's own ValidationError may carry any location: none of it shows."""
     capability = cm.catalog.enabled["records.lookup"]
     error: Any = {"type": "int_type", "loc": ("dsn_of_the_admin", "x"), "msg": "", "input": 1}
-    assert _explain(capability, [error], {"key": "a"}) == "the arguments are not valid"
+    assert explain(capability, [error], {"key": "a"}) == "the arguments are not valid"
     search = cm.catalog.enabled["records.search"]
     error["loc"] = ("filter", "dsn_of_the_admin")
     given = {"filter": {"owner": "ann"}}
-    assert _explain(search, [error], given) == 'argument "filter" is not valid'
+    assert explain(search, [error], given) == 'argument "filter" is not valid'
 
 
 def test_a_length_bound_says_what_the_value_must_have() -> None:

@@ -93,7 +93,7 @@ def bind(
                 lambda: capability.arguments_adapter.validate_json(encoded, strict=True)
             )
     except pydantic.ValidationError as exc:
-        raise InvalidArgumentsError(_explain(capability, exc.errors(), kwargs)) from None
+        raise InvalidArgumentsError(explain(capability, exc.errors(), kwargs)) from None
     handler_kwargs = {p.name: validated.get(p.name, p.default) for p in capability.parameters}
     if capability.flat:
         arguments: JSONObject = dict(validated)  # scalars: already JSON
@@ -282,7 +282,7 @@ def _same(value: JSONValue, allowed: Any) -> bool:
     return type(value) is type(allowed) and value == allowed
 
 
-def _explain(capability: Capability, errors: list[ErrorDetails], given: dict[str, Any]) -> str:
+def explain(capability: Capability, errors: list[ErrorDetails], given: dict[str, Any]) -> str:
     """The most useful single message for the first binding problem.
 
     The path is shown only when every step of it is the program's own (a key it passed, a
@@ -414,6 +414,7 @@ __all__ = [
     "bind",
     "canonical",
     "closest_name",
+    "explain",
     "literal_problem",
     "unknown_argument",
 ]

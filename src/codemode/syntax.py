@@ -15,20 +15,20 @@ import ast
 import threading
 from typing import Any
 
-_LOCK = threading.RLock()
+LOCK = threading.RLock()
 """Re-entrant: a finalizer that runs during a parse may parse too."""
 
 
 def parse(source: str, filename: str = "<unknown>", mode: str = "exec") -> Any:
     """`ast.parse`, serialized."""
-    with _LOCK:
+    with LOCK:
         return ast.parse(source, filename=filename, mode=mode)
 
 
 def compile_tree(tree: ast.Module, filename: str, flags: int = 0) -> None:
     """Compile a parsed tree, serialized, for the SyntaxError the compiler raises."""
-    with _LOCK:
+    with LOCK:
         compile(tree, filename, "exec", flags=flags, dont_inherit=True)
 
 
-__all__ = ["compile_tree", "parse"]
+__all__ = ["LOCK", "compile_tree", "parse"]

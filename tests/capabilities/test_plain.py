@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typing_extensions import TypedDict, is_typeddict
 
-from codemode.capabilities._plain import MAX_DEPTH, NotPlain
+from codemode.capabilities.plain import MAX_DEPTH, NotPlain
 from codemode.capabilities.results import Projected, Projection
 from codemode.capabilities.typehints import is_union
 from codemode.values import RecordValue, record_fields

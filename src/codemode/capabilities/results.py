@@ -11,7 +11,7 @@ the declared name, never the runtime one. Only a part declared `Any` (or
 `dict[str, Any]`) crosses whole, as pydantic serializes it.
 
 A result that is already plain data of exactly the declared types (the common case) is
-projected in one walk instead (`_plain`), which keeps and measures exactly what the steps
+projected in one walk instead (`plain`), which keeps and measures exactly what the steps
 above would; anything it is not sure of goes through them.
 
 The projection runs in the host, inside the call's own failure handling: anything raised
@@ -29,7 +29,7 @@ import pydantic
 from typing_extensions import is_typeddict
 
 from codemode.capabilities import typehints as t
-from codemode.capabilities._plain import NotPlain, plain_walk
+from codemode.capabilities.plain import NotPlain, plain_walk
 from codemode.values import RecordValue, json_size
 
 Keep = Callable[[Any, Any], Any]
@@ -74,7 +74,7 @@ class Projection:
         self.scalar = next((p for p in _PLAIN if annotation is p), None)
         """A plain scalar type, whose exact instances are their own projection."""
         self.plain = plain_walk(annotation, keeps.carriers)
-        """The one walk that projects plain data of the declared type (see `_plain`)."""
+        """The one walk that projects plain data of the declared type (see `plain`)."""
 
     def project(self, value: Any, max_items: int) -> Projected:
         """What of `value` crosses. `max_items` bounds the items serialization may read,

@@ -19,7 +19,7 @@ def test_a_parse_waits_while_another_thread_parses() -> None:
         parsed.set()
 
     thread = threading.Thread(target=parse_it)
-    with syntax._LOCK:  # another thread is in the middle of a parse
+    with syntax.LOCK:  # another thread is in the middle of a parse
         thread.start()
         assert not parsed.wait(0.2)
     assert parsed.wait(5)
@@ -28,7 +28,7 @@ def test_a_parse_waits_while_another_thread_parses() -> None:
 
 def test_the_same_thread_may_parse_again_mid_parse() -> None:
     """A finalizer that runs during a parse, on the parsing thread, may parse too."""
-    with syntax._LOCK:
+    with syntax.LOCK:
         assert isinstance(syntax.parse("x = 1"), ast.Module)
 
 
@@ -42,7 +42,7 @@ def test_a_tree_compile_is_serialized_too() -> None:
         compiled.set()
 
     thread = threading.Thread(target=compile_it)
-    with syntax._LOCK:
+    with syntax.LOCK:
         thread.start()
         assert not compiled.wait(0.2)
     assert compiled.wait(5)
