@@ -52,13 +52,16 @@ def catalog(*names: str) -> Catalog:
     return catalog
 
 
+CLOCK = ManualClock()
+
+
 def no_engine() -> Engine:
     raise AssertionError("nothing here needs the engine")
 
 
 def test_without_hide_forbidden_everyone_sees_every_enabled_capability() -> None:
     found = catalog("records.get", "records.put")
-    discovery = Discovery(found, no_engine, ManualClock().now)
+    discovery = Discovery(found, no_engine, lambda: CLOCK)
     options = Options(authorizer=AllowAll())
     snapshot, view = discovery.visible(options, "alice")
     assert snapshot is found.current and view is found.current.enabled
@@ -68,7 +71,7 @@ def test_without_hide_forbidden_everyone_sees_every_enabled_capability() -> None
 
 def test_one_index_per_view_built_once_and_the_oldest_dropped() -> None:
     found = catalog("records.get")
-    discovery = Discovery(found, no_engine, ManualClock().now)
+    discovery = Discovery(found, no_engine, lambda: CLOCK)
     view = found.current.enabled
     assert not discovery.is_indexed(view)
     index = discovery.index(view)

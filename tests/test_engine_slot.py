@@ -56,16 +56,23 @@ def test_a_request_without_a_subject_is_unauthenticated() -> None:
     assert slot.started is None
 
 
-def test_close_hands_the_engine_over_once_and_starts_nothing_after() -> None:
-    slot = EngineSlot(scripted())
-    engine = slot.engine()
+def test_close_stops_the_engine_then_the_rest_once_and_starts_nothing_after() -> None:
+    order: list[str] = []
+
+    class Recording(ScriptedSandbox):
+        def close(self) -> None:
+            order.append("engine stopped")
+            super().close()
+
+    slot = EngineSlot(CodeMode(authorizer=AllowAll(), sandbox=Recording(returns_one)))
+    slot.engine()
     assert not slot.is_closed
-    assert slot.close() == (True, engine)
-    assert slot.close() == (False, None)  # a second close: nothing left to stop
+    slot.close(then=lambda: order.append("sources closed"))
+    slot.close(then=lambda: order.append("closed again"))  # waits for the first: nothing left
+    assert order == ["engine stopped", "sources closed"]
     assert slot.is_closed and slot.started is None
     with pytest.raises(ExecutionCanceledError):
         slot.engine_for("a")
-    engine.close()
 
 
 def test_a_closed_codemode_says_so_and_runs_nothing() -> None:

@@ -5,15 +5,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import threading
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
 from codemode.authz import Authorizer
-from codemode.capabilities import Catalog, View, build_capability
-from codemode.capabilities.info import CapabilityInfo
-from codemode.capabilities.search import SearchResult
+from codemode.capabilities import CapabilityInfo, Catalog, SearchResult, View, build_capability
 from codemode.clock import Clock
 from codemode.continuations import (
     Approver,
@@ -24,16 +20,14 @@ from codemode.discovery import Discovery, describe
 from codemode.engine_slot import EngineSlot
 from codemode.errors import (
     CodeModeError,
-    InvalidRequestError,
-    RegistrationError,
 )
 from codemode.events import EventHandler
-from codemode.limits import LimitKind, Limits, exceeded, size
+from codemode.limits import Limits
 from codemode.options import Options, checked_disabled, checked_guard, checked_limits
 from codemode.running import Runner, last_resort
-from codemode.runtime import ExecutionResult
-from codemode.runtime.program import Programs
-from codemode.runtime.sandbox import Sandbox
+from codemode.runtime import ExecutionResult, Sandbox
+from codemode.sources import Source
+from codemode.sourcing import Sources
 
 log = logging.getLogger("codemode")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -52,12 +46,10 @@ class CodeMode:
     - `on_event`: receives every audit event (`codemode.events`), e.g. a `JsonLinesSink`.
     - `hide_forbidden`: search and describe show a subject only the capabilities its
       authorizer could allow (it must be a `codemode.authz.VisibilityPolicy`, whose
-      `can_see` answers like an authorizer: None or True shows); a hidden
-      capability looks exactly like one that does not exist, to discovery and to programs
-      alike. What a subject sees of one state of the catalog is remembered for
-      `codemode.runtime.visibility.VISIBILITY_SECONDS` (30). All the checks of one request
-      share one deadline (`Limits.max_capability_seconds`, within an execution's own
-      time); a capability whose check has not answered by then is hidden from it.
+      `can_see` answers like an authorizer: None or True shows); a hidden capability looks
+      exactly like one that does not exist, to discovery and to programs alike. What a
+      subject sees is remembered for 30 s; the checks of one request share one deadline
+      (docs/guides/authorization.md).
     - `trace_arguments`: record argument values on OpenTelemetry call spans (off by
       default: arguments may be sensitive).
     - `worker_binary`: the program that starts a sandbox worker, e.g. a wrapper that
@@ -120,25 +112,15 @@ class CodeMode:
         self.clock = clock
         self.replay_guard: ReplayGuard = checked_guard(replay_guard, clock)
         self.request_state_key = request_state_key
-        self._frozen = False
-        """Set by the first search, describe, execution or serving: from then on the
-        configuration is what they were built with."""
+        self._frozen = False  # from the first use on, the options are what it was built with
         self.catalog = Catalog(disabled)
         self._engines = EngineSlot(self)
-        self._discovery = Discovery(self.catalog, self._engines.engine, self._now)
+        self._discovery = Discovery(self.catalog, self._engines.engine, lambda: self.clock)
         self._runner = Runner(self, lambda: self._options, self._engines, self._discovery)
-        self._gateway: Any = None
-        """The upstream MCP servers' `codemode.gateway.Gateway`, made on first use."""
-        self._apis: list[Any] = []
-        """The REST APIs' `codemode.openapi.client.Api`s, closed with the CodeMode."""
-        self._engine_lock = threading.Lock()
-        self._close_done = threading.Event()
-        """Set once the first `close()` has ended everything; later ones wait for it."""
+        self._sources = Sources(self.catalog)  # the host's functions and every added source
 
     def __repr__(self) -> str:
         return f"CodeMode(name={self.name!r}, capabilities={len(self.catalog.enabled)})"
-
-    # -- configuration -------------------------------------------------------------------
 
     @property
     def authorizer(self) -> Authorizer:
@@ -194,8 +176,7 @@ class CodeMode:
         )
 
     def _freeze(self) -> None:
-        """Fix the configuration, check `disabled` names once (a likely typo), and have a
-        policy that reads the capabilities check itself against them."""
+        """Fix the options, check `disabled` names (a likely typo) and the policy once."""
         if not self._frozen:
             self.catalog.check_disabled()
             self.catalog.adopt(self._options.policy_for)
@@ -207,12 +188,7 @@ class CodeMode:
         so that no request pays for it on an event loop. Raises what the first use does:
         a `disabled` id that names nothing, or a policy that does not fit."""
         self._freeze()
-        enabled = self.catalog.enabled
-        self._discovery.index(enabled)
-        for capability in enabled.values():
-            capability.info  # noqa: B018 - built once, cached on the capability
-
-    # -- registration ------------------------------------------------------------------
+        self._discovery.prepare()
 
     def capability(
         self,
@@ -241,7 +217,7 @@ class CodeMode:
         """
 
         def register(handler: F) -> F:
-            self.catalog.add(
+            self._sources.functions.add(
                 build_capability(
                     handler,
                     name,
@@ -275,61 +251,28 @@ class CodeMode:
         timeout: float | None = None,
         connect: Literal["start", "first_use"] = "start",
     ) -> tuple[str, ...]:
-        """Register every tool of an upstream MCP server as a capability `name.<tool>`.
+        """Register every tool of an upstream MCP server as a capability `name.<tool>`:
+        `add_source(McpServer(name, ...))`, whose docstring (`codemode.sources.McpServer`)
+        says what each option does. Returns the new capability names; raises
+        `RegistrationError`, as `add_source` does."""
+        from codemode.sources.mcp import McpServer
 
-        The server is started with `command` and `args` (stdio; `env` is added to a minimal
-        environment) or reached at `url` (streamable HTTP, with `headers`). `name` and the
-        tool names are made identifiers (`my-fs` -> `my_fs`, `list-files` -> `list_files`);
-        the tools are listed now. `include` and `exclude` are patterns of the upstream's
-        tool names (`read_*`). A tool whose schema cannot be read is skipped with a
-        warning. A failed call is `capability failed: ...` saying which kind of failure
-        it was; `expose_errors` chooses which of the upstream's own words follow: "tool"
-        (the default) the text of an `isError` result, "all" also a JSON-RPC error's
-        message, "none" neither (True is "all", False "none"). `timeout` bounds one call in
-        seconds (a `capability failed` the program can catch). The session stays open
-        (`connect="first_use"` closes it until the first call), is shared by every
-        execution, reopens after a crash, and ends with `close()`. It may be called at any
-        time: once the `CodeMode` is in use, the policy checks the new capabilities before
-        any program can see them. Returns the new capability names; raises
-        `RegistrationError` (also when the policy refuses them).
-        """
-        from codemode.gateway import Gateway, ServerOptions, Target, namespace
-        from codemode.gateway.tools import expose_mode
-
-        name = namespace(name)
-        if (command is None) == (url is None):
-            raise RegistrationError(f'MCP server "{name}": give either command or url')
-        if connect not in ("start", "first_use"):
-            raise RegistrationError(f'MCP server "{name}": connect must be "start" or "first_use"')
-        _check_source(f'MCP server "{name}"', timeout, args=args, include=include, exclude=exclude)
-        try:
-            exposed = expose_mode(expose_errors)
-        except ValueError as exc:
-            raise RegistrationError(f'MCP server "{name}": {exc}') from None
-        if cwd is not None and not os.path.isdir(cwd):
-            raise RegistrationError(f'MCP server "{name}": cwd {os.fspath(cwd)!r} is not a folder')
-        target = Target(
-            command=command,
-            args=tuple(args),
-            env=dict(env) if env is not None else None,
-            cwd=os.fspath(cwd) if cwd is not None else None,
-            url=url,
-            headers=dict(headers or {}),
+        return self.add_source(
+            McpServer(
+                name,
+                command=command,
+                args=args,
+                env=env,
+                cwd=cwd,
+                url=url,
+                headers=headers,
+                include=include,
+                exclude=exclude,
+                expose_errors=expose_errors,
+                timeout=timeout,
+                connect=connect,
+            )
         )
-        options = ServerOptions(
-            include=tuple(include) if include is not None else None,
-            exclude=tuple(exclude or ()),
-            expose_errors=exposed,
-            timeout=timeout,
-            connect=connect,
-        )
-        with self._engine_lock:
-            if self._gateway is None:
-                self._gateway = Gateway(self.catalog)
-            gateway = self._gateway
-        added = tuple(c.name for c in gateway.add(name, target, options))
-        self._prepared()
-        return added
 
     def add_openapi(
         self,
@@ -345,70 +288,38 @@ class CodeMode:
         trust_hints: bool | None = None,
     ) -> tuple[str, ...]:
         """Register every operation of a REST API's OpenAPI 3.0 or 3.1 document as a
-        capability `name.<operationId in snake_case>` (`listPets` -> `pets.list_pets`).
+        capability `name.<operationId in snake_case>` (`listPets` -> `pets.list_pets`):
+        `add_source(OpenApi(name, ...))`, whose docstring (`codemode.sources.OpenApi`)
+        says what each option does; `max_bytes` is `Limits.max_total_result_bytes`.
+        Returns the new capability names; raises `RegistrationError`, as `add_source`."""
+        from codemode.sources.openapi import OpenApi
 
-        `spec` is a path, an `http(s)` URL fetched once now, or a parsed dict, in JSON or
-        YAML. Requests go to `base_url`, else the document's one server, else the origin
-        it was fetched from. `headers` go with every request, and `auth` maps a security
-        scheme of the document to its secret (a `(user, password)` pair for HTTP basic):
-        neither ever reaches a program, an error or the log. `include` and `exclude` take
-        operation ids, tags or `"METHOD /path"` patterns (`*` matches anything).
-        `timeout` bounds one request in seconds (a `capability failed` the program can
-        catch). `x-codemode-hints` in the document refine the method's hints policies read
-        only when `trust_hints` (by default, for a file or a dict, not a fetched URL). A
-        4xx answer fails the call with its status and the fields of the error body the
-        document declares; nothing else the API writes reaches the model. Like
-        `add_mcp_server`, it may be called at any time, the policy checking the new
-        capabilities before any program can see them. Returns the new capability names;
-        raises `RegistrationError`.
-        """
-        from codemode.gateway import namespace
-        from codemode.openapi import openapi_source
-
-        name = namespace(name, "REST API")
-        _check_source(f'REST API "{name}"', timeout, include=include, exclude=exclude)
-        taken = sorted(n for n in self.catalog.names() if n.startswith(name + "."))
-        if taken:
-            raise RegistrationError(
-                f'REST API "{name}": its namespace holds capabilities already ({taken[0]}); '
-                "give the API another name"
+        return self.add_source(
+            OpenApi(
+                name,
+                spec=spec,
+                base_url=base_url,
+                headers=headers,
+                auth=auth,
+                include=include,
+                exclude=exclude,
+                timeout=timeout,
+                trust_hints=trust_hints,
+                max_bytes=self.limits.max_total_result_bytes,
             )
-        source = openapi_source(
-            name,
-            spec=spec,
-            base_url=base_url,
-            headers=headers,
-            auth=auth,
-            include=tuple(include) if include is not None else None,
-            exclude=tuple(exclude or ()),
-            timeout=timeout,
-            max_bytes=self.limits.max_total_result_bytes,
-            trust_hints=trust_hints,
         )
-        try:
-            self.catalog.change((), source.capabilities)  # all of them, or none
-        except BaseException:
-            source.api.close()
-            raise
-        with self._engine_lock:
-            self._apis.append(source.api)
-        log.info(
-            "REST API %s: %d operations as capabilities (%d left out)",
-            name,
-            len(source.capabilities),
-            source.left_out,
-        )
-        self._prepared()
-        return tuple(c.name for c in source.capabilities)
 
-    def _prepared(self) -> None:
-        """After capabilities are added to a CodeMode in use: build what discovery reads
-        now, on the caller's thread, as `prepare` does before serving, so that the first
-        search after it does not index ten thousand capabilities on an event loop."""
-        if self._frozen:
+    def add_source(self, source: Source) -> tuple[str, ...]:
+        """Register a source of capabilities (`codemode.sources.Source`): it is opened now,
+        what it offers joins the catalog (all of it, or none), its changes are followed,
+        and it is closed with the CodeMode. At any time: once the `CodeMode` is in use, the
+        policy checks the new capabilities before any program can see them. Returns their
+        names; raises `RegistrationError` (its name taken, it cannot be opened, or the
+        policy refuses it), and nothing of it stays."""
+        added = tuple(c.name for c in self._sources.add(source))
+        if self._frozen:  # in use: index them now, not in the next search on an event loop
             self.prepare()
-
-    # -- discovery -----------------------------------------------------------------------
+        return added
 
     def search(
         self, query: str, *, limit: int = 20, offset: int = 0, subject: str | None = None
@@ -449,12 +360,6 @@ class CodeMode:
         """The capabilities `subject` can see: all enabled ones unless `hide_forbidden`."""
         self._freeze()
         return self._discovery.visible(self._options, subject)[1]
-
-    def _now(self) -> float:
-        """The time visibility is remembered by: the CodeMode's clock, when it has one."""
-        return self.clock.now() if self.clock is not None else time.monotonic()
-
-    # -- execution -----------------------------------------------------------------------
 
     def execute(self, source: str, *, subject: str) -> ExecutionResult:
         """Run a program that defines main(); raises a CodeModeError on any failure.
@@ -514,53 +419,20 @@ class CodeMode:
         names `<codemode>:LINE:COL`, as `execute` does); empty when there is nothing to
         report. With `subject`, against the capabilities that subject sees."""
         self._freeze()
-        if not isinstance(source, str):
-            raise InvalidRequestError("the program must be a string")
-        written = len(source.encode("utf-8", errors="surrogatepass"))
-        if written > self.limits.max_source_bytes:
-            return [exceeded(LimitKind.SOURCE_SIZE, self.limits, amount=size(written))]
-        return Programs(self.visible(subject)).check(source)
+        return self._runner.check(source, subject)
 
     def close(self) -> None:
-        """Cancel running executions, stop the worker processes and end every upstream
-        MCP session (never waits on host code: a handler still running is left to finish
-        on its own). A closed CodeMode starts nothing more: executions end `canceled`."""
-        first, engine = self._engines.close()
-        if not first:  # closing already (a signal's closer, say): it ends when that does
-            self._close_done.wait(CLOSE_WAIT_SECONDS)
-            return
-        with self._engine_lock:
-            gateway, self._gateway = self._gateway, None
-            apis, self._apis = self._apis, []
-        try:
-            for api in apis:  # on the engine's loop, while it still runs
-                api.close()
-            if engine is not None:
-                engine.close()
-            if gateway is not None:
-                gateway.close()
-        finally:
-            self._close_done.set()
+        """Cancel running executions, stop the worker processes and close every source
+        (an upstream MCP server's sessions end, a REST API's pools close; never waits on
+        host code: a handler still running is left to finish on its own). A closed
+        CodeMode starts nothing more: executions end `canceled`."""
+        self._engines.close(then=self._sources.close)
 
     def __enter__(self) -> CodeMode:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-CLOSE_WAIT_SECONDS = 10.0
-"""How long a second `close()` waits for the first to end the workers and upstreams."""
-
-
-def _check_source(what: str, timeout: float | None, **lists: object) -> None:
-    """RegistrationError, naming the MCP server or REST API, for a `timeout` that is not
-    a positive number or a list option given as one string."""
-    if timeout is not None and (isinstance(timeout, bool) or not timeout > 0):
-        raise RegistrationError(f"{what}: timeout must be a positive number")
-    for option, value in lists.items():
-        if isinstance(value, str):
-            raise RegistrationError(f"{what}: {option} must be a list of str")
 
 
 __all__ = ["CodeMode"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 
@@ -29,7 +30,7 @@ from codemode.capabilities import (
 )
 from codemode.errors import NotFoundError
 from codemode.options import Options
-from codemode.runtime import Engine, Visibility, answered, asking
+from codemode.runtime import Clock, Engine, Visibility, answered, asking
 
 VIEWS_KEPT = 64
 """How many views' search indexes are kept, the least recently used dropped."""
@@ -42,18 +43,32 @@ class Discovery:
 
     - `catalog`: the capabilities, read at its newest snapshot on every request.
     - `engine`: the running engine, on which `can_see` checks run (started when needed).
-    - `now`: the time a subject's view is remembered by.
+    - `clock`: the clock a subject's view is remembered by, when the host gave one
+      (read at each request: a host may set it until first use); else the system's.
     """
 
     def __init__(
-        self, catalog: Catalog, engine: Callable[[], Engine], now: Callable[[], float]
+        self, catalog: Catalog, engine: Callable[[], Engine], clock: Callable[[], Clock | None]
     ) -> None:
         self._catalog = catalog
         self._engine = engine
-        self._visibility = Visibility(now)
+        self._clock = clock
+        self._visibility = Visibility(self._now)
         self._lock = threading.Lock()
         self._indexes: OrderedDict[tuple[int, frozenset[str]], SearchIndex] = OrderedDict()
         """The search index of each view, by its key (snapshot version and ids)."""
+
+    def _now(self) -> float:
+        clock = self._clock()
+        return clock.now() if clock is not None else time.monotonic()
+
+    def prepare(self) -> None:
+        """Build what discovery reads of the newest snapshot now: its search index, and
+        each capability's description and schemas (cached on the capability)."""
+        enabled = self._catalog.enabled
+        self.index(enabled)
+        for capability in enabled.values():
+            capability.info  # noqa: B018 - built once, cached on the capability
 
     def index(self, visible: View) -> SearchIndex:
         """The search index of a view (built once per view)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from codemode.capabilities import Snapshot, View
@@ -50,6 +50,8 @@ class EngineSlot:
         self._lock = threading.Lock()
         self._engine: Engine | None = None
         self._closed = False
+        self._closed_all = threading.Event()
+        """Set once the first `close()` has ended everything; later ones wait for it."""
 
     @property
     def started(self) -> Engine | None:
@@ -84,13 +86,28 @@ class EngineSlot:
             raise UnauthenticatedError()
         return self.engine()
 
-    def close(self) -> tuple[bool, Engine | None]:
-        """Start nothing more. Whether this was the first close, and the engine it must
-        stop (None when none started, or when an earlier close took it)."""
+    def close(self, then: Callable[[], None] = lambda: None) -> None:
+        """Start nothing more, stop the engine, then `then` (the sources' close). A
+        second close (a signal's closer, say) waits for the first to end, for at most
+        `CLOSE_WAIT_SECONDS`."""
         with self._lock:
             first, self._closed = not self._closed, True
             engine, self._engine = self._engine, None
-        return first, engine
+        if not first:
+            self._closed_all.wait(CLOSE_WAIT_SECONDS)
+            return
+        try:
+            if engine is not None:
+                engine.close()
+        finally:
+            try:
+                then()
+            finally:
+                self._closed_all.set()
+
+
+CLOSE_WAIT_SECONDS = 10.0
+"""How long a second `close()` waits for the first to end the workers and upstreams."""
 
 
 def build_execution(
@@ -128,4 +145,4 @@ def build_execution(
     )
 
 
-__all__ = ["EngineSettings", "EngineSlot", "build_execution"]
+__all__ = ["CLOSE_WAIT_SECONDS", "EngineSettings", "EngineSlot", "build_execution"]

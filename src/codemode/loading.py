@@ -78,7 +78,7 @@ def load_proxy(config: str) -> CodeMode:
     """A CodeMode over every server (and REST API) of an `mcpServers` file, each
     connected (read) now."""
     from codemode.errors import RegistrationError
-    from codemode.gateway.config import ConfigError, load_config
+    from codemode.sources import ConfigError, load_config
 
     try:
         entries = load_config(config)
@@ -87,10 +87,7 @@ def load_proxy(config: str) -> CodeMode:
     cm = CodeMode(authorizer=AllowAll(), name="codemode-proxy")
     for entry in entries:
         try:
-            if entry.kind == "openapi":
-                cm.add_openapi(entry.name, **entry.options)
-            else:
-                cm.add_mcp_server(entry.name, **entry.options)
+            cm.add_source(entry.source())
         except RegistrationError:
             cm.close()
             raise

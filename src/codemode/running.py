@@ -24,11 +24,11 @@ from codemode.clock import Clock
 from codemode.continuations import Opened, Paused, PausedState, ReplayGuard, Resumer, Verdict
 from codemode.discovery import Discovery
 from codemode.engine_slot import EngineSlot, build_execution
-from codemode.errors import CodeModeError, InternalError
+from codemode.errors import CodeModeError, InternalError, InvalidRequestError
 from codemode.events import EventHandler
-from codemode.limits import Limits
+from codemode.limits import LimitKind, Limits, exceeded, size
 from codemode.options import Options
-from codemode.runtime import Engine, Execution, ExecutionResult
+from codemode.runtime import Engine, Execution, ExecutionResult, Programs
 
 log = logging.getLogger("codemode")
 
@@ -95,6 +95,17 @@ class Runner:
             outcome = engine.execute(execution)
             assert isinstance(outcome, ExecutionResult)  # it cannot pause
             return outcome
+
+    def check(self, source: str, subject: str | None) -> list[CodeModeError]:
+        """What the static preflight finds in a program, against what `subject` sees."""
+        if not isinstance(source, str):
+            raise InvalidRequestError("the program must be a string")
+        limits = self.limits
+        written = len(source.encode("utf-8", errors="surrogatepass"))
+        if written > limits.max_source_bytes:
+            return [exceeded(LimitKind.SOURCE_SIZE, limits, amount=size(written))]
+        view = self._discovery.visible(self._options(), subject)[1]
+        return Programs(view).check(source)
 
     def admit(self, subject: str) -> Clock:
         return self._engines.engine_for(subject).clock

@@ -29,7 +29,7 @@ from codemode import CodeMode
 from codemode.authz import AllowAll
 from codemode.demo import create
 from tests.e2e.conftest import ROOT, codemode_command, free_port, wait_for_port
-from tests.openapi.pets import served
+from tests.sources.openapi.pets import served
 
 _spec = importlib.util.spec_from_file_location("tickets_api", ROOT / "docs/guides/tickets_api.py")
 assert _spec is not None and _spec.loader is not None

@@ -16,11 +16,11 @@ before it, never one after it):
    below the runtime, which uses it to pause and restore, and which it knows only
    through a protocol that `CodeMode` gives it;
 6. runtime: sandboxed execution;
-7. app: `CodeMode` and the `codemode` package, with the parts it delegates to (`options`,
-   `discovery`, `engine_slot`), `payloads` (the one structured form every adapter
-   renders) and `testing` (helpers for hosts' tests);
-8. gateway: upstream MCP servers as capabilities, and `openapi`, REST APIs as
-   capabilities (it reads schemas as the gateway does), still core (they serve nothing);
+7. sources: where capabilities come from (the host's functions, upstream MCP servers,
+   REST APIs), one shape, still core (they serve nothing);
+8. app: `CodeMode` and the `codemode` package, with the parts it delegates to (`options`,
+   `discovery`, `engine_slot`, `running`, `sourcing`), `payloads` (the one structured form every
+   adapter renders) and `testing` (helpers for hosts' tests);
 9. http: the security layer every HTTP route shares, and the uvicorn settings: above the
    whole core, so no core module imports HTTP serving at any level;
 10. adapters: `mcp`, `web` and the `demo` host, peers that share only what lies below;
@@ -29,11 +29,10 @@ before it, never one after it):
     the values serving takes;
 12. cli: command-line parsing and printing, and `__main__`.
 
-The named exceptions, and no other: `CodeMode.add_mcp_server` and
-`CodeMode.add_openapi` import `codemode.gateway` (and `codemode.openapi`) inside the
-function, so importing the core loads none of them; the gateway
-may import `codemode.mcp.compat`, the SDK compatibility module, which in turn imports
-nothing of codemode. The demo host also uses only the public API, as a real host would.
+There are no exceptions: an import inside a function counts as one at the top of the
+module. The SDK's gaps are pinned in modules that import nothing of codemode
+(`codemode.mcp.compat` for the adapter, `codemode.sources.mcp.compat` for the upstream
+client). The demo host uses only the public API, as a real host would.
 """
 
 from __future__ import annotations
@@ -82,6 +81,7 @@ LAYERS = (
         ("codemode.continuations", "codemode.approvals", "codemode.questions"),
     ),
     Layer("runtime", ("codemode.runtime",)),
+    Layer("sources", ("codemode.sources",)),
     Layer(
         "app",
         (
@@ -91,11 +91,11 @@ LAYERS = (
             "codemode.discovery",
             "codemode.engine_slot",
             "codemode.running",
+            "codemode.sourcing",
             "codemode.payloads",
             "codemode.testing",
         ),
     ),
-    Layer("gateway", ("codemode.gateway", "codemode.openapi")),
     Layer("http", ("codemode.http",)),
     Layer("adapters", ("codemode.mcp", "codemode.web", "codemode.demo"), peers=True),
     Layer("serving", ("codemode.serving", "codemode.loading")),
@@ -103,24 +103,8 @@ LAYERS = (
 )
 
 
-@dataclass(frozen=True)
-class Allowed:
-    """One named exception: `importer` (a module, or a package with its modules) may
-    import `target` (or a module under it), inside `function` only unless it is None."""
-
-    importer: str
-    function: str | None
-    target: str
-
-
-EXCEPTIONS = (
-    Allowed("codemode.app", "CodeMode.add_mcp_server", "codemode.gateway"),
-    Allowed("codemode.app", "CodeMode.add_openapi", "codemode.gateway"),
-    Allowed("codemode.app", "CodeMode.add_openapi", "codemode.openapi"),
-    Allowed("codemode.gateway", None, "codemode.mcp.compat"),
-)
-FREESTANDING = frozenset({"codemode.mcp.compat"})
-"""Modules that import nothing of codemode, which is what lets a lower layer use them."""
+FREESTANDING = frozenset({"codemode.mcp.compat", "codemode.sources.mcp.compat"})
+"""Modules that import nothing of codemode: each SDK gap is pinned against the SDK alone."""
 DEMO = "codemode.demo"
 PUBLIC = frozenset(
     {
@@ -129,6 +113,7 @@ PUBLIC = frozenset(
         "codemode.authz",
         "codemode.errors",
         "codemode.events",
+        "codemode.sources",
         "codemode.testing",
     }
 )
@@ -162,7 +147,7 @@ def member(module: str) -> tuple[int, Layer, str] | None:
 class Import:
     line: int
     function: str
-    """Dotted name of the enclosing function ("CodeMode.add_openapi"), or "" at module
+    """Dotted name of the enclosing function ("CodeMode.add_source"), or "" at module
     level."""
     target: str
 
@@ -209,15 +194,6 @@ def imports(
     return visitor.found
 
 
-def is_allowed(module: str, found: Import) -> bool:
-    return any(
-        within(module, allowed.importer)
-        and allowed.function in (None, found.function)
-        and within(found.target, allowed.target)
-        for allowed in EXCEPTIONS
-    )
-
-
 def wrong_way(
     module: str, source: str, known: frozenset[str], is_package: bool = False
 ) -> list[str]:
@@ -240,8 +216,6 @@ def wrong_way(
             problems.append(f"{where}: {target} belongs to no layer")
         elif within(module, DEMO) and not (target in PUBLIC or within(target, DEMO)):
             problems.append(f"{where}: the demo imports the non-public {target}")
-        elif is_allowed(module, found):
-            continue
         elif theirs[0] > rank:
             problems.append(
                 f"{where}: the {layer.name} layer imports {target}, of the {theirs[1].name} "
@@ -297,19 +271,19 @@ class TestTheChecker:
         ]
 
     def test_flags_each_step_up_the_order(self) -> None:
-        """A layer may not use one after it: the binding the authorizers, the gateway the
+        """A layer may not use one after it: the binding the authorizers, a source the
         HTTP layer, an adapter the serving module, serving the command line."""
         cases = {
             "codemode.binding": "from codemode.authz import Authorizer\n",
-            "codemode.gateway.tools": "from codemode.http import is_loopback\n",
+            "codemode.sources.mcp.tools": "from codemode.http import is_loopback\n",
             "codemode.mcp.server": "from codemode.serving import ServeConfig\n",
             "codemode.serving": "from codemode.cli import load_app\n",
         }
         assert [wrong_way(module, source, KNOWN) for module, source in cases.items()] == [
             ["codemode.binding:1: the binding layer imports codemode.authz, of the authz "
              "layer above it"],
-            ["codemode.gateway.tools:1: the gateway layer imports codemode.http, of the http "
-             "layer above it"],
+            ["codemode.sources.mcp.tools:1: the sources layer imports codemode.http, of the "
+             "http layer above it"],
             ["codemode.mcp.server:1: the adapters layer imports codemode.serving, of the "
              "serving layer above it"],
             ["codemode.serving:1: the serving layer imports codemode.cli, of the cli layer "
@@ -333,35 +307,25 @@ class TestTheChecker:
             for line in (3, 5, 6)
         ]
 
-    def test_allows_the_lazy_gateway_imports_by_name_only(self) -> None:
-        source = (
-            "class CodeMode:\n"
-            "    def add_mcp_server(self):\n"
-            "        from codemode.gateway import Gateway\n"
-            "        from codemode.mcp import http_app\n"
-            "    def execute(self):\n"
-            "        from codemode.gateway import Gateway\n"
-            "from codemode.gateway import Gateway\n"
-        )
-        above = ", of the {} layer above it"
-        assert wrong_way("codemode.app", source, KNOWN) == [
-            "codemode.app:4: the app layer imports codemode.mcp" + above.format("adapters"),
-            "codemode.app:6: the app layer imports codemode.gateway" + above.format("gateway"),
-            "codemode.app:7: the app layer imports codemode.gateway" + above.format("gateway"),
-        ]
-        assert len(wrong_way("codemode.runtime.engine", source, KNOWN)) == 4
-
-    def test_the_gateway_may_use_only_the_free_standing_compatibility_module(self) -> None:
-        known = KNOWN | {"codemode.mcp.compat"}
+    def test_a_source_may_not_use_the_adapters_compatibility_module(self) -> None:
+        """The upstream client has gaps of its own (`codemode.sources.mcp.compat`); the
+        adapter's module stays above it, and both import nothing of codemode."""
         source = "from codemode.mcp.compat import patch\nfrom codemode.mcp import server\n"
-        assert wrong_way("codemode.gateway.upstream", source, known) == [
-            "codemode.gateway.upstream:2: the gateway layer imports codemode.mcp.server, of "
-            "the adapters layer above it"
+        assert wrong_way("codemode.sources.mcp.upstream", source, KNOWN) == [
+            "codemode.sources.mcp.upstream:1: the sources layer imports codemode.mcp.compat, "
+            "of the adapters layer above it",
+            "codemode.sources.mcp.upstream:2: the sources layer imports codemode.mcp.server, "
+            "of the adapters layer above it",
         ]
-        assert wrong_way("codemode.gateway", "from codemode.mcp import compat\n", known) == []
-        assert wrong_way("codemode.mcp.compat", "from codemode.errors import X\n", known) == [
+        assert wrong_way("codemode.mcp.compat", "from codemode.errors import X\n", KNOWN) == [
             "codemode.mcp.compat:1: codemode.mcp.compat imports nothing of codemode, not "
             "codemode.errors"
+        ]
+        assert wrong_way(
+            "codemode.sources.mcp.compat", "from codemode.errors import X\n", KNOWN
+        ) == [
+            "codemode.sources.mcp.compat:1: codemode.sources.mcp.compat imports nothing of "
+            "codemode, not codemode.errors"
         ]
 
     def test_flags_the_demo_reaching_past_the_public_api(self) -> None:

@@ -18,6 +18,7 @@ PUBLIC_MODULES = {
     "codemode.errors",
     "codemode.events",
     "codemode.serving",
+    "codemode.sources",
     "codemode.testing",
     "codemode.types",
 }
@@ -84,6 +85,26 @@ def test_authz_exports() -> None:
 def test_event_exports() -> None:
     assert "JsonLinesSink" in codemode.events.__all__
     assert all(hasattr(codemode.events, name) for name in codemode.events.__all__)
+
+
+def test_sources_exports() -> None:
+    """The protocol a source of your own implements, and the ways to make its capabilities."""
+    import codemode.sources
+
+    assert codemode.sources.__all__ == sorted(codemode.sources.__all__)
+    assert codemode.sources.__all__ == [
+        "Capability",
+        "ConfigError",
+        "Functions",
+        "McpServer",
+        "OpenApi",
+        "ServerEntry",
+        "Source",
+        "capability",
+        "forwarded",
+        "load_config",
+    ]
+    assert all(hasattr(codemode.sources, name) for name in codemode.sources.__all__)
 
 
 def test_testing_exports() -> None:

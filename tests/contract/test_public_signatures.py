@@ -141,34 +141,7 @@ FREESTANDING = frozenset({"codemode.mcp.compat"})
 """Modules that import nothing of codemode, imported by themselves so that a lower layer
 can use them without loading their package (tests/contract/test_layers.py)."""
 
-PENDING = frozenset(
-    {
-        # CodeMode (app.py) is being split: the facade's new modules import these from
-        # their packages' front doors, which export them already.
-        ("codemode.app", "codemode.capabilities.info"),
-        ("codemode.app", "codemode.capabilities.search"),
-        ("codemode.app", "codemode.gateway.tools"),
-        ("codemode.app", "codemode.clock"),
-        ("codemode.app", "codemode.runtime.program"),
-        ("codemode.app", "codemode.runtime.sandbox"),
-        # The gateway and openapi become codemode.sources, which shares the schema
-        # reader through its own front door.
-        ("codemode.gateway.gateway", "codemode.capabilities.naming"),
-        ("codemode.gateway.tools", "codemode.capabilities.hints"),
-        ("codemode.gateway.tools", "codemode.capabilities.naming"),
-        ("codemode.openapi", "codemode.gateway.schema"),
-        ("codemode.openapi.capabilities", "codemode.capabilities.hints"),
-        ("codemode.openapi.capabilities", "codemode.capabilities.naming"),
-        ("codemode.openapi.capabilities", "codemode.capabilities.results"),
-        ("codemode.openapi.capabilities", "codemode.gateway.checking"),
-        ("codemode.openapi.capabilities", "codemode.gateway.schema"),
-        ("codemode.openapi.capabilities", "codemode.gateway.tools"),
-        ("codemode.openapi.document", "codemode.gateway.schema"),
-        ("codemode.openapi.formats", "codemode.gateway.schema"),
-        ("codemode.openapi.operations", "codemode.gateway.schema"),
-        ("codemode.loading", "codemode.gateway.config"),
-    }
-)
+PENDING: frozenset[tuple[str, str]] = frozenset()
 """Imports past a front door in code being moved now, each to be dropped as it lands."""
 
 
@@ -202,6 +175,8 @@ def past_front_doors(module: str, source: str, is_package: bool = False) -> list
     for line, target in _imported(module, source, is_package):
         owner = _owner(target)
         if owner is None or target in PUBLIC_MODULES or target in FREESTANDING:
+            continue
+        if target in PACKAGES:  # a subpackage is entered by its own front door
             continue
         if module == owner or module.startswith(owner + "."):  # its own package
             continue

@@ -19,8 +19,8 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tests.conftest import inspector
 from tests.e2e.conftest import ROOT, codemode_command, free_port, wait_for_port
-from tests.gateway.conftest import FIXTURE, filesystem_server
-from tests.gateway.upstream_server import CANARY
+from tests.sources.mcp.conftest import FIXTURE, filesystem_server
+from tests.sources.mcp.upstream_server import CANARY
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 

@@ -14,8 +14,8 @@ import pytest
 from tests.e2e import test_proxy
 from tests.e2e.conftest import ROOT
 from tests.e2e.test_proxy import proxy_over_http, session
-from tests.gateway.conftest import filesystem_server
-from tests.openapi.pets import PetStore, pet_store
+from tests.sources.mcp.conftest import filesystem_server
+from tests.sources.openapi.pets import PetStore, pet_store
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 

@@ -1,5 +1,6 @@
-"""Each gap `codemode.mcp.compat` fills in the SDK, checked against the SDK installed: a
-test here fails when the SDK changes what codemode relies on, or offers it publicly."""
+"""Each gap `codemode.mcp.compat` (the adapter's) and `codemode.sources.mcp.compat` (the
+upstream client's) fill in the SDK, checked against the SDK installed: a test here fails
+when the SDK changes what codemode relies on, or offers it publicly."""
 
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ from codemode.demo import create
 from codemode.http import SUBJECT_KEY
 from codemode.mcp import compat
 from codemode.mcp.server import build_server
-from tests.gateway.conftest import FIXTURE
+from codemode.sources.mcp import compat as client_compat
+from tests.sources.mcp.conftest import FIXTURE
 
 
 def test_request_ids_correlate_as_the_dispatcher_does() -> None:
@@ -59,20 +61,19 @@ def test_a_session_says_when_its_connection_ended() -> None:
         params = StdioServerParameters(command=sys.executable, args=[FIXTURE])
         async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
             await session.initialize()
-            before = compat.session_ended(session)
+            before = client_compat.session_ended(session)
             with contextlib.suppress(Exception):  # it dies before it answers
                 await session.call_tool("die", {})
             with anyio.fail_after(10):
-                while not compat.session_ended(session):
+                while not client_compat.session_ended(session):
                     await anyio.sleep(0.01)
-            return before, compat.session_ended(session)
+            return before, client_compat.session_ended(session)
 
     assert anyio.run(scenario) == (False, True)
 
 
 def test_the_compatibility_module_loads_nothing_of_the_adapter() -> None:
-    """The gateway imports it: in a fresh interpreter, it loads nothing of the adapter
-    but the package it sits in (`codemode` itself is the public API, loaded first)."""
+    """In a fresh interpreter, it loads nothing of the adapter but the package it sits in (`codemode` itself is the public API, loaded first)."""
     probe = (
         "import sys, codemode.mcp.compat\n"
         "print(sorted(m for m in sys.modules if m.startswith('codemode.mcp')))\n"
@@ -108,7 +109,7 @@ def test_nothing_outside_the_compatibility_module_reaches_into_the_sdk() -> None
     src = Path(codemode.__file__).parent
     found: list[str] = []
     for path in sorted(src.rglob("*.py")):
-        if path == src / "mcp" / "compat.py":
+        if path in (src / "mcp" / "compat.py", src / "sources" / "mcp" / "compat.py"):
             continue
         where = path.relative_to(src)
         sdk_names: set[str] = set()
@@ -472,7 +473,7 @@ def test_the_sdk_makes_up_json_rpc_errors_for_http_failures() -> None:
     sources = inspect.getsource(mcp.client.streamable_http) + inspect.getsource(
         mcp.shared.jsonrpc_dispatcher
     )
-    for start in compat.SDK_MADE:  # each text is still the SDK's own
+    for start in client_compat.SDK_MADE:  # each text is still the SDK's own
         assert start.rstrip(": ") in sources, start
 
     async def failing(request: Any) -> PlainTextResponse:
@@ -506,5 +507,5 @@ def test_the_sdk_makes_up_json_rpc_errors_for_http_failures() -> None:
         thread.join(10)
     assert isinstance(error, mcp.MCPError)
     assert error.error.message == "Server returned an error response"
-    assert compat.made_by_sdk(error)
-    assert not compat.made_by_sdk(mcp.MCPError(code=-32000, message="no note named x"))
+    assert client_compat.made_by_sdk(error)
+    assert not client_compat.made_by_sdk(mcp.MCPError(code=-32000, message="no note named x"))

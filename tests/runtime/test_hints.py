@@ -19,8 +19,8 @@ from codemode.authz import AllowAll
 from codemode.payloads import describe_payload
 from codemode.runtime.hints import Known, Vocabulary, explain
 from tests.conftest import CANARY, run_error
-from tests.gateway.conftest import FIXTURE, PYTHON
 from tests.runtime.running import capability
+from tests.sources.mcp.conftest import FIXTURE, PYTHON
 
 M = "def main():\n"
 

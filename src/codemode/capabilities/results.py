@@ -22,6 +22,7 @@ interpreter text.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Literal, get_args, get_origin
 
@@ -65,9 +66,10 @@ class Projection:
     """Serialize by the declared type, keep what it declares, measure (one per capability)."""
 
     def __init__(self, annotation: Any, *, serialize: bool = True) -> None:
-        self.adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(t.portable(annotation))
+        self.annotation = annotation
         self.serialize = serialize
-        """False for JSON data (an upstream tool's), which is only kept."""
+        """False for JSON data (an upstream tool's), which is only kept: its source's
+        schema is the one validator it meets."""
         keeps = _Keeps()
         self.keep = keeper(annotation, keeps)
         self.has_records = any(t.is_record(inner) for inner in t.walk(annotation, result=True))
@@ -75,6 +77,12 @@ class Projection:
         """A plain scalar type, whose exact instances are their own projection."""
         self.plain = plain_walk(annotation, keeps.carriers)
         """The one walk that projects plain data of the declared type (see `plain`)."""
+
+    @functools.cached_property
+    def adapter(self) -> pydantic.TypeAdapter[Any]:
+        """The declared type's serializer, and its JSON Schema for describe (built when
+        first needed: JSON data crosses without it)."""
+        return pydantic.TypeAdapter(t.portable(self.annotation))
 
     def project(self, value: Any, max_items: int) -> Projected:
         """What of `value` crosses. `max_items` bounds the items serialization may read,

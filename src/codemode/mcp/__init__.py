@@ -1,7 +1,7 @@
 """The MCP adapter: three tools over a CodeMode, on the official mcp SDK.
 
-Its modules are imported on first use, so that `codemode.mcp.compat` (which the gateway,
-below this adapter, uses) loads nothing of the adapter itself.
+Its modules are imported on first use, so that importing one of them loads nothing else
+of the adapter (the server, the SDK's transports) until it is needed.
 """
 
 from __future__ import annotations

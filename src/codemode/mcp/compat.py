@@ -5,12 +5,13 @@ Nothing else in codemode names a private SDK attribute or works around SDK behav
 Each function says what upstream would need for it to go, and has a test
 (tests/mcp/test_compat.py) against the SDK installed that fails when the SDK
 changes the behaviour it answers, or starts to offer it publicly. It imports nothing from
-codemode, so the gateway, below the adapter, may use it too.
+codemode.
 
 The gaps, by where they show:
 
-- The SDK's internals: which protocol versions it speaks, request ids as its dispatcher
-  compares them, and whether a client session's connection has ended.
+- The SDK's internals: which protocol versions it speaks, and request ids as its
+  dispatcher compares them. (What the upstream client needs, whether a session's
+  connection has ended and which errors the SDK made up, is `codemode.sources.mcp.compat`.)
 - JSON-RPC messages: the SDK answers a body that is not JSON, or not a message, in its
   parser's or validator's words (HTTP) or not at all (stdio), and takes a request whose
   id is null, a bool, a float or an object for a notification (`read_message`,
@@ -65,37 +66,6 @@ def request_key(request_id: str | int) -> str | int:
     would export it (it is `mcp.shared.dispatcher.coerce_request_id`, a module of the
     SDK's internals)."""
     return coerce_request_id(request_id)
-
-
-def session_ended(session: Any) -> bool:
-    """Whether a `ClientSession`'s connection has ended (the SDK saw its stream close), so
-    the next call opens a new session instead of failing on a dead one. Upstream: a
-    public `ClientSession.closed` (today only its dispatcher's private `_closed` says it)."""
-    dispatcher = getattr(session, "_dispatcher", None)
-    return bool(getattr(dispatcher, "_closed", False))
-
-
-SDK_MADE = (
-    "Not Found",
-    "Session terminated",
-    "Server returned an error response",
-    "Unexpected content type: ",
-    "Failed to parse JSON response: ",
-    "Failed to parse SSE message: ",
-    "SSE stream ended without a response",
-    "Connection closed",
-)
-"""How the messages begin of the JSON-RPC errors the SDK's client makes up itself."""
-
-
-def made_by_sdk(error: Any) -> bool:
-    """Whether an `MCPError` a `ClientSession` raised is one the SDK's client made up (an
-    HTTP error status, a body it could not read, a closed stream) rather than the
-    server's own answer: the two arrive alike, and only the message tells. A server that
-    answers with one of these words is taken for a transport failure, the safe side.
-    Upstream: the SDK would mark the errors it makes (a subclass, or `data`)."""
-    message = getattr(getattr(error, "error", None), "message", None)
-    return isinstance(message, str) and message.startswith(SDK_MADE)
 
 
 # -- JSON-RPC messages -----------------------------------------------------------------------
@@ -361,7 +331,6 @@ __all__ = [
     "NO_BATCHES",
     "PARSE_ERROR_MESSAGE",
     "POST_ONLY",
-    "SDK_MADE",
     "UNSUPPORTED_VERSION",
     "Rejected",
     "answer_alone",
@@ -372,10 +341,8 @@ __all__ = [
     "checked_lines",
     "disconnected",
     "is_request_id",
-    "made_by_sdk",
     "read_message",
     "refuse_method",
     "replay",
     "request_key",
-    "session_ended",
 ]

@@ -1,0 +1,62 @@
+"""Sources of capabilities, one shape: the host's own functions, upstream MCP servers, REST
+APIs, and any kind of your own.
+
+A source (`Source`) has a name, opens, offers capabilities (a snapshot), may stream its
+changes, and closes; `CodeMode.add_source` registers one, and `add_mcp_server` and
+`add_openapi` add an `McpServer` and an `OpenApi` made from their options. A source of
+your own makes its capabilities with `capability` (from a Python function) or
+`forwarded` (a call sent elsewhere, described by JSON Schemas). `Functions` is the
+host's own functions as a source. `load_config` reads the `mcpServers` (and `openApi`)
+file MCP clients already use into sources, as `codemode proxy` does. See docs/guides/sources.md.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from codemode.capabilities import Capability
+from codemode.sources.functions import Functions, capability
+from codemode.sources.protocol import Source
+
+if TYPE_CHECKING:
+    from codemode.sources.config import ConfigError, ServerEntry, load_config
+    from codemode.sources.mcp import McpServer
+    from codemode.sources.openapi import OpenApi
+    from codemode.sources.remote import forwarded
+
+
+def __getattr__(name: str) -> Any:
+    # `forwarded` reads JSON Schema (jsonschema, a quarter of a second to import): loaded
+    # when a source first asks for it, so `import codemode` does not pay for it.
+    if name == "forwarded":
+        from codemode.sources.remote import forwarded
+
+        return forwarded
+    # The config file names MCP servers and REST APIs: loaded with them, when first read.
+    if name in ("ConfigError", "ServerEntry", "load_config"):
+        from codemode.sources import config
+
+        return getattr(config, name)
+    if name == "McpServer":  # the MCP SDK
+        from codemode.sources.mcp import McpServer
+
+        return McpServer
+    if name == "OpenApi":
+        from codemode.sources.openapi import OpenApi
+
+        return OpenApi
+    raise AttributeError(f"module 'codemode.sources' has no attribute {name!r}")
+
+
+__all__ = [
+    "Capability",
+    "ConfigError",
+    "Functions",
+    "McpServer",
+    "OpenApi",
+    "ServerEntry",
+    "Source",
+    "capability",
+    "forwarded",
+    "load_config",
+]

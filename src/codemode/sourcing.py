@@ -1,0 +1,261 @@
+"""The sources of one CodeMode: each opened on the sources' loop, what it offers kept in
+step with the catalog, and all of them closed together.
+
+`Sources.add` is what `CodeMode.add_source` (and so `add_mcp_server` and `add_openapi`)
+calls: the source's namespace is checked and taken, it is opened on the sources' loop (a
+thread of its own, started with the first source added), and what it offers enters the
+catalog all at once, or it is closed and nothing of it stays. Its change stream is then
+followed on that loop, each offer checked by the policy as it replaces the source's
+capabilities (`Catalog.change`), and `close` ends every stream, then every source.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.abc
+import anyio.from_thread
+import anyio.to_thread
+
+from codemode.capabilities import Capability, Catalog, Snapshot
+from codemode.errors import RegistrationError
+from codemode.sources import Functions, Source
+
+log = logging.getLogger("codemode.sources")
+
+
+@dataclass(eq=False)
+class _Added:
+    """One added source and what of it the catalog holds."""
+
+    source: Source
+    what: str
+    """How errors and the host log name it (`MCP server "fs"`)."""
+    offered: list[Capability] = field(default_factory=list)
+    """What it offers in the newest accepted state of the catalog."""
+
+
+class Sources:
+    """Adds, follows and closes the sources of one catalog (see the module docstring)."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+        self.functions = Functions(catalog)
+        """The host's own functions, the source `CodeMode.capability` registers into."""
+        self._added: dict[str, _Added] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+        self._portal: _Portal | None = None
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The sources' loop, where every source's I/O runs (started when first needed)."""
+        return self._running().loop
+
+    def _running(self) -> _Portal:
+        with self._lock:
+            if self._portal is None:
+                self._portal = _Portal()
+            return self._portal
+
+    def add(self, source: Source) -> list[Capability]:
+        """Open `source` and put what it offers in the catalog; RegistrationError (and
+        nothing of it stays) when its name is taken, it cannot be opened, or the catalog
+        or its policy refuses what it offers."""
+        if not isinstance(source, Source):
+            raise TypeError(
+                "add_source needs a codemode.sources.Source: name, async open(), "
+                "capabilities(), changes() and async close()"
+            )
+        name = source.name
+        what, noun = describe(source), _noun(source)
+        if not isinstance(name, str) or not name.isidentifier():
+            raise RegistrationError(f"{what}: its name must be an identifier")
+        with self._lock:
+            if self._closed:
+                raise RegistrationError(f"{what}: the CodeMode is closed")
+            if name in self._added:
+                article = "an" if noun[0] in "AEIOUaeiou" else "a"
+                raise RegistrationError(f"{what}: {article} {noun} of that name is added")
+            taken = sorted(n for n in self.catalog.names() if n.startswith(name + "."))
+            if taken:
+                raise RegistrationError(
+                    f"{what}: its namespace holds capabilities already ({taken[0]}); "
+                    f"give the {noun} another name"
+                )
+            added = self._added[name] = _Added(source, what)
+            if self._portal is None:
+                self._portal = _Portal()
+            portal = self._portal
+        try:
+            portal.call(source.open)
+            offered = list(source.capabilities())
+            _check_names(what, name, offered)
+            self.catalog.change((), offered)  # all of them, or none
+        except BaseException as exc:
+            with self._lock:
+                self._added.pop(name, None)
+            with contextlib.suppress(Exception):
+                portal.call(source.close)
+            if isinstance(exc, RegistrationError) or not isinstance(exc, Exception):
+                raise
+            raise RegistrationError(
+                f"{what}: it cannot be opened ({type(exc).__name__}: {exc})"
+            ) from exc
+        added.offered = offered
+        stream = source.changes()
+        if stream is not None:
+            portal.spawn(self._follow, added, stream)
+        return offered
+
+    async def _follow(self, added: _Added, stream: AsyncIterator[Any]) -> None:
+        """Apply each offer of a source's change stream, telling it how each went."""
+        send: Callable[[Any], Any] | None = getattr(stream, "asend", None)
+        answer: BaseException | None = None
+        try:
+            while True:
+                try:
+                    offer = await (send(answer) if send is not None else anext(stream))
+                except StopAsyncIteration:
+                    return
+                answer = await anyio.to_thread.run_sync(self._apply, added, offer)
+        finally:
+            closing = getattr(stream, "aclose", None)
+            if closing is not None:
+                with contextlib.suppress(Exception):
+                    await closing()
+
+    def _apply(self, added: _Added, offer: Sequence[Capability] | None) -> BaseException | None:
+        """One offer into the catalog (on a worker thread: a policy may take a while):
+        None when it was taken, else why not, having withheld what changed."""
+        old = added.offered
+        if offer is None:  # the source cannot tell what it offers: none of it is used
+            self.catalog.withhold([c.id for c in old])
+            return None
+        new = list(offer)
+        try:
+            _check_names(added.what, added.source.name, new)
+        except RegistrationError as exc:
+            log.warning("%s: its new capabilities are not used: %s", added.what, exc)
+            return exc
+        refusal: list[BaseException] = []
+        kept = {id(c) for c in new}
+
+        def refused(snapshot: Snapshot, error: BaseException) -> list[str]:
+            refusal.append(error)
+            return [c.id for c in old if id(c) not in kept]
+
+        self.catalog.change([c.name for c in old], new, refused=refused)
+        if refusal:
+            return refusal[0]
+        added.offered = new
+        return None
+
+    def close(self) -> None:
+        """End every change stream, then close every source side by side, then the
+        sources' loop. Nothing can be added after."""
+        with self._lock:
+            self._closed = True
+            added, self._added = list(self._added.values()), {}
+            portal, self._portal = self._portal, None
+        if portal is None:
+            return
+        portal.stop_following()
+        with contextlib.suppress(Exception):
+            portal.call(_close_all, [a.source for a in added])
+        portal.close()
+
+
+def describe(source: Source) -> str:
+    """How errors name a source: its kind, when it says one, then its name."""
+    kind = getattr(source, "kind", None)
+    return f'{kind if isinstance(kind, str) else "source"} "{source.name}"'
+
+
+def _noun(source: Source) -> str:
+    """What "give the ... another name" calls a source (`server`, `API`)."""
+    kind = getattr(source, "kind", None)
+    word = kind.rsplit(" ", 1)[-1] if isinstance(kind, str) else "source"
+    return word if word.isupper() else word.lower()
+
+
+def _check_names(what: str, name: str, offered: Sequence[Capability]) -> None:
+    """RegistrationError for an offer that is not capabilities under the source's name."""
+    for capability in offered:
+        if not isinstance(capability, Capability):
+            kind = type(capability).__name__
+            raise RegistrationError(f"{what}: it offers a {kind}, not a Capability")
+        if not capability.name.startswith(name + "."):
+            raise RegistrationError(
+                f'{what}: its capability "{capability.name}" is not under its name'
+            )
+
+
+async def _close_all(sources: list[Source]) -> None:
+    """Close sources side by side: each may take a while (an upstream's grace to exit)."""
+
+    async def close(source: Source) -> None:
+        try:
+            await source.close()
+        except Exception:
+            log.exception("%s did not close cleanly", describe(source))
+
+    async with anyio.create_task_group() as group:
+        for source in sources:
+            group.start_soon(close, source)
+
+
+class _Portal:
+    """The sources' loop, on a thread of its own, with the task group their change
+    streams are followed in."""
+
+    def __init__(self) -> None:
+        self._context = anyio.from_thread.start_blocking_portal(name="codemode-sources")
+        self._portal = self._context.__enter__()
+        self._supervisor, (self._group, loop) = self._portal.start_task(self._supervise)
+        self.loop: asyncio.AbstractEventLoop = loop
+
+    async def _supervise(self, *, task_status: anyio.abc.TaskStatus[Any]) -> None:
+        async with anyio.create_task_group() as group:
+            task_status.started((group, asyncio.get_running_loop()))
+            await anyio.sleep_forever()
+
+    def call(self, function: Callable[..., Any], *args: Any) -> Any:
+        """`await function(*args)` on the loop, from another thread."""
+        return self._portal.call(function, *args)
+
+    def spawn(self, function: Callable[..., Any], *args: Any) -> None:
+        """Start a task in the group; whatever it raises is logged, so one source's
+        failure never ends the others'."""
+
+        def start() -> None:  # not `start_soon` itself, whose task the portal would await
+            self._group.start_soon(_guarded, function, *args)
+
+        self._portal.call(start)
+
+    def stop_following(self) -> None:
+        """Cancel every change stream (the group, so later sources' too)."""
+        with contextlib.suppress(Exception):
+            self._portal.call(self._group.cancel_scope.cancel)
+
+    def close(self) -> None:
+        self._supervisor.cancel()
+        with contextlib.suppress(Exception):
+            self._context.__exit__(None, None, None)
+
+
+async def _guarded(function: Callable[..., Any], *args: Any) -> None:
+    try:
+        await function(*args)
+    except Exception:
+        log.exception("source task %s failed", getattr(function, "__qualname__", function))
+
+
+__all__ = ["Sources", "describe"]
