@@ -6,7 +6,9 @@ import asyncio
 import contextlib
 import os
 import platform
+import shutil
 import signal
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -326,3 +328,37 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Debian's redis-server on a free loopback port, keeping nothing on disk."""
+    binary = system_tool(
+        shutil.which("redis-server") or "/usr/bin/redis-server",
+        "apt-get install redis-server (or run scripts/install-test-tools)",
+    )
+    from tests.e2e.conftest import free_port, wait_for_port  # it imports this module
+
+    port = free_port()
+    folder = tmp_path_factory.mktemp("redis")
+    process = subprocess.Popen(
+        [
+            str(binary),
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--dir",
+            str(folder),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_for_port(port, process)
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        process.terminate()
+        process.wait(10)

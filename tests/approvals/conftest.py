@@ -1,11 +1,10 @@
-"""Real servers for the approval tests: Redis, for the replay guard replicas share, and
-`codemode serve` of the approvals host; the approvals host itself, and the file its
-calls are counted in (the continuation tests share them)."""
+"""Real servers for the approval tests: `codemode serve` of the approvals host (Redis, for
+the replay guard replicas share, is `redis_url` of tests/conftest.py); the approvals host
+itself, and the file its calls are counted in (the continuation tests share them)."""
 
 from __future__ import annotations
 
 import contextlib
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,40 +13,7 @@ import pytest
 
 from codemode import CodeMode
 from tests.approvals.host import build
-from tests.conftest import system_tool
-from tests.e2e.conftest import free_port, start_codemode, wait_for_port
-
-
-@pytest.fixture(scope="session")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Debian's redis-server on a free loopback port, keeping nothing on disk."""
-    binary = system_tool(
-        shutil.which("redis-server") or "/usr/bin/redis-server",
-        "apt-get install redis-server (or run scripts/install-test-tools)",
-    )
-    port = free_port()
-    folder = tmp_path_factory.mktemp("redis")
-    process = subprocess.Popen(
-        [
-            str(binary),
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--dir",
-            str(folder),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        wait_for_port(port, process)
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        process.terminate()
-        process.wait(10)
+from tests.e2e.conftest import free_port, start_codemode
 
 
 @pytest.fixture

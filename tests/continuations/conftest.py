@@ -1,4 +1,4 @@
-"""What the continuation tests share: the approval tests' Redis, host and call counts
+"""What the continuation tests share: the approval tests' host and call counts
 (approvals are the first user of continuations), and states made by hand."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 from codemode.continuations import VERSIONS, Ask, Injected, PausedState, freeze
 from codemode.errors import CallRecord, Where
-from tests.approvals.conftest import calls, cm, redis_url  # noqa: F401  (fixtures)
+from tests.approvals.conftest import calls, cm  # noqa: F401  (fixtures)
 
 
 def an_ask(key: str = "approval-2", **changes: Any) -> Ask:
