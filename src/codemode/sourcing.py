@@ -26,9 +26,45 @@ import anyio.to_thread
 
 from codemode.capabilities import Capability, Catalog, Snapshot
 from codemode.errors import RegistrationError
-from codemode.sources import Functions, Source
+from codemode.sources import Source
 
 log = logging.getLogger("codemode.sources")
+
+
+class Functions:
+    """The functions `CodeMode.capability` registers, as a source.
+
+    It is the one source without a namespace of its own (its name is empty: each function
+    names its own), and the one whose capabilities join the catalog as they are
+    registered (`add`, at decoration time, where a clash or a refusing policy is raised),
+    so it has nothing to open, no change stream and nothing to close.
+    """
+
+    name = ""
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+        self._registered: list[Capability] = []
+
+    def add(self, capability: Capability) -> None:
+        """Register one function's capability now (RegistrationError on a clash, or when
+        the policy refuses it)."""
+        self.catalog.add(capability)
+        self._registered.append(capability)
+
+    async def open(self) -> None:
+        """Nothing to open: the functions are in the catalog already."""
+
+    def capabilities(self) -> tuple[Capability, ...]:
+        """The functions registered so far."""
+        return tuple(self._registered)
+
+    def changes(self) -> AsyncIterator[Sequence[Capability] | None] | None:
+        """None: a function registered later joins the catalog at once (`add`)."""
+        return None
+
+    async def close(self) -> None:
+        """Nothing to close: host code is never stopped from here."""
 
 
 @dataclass(eq=False)

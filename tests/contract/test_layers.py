@@ -2,7 +2,8 @@
 before it, never one after it):
 
 1. base: `types`, `errors`, `limits`, `values`, `syntax`, `language`, `context`,
-   `tracing`, `events`: the shared vocabulary, importing nothing else of codemode;
+   `tracing`, `events`, `clock`: the shared vocabulary, importing nothing else of
+   codemode;
 2. capabilities: registration, names, type notation, schemas, search;
 3. binding: keyword arguments -> handler arguments, and `preflight`, which checks a
    program's calls against the same signatures before it runs;

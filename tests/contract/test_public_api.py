@@ -95,7 +95,6 @@ def test_sources_exports() -> None:
     assert codemode.sources.__all__ == [
         "Capability",
         "ConfigError",
-        "Functions",
         "McpServer",
         "OpenApi",
         "ServerEntry",

@@ -9,7 +9,7 @@ import pytest
 from codemode.capabilities import Catalog
 from codemode.errors import RegistrationError
 from codemode.sources import capability
-from codemode.sources.functions import Functions
+from codemode.sourcing import Functions
 
 
 def lookup(key: str, limit: int = 10) -> list[str]:

@@ -6,9 +6,9 @@ from typing import Any
 
 from codemode.capabilities import Catalog
 from codemode.sources import Source
-from codemode.sources.functions import Functions
 from codemode.sources.mcp import McpServer
 from codemode.sources.openapi import OpenApi
+from codemode.sourcing import Functions
 
 
 class Empty:

@@ -1,7 +1,7 @@
 """What `CodeMode.describe` gives a host: a capability as the model sees it, frozen.
 
-The registry's `Capability` (its handler, validators and implementation flags) stays
-private; `CapabilityInfo` is the public, documented view of it, the same facts
+The registry's `Capability` (its handler, validators and implementation flags) is what a
+source offers; `CapabilityInfo` is the public view of it a host reads, the same facts
 `describe_api` answers with. The registry builds it (`Capability.info`), so this module
 reads a capability only through `Described`, the facts it shows, and imports nothing of
 the registry.

@@ -80,7 +80,8 @@ class Parameter:
 
 @dataclass(frozen=True, eq=False)
 class Capability:
-    """A registered host function, with everything needed to describe, bind and call it."""
+    """A registered capability (a host function, an upstream tool, a REST operation, ...),
+    with everything needed to describe, bind and call it."""
 
     id: str
     name: str

@@ -5,9 +5,9 @@ A source (`Source`) has a name, opens, offers capabilities (a snapshot), may str
 changes, and closes; `CodeMode.add_source` registers one, and `add_mcp_server` and
 `add_openapi` add an `McpServer` and an `OpenApi` made from their options. A source of
 your own makes its capabilities with `capability` (from a Python function) or
-`forwarded` (a call sent elsewhere, described by JSON Schemas). `Functions` is the
-host's own functions as a source. `load_config` reads the `mcpServers` (and `openApi`)
-file MCP clients already use into sources, as `codemode proxy` does. See docs/guides/sources.md.
+`forwarded` (a call sent elsewhere, described by JSON Schemas). `load_config` reads the
+`mcpServers` (and `openApi`) file MCP clients already use into sources, as `codemode
+proxy` does. See docs/guides/sources.md.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from codemode.capabilities import Capability
-from codemode.sources.functions import Functions, capability
+from codemode.sources.functions import capability
 from codemode.sources.protocol import Source
 
 if TYPE_CHECKING:
@@ -48,10 +48,13 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'codemode.sources' has no attribute {name!r}")
 
 
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})  # the names loaded on first use, too
+
+
 __all__ = [
     "Capability",
     "ConfigError",
-    "Functions",
     "McpServer",
     "OpenApi",
     "ServerEntry",

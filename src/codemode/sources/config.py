@@ -51,7 +51,8 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class ServerEntry:
-    """One server of the file: its name and `add_mcp_server`'s keyword arguments."""
+    """One server of the file: its name, and the keyword arguments of `add_mcp_server`
+    (an MCP server) or of `add_openapi` (a REST API), by `kind`."""
 
     name: str
     options: dict[str, Any]
@@ -109,7 +110,9 @@ _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 def load_config(
     path: str | os.PathLike[str], environ: Mapping[str, str] | None = None
 ) -> list[ServerEntry]:
-    """The enabled servers of a config file, in file order."""
+    """The enabled servers of a config file, in file order: `${VAR}` in its strings
+    read from `environ` (the process's environment unless given). Raises `ConfigError`
+    naming the file and the key for anything it cannot use (see the module docstring)."""
     environ = os.environ if environ is None else environ
     where = os.fspath(path)
     try:

@@ -1,11 +1,12 @@
-"""The host's own functions as a source, and the builder of a capability from a function."""
+"""The builder of a capability from a Python function, for any source (the host's own
+functions are one: `codemode.sourcing.Functions`)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from codemode.capabilities import Capability, Catalog, build_capability
+from codemode.capabilities import Capability, build_capability
 
 
 def capability(
@@ -42,40 +43,4 @@ def capability(
     )
 
 
-class Functions:
-    """The functions `CodeMode.capability` registers, as a source.
-
-    It is the one source without a namespace of its own (its name is empty: each function
-    names its own), and the one whose capabilities join the catalog as they are
-    registered (`add`, at decoration time, where a clash or a refusing policy is raised),
-    so it has nothing to open, no change stream and nothing to close.
-    """
-
-    name = ""
-
-    def __init__(self, catalog: Catalog) -> None:
-        self.catalog = catalog
-        self._registered: list[Capability] = []
-
-    def add(self, capability: Capability) -> None:
-        """Register one function's capability now (RegistrationError on a clash, or when
-        the policy refuses it)."""
-        self.catalog.add(capability)
-        self._registered.append(capability)
-
-    async def open(self) -> None:
-        """Nothing to open: the functions are in the catalog already."""
-
-    def capabilities(self) -> tuple[Capability, ...]:
-        """The functions registered so far."""
-        return tuple(self._registered)
-
-    def changes(self) -> AsyncIterator[Sequence[Capability] | None] | None:
-        """None: a function registered later joins the catalog at once (`add`)."""
-        return None
-
-    async def close(self) -> None:
-        """Nothing to close: host code is never stopped from here."""
-
-
-__all__ = ["Functions", "capability"]
+__all__ = ["capability"]

@@ -24,11 +24,15 @@ class Source(Protocol):
     the sources' own (on a thread the CodeMode starts with the first source it adds),
     and so does every request its capabilities send: a session, a connection pool or a
     subscription a source opens lives there, whatever loop or thread a program's call
-    comes from. A capability's handler is awaited on the loop the engine runs handlers
-    on (its own, or the host's `host_loop`); one that does I/O hands it over to the loop
-    its source opened on (`codemode.sources.forwarded` does so itself), and nothing a
-    source does holds that loop: reading a large document or building thousands of
-    capabilities runs on a worker thread.
+    comes from. A `capability()` handler runs where every host function does (a sync one
+    on a worker thread of the engine's pool, an async one on the engine's loop or the
+    host's `host_loop`); one that needs the source's loop hands its work there
+    (`codemode.sources.forwarded` does so itself). Nothing a source does holds its loop:
+    reading a large document or building thousands of capabilities runs on a worker
+    thread.
+
+    A source may also have a `kind` (a str attribute, `"REST API"`): the words its
+    errors are named by; without one they say `source "<name>"`.
     """
 
     @property

@@ -3,7 +3,7 @@ one function per gap.
 
 The server side's gaps are `codemode.mcp.compat`, the adapter's; these are the client's,
 used by `upstream` alone. Each function says what upstream would need for it to go, and
-has a test (tests/contract/test_sdk_compat.py) against the SDK installed that fails when
+has a test (tests/sources/mcp/test_compat.py) against the SDK installed that fails when
 the SDK changes the behaviour it answers, or starts to offer it publicly.
 """
 

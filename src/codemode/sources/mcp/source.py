@@ -63,10 +63,9 @@ class McpServer:
     execution, reopens after a crash, and ends when the `CodeMode` closes. The options are
     checked here (RegistrationError), before anything starts.
 
-    A call goes out only for the tool definition the catalog holds for
-    it: once the upstream says its tools changed, calls wait for the new listing, and a
-    call of a tool that changed meanwhile fails (`ToolChanged`) rather than run under
-    hints that no longer describe it.
+    A call goes out only for the tool definition the catalog holds for it: once the
+    upstream says its tools changed, calls wait for the new listing, and a call of a tool
+    that changed meanwhile fails rather than run under hints that no longer describe it.
     """
 
     kind = "MCP server"

@@ -1,0 +1,78 @@
+"""A submitted program, checked before it runs and prepared as one feed: positions are
+the program's own, line ends are an editor's, and a program is prepared once per source."""
+
+from __future__ import annotations
+
+import pytest
+
+from codemode.errors import InvalidProgramError
+from codemode.runtime import Programs
+from codemode.runtime.program import normalized, split_lines
+from codemode.sources import capability
+
+
+def get(id: int) -> int:
+    return id
+
+
+PROGRAMS_OF = {"records.get": capability(get, "records.get", summary="One record.")}
+
+
+def programs(size: int = 256) -> Programs:
+    return Programs(PROGRAMS_OF, size=size)
+
+
+def test_line_ends_and_a_byte_order_mark_read_as_an_editor_shows_them() -> None:
+    assert normalized("\ufeffa\r\nb\rc\n") == "a\nb\nc\n"
+    assert split_lines("a\nb\n") == ("a", "b")
+    assert split_lines("a\n\nb") == ("a", "", "b")
+
+
+def test_the_feed_is_the_program_then_a_trailer_so_its_positions_are_its_own() -> None:
+    source = "def main():\n    return records.get(id=1)\n"
+    program = programs().prepare(source)
+    assert program.code.startswith(source)  # nothing is prepended
+    assert program.roots == frozenset({"records"})
+    assert not program.is_async
+    assert program.function_at(2) == "main" and program.function_at(3) == "<module>"
+    where = program.where(2, 12, 2, 29, "main")
+    assert where is not None
+    assert (where.line, where.column, where.source) == (2, 12, "    return records.get(id=1)")
+    assert program.where(len(program.lines) + 1, 1, 1, 1, None) is None  # the trailer's
+
+
+def test_a_call_site_is_placed_by_its_byte_offsets_in_the_feed() -> None:
+    source = "def main():\n    return records.get(id=len('é'))\n"
+    program = programs().prepare(source)
+    start = program.code.encode().index(b"records.get")
+    end = program.code.encode().index(b")\n") + 1  # é is two bytes, one column
+    where = program.where_at(start, end)
+    assert where is not None
+    assert (where.line, where.column, where.end_column, where.func) == (2, 12, 36, "main")
+
+
+def test_a_program_is_prepared_once_per_source_and_the_oldest_dropped() -> None:
+    cache = programs(size=2)
+    first = cache.prepare("def main():\n    return 1\n")
+    assert cache.prepare("def main():\n    return 1\r\n") is first  # the same once normalized
+    cache.prepare("def main():\n    return 2\n")
+    cache.prepare("def main():\n    return 3\n")  # past the size: the least recent goes
+    assert cache.prepare("def main():\n    return 1\n") is not first
+
+
+def test_a_refused_program_raises_its_error_each_time_and_check_lists_each_mistake() -> None:
+    cache = programs()
+    with pytest.raises(InvalidProgramError) as first:
+        cache.prepare("def main():\n    return 1\x00\n")
+    with pytest.raises(InvalidProgramError) as again:
+        cache.prepare("def main():\n    return 1\x00\n")
+    assert (
+        str(first.value)
+        == str(again.value)
+        == ("invalid program: the program contains a NUL character")
+    )
+    assert first.value is not again.value  # a fresh error each time, never one shared
+    assert [str(e) for e in cache.check("def main():\n    return 1\x00\n")] == [
+        "invalid program: the program contains a NUL character"
+    ]
+    assert cache.check("def main():\n    return records.get(id=1)\n") == []
