@@ -10,9 +10,9 @@ The system's own time is read here only: by `SystemClock`, and by `Within`, the 
 joining real threads as the engine closes. Seconds since the epoch (`time.time()`) only
 stamp what someone else reads later (an audit event, a paused program's expiry), and never
 measure or bound a wait. A paused program's moments (when a person was asked, when its
-state expires) cross processes, so they are seconds since the epoch, read off this same
-clock by `wall()`: asking, timing out, expiring and claiming all go by one clock, and a
-test moves each of them by hand.
+state expires) cross processes, so they are seconds since the epoch, read by `wall()`:
+the calendar of the clock the engine was given when it tells one (a test's ManualClock,
+moved by hand), else the system's, which replicas share.
 """
 
 from __future__ import annotations
@@ -27,10 +27,6 @@ from typing import Protocol
 
 log = logging.getLogger("codemode")
 
-_CALENDAR = time.time() - time.monotonic()
-"""Seconds from the system's monotonic clock to the calendar, taken once: a replica keeps
-the calendar as its monotonic clock does (NTP's slewing included); the replay guard's
-claims allow `continuations.guards.CLOCK_SKEW_SECONDS` for the rest."""
 
 COMPACT_AFTER = 1024
 """Cancelled timers the heap may hold before they are dropped (when they are most of it)."""
@@ -188,8 +184,13 @@ class SystemClock:
 
 
 def wall(clock: Clock) -> float:
-    """Seconds since the epoch, as `clock` tells them."""
-    return clock.now() + _CALENDAR
+    """Seconds since the epoch, as `clock` tells them: its own `wall()` when it has one (a
+    `codemode.testing.ManualClock`'s calendar moves with it), else the system's calendar,
+    which replicas share (the replay guard's claims allow
+    `continuations.guards.CLOCK_SKEW_SECONDS` between them). A clock's `now()` may count
+    from any moment, so it is never read as a date."""
+    own = getattr(clock, "wall", None)
+    return float(own()) if callable(own) else time.time()
 
 
 __all__ = ["Clock", "SystemClock", "Timer", "Within", "wall"]

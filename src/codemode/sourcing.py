@@ -12,6 +12,7 @@ capabilities (`Catalog.change`), and `close` ends every stream, then every sourc
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import threading
@@ -24,7 +25,7 @@ import anyio.abc
 import anyio.from_thread
 import anyio.to_thread
 
-from codemode.capabilities import Capability, Catalog, Snapshot
+from codemode.capabilities import Capability, Catalog, Snapshot, check_name
 from codemode.errors import RegistrationError
 from codemode.sources import Source
 
@@ -67,11 +68,19 @@ class Functions:
         """Nothing to close: host code is never stopped from here."""
 
 
+CLOSE_GRACE_SECONDS = 10.0
+"""How long closing waits for the sources to close, and then for their loop to stop, before
+it leaves what is still running behind (and says so in the host log): a source is host
+code, and closing never waits on host code without end."""
+
+
 @dataclass(eq=False)
 class _Added:
     """One added source and what of it the catalog holds."""
 
     source: Source
+    name: str
+    """Its namespace, as it was added (a source that renames itself keeps this one)."""
     what: str
     """How errors and the host log name it (`MCP server "fs"`)."""
     offered: list[Capability] = field(default_factory=list)
@@ -81,8 +90,10 @@ class _Added:
 class Sources:
     """Adds, follows and closes the sources of one catalog (see the module docstring)."""
 
-    def __init__(self, catalog: Catalog) -> None:
+    def __init__(self, catalog: Catalog, grace: float = CLOSE_GRACE_SECONDS) -> None:
         self.catalog = catalog
+        self.grace = grace
+        """`CLOSE_GRACE_SECONDS`, or less in tests."""
         self.functions = Functions(catalog)
         """The host's own functions, the source `CodeMode.capability` registers into."""
         self._added: dict[str, _Added] = {}
@@ -126,7 +137,7 @@ class Sources:
                     f"{what}: its namespace holds capabilities already ({taken[0]}); "
                     f"give the {noun} another name"
                 )
-            added = self._added[name] = _Added(source, what)
+            added = self._added[name] = _Added(source, name, what)
             if self._portal is None:
                 self._portal = _Portal()
             portal = self._portal
@@ -134,19 +145,22 @@ class Sources:
             portal.call(source.open)
             offered = list(source.capabilities())
             _check_names(what, name, offered)
+            stream = source.changes()
             self.catalog.change((), offered)  # all of them, or none
         except BaseException as exc:
             with self._lock:
                 self._added.pop(name, None)
+                closed = self._closed
             with contextlib.suppress(Exception):
                 portal.call(source.close)
+            if closed:  # closed while it opened: its open was cancelled
+                raise RegistrationError(f"{what}: the CodeMode is closed") from None
             if isinstance(exc, RegistrationError) or not isinstance(exc, Exception):
                 raise
             raise RegistrationError(
                 f"{what}: it cannot be opened ({type(exc).__name__}: {exc})"
             ) from exc
         added.offered = offered
-        stream = source.changes()
         if stream is not None:
             portal.spawn(self._follow, added, stream)
         return offered
@@ -177,7 +191,7 @@ class Sources:
             return None
         new = list(offer)
         try:
-            _check_names(added.what, added.source.name, new)
+            _check_names(added.what, added.name, new)
         except RegistrationError as exc:
             log.warning("%s: its new capabilities are not used: %s", added.what, exc)
             return exc
@@ -204,9 +218,18 @@ class Sources:
         if portal is None:
             return
         portal.stop_following()
-        with contextlib.suppress(Exception):
-            portal.call(_close_all, [a.source for a in added])
-        portal.close()
+        closing = portal.start(_close_all, [a.source for a in added])
+        try:
+            closing.result(self.grace)
+        except concurrent.futures.TimeoutError:
+            log.warning(
+                "sources %s did not close within %s s; they are left to finish on their own",
+                ", ".join(a.what for a in added),
+                self.grace,
+            )
+        except Exception:
+            log.exception("the sources did not close cleanly")
+        portal.close(self.grace)
 
 
 def describe(source: Source) -> str:
@@ -223,11 +246,16 @@ def _noun(source: Source) -> str:
 
 
 def _check_names(what: str, name: str, offered: Sequence[Capability]) -> None:
-    """RegistrationError for an offer that is not capabilities under the source's name."""
+    """RegistrationError for an offer that is not capabilities under the source's name,
+    each a name programs can call (not a builtin's or a standard module's)."""
     for capability in offered:
         if not isinstance(capability, Capability):
             kind = type(capability).__name__
             raise RegistrationError(f"{what}: it offers a {kind}, not a Capability")
+        try:
+            check_name(capability.name)
+        except RegistrationError as exc:
+            raise RegistrationError(f"{what}: {exc}") from None
         if not capability.name.startswith(name + "."):
             raise RegistrationError(
                 f'{what}: its capability "{capability.name}" is not under its name'
@@ -267,6 +295,10 @@ class _Portal:
         """`await function(*args)` on the loop, from another thread."""
         return self._portal.call(function, *args)
 
+    def start(self, function: Callable[..., Any], *args: Any) -> concurrent.futures.Future[Any]:
+        """Start `function(*args)` on the loop; its outcome, to wait for as long as one will."""
+        return self._portal.start_task_soon(function, *args)
+
     def spawn(self, function: Callable[..., Any], *args: Any) -> None:
         """Start a task in the group; whatever it raises is logged, so one source's
         failure never ends the others'."""
@@ -281,10 +313,27 @@ class _Portal:
         with contextlib.suppress(Exception):
             self._portal.call(self._group.cancel_scope.cancel)
 
-    def close(self) -> None:
-        self._supervisor.cancel()
-        with contextlib.suppress(Exception):
-            self._context.__exit__(None, None, None)
+    def close(self, grace: float) -> None:
+        """Cancel every task left (an open still running, a stream that outlived its
+        cancel) and stop the loop, waiting `grace` seconds at most: a task that ignores
+        its cancellation keeps the loop's thread, which is then left behind."""
+
+        def stop() -> None:
+            self._supervisor.cancel()
+            with contextlib.suppress(Exception):
+                self._portal.call(self._portal.stop, True)
+            with contextlib.suppress(Exception):
+                self._context.__exit__(None, None, None)
+
+        stopping = threading.Thread(target=stop, name="codemode-sources-stop", daemon=True)
+        stopping.start()
+        stopping.join(grace)
+        if stopping.is_alive():
+            log.warning(
+                "the sources' loop did not stop within %s s: a source ignores its "
+                "cancellation; its thread is left behind",
+                grace,
+            )
 
 
 async def _guarded(function: Callable[..., Any], *args: Any) -> None:
@@ -294,4 +343,4 @@ async def _guarded(function: Callable[..., Any], *args: Any) -> None:
         log.exception("source task %s failed", getattr(function, "__qualname__", function))
 
 
-__all__ = ["Sources", "describe"]
+__all__ = ["CLOSE_GRACE_SECONDS", "Functions", "Sources", "describe"]

@@ -50,6 +50,7 @@ import contextlib
 import heapq
 import itertools
 import threading
+import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -265,6 +266,8 @@ class ManualClock:
 
     def __init__(self, start: float = 1000.0) -> None:
         self._now = start
+        self._epoch = time.time() - start
+        """The calendar at its start, so that `wall()` moves with it."""
         self._due: list[tuple[float, int, Timer]] = []
         self._order = itertools.count()
         self._lock = threading.Lock()
@@ -272,6 +275,11 @@ class ManualClock:
     def now(self) -> float:
         """The time the clock was moved to."""
         return self._now
+
+    def wall(self) -> float:
+        """Seconds since the epoch as this clock tells them: the calendar when it was made,
+        moved on as it is (what a paused program's expiry is written in)."""
+        return self._epoch + self._now
 
     def call_at(self, when: float, callback: Callable[[], None]) -> Timer:
         """Ring `callback` in the `advance` that reaches `when`."""

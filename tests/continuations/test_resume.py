@@ -450,3 +450,39 @@ def test_the_wait_is_the_pausing_replicas_whatever_the_resuming_ones(calls: Path
             )
     assert str(raised.value) == "approval timed out: no one answered within 0.01 s"
     assert ran(calls) == ["list", "delete 2", "list"]
+
+
+class EpochClock:
+    """A host's clock that goes by the calendar (`time.time`): monotonic enough for the
+    `Clock` protocol ("seconds that only ever grow"), whose origin is not
+    `time.monotonic`'s. Its timers ring on a system clock, moved into its frame."""
+
+    def __init__(self) -> None:
+        import time
+
+        from codemode.clock import SystemClock
+
+        self._inner = SystemClock()
+        self._offset = time.time() - time.monotonic()
+
+    def now(self) -> float:
+        return self._inner.now() + self._offset
+
+    def call_at(self, when: float, callback: Any) -> Any:
+        return self._inner.call_at(when - self._offset, callback)
+
+
+def test_a_state_paused_on_one_replica_is_valid_on_a_replica_with_another_clock(
+    calls: Path,
+) -> None:
+    """Review of `clock.wall`: a paused program's moments cross processes as seconds since
+    the epoch, but `wall(clock)` is `clock.now()` plus time.monotonic's distance to the
+    calendar, right only for a clock whose origin is time.monotonic's. A replica whose
+    host gave another clock reads a state paused a moment ago by a system-clock replica
+    as long expired (and one it pauses, as valid for decades); 9db4eb5 used time.time()."""
+    with build() as system, build(EpochClock()) as epoch:  # type: ignore[arg-type]
+        epoch.replay_guard = system.replay_guard = InProcessReplayGuard()
+        state = paused(system).state
+        done = asyncio.run(epoch.resume_async(state, subject="alice", answers={"approval-2": True}))
+    assert isinstance(done, ExecutionResult) and done.value is True
+    assert ran(calls) == ["list", "delete 2"]

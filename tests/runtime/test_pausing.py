@@ -137,3 +137,22 @@ def test_a_paused_program_goes_on_with_the_persons_verdict_as_one_execution() ->
         "CallCompleted",
         "ExecutionFinished",
     ]
+
+
+def test_a_resumed_execution_given_no_verdict_declines_the_call() -> None:
+    """Review of `Pausing.restore`: its docstring (and 9db4eb5's `Execution._restore`,
+    `verdicts.get(ask.key, Verdict.DECLINED)`) says a call with no verdict is declined;
+    it now indexes `verdicts[ask.key]`, so an Execution built with `restored` and no (or
+    partial) `verdicts` raises KeyError as it is constructed."""
+    limits = Limits()
+    with engine(MontySandbox(limits), limits=limits) as on:
+        first = execution(on, SOURCE, TICKETS, authorizer=ask_before_deleting, pausable=True)
+        paused = on.execute(first)
+        assert first.ended.wait(GUARD)
+        assert isinstance(paused, Paused)
+        state = PausedState.decode(paused.state, limits.max_paused_bytes)
+        resumed = execution(on, SOURCE, TICKETS, authorizer=ask_before_deleting, restored=state)
+        result = on.execute(resumed)
+        assert resumed.ended.wait(GUARD)
+    assert isinstance(result, ExecutionResult)
+    assert result.value == [3, "approval declined: a person declined this call; do not retry it"]

@@ -116,7 +116,7 @@ class Pausing:
             (item.where, item.exc_type, item.message, item.error()) for item in state.injected
         )
         for ask in state.asks:
-            verdict = verdicts[ask.key]  # the resume protocol decided each one
+            verdict = verdicts.get(ask.key, decide(None))  # none given: declined
             answer = Asked(verdict, ask.message, seconds(ask.wait_seconds), ask.arguments)
             self._answered[ask.call_id] = (ask, answer)
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from codemode.capabilities import Capability, Catalog
-from codemode.errors import AgentError
+from codemode.errors import AgentError, RegistrationError
 from codemode.sources.mcp import McpServer, UpstreamError
 from codemode.sourcing import Sources
 from tests.conftest import GUARD
@@ -78,3 +78,36 @@ def test_a_call_after_close_is_an_upstream_error() -> None:
     cause = caught.value.__cause__
     assert isinstance(cause, UpstreamError)  # what the host log says
     assert str(cause) == 'MCP server "up": the gateway is closed'
+
+
+def test_a_server_closed_by_a_failed_add_is_refused_and_a_new_one_calls_its_upstream(
+    tmp_path: object,
+) -> None:
+    """A failed add closes the source; adding the same object again is refused, never
+    added as a server whose every call would fail, and a new one works."""
+    import os
+    import sys
+    from pathlib import Path
+
+    folder = Path(str(tmp_path))
+    flag = folder / "up"
+    script = folder / "upstream.sh"
+    script.write_text(
+        f'#!/bin/sh\n[ -f "{flag}" ] || exit 3\nexec "{sys.executable}" "{FIXTURE}"\n'
+    )
+    os.chmod(script, 0o755)
+    sources = Sources(Catalog())
+    try:
+        server = McpServer("again", command=str(script), include=["pid"])
+        with pytest.raises(RegistrationError):
+            sources.add(server)  # the upstream is not up yet
+        flag.touch()
+        with pytest.raises(RegistrationError) as again:
+            sources.add(server)
+        assert str(again.value) == (
+            'MCP server "again": it was closed; add a new McpServer instead'
+        )
+        (pid,) = sources.add(McpServer("again", command=str(script), include=["pid"]))
+        assert str(asyncio.run(pid.handler())).isdigit()
+    finally:
+        sources.close()

@@ -366,3 +366,27 @@ def test_a_redirects_user_and_password_never_replace_the_hosts_credentials(
         said = run(cm, f"return pets.hop(to={landing!r})")
     assert "authorization" not in store.seen[-1].headers
     assert said["authorization"] is None
+
+
+@pytest.mark.parametrize("prefix", ["", "Bearer ", "Bearer  ", "x"])
+@pytest.mark.parametrize("alphabet", [base64.b64encode, base64.urlsafe_b64encode])
+def test_a_secret_echoed_inside_base64_is_blanked_wherever_it_sits(
+    prefix: str, alphabet: Any
+) -> None:
+    """An API that echoes the whole `Authorization` value base64-encoded (`Bearer <token>`)
+    carries the token's bytes at any place in a group of three: each is found."""
+    token = "tok-CANARY-7f3a91b2c4"
+    echoed = alphabet(f"{prefix}{token}".encode()).decode()
+    redacted = Redactor([token]).redact(f"seen: {echoed}")
+    assert "[redacted]" in redacted
+    for piece in redacted.removeprefix("seen: ").split("[redacted]"):
+        for offset in range(4):  # whatever is left decodes to nothing of the token
+            left = piece.translate(str.maketrans("-_", "+/"))[offset:]
+            decoded = base64.b64decode(left[: len(left) // 4 * 4])
+            assert b"CANARY" not in decoded and b"7f3a91b2" not in decoded
+
+
+def test_text_that_only_looks_like_base64_is_left_alone() -> None:
+    assert Redactor(["tok-CANARY-7f3a91b2c4"]).redact("dG9rZW4gb2YgYW5vdGhlcg==") == (
+        "dG9rZW4gb2YgYW5vdGhlcg=="
+    )

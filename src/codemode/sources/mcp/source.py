@@ -139,7 +139,12 @@ class McpServer:
 
     async def open(self) -> None:
         """Connect, list the tools and build their capabilities; RegistrationError when the
-        upstream cannot be reached or its tools cannot be named."""
+        upstream cannot be reached or its tools cannot be named, or it was closed (a
+        failed add closes it: a new `McpServer` is added again)."""
+        if self._closed:
+            raise RegistrationError(
+                f'MCP server "{self.name}": it was closed; add a new McpServer instead'
+            )
         self._loop = asyncio.get_running_loop()
         await self._tasks.start()
         try:

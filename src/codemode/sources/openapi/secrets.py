@@ -14,6 +14,11 @@ public ones (`Accept`, `Content-Type`, `User-Agent`, `*-Version`, ...). A user n
 beside a password is an identity, which the API routinely answers with (an owner, an
 account id): only the `user:password` pair and its base64 are blanked.
 
+A secret may also come back inside base64 (an echoed `Authorization: Basic ...` or
+`Bearer ...` value, a token in a JWT-like blob): wherever it sits in the encoded text,
+the characters that encode only its bytes are one of three runs (`base64_runs`, with the
+URL-safe alphabet's too), and those are blanked as well.
+
 A secret comes back in whatever spelling the server's own encoders and escapers give
 it, which are not Python's (Java's URL encoder encodes `~`, JavaScript's leaves `*()!'`
 alone, an HTML page writes `&amp;`): so each of its characters is matched in every
@@ -134,6 +139,22 @@ def readings(secret: str) -> set[str]:
     return {text for text in found if len(text) >= MIN_SECRET}
 
 
+def base64_runs(secret: str) -> set[str]:
+    """The runs of base64 that encode only `secret`'s bytes, at each of the three places
+    its first byte may fall in a group of three (so it is found inside the base64 of any
+    longer text, `Bearer <token>` say), in the standard and the URL-safe alphabets."""
+    data = secret.encode("utf-8", errors="surrogatepass")
+    runs = set()
+    for offset in range(3):
+        encoded = base64.b64encode(bytes(offset) + data).decode()
+        start = -(-8 * offset // 6)  # the first character past the padding's bits
+        end = 8 * (offset + len(data)) // 6  # the last one before the partial group
+        run = encoded[start:end]
+        if len(run) >= MIN_SECRET:
+            runs |= {run, run.replace("+", "-").replace("/", "_")}
+    return runs
+
+
 def pattern(text: str) -> str:
     """A regular expression matching `text` in any spelling an echo may give it, each of
     its characters spelled its own way (`spellings`): as one encoder or another left it,
@@ -207,7 +228,10 @@ class Redactor:
     pattern (the longest secret first, as one secret may begin another)."""
 
     def __init__(self, secrets: Iterable[str]) -> None:
-        found = sorted({r for s in secrets for r in readings(s)}, key=lambda r: (-len(r), r))
+        found = sorted(
+            {r for s in secrets for r in (*readings(s), *base64_runs(s))},
+            key=lambda r: (-len(r), r),
+        )
         self._pattern = re.compile("|".join(map(pattern, found))) if found else None
 
     def __bool__(self) -> bool:
@@ -248,6 +272,7 @@ __all__ = [
     "MIN_SECRET",
     "REDACTED",
     "Redactor",
+    "base64_runs",
     "basic",
     "header",
     "pattern",
