@@ -34,9 +34,9 @@ from codemode import CodeMode
 from codemode.authz import AllowAll
 from codemode.capabilities.search import SearchIndex
 from codemode.mcp.tools import TOOLS
+from codemode.payloads import describe_payload, search_payload
 from codemode.sources.openapi.document import load
 from codemode.sources.openapi.operations import operations
-from codemode.payloads import describe_payload, search_payload
 
 DOCUMENT = Path(__file__).parent / "data" / "api.github.com.json.xz"
 QUERY = "list pull requests of a repository"
