@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
@@ -11,16 +10,10 @@ from typing import Any, Literal, TypeVar
 from codemode.authz import Authorizer
 from codemode.capabilities import CapabilityInfo, Catalog, SearchResult, View, build_capability
 from codemode.clock import Clock
-from codemode.continuations import (
-    Approver,
-    Paused,
-    ReplayGuard,
-)
+from codemode.continuations import Approver, Paused, ReplayGuard
 from codemode.discovery import Discovery, describe
 from codemode.engine_slot import EngineSlot
-from codemode.errors import (
-    CodeModeError,
-)
+from codemode.errors import CodeModeError
 from codemode.events import EventHandler
 from codemode.limits import Limits
 from codemode.options import Options, checked_disabled, checked_guard, checked_limits
@@ -29,7 +22,6 @@ from codemode.runtime import ExecutionResult, Sandbox
 from codemode.sources import Source
 from codemode.sourcing import Sources
 
-log = logging.getLogger("codemode")
 F = TypeVar("F", bound=Callable[..., Any])
 
 
