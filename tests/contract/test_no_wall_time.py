@@ -19,6 +19,7 @@ moment, or to print how long a load test took, is not caught.
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -154,12 +155,13 @@ def _own_nodes(node: ast.AST) -> Iterator[ast.AST]:
         yield from _own_nodes(child)
 
 
-def suite() -> list[Finding]:
+@functools.cache
+def suite() -> tuple[Finding, ...]:
     """The findings of every module under tests/, a helper of one module (conftest's, say)
-    that returns a time counting wherever it is called."""
+    that returns a time counting wherever it is called (read once for the tests below)."""
     sources = {p.relative_to(TESTS).as_posix(): p.read_text() for p in sorted(TESTS.rglob("*.py"))}
     elsewhere = {_dotted(where): Clocks(ast.parse(s)).functions for where, s in sources.items()}
-    return [f for where, source in sources.items() for f in findings(source, where, elsewhere)]
+    return tuple(f for where, source in sources.items() for f in findings(source, where, elsewhere))
 
 
 def _dotted(where: str) -> str:
