@@ -70,3 +70,37 @@ def test_cancelled_it_cancels_the_coroutine_there_and_waits_until_it_ends(
 
     asyncio.run(caller())
     assert order == ["cancelled there", "ended there", "the caller's call ended"]
+
+
+def test_a_call_cancelled_before_it_starts_there_never_runs(
+    host_loop: asyncio.AbstractEventLoop,
+) -> None:
+    """The host's loop is busy when the call is handed over; the caller is cancelled before
+    the call starts there: not one line of the host code runs, even once the loop is free
+    (its first step was queued before the cancel)."""
+    busy, release = threading.Event(), threading.Event()
+    ran: list[str] = []
+
+    def hold() -> None:
+        busy.set()
+        release.wait(GUARD)
+
+    async def deletes() -> None:
+        ran.append("deleted")  # a side effect before the first await
+
+    host_loop.call_soon_threadsafe(hold)
+    assert busy.wait(GUARD)
+
+    async def caller() -> None:
+        call = asyncio.ensure_future(on_host_loop(host_loop, deletes()))
+        await asyncio.sleep(0)  # handed over; the host's loop has not started it
+        call.cancel()
+        await asyncio.sleep(0)
+        release.set()  # the loop is free now
+        with pytest.raises(asyncio.CancelledError):
+            await call
+
+    asyncio.run(caller())
+    done = asyncio.run_coroutine_threadsafe(asyncio.sleep(0), host_loop)
+    done.result(GUARD)  # everything queued on the host's loop before this has run
+    assert ran == []
