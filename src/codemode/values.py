@@ -83,9 +83,11 @@ def kind_of(value: object) -> str:
         return f"the {value.name} {value.kind}"
     if isinstance(value, pm.ExternalModule):
         return "a capability namespace"
-    if isinstance(value, str | int | bool) or value is None:
+    if value is None:
+        return "None"
+    if isinstance(value, str | int | bool):
         name = type(value).__name__
-        return f"{'an' if name[0] in 'aeiouN' else 'a'} {name}"
+        return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
     return f"a value of type {type(value).__name__}"
 
 

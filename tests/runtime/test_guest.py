@@ -44,8 +44,9 @@ def test_vars_of_a_result_object_is_the_dict_returning_it_gives() -> None:
         ([1], "vars() got a list: turn each item, [vars(x) for x in items]"),
         (1, "vars() takes a result object or a dataclass, not an int"),
         ("s", "vars() takes a result object or a dataclass, not a str"),
+        (None, "vars() takes a result object or a dataclass, not None"),
     ],
-    ids=["dict", "list", "int", "str"],
+    ids=["dict", "list", "int", "str", "none"],
 )
 def test_vars_of_what_is_no_object_says_what_to_do(value: object, message: str) -> None:
     assert vars_of(vars_call(value), LIMITS) == Injected("TypeError", message)
