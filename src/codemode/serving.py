@@ -199,8 +199,11 @@ def run(
     from codemode.http import server_config
 
     app = _asgi(cm, config)
-    server = _stopping(cm)
-    server(server_config(app, host=config.host, port=config.port, root_path=config.root_path)).run()
+    settings = server_config(app, host=config.host, port=config.port, root_path=config.root_path)
+    stopped_by: list[int] = []
+    _stopping(cm, stopped_by)(settings).run()
+    if signal.SIGINT in stopped_by:
+        raise KeyboardInterrupt  # as `serve` does: a Ctrl-C ends as one
 
 
 def asgi_app(cm: CodeMode, config: ServeConfig) -> Starlette:
@@ -234,19 +237,26 @@ def serve(cm: CodeMode, config: ServeConfig, *, announce: Callable[[], None] | N
     listening = listen(config.host, config.port)
     if announce is not None:
         announce()
+    stopped_by: list[int] = []
     with listening:
-        _stopping(cm)(settings).run(sockets=[listening])
+        _stopping(cm, stopped_by)(settings).run(sockets=[listening])
+    if signal.SIGINT in stopped_by:
+        # uvicorn raises the signal again as it returns, but under asyncio.run that only
+        # cancels a task that may have ended already: a Ctrl-C always ends as one here
+        raise KeyboardInterrupt
 
 
-def _stopping(cm: CodeMode) -> type[uvicorn.Server]:
+def _stopping(cm: CodeMode, stopped_by: list[int]) -> type[uvicorn.Server]:
     """A uvicorn server that, when a signal stops it, closes `cm` aside at once: running
     executions end `canceled` and are answered while uvicorn waits for requests in flight,
-    rather than running on until its graceful timeout cancels them unanswered."""
+    rather than running on until its graceful timeout cancels them unanswered. Each
+    signal that stops it is added to `stopped_by`."""
     import uvicorn
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: Any) -> None:
             close_aside(cm)
+            stopped_by.append(sig)
             super().handle_exit(sig, frame)
 
     return Server

@@ -194,6 +194,8 @@ class Waits:
         """A call's plan awaits host code: the engine's loop awaits it, holding no thread,
         and `then(value, failure)` goes on with its outcome in a job of the pool."""
         status = self.status
+        with status.lock:  # the call's own job only returns now: it runs no host code
+            self._host_jobs.pop(key, None)
 
         async def await_host() -> None:
             task = asyncio.current_task()
