@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).parent
+PROFILES = HERE / "profiles.md"
+"""What the profiles say remains, written by hand after a run and carried into results.md."""
 BENCH_EXTRA = "bench"
 INSTALL_HINT = f"uv sync --extra {BENCH_EXTRA} --extra cedar --extra otel"
 
@@ -175,6 +177,8 @@ def write(results: dict[str, Any], out: Path) -> None:
             lines += [*results[name]["table"], ""]
     if plotted:
         lines += ["![ratios](results/ratios.png)", ""]
+    if PROFILES.exists():
+        lines += [PROFILES.read_text().rstrip(), ""]
     (out / "results.md").write_text("\n".join(lines))
 
 
