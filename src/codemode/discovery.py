@@ -123,6 +123,12 @@ class Discovery:
     ) -> tuple[Snapshot, View]:
         """As `visible`, awaiting (a cancelled caller leaves the checks to others)."""
         snapshot, view = self._seeing(options, subject, execution_id)
+        if view.done():
+            # Known already (no `can_see` to ask, or asked before): no hand-off through the
+            # loop from another thread, which costs a request more than the rest of this;
+            # still a point where a cancel reaches the caller, as that wait was.
+            await asyncio.sleep(0)
+            return snapshot, view.result()
         return snapshot, await asyncio.shield(asyncio.wrap_future(view))
 
     def _seeing(

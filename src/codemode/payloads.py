@@ -95,9 +95,13 @@ def execute_payload(result: ExecutionResult) -> JSONObject:
     return structured
 
 
+_TEXT = json.JSONEncoder(ensure_ascii=False)
+"""`json.dumps(value, ensure_ascii=False)`, without making an encoder for every reply."""
+
+
 def model_text(structured: JSONObject) -> str:
     """The text item of a successful reply: the structured content as JSON."""
-    return json.dumps(structured, ensure_ascii=False)
+    return _TEXT.encode(structured)
 
 
 def error_payload(error: CodeModeError) -> JSONObject:

@@ -216,3 +216,17 @@ async def test_the_execute_description_gives_the_budget_unless_the_host_keeps_it
     )
     assert description.endswith(budget) is disclose
     assert "Budget" in description or not disclose
+
+
+async def test_the_sdk_checks_a_call_against_the_schema_the_tools_list_gives() -> None:
+    """A 2026-era call's `Mcp-Param-*` headers are checked against each tool's listed input
+    schema, looked up by name rather than by listing the tools again."""
+    with build_host() as cm:
+        server = build_server(cm, subject="a")
+        async with Client(server) as client:
+            listed = (await client.list_tools()).tools
+    assert server.get_tool_input_schema is not None
+    assert {tool.name: server.get_tool_input_schema(tool.name) for tool in listed} == {
+        tool.name: tool.input_schema for tool in listed
+    }
+    assert server.get_tool_input_schema("no_such_tool") is None

@@ -17,9 +17,9 @@ from mcp.types import CallToolResult
 
 from codemode import CodeMode
 from codemode.authz import AllowAll
-from codemode.errors import InvalidRequestError
+from codemode.errors import ExecutionCanceledError, InvalidRequestError
 from codemode.mcp import build_server
-from codemode.mcp.tools import REPLIES, TOOLS, check_arguments
+from codemode.mcp.tools import REPLIES, TOOLS, check_arguments, failed, ok
 
 pytestmark = pytest.mark.anyio
 BY_NAME = {tool.name: tool for tool in TOOLS}
@@ -190,6 +190,23 @@ async def test_every_reply_shape_matches_its_type_and_listed_schema(mode: str) -
         "execute.printed",
         "execute.error.calls",
     } <= seen
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        ok({"result": [1, {"é": None}], "printed": "hi\n", "usage": {"capability_calls": 2}}),
+        failed(InvalidRequestError('missing required property "source"')),
+        failed(ExecutionCanceledError(printed="half")),
+    ],
+)
+def test_a_reply_is_what_the_sdk_model_dumps_to(reply: dict[str, Any]) -> None:
+    """The wire form built at once is the one the SDK's `CallToolResult` would give."""
+    model = CallToolResult.model_validate(reply, by_name=False)
+    assert model.model_dump(by_alias=True, mode="json", exclude_none=True) == reply
+    assert model.content[0].type == "text" and model.is_error == (
+        "error" in reply["structuredContent"]
+    )
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ of "this machine" that both the checks and the CLI's token rule use.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 from collections import deque
@@ -80,6 +81,16 @@ def _address(pattern: re.Pattern[str], value: str) -> _Address | None:
         return None
     port = None if match["port"] is None else int(match["port"])
     return _Address(_canonical(match["ipv6"] or match["name"]), port)
+
+
+@functools.lru_cache(maxsize=64)
+def _host(value: str) -> tuple[_Address | None, bool]:
+    """The host and port a Host header value names (None when malformed), and whether
+    that host is this machine. Every request of a client names the same host, and
+    parsing it as an address was most of what the checks cost a request; a client that
+    varies the header only makes the small cache parse again."""
+    address = _address(_HOST, value)
+    return address, address is not None and is_loopback(address.name)
 
 
 def _same_origin(origin: str, host: _Address) -> bool:
@@ -186,8 +197,8 @@ class SecurityMiddleware:
         await rejection(scope, receive, send)
 
     def _check(self, scope: Scope, headers: Headers) -> _Rejection | None:
-        host = _address(_HOST, headers.get("host", ""))
-        if host is None or not self._is_allowed(host.name):
+        host, loopback = _host(headers.get("host", ""))
+        if host is None or not (loopback or host.name in self._names):
             return _HOST_NOT_ALLOWED
         origin = headers.get("origin")
         if origin is not None and not _same_origin(origin, host):
@@ -202,9 +213,6 @@ class SecurityMiddleware:
         if _declared_length(headers) > self._max_body_bytes:
             return _BODY_TOO_LARGE
         return None
-
-    def _is_allowed(self, name: str) -> bool:
-        return is_loopback(name) or name in self._names
 
     def _is_public(self, scope: Scope) -> bool:
         path = route_path(scope)

@@ -24,7 +24,6 @@ from mcp.server import ServerRequestContext
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.types import (
     CallToolRequestParams,
-    CallToolResult,
     ElicitRequest,
     ElicitRequestFormParams,
     ElicitResult,
@@ -39,7 +38,7 @@ from codemode.approvals import (
     Paused,
     state_seconds,
 )
-from codemode.mcp.tools import ok
+from codemode.mcp.tools import ToolResult, ok
 from codemode.payloads import execute_payload
 from codemode.questions import arguments_text
 
@@ -166,7 +165,7 @@ async def execute(
     params: CallToolRequestParams,
     source: str,
     subject: str,
-) -> CallToolResult | InputRequiredResult:
+) -> ToolResult | InputRequiredResult:
     """`execute`, asking a person however this request's channel can."""
     if _modern(ctx):
         if params.request_state is not None:  # the boundary verified and unsealed it

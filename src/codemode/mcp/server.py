@@ -23,6 +23,7 @@ per gap; this module decides what codemode does with them:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 import json
@@ -52,7 +53,6 @@ from mcp.types import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     CallToolRequestParams,
-    CallToolResult,
     InputRequiredResult,
     JSONRPCError,
     ListToolsResult,
@@ -87,7 +87,7 @@ from codemode.http import (
 from codemode.limits import Limits
 from codemode.mcp import approvals, compat
 from codemode.mcp.compat import JSON, Rejected
-from codemode.mcp.tools import Handlers, check_arguments, failed, tools
+from codemode.mcp.tools import Handlers, ToolResult, check_arguments, failed, tools
 
 log = logging.getLogger("codemode")
 
@@ -109,6 +109,9 @@ def build_server(
     handlers = Handlers(cm)
     listed = tools(cm.limits if cm.disclose_limits else None)
     by_name = {tool.name: tool for tool in listed}
+    # Every caller is listed the same tools: the SDK checks a 2026-era call's
+    # `Mcp-Param-*` headers against these, not a tools/list run again for each call.
+    input_schemas = {tool.name: tool.input_schema for tool in listed}
 
     async def on_list_tools(
         ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
@@ -117,14 +120,14 @@ def build_server(
 
     async def on_call_tool(
         ctx: ServerRequestContext[Any], params: CallToolRequestParams
-    ) -> CallToolResult | InputRequiredResult:
+    ) -> ToolResult | InputRequiredResult:
         handler = handlers.lookup(params.name)
         if handler is None and params.name != "execute":
             raise MCPError(code=INVALID_PARAMS, message="unknown tool")
         started = time.monotonic()
         who = _subject(ctx, subject)
 
-        async def call() -> CallToolResult | InputRequiredResult:
+        async def call() -> ToolResult | InputRequiredResult:
             try:
                 arguments = check_arguments(by_name[params.name], params.arguments or {})
                 if who is None:
@@ -139,7 +142,7 @@ def build_server(
                 return failed(InternalError())
 
         cause = ""
-        result: CallToolResult | InputRequiredResult
+        result: ToolResult | InputRequiredResult | None = None
         if calls is None or who is None:
             try:
                 result = await call()
@@ -147,7 +150,6 @@ def build_server(
                 _log_call(params.name, who, started, failed(ExecutionCanceledError()))
                 raise
         else:
-            result = failed(ExecutionCanceledError())  # unless it ends before a cancel
             request = getattr(ctx.request, "scope", None)
             with calls.running(who, ctx.request_id, request) as scope:
                 if not scope.cancel_called:  # the server is stopping: do not start
@@ -155,6 +157,8 @@ def build_server(
                         result = await call()
             if scope.cancel_called and request is not None and calls.cut(request):
                 cause = DROPPED  # its client dropped the connection (on_disconnect="cancel")
+        if result is None:  # cancelled before it ended
+            result = failed(ExecutionCanceledError())
         _log_call(params.name, who, started, result, cause)
         return result
 
@@ -165,9 +169,10 @@ def build_server(
             "Find capabilities with search_api, read their exact shape with describe_api, "
             "then run one program with execute that calls several of them."
         ),
+        get_tool_input_schema=input_schemas.get,
         on_list_tools=on_list_tools,
-        on_call_tool=on_call_tool,
     )
+    server.add_request_handler("tools/call", CallToolRequestParams, on_call_tool)  # a ToolResult
     server.middleware.append(_no_leak)
     server.middleware.append(
         approvals.boundary(cm, lambda ctx: _subject(ctx, subject), shared=calls is not None)
@@ -183,7 +188,7 @@ def _log_call(
     tool: str,
     who: str | None,
     started: float,
-    result: CallToolResult | InputRequiredResult,
+    result: ToolResult | InputRequiredResult,
     cause: str = "",
 ) -> None:
     """One line per tool call: `execute subject=alice 12.3 ms ok` (or the error code, or
@@ -192,8 +197,8 @@ def _log_call(
     outcome = "ok"
     if isinstance(result, InputRequiredResult):
         outcome = "input_required"
-    elif result.is_error and isinstance(result.structured_content, dict):
-        outcome = str(result.structured_content["error"]["code"])
+    elif result["isError"]:
+        outcome = str(result["structuredContent"]["error"]["code"])
     elapsed = (time.monotonic() - started) * 1000
     log.info(
         "%s subject=%s %.1f ms %s%s", tool, who or "-", elapsed, outcome, cause and f" {cause}"
@@ -381,14 +386,18 @@ class Intake:
             await JSONResponse(rejected.reply(), status_code=400)(scope, receive, send)
             return
         self.calls.connect(scope, batch=isinstance(message, list))
-        async with anyio.create_task_group() as watching:
-            watching.start_soon(self._watch, receive, scope)
+        # A plain task, not a task group (whose start and cancel cost a request more than
+        # the rest of this layer): the watcher only awaits `receive`, and serving runs on
+        # asyncio already (the engine awaits executions with it).
+        watching = asyncio.create_task(self._watch(receive, scope))
+        try:
             if isinstance(message, list):
                 await self._batch(batch, scope, receive, send)
             else:
                 self._notice(message, scope)
                 await self.app(scope, compat.replay(body), send)
-            watching.cancel_scope.cancel()
+        finally:
+            watching.cancel()
 
     async def _watch(self, receive: Receive, scope: Scope) -> None:
         await compat.disconnected(receive)

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, NotRequired, TypeAlias, TypeVar
 
-from mcp.types import CallToolResult, TextContent, Tool, ToolAnnotations
+from mcp.types import Tool, ToolAnnotations
 from pydantic import (
     AfterValidator,
     ConfigDict,
@@ -357,25 +357,34 @@ def tools(limits: Limits | None) -> list[Tool]:
     return [*TOOLS[:2], described]
 
 
-def ok(structured: JSONObject) -> CallToolResult:
+ToolResult = dict[str, Any]
+"""A tool's answer as `CallToolResult` reads on the wire: `content`, `structuredContent`,
+`isError` and `resultType`, exactly what the model would dump to. The SDK validates and
+dumps every result against the protocol version's schema on its way out; a model built
+here would be dumped once more before that."""
+
+
+def ok(structured: JSONObject) -> ToolResult:
     """A success: the structured content, and the same JSON as the one text item."""
-    return CallToolResult(
-        content=[TextContent(type="text", text=model_text(structured))],
-        structured_content=structured,
-    )
+    return _reply(model_text(structured), structured, is_error=False)
 
 
-def failed(error: CodeModeError) -> CallToolResult:
+def failed(error: CodeModeError) -> ToolResult:
     """An error: exactly one text item with the whole report (complete for a client that
     shows the model only text), and the payload."""
     structured: JSONObject = {"error": error.to_payload()}
     if error.printed:
         structured["printed"] = error.printed
-    return CallToolResult(
-        content=[TextContent(type="text", text=error.report())],
-        structured_content=structured,
-        is_error=True,
-    )
+    return _reply(error.report(), structured, is_error=True)
+
+
+def _reply(text: str, structured: JSONObject, *, is_error: bool) -> ToolResult:
+    return {
+        "content": [{"type": "text", "text": text}],
+        "structuredContent": structured,
+        "isError": is_error,
+        "resultType": "complete",
+    }
 
 
 def check_arguments(tool: Tool, arguments: Any) -> dict[str, Any]:
@@ -451,13 +460,13 @@ class Handlers:
 
     cm: CodeMode
 
-    async def search_api(self, arguments: dict[str, Any], subject: str) -> CallToolResult:
+    async def search_api(self, arguments: dict[str, Any], subject: str) -> ToolResult:
         found = await self.cm.search_async(
             arguments["query"], offset=arguments.get("offset", 0), subject=subject
         )
         return ok(search_payload(found))
 
-    async def describe_api(self, arguments: dict[str, Any], subject: str) -> CallToolResult:
+    async def describe_api(self, arguments: dict[str, Any], subject: str) -> ToolResult:
         if ("name" in arguments) == ("names" in arguments):
             raise InvalidRequestError('pass exactly one of "name" and "names"')
         schemas = arguments.get("schemas", False)
@@ -474,10 +483,12 @@ class Handlers:
                 missing.append({"name": name[:200], "message": str(error)})
         return ok({"capabilities": found, "not_found": missing})
 
-    def lookup(
-        self, name: str
-    ) -> Callable[[dict[str, str], str], Awaitable[CallToolResult]] | None:
-        return {"search_api": self.search_api, "describe_api": self.describe_api}.get(name)
+    def lookup(self, name: str) -> Callable[[dict[str, str], str], Awaitable[ToolResult]] | None:
+        if name == "search_api":
+            return self.search_api
+        if name == "describe_api":
+            return self.describe_api
+        return None
 
 
 __all__ = [
@@ -494,6 +505,7 @@ __all__ = [
     "Schema",
     "SearchArguments",
     "SearchReply",
+    "ToolResult",
     "budget",
     "check_arguments",
     "failed",
