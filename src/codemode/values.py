@@ -382,6 +382,32 @@ _NARROW = 1 << 59
 _ENCODE_STRING = json.encoder.encode_basestring
 
 
+def texts_size(joined: str, count: int) -> int | None:
+    """Bytes of the JSON strings of `count` texts whose concatenation is `joined`, quotes
+    included, as `json_size` counts each (escaping and UTF-8 work a character at a time,
+    so one pass over the concatenation measures them all); None when one of them has no
+    UTF-8 form (a lone surrogate)."""
+    encoded = _ENCODE_STRING(joined)
+    if not joined.isascii():
+        try:
+            return len(encoded.encode("utf-8")) + 2 * count - 2
+        except UnicodeEncodeError:
+            return None
+    return len(encoded) + 2 * count - 2
+
+
+def digits_size(numbers: list[int]) -> int:
+    """Characters of the decimal texts of exact ints together (each must have one): one
+    `%` format writes them all, with no string made for each."""
+    return len(("%d" * len(numbers)) % tuple(numbers))
+
+
+def floats_size(numbers: list[float]) -> int:
+    """Characters of the reprs of exact floats together: the list's repr less its
+    brackets and the `, ` between items."""
+    return len(repr(numbers)) - 2 * len(numbers) if numbers else 0
+
+
 def json_size(value: Any) -> int:
     """Bytes of the compact JSON encoding, the measure every size limit uses.
 
@@ -434,12 +460,15 @@ __all__ = [
     "RecordValue",
     "TooBigError",
     "TooDeepError",
+    "digits_size",
+    "floats_size",
     "int_size",
     "is_wide_int",
     "json_size",
     "kind_of",
     "object_fields",
     "record_fields",
+    "texts_size",
     "to_json",
     "to_json_sized",
 ]

@@ -33,35 +33,26 @@ from pydantic.fields import FieldInfo
 from typing_extensions import is_typeddict
 
 from codemode.capabilities import typehints as t
+from codemode.capabilities.columns import (
+    BATCH_ROWS,
+    Batch,
+    column_size,
+    record_names,
+    rows_batch,
+)
+from codemode.capabilities.tally import (
+    ABSENT,
+    MAX_DEPTH,
+    WIDE_BITS,
+    Fields,
+    Leaf,
+    NotPlain,
+    Plain,
+    Tally,
+)
 from codemode.values import RecordValue, json_size
 
-
-class NotPlain(Exception):
-    """The value is not plain data of the declared type: the full projection decides."""
-
-
-@dataclasses.dataclass(slots=True)
-class Tally:
-    """What one walk has counted so far."""
-
-    items: int
-    """Container items it may still read (as `results._check_bounded` counts them)."""
-    size: int = 0
-    """Bytes of the JSON text of what it kept, each value with a comma after it."""
-
-
-Plain = Callable[[Any, Tally, int], Any]
-"""Walks `(value, tally, depth)` to the kept copy of `value`, adding its size to the tally."""
-
-Leaf = dict[type, tuple[Any, ...] | None]
-"""A scalar type as the exact Python types it takes, each with the values it may have
-(a Literal's) or None for any."""
-
-MAX_DEPTH = 48
-"""Nesting the walk follows; deeper data (or a cycle) is the full projection's to refuse."""
-
 _ENCODE = json.encoder.encode_basestring
-_ABSENT: Any = object()
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
@@ -99,7 +90,7 @@ def scalar_size(value: Any) -> int:
         except UnicodeEncodeError:  # a lone surrogate: the full projection fails on it
             raise NotPlain from None
     if kind is int:
-        if value.bit_length() >= _WIDE_BITS:
+        if value.bit_length() >= WIDE_BITS:
             raise NotPlain  # measured by its digits, not by the text it cannot have
         return len(str(value))
     if kind is bool:
@@ -111,8 +102,6 @@ def scalar_size(value: Any) -> int:
     raise NotPlain
 
 
-_WIDE_BITS = 14_000
-"""As `values._WIDE_INT_BITS`: narrower ints always have a decimal text."""
 _NARROW = 1 << 59
 
 
@@ -125,6 +114,8 @@ class _Compiler:
     def __init__(self, carriers: Mapping[int, Callable[..., RecordValue]]) -> None:
         self.carriers = carriers
         self.walks: dict[int, Plain] = {}
+        self.batches: dict[int, Batch] = {}
+        """The walk of many rows at once, by `id` of the walk of one (`columns`)."""
         self.compiled: list[Any] = []
         """Every type in `walks`, held so that no other type can take its `id` meanwhile
         (a hint read from a string is a new object each time)."""
@@ -163,19 +154,28 @@ class _Compiler:
             return _any
         origin = get_origin(tp)
         if origin is list:
-            return _list(self.compile(get_args(tp)[0]))
+            item = self.compile(get_args(tp)[0])
+            return _list(item, self.batches.get(id(item)))
         if origin is dict:
             key, value = get_args(tp)
             return _dict(self.compile(value)) if key is str else None
         if is_typeddict(tp):
             if hasattr(tp, "__pydantic_config__"):
                 return None
-            fields = self.fields(t.fields_of(tp, result=True))
-            return None if fields is None else _named(fields, None)
+            return self.named(tp, None)
         if t.is_record(tp) and id(tp) in self.carriers and _plain_record(tp):
-            fields = self.fields(t.fields_of(tp, result=True))
-            return None if fields is None else _named(fields, tp, self.carriers[id(tp)])
+            return self.named(tp, tp)
         return None
+
+    def named(self, tp: Any, record: type[Any] | None) -> Plain | None:
+        """The walk of a TypedDict (`record` None) or a record, and its walk of rows."""
+        fields = self.fields(t.fields_of(tp, result=True))
+        if fields is None:
+            return None
+        carrier = None if record is None else self.carriers[id(record)]
+        walk = _named(fields, record, carrier)
+        self.batches[id(walk)] = rows_batch(fields, record, carrier, walk, _unseen)
+        return walk
 
     def fields(self, crossing: list[t.Field]) -> Fields | None:
         """The fields that cross, each with its compiled type."""
@@ -287,8 +287,8 @@ def _takes(member: Any) -> type | None:
 
 
 def _check_leaf(leaf: Leaf, value: Any) -> None:
-    allowed = leaf.get(type(value), _ABSENT)
-    if allowed is not None and (allowed is _ABSENT or value not in allowed):
+    allowed = leaf.get(type(value), ABSENT)
+    if allowed is not None and (allowed is ABSENT or value not in allowed):
         raise NotPlain
 
 
@@ -309,7 +309,7 @@ def _enter(value: Any, kind: type[Sized], tally: Tally, depth: int) -> None:
     tally.size += 2 if _count(value, kind, tally, depth) else 3
 
 
-def _list(item: Leaf | Plain | None) -> Plain | None:
+def _list(item: Leaf | Plain | None, batch: Batch | None = None) -> Plain | None:
     if item is None:
         return None
     if isinstance(item, dict):
@@ -317,12 +317,16 @@ def _list(item: Leaf | Plain | None) -> Plain | None:
 
         def scalars(value: Any, tally: Tally, depth: int) -> list[Any]:
             _enter(value, list, tally, depth)
+            kept = list(value)
+            if len(kept) >= BATCH_ROWS:
+                tally.size += column_size(leaf, kept)
+                return kept
             size = 0
-            for v in value:
+            for v in kept:
                 _check_leaf(leaf, v)
                 size += scalar_size(v) + 1
             tally.size += size
-            return list(value)
+            return kept
 
         return scalars
     walk = item
@@ -330,6 +334,8 @@ def _list(item: Leaf | Plain | None) -> Plain | None:
     def items(value: Any, tally: Tally, depth: int) -> list[Any]:
         _enter(value, list, tally, depth)
         depth += 1
+        if batch is not None and len(value) >= BATCH_ROWS:
+            return batch(list(value), tally, depth)
         return [walk(v, tally, depth) for v in value]
 
     return items
@@ -368,19 +374,9 @@ def _leaf_walk(leaf: Leaf) -> Plain:
     return walk
 
 
-Fields = list[tuple[str, int, bool, type | None, Leaf | None, Plain | None]]
-"""The fields that cross, each as (name, bytes of its key and colon, whether it is required,
-the one exact type its scalar value has or None, its scalar type, the walk of its value)."""
-
-
 def _named(fields: Fields, record: type[Any] | None, carrier: Any = None) -> Plain:
     """The walk of a TypedDict (`record` None) or of a record kept as `carrier`."""
-    if record is None:
-        names: list[str] = []
-    elif issubclass(record, pydantic.BaseModel):
-        names = list(record.model_fields)
-    else:
-        names = [f.name for f in dataclasses.fields(record)]
+    names = record_names(record)
     # `names`: every field of the record, as the bound counts them, those that do not cross
     # as well. One function serves both kinds, as a call per value is much of the cost.
 
@@ -393,12 +389,12 @@ def _named(fields: Fields, record: type[Any] | None, carrier: Any = None) -> Pla
         if tally.items < 0:
             raise NotPlain  # the full projection says the result is too long
         if record is not None:  # read once, as the fields of a dict
-            value = {name: getattr(value, name, _ABSENT) for name in names}
+            value = {name: getattr(value, name, ABSENT) for name in names}
         kept = {}
         size = 0
         for name, key_size, required, single, leaf, walk in fields:
-            v = value.get(name, _ABSENT)
-            if v is _ABSENT:
+            v = value.get(name, ABSENT)
+            if v is ABSENT:
                 if required:
                     raise NotPlain
                 continue
@@ -427,7 +423,7 @@ def _named(fields: Fields, record: type[Any] | None, carrier: Any = None) -> Pla
             unseen = []
             for key, v in value.items():
                 if key not in kept:
-                    if type(key) is not str or v is _ABSENT:
+                    if type(key) is not str or v is ABSENT:
                         raise NotPlain
                     unseen.append(v)
             _unseen(unseen, tally, depth)

@@ -10,7 +10,7 @@ import threading
 import types
 import typing
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, KeysView, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NotRequired, Required
 
@@ -328,6 +328,11 @@ class View(Mapping[str, Capability]):
 
     def __contains__(self, name: object) -> bool:
         return name in self._by_name
+
+    def keys(self) -> KeysView[str]:
+        """The names, as a set of C speed (a returned value's strings are checked
+        against them all at once)."""
+        return self._by_name.keys()
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._by_name)
