@@ -97,8 +97,9 @@ class Limits:
       (`codemode.authz.RequireApproval`).
     - `max_approval_wait_seconds` (600): how long a person may take to answer one
       approval; the wait does not count against `max_execution_seconds`.
-    - `max_paused_bytes` (1 MiB): what a program paused for an approval may hold (its
-      interpreter's state, its output and its record of calls), sealed into the reply.
+    - `max_paused_bytes` (1 MiB): what a program paused for an approval may carry as it
+      is sealed into the reply (its interpreter's state compressed, its output and its
+      record of calls); before compression it may hold 8 times that.
     """
 
     max_source_bytes: int = 64 * KIB

@@ -10,20 +10,22 @@ import json
 import math
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 
 from codemode import CodeMode, Limits
-from codemode.approvals import ApprovalRequest
+from codemode.approvals import ApprovalRequest, Paused
 from codemode.authz import AllowAll, RequireApproval
 from codemode.continuations import (
+    INFLATION,
     STATE_GRACE_SECONDS,
     CatalogDigest,
     PausedState,
     catalog_digest,
     freeze,
     over_bound,
+    over_inflation,
     stamped,
     state_seconds,
     thaw,
@@ -261,3 +263,107 @@ def test_a_program_built_dataclass_can_be_approved() -> None:
         )
         result = asyncio.run(asking.execute_async(source, subject="alice", approve=yes))
     assert result.value == {"id": 1, "name": "z"}
+
+
+# -- what a state holds and what it is as sent ------------------------------------------------
+
+
+class Row(TypedDict):
+    id: int
+    title: str
+    open: bool
+
+
+ROWS_THEN_CLOSE = """\
+def main():
+    rows = tickets.rows()
+    closed = tickets.close(id=rows[-1]["id"])
+    return [len(rows), rows[9_999]["title"], closed]
+"""
+
+
+def a_host_of(rows: int) -> CodeMode:
+    """A host whose `tickets.rows()` returns `rows` small rows and whose `tickets.close`
+    needs a person's approval, under the default limits."""
+    cm = CodeMode(
+        authorizer=lambda request: (
+            RequireApproval("Close it?") if request.capability_name == "tickets.close" else None
+        )
+    )
+
+    @cm.capability("tickets.rows", summary="Rows.")
+    def list_rows() -> list[Row]:
+        return [{"id": i, "title": f"ticket {i}", "open": True} for i in range(rows)]
+
+    @cm.capability("tickets.close", summary="Close a ticket.")
+    def close(*, id: int) -> int:
+        return id
+
+    return cm
+
+
+def test_a_program_holding_ten_thousand_rows_pauses_and_resumes_under_the_default_bound() -> None:
+    """Its dump holds more than the bound (1 MiB) before compression; what is sent, and
+    bounded, is a fraction of it; resumed, the program goes on with every row."""
+    with a_host_of(10_000) as cm:
+        outcome = asyncio.run(cm.start_async(ROWS_THEN_CLOSE, subject="alice"))
+        assert isinstance(outcome, Paused)
+        limits = cm.limits
+        assert len(outcome.state) <= limits.max_paused_bytes
+        held = PausedState.decode(
+            outcome.state, limits.max_paused_bytes, 8 * limits.max_paused_bytes
+        )
+        assert held.size > limits.max_paused_bytes
+        key = outcome.requests[0].key
+        result = asyncio.run(cm.resume_async(outcome.state, subject="alice", answers={key: True}))
+    assert result.value == [10_000, "ticket 9999", 9_999]
+
+
+def test_a_program_holding_what_compresses_far_better_than_data_cannot_pause() -> None:
+    """Past `INFLATION` times the bound before compression, it stops as it did past the
+    bound itself: before its state is made, with what it holds as the amount."""
+    with build() as cm:
+        message = too_much_to_pause(
+            cm, "'x' * (INFLATION * 64 * 1024)".replace("INFLATION", str(INFLATION))
+        )
+    assert message.endswith(" at <codemode>:4:12")
+
+
+def test_a_program_holding_more_than_the_bound_that_compresses_within_it_pauses() -> None:
+    holds = "def main():\n    rows = ['x' * 100 for _ in range(3000)]\n    return tickets.delete(id=1)\n"
+    with build() as cm:
+        cm.limits = Limits(max_paused_bytes=64 * 1024)
+        outcome = asyncio.run(cm.start_async(holds, subject="alice"))
+        assert isinstance(outcome, Paused)
+        held = PausedState.decode(outcome.state, 64 * 1024, INFLATION * 64 * 1024)
+        assert held.size > 64 * 1024 >= len(outcome.state)
+
+
+def test_the_bound_counts_the_state_as_sent_and_what_it_holds_within_inflation() -> None:
+    limits = Limits(max_paused_bytes=64 * 1024)
+    assert over_inflation(INFLATION * 64 * 1024, limits, None) is None
+    error = over_inflation(INFLATION * 64 * 1024 + 1, limits, None)
+    assert isinstance(error, ResourceLimitError)
+    assert str(error) == (
+        "resource limit exceeded: paused program size (limit 64 KiB, reached 512 KiB)"
+    )
+
+
+def test_a_state_inflates_to_what_the_resuming_server_allows_and_no_further() -> None:
+    state = a_state(snapshot=bytes(range(256)) * 400)  # 102,400 bytes held
+    encoded = stamped(state.encode(), "s")
+    assert PausedState.decode(encoded, 10_000, 102_400).snapshot == state.snapshot
+    with pytest.raises(ResumeRefusedError) as raised:
+        PausedState.decode(encoded, 10_000, 102_399)
+    assert str(raised.value) == UNREADABLE
+
+
+def test_a_state_written_before_its_dump_was_compressed_faster_still_resumes() -> None:
+    """The format is the same zlib stream, at another level: a state paused before the
+    change (at zlib's default) reads back as it was written."""
+    state = a_state(snapshot=b"the interpreter's dump, compressed at zlib's default" * 50)
+    scope, body = stamped(state.encode(), "s").split(b"\n", 1)
+    data = json.loads(body)
+    data["snapshot"] = base64.b64encode(zlib.compress(state.snapshot)).decode()
+    written = scope + b"\n" + json.dumps(data).encode()
+    assert PausedState.decode(written, 1 << 20) == dataclasses.replace(state, guard="s")

@@ -48,7 +48,9 @@ from codemode.continuations.resume import (
     Resumer,
 )
 from codemode.continuations.state import (
+    COMPRESSION,
     FORMAT,
+    INFLATION,
     OTHER_VERSION,
     STATE_GRACE_SECONDS,
     UNREADABLE,
@@ -61,6 +63,7 @@ from codemode.continuations.state import (
     freeze,
     new_id,
     over_bound,
+    over_inflation,
     stamped,
     state_seconds,
     thaw,
@@ -68,9 +71,11 @@ from codemode.continuations.state import (
 
 __all__ = [
     "CLOCK_SKEW_SECONDS",
+    "COMPRESSION",
     "EXPIRED",
     "FORMAT",
     "GUARD_SECONDS",
+    "INFLATION",
     "NOT_YOURS",
     "OTHER_CATALOG",
     "OTHER_PROCESS",
@@ -101,6 +106,7 @@ __all__ = [
     "freeze",
     "new_id",
     "over_bound",
+    "over_inflation",
     "paused_as",
     "record_asked",
     "stamped",

@@ -34,7 +34,7 @@ from codemode.continuations.approvals import (
     verdicts,
 )
 from codemode.continuations.guards import ReplayGuard, claim_seconds
-from codemode.continuations.state import PausedState, stamped
+from codemode.continuations.state import INFLATION, PausedState, stamped
 from codemode.errors import CodeModeError, InvalidRequestError, ResumeRefusedError
 from codemode.events import EventHandler
 from codemode.limits import Limits
@@ -241,11 +241,11 @@ class Resumer(Generic[R]):
         return await anyio.to_thread.run_sync(record_asked, paused, self.engine.on_event)
 
     async def _decode(self, state: bytes) -> PausedState:
-        """The state read off the event loop (it may hold a megabyte to inflate)."""
+        """The state read off the event loop (its dump may inflate to megabytes)."""
         if not isinstance(state, bytes):
             raise InvalidRequestError("a paused program's state must be bytes")
         limit = self.engine.limits.max_paused_bytes
-        return await anyio.to_thread.run_sync(PausedState.decode, state, limit)
+        return await anyio.to_thread.run_sync(PausedState.decode, state, limit, INFLATION * limit)
 
 
 __all__ = [

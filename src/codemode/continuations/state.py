@@ -6,8 +6,9 @@ printed output, the time it has left, and the calls a person is asked about. It 
 the versions of codemode and pydantic-monty that wrote it and a digest of the
 capabilities the program could call, so a replica of another version, or one whose
 catalog differs, refuses it rather than resume a program into a world it did not see.
-What it holds is bounded (`Limits.max_paused_bytes`) before anything is made of it, and
-it is valid for as long as the pausing replica wrote into it (`state_seconds`).
+What it is as sent (its dump compressed) is bounded by `Limits.max_paused_bytes`, what it
+holds before compression by `INFLATION` times that, checked before anything is made of
+it; and it is valid for as long as the pausing replica wrote into it (`state_seconds`).
 
 It is plain JSON and trusts its reader: it must be sealed (encrypted and authenticated)
 before it leaves the process, and only a sealed state a server minted may be loaded.
@@ -62,16 +63,37 @@ def state_seconds(limits: Limits) -> float:
     return wait + min(STATE_GRACE_SECONDS, wait)
 
 
+INFLATION = 8
+"""How many times `Limits.max_paused_bytes` a paused program may hold before its dump is
+compressed (8 MiB by default): what resuming it inflates, at most. A program's data
+compresses about 7 to 10 times (10,000 small rows: a 1.8 MiB dump, 0.2 MiB as sent), so
+the bound on what is sent is reached first, and this one only stops data that compresses
+far better than data does (long runs of one text), whose every resume would cost the
+server many times what was sent."""
+
+COMPRESSION = 1
+"""zlib's level for the dump: 6 times faster than its default for a tenth more bytes (a
+pause waits for it)."""
+
+
 def over_bound(held: int, limits: Limits, where: Where | None) -> ResourceLimitError | None:
-    """The error for a paused program that holds `held` bytes, past
+    """The error for a paused program whose state as sent is `held` bytes, past
+    `Limits.max_paused_bytes`; None within it. The caller lets go of what it measured
+    before it raises the error."""
+    if held <= limits.max_paused_bytes:
+        return None
+    return exceeded(LimitKind.PAUSED_SIZE, limits, amount=size(held), where=where)
+
+
+def over_inflation(held: int, limits: Limits, where: Where | None) -> ResourceLimitError | None:
+    """The error for a paused program that holds `held` bytes before compression (its
+    interpreter's dump and its printed output), past `INFLATION` times
     `Limits.max_paused_bytes`; None within it.
 
-    The runtime asks twice: of the interpreter's dump and the printed output the moment
-    the worker hands the dump over, before anything is compressed, encoded or kept (so a
-    program that holds much costs no more than its dump, and only for an instant), and
-    of the encoded state, which is held within the bound and sent past it. The caller
-    lets go of what it measured before it raises the error."""
-    if held <= limits.max_paused_bytes:
+    The runtime asks the moment the worker hands the dump over, before anything is
+    compressed, encoded or kept, so a program that holds much costs no more than its
+    dump, and only for an instant. What it then sends is bounded by `over_bound`."""
+    if held <= INFLATION * limits.max_paused_bytes:
         return None
     return exceeded(LimitKind.PAUSED_SIZE, limits, amount=size(held), where=where)
 
@@ -157,20 +179,25 @@ class PausedState:
         data["format"] = FORMAT
         # Compressed: a program's data is mostly text. Whatever length it leaks is of the
         # program's own values, which its caller has anyway.
-        data["snapshot"] = base64.b64encode(zlib.compress(self.snapshot)).decode("ascii")
+        data["snapshot"] = base64.b64encode(zlib.compress(self.snapshot, COMPRESSION)).decode(
+            "ascii"
+        )
         body = json.dumps(data, separators=(",", ":")).encode()
         return self.guard.encode("ascii") + b"\n" + body
 
     @property
     def size(self) -> int:
-        """What the state holds, before compression (what `Limits.max_paused_bytes`
-        bounds, so that resuming one never inflates past it)."""
+        """What the state holds, before compression (what `over_inflation` bounds, so
+        that resuming one never inflates past `INFLATION` times the bound)."""
         return len(self.snapshot) + len(self.printed.encode("utf-8", "surrogatepass"))
 
     @classmethod
-    def decode(cls, encoded: bytes, max_bytes: int) -> PausedState:
-        """The state, or ResumeRefusedError for one of another version, unreadable, or
-        holding more than `max_bytes`."""
+    def decode(cls, encoded: bytes, max_bytes: int, inflated: int | None = None) -> PausedState:
+        """The state, or ResumeRefusedError for one of another version, unreadable,
+        sent in more than twice `max_bytes` (the replay guard's scope heads it), or whose
+        dump inflates past `inflated` (`max_bytes` unless given)."""
+        if inflated is None:
+            inflated = max_bytes
         try:
             if len(encoded) > 2 * max_bytes:
                 raise ResumeRefusedError(UNREADABLE)
@@ -181,8 +208,8 @@ class PausedState:
                 raise ResumeRefusedError(OTHER_VERSION)
             inflate = zlib.decompressobj()
             compressed = base64.b64decode(data["snapshot"], validate=True)
-            data["snapshot"] = inflate.decompress(compressed, max_bytes + 1)
-            if len(data["snapshot"]) > max_bytes or not inflate.eof:
+            data["snapshot"] = inflate.decompress(compressed, inflated + 1)
+            if len(data["snapshot"]) > inflated or not inflate.eof:
                 raise ResumeRefusedError(UNREADABLE)
             data["asks"] = tuple(Ask(**{**ask, "span": tuple(ask["span"])}) for ask in data["asks"])
             data["calls"] = tuple(data["calls"])
@@ -281,7 +308,9 @@ def catalog_digest(capabilities: Iterable[Capability]) -> str:
 
 
 __all__ = [
+    "COMPRESSION",
     "FORMAT",
+    "INFLATION",
     "OTHER_VERSION",
     "STATE_GRACE_SECONDS",
     "UNREADABLE",
@@ -294,6 +323,7 @@ __all__ = [
     "freeze",
     "new_id",
     "over_bound",
+    "over_inflation",
     "stamped",
     "state_seconds",
     "thaw",

@@ -4,10 +4,11 @@ When the authorizer asks a person about a call (`RequireApproval`) and someone c
 asked, the call waits here (an `Ask`); the program pauses once a person is all it waits
 for: the interpreter's dump and everything else the execution needs to go on (its calls
 and their records, budgets used, printed output, time left, errors raised inside it) are
-written as one `PausedState`, bounded by `Limits.max_paused_bytes` before anything more is
-made of it, and the caller is answered with the requests and the state. A program that
-resumes is restored from that state here, with the person's verdicts: the calls they
-answered for run again, bound exactly as they were when they were asked.
+written as one `PausedState`, its dump compressed and the whole bounded by
+`Limits.max_paused_bytes` as sent (what it holds before compression is bounded too, before
+anything more is made of it), and the caller is answered with the requests and the state.
+A program that resumes is restored from that state here, with the person's verdicts: the
+calls they answered for run again, bound exactly as they were when they were asked.
 
 This is the only part of an execution that knows of approvals: the execution asks it to
 pause and to restore, the driver asks it about each call that needs a person.
@@ -29,6 +30,7 @@ from codemode.continuations import (
     freeze,
     new_id,
     over_bound,
+    over_inflation,
     paused_as,
     state_seconds,
     thaw,
@@ -241,7 +243,7 @@ class Pausing:
             expires_at=wall(deadline.clock) + state_seconds(limits),
         )
         encoded = state.encode()
-        too_large = over_bound(len(encoded), limits, where)  # held within it, sent past it
+        too_large = over_bound(len(encoded), limits, where)  # what is sent, and held
         if too_large is not None:
             del state, encoded
             raise StopError(too_large)
@@ -249,16 +251,17 @@ class Pausing:
 
     def _dump(self, run: Run, where: Where | None) -> bytes:
         """The interpreter's dump, measured as soon as it is in hand (with the printed
-        output, as `PausedState.size` counts it): one past `Limits.max_paused_bytes` is
-        let go before anything more is made of it (compressed, encoded), so a program
-        that holds much costs no more than its dump, and only for an instant."""
+        output, as `PausedState.size` counts it): one past `INFLATION` times
+        `Limits.max_paused_bytes` is let go before anything more is made of it
+        (compressed, encoded), so a program that holds much costs no more than its dump,
+        and only for an instant."""
         limits = self.setup.limits
         try:
             snapshot = run.dump()
         except SandboxFailure:  # the worker could not write out all it holds
             log.warning("execution %s: the program could not be dumped", self.execution_id)
             raise StopError(exceeded(LimitKind.PAUSED_SIZE, limits, where=where)) from None
-        too_large = over_bound(len(snapshot) + self.printed.size, limits, where)
+        too_large = over_inflation(len(snapshot) + self.printed.size, limits, where)
         if too_large is not None:
             del snapshot  # not kept alive by the traceback of the error below
             raise StopError(too_large)
