@@ -14,7 +14,7 @@ from typing import Any, TypedDict
 
 import pytest
 
-from codemode import CodeMode, Limits
+from codemode import CodeMode, ExecutionResult, Limits
 from codemode.approvals import ApprovalRequest, Paused
 from codemode.authz import AllowAll, RequireApproval
 from codemode.continuations import (
@@ -311,11 +311,12 @@ def test_a_program_holding_ten_thousand_rows_pauses_and_resumes_under_the_defaul
         limits = cm.limits
         assert len(outcome.state) <= limits.max_paused_bytes
         held = PausedState.decode(
-            outcome.state, limits.max_paused_bytes, 8 * limits.max_paused_bytes
+            outcome.state, limits.max_paused_bytes, INFLATION * limits.max_paused_bytes
         )
         assert held.size > limits.max_paused_bytes
         key = outcome.requests[0].key
         result = asyncio.run(cm.resume_async(outcome.state, subject="alice", answers={key: True}))
+    assert isinstance(result, ExecutionResult)
     assert result.value == [10_000, "ticket 9999", 9_999]
 
 

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from codemode import CodeMode, Limits
 from codemode.authz import AllowAll
+from codemode.errors import ResourceLimitError
 from codemode.runtime.crossing import plain_size
 from codemode.values import (
     VALUE_TEXT,
@@ -196,3 +197,22 @@ def test_a_big_plain_result_crosses_whole() -> None:
         result = cm.execute(P + "    return ns.rows()\n", subject="a")
     assert result.value == rows
     assert result.usage.return_bytes == json_size(rows)
+
+
+@pytest.mark.parametrize(
+    ("bound", "error"),
+    [
+        # the walk's lower bound (8 bytes a row) passes 500 in the middle: refused unmeasured
+        (500, "return value size (limit 500 bytes) at <codemode>:2:12"),
+        # it stays within 1000, the text (1,101 bytes) does not: refused, measured
+        (1000, "return value size (limit 1000 bytes, reached 1.08 KiB) at <codemode>:2:12"),
+    ],
+)
+def test_plain_rows_past_the_bound_are_refused_in_the_walks_words(bound: int, error: str) -> None:
+    source = P + "    return [{'a': True} for _ in range(100)]\n"
+    with (
+        CodeMode(authorizer=AllowAll(), limits=Limits(max_return_bytes=bound)) as cm,
+        pytest.raises(ResourceLimitError) as raised,
+    ):
+        cm.execute(source, subject="a")
+    assert str(raised.value) == f"resource limit exceeded: {error}"
