@@ -137,3 +137,38 @@ def test_changes_are_made_one_at_a_time() -> None:
     second.join(10)
     assert sorted(catalog.current.enabled) == ["a.slow", "b.quick"]
     assert catalog.current.policy == 2
+
+
+def test_a_namespace_is_held_while_any_capability_is_under_it() -> None:
+    """A name under another is refused as long as one capability keeps that namespace,
+    and free again once the last one under it is gone (each change adds or drops only
+    what it changes)."""
+    catalog = Catalog()
+    catalog.adopt(lambda capabilities: None)
+    catalog.change([], [capability("a.b.one"), capability("a.b.two"), capability("c.d")])
+    with pytest.raises(RegistrationError, match=r'"a\.b": it is also a namespace of "a\.b\.two"'):
+        catalog.change(["a.b.one"], [capability("a.b")])
+    with pytest.raises(RegistrationError, match=r'"a\.b\.two\.x": "a\.b\.two" is a capability'):
+        catalog.add(capability("a.b.two.x"))
+    catalog.change(["a.b.one", "a.b.two"], [capability("a.b")])
+    catalog.add(capability("a.c.one"))
+    with pytest.raises(RegistrationError, match=r'"a\.c": it is also a namespace of "a\.c\.one"'):
+        catalog.change(["a.b"], [capability("a.c")])
+    catalog.change(["a.b", "a.c.one"], [capability("a.c")])
+    assert sorted(catalog.current.enabled) == ["a.c", "c.d"]
+    assert sorted(catalog.current.by_id) == ["a.c", "c.d"]
+
+
+def test_each_registration_after_the_first_use_is_a_snapshot_read_whole() -> None:
+    """Registered one by one once the catalog is in use, every capability is checked by
+    the policy and readable at once; a snapshot read meanwhile keeps its own."""
+    catalog = Catalog()
+    catalog.adopt(lambda capabilities: len(capabilities))
+    seen = []
+    for i in range(50):
+        catalog.add(capability(f"n{i // 10}.c{i}"))
+        seen.append(catalog.current)
+    assert [len(s.enabled) for s in seen] == list(range(1, 51))
+    assert [s.policy for s in seen] == list(range(1, 51))
+    assert seen[-1].enabled is seen[-1].enabled
+    assert sorted(seen[9].enabled) == sorted(f"n0.c{i}" for i in range(10))

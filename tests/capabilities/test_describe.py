@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 import enum
-from typing import TypedDict
+from typing import Annotated, TypedDict
 
 import pydantic
 import pytest
@@ -181,3 +181,44 @@ def test_a_shape_is_one_line_whatever_its_keys_hold() -> None:
     assert quoted == 'Quoted: dict {say "hi"\\: str}, read as r["say \\"hi\\"\\\\"]'
     assert ast.literal_eval(quoted.rsplit("r[", 1)[1][:-1]) == 'say "hi"\\'
     assert ast.literal_eval(odd.rsplit("r[", 1)[1][:-1]) == FORGED_KEY
+
+
+class Leaf(TypedDict):
+    name: str
+
+
+class Node(TypedDict):
+    """A recursive type, reaching a shared one by two paths."""
+
+    kids: list[Node]
+    first: Leaf | None
+    other: Twig
+
+
+class Twig(TypedDict):
+    leaf: Leaf
+    back: Node
+    shade: Color
+    secret: Annotated[str, pydantic.Field(exclude=True)]
+
+
+def test_shapes_come_in_the_order_the_types_are_met_each_once() -> None:
+    """Depth first, field by field, each named type where it is first met, however many
+    capabilities share it and whatever refers back to it; a field serialization leaves
+    out is not in a result's shape."""
+    with CodeMode(authorizer=AllowAll()) as cm:
+
+        @cm.capability("t.walk", summary="A tree.")
+        def walk(*, leaf: Leaf, shade: Color) -> list[Twig | Node]:
+            return []
+
+        @cm.capability("t.grow", summary="A node.")
+        def grow() -> dict[str, Node]:
+            return {}
+
+        walked = [shape.split(":", 1)[0] for shape in cm.describe("t.walk").shapes]
+        grown = [shape.split(":", 1)[0] for shape in cm.describe("t.grow").shapes]
+        assert walked == ["Leaf", "Color", "Twig", "Node"]
+        assert grown == ["Node", "Leaf", "Twig", "Color"]
+        results = [s for s in cm.describe("t.grow").shapes if s.startswith("Twig")]
+        assert results == ['Twig: dict {leaf: Leaf, back: Node, shade: Color}, read as r["leaf"]']

@@ -184,3 +184,20 @@ def test_the_response_is_bounded_and_says_so() -> None:
 
 def test_an_oversized_query_is_cut_not_refused() -> None:
     assert names(GITHUB, "issue " * (MAX_QUERY_BYTES)) != []
+
+
+def test_a_page_of_many_matches_is_the_best_first_then_ties_by_name() -> None:
+    """More match than a page holds: the page is the best scored, then those tied at the
+    page's last score by name, and each next page goes on where the last one stopped."""
+    cm = catalog(
+        [(f"items.get{i:03d}", "Get an item.", []) for i in reversed(range(80))]
+        + [(f"item.pick{i}", "Get an item.", []) for i in (3, 1, 2)]
+    )
+    expected = ["item.pick1", "item.pick2", "item.pick3"]
+    expected += [f"items.get{i:03d}" for i in range(80)]
+    pages = [cm.search("item", limit=10, offset=offset) for offset in range(0, 83, 10)]
+    assert [hit.name for page in pages for hit in page.results] == expected
+    assert [page.next_offset for page in pages] == [*range(10, 90, 10)[:8], None]
+    assert [hit.name for hit in cm.search("item", limit=3, offset=2).results] == expected[2:5]
+    exact = cm.search("items.get042", limit=50)
+    assert exact.results[0].name == "items.get042" and exact.truncated

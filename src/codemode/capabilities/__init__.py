@@ -4,6 +4,7 @@ The front door of the package: every other part of codemode takes what it uses o
 capabilities from here, never from a module inside it, so the modules can move freely.
 """
 
+from codemode.capabilities.catalog import Catalog, Snapshot, View
 from codemode.capabilities.constraints import Declared, declared, shown
 from codemode.capabilities.hints import HINTS, complete_hints
 from codemode.capabilities.info import CapabilityInfo, ParameterInfo, ResultInfo
@@ -13,15 +14,7 @@ from codemode.capabilities.naming import (
     check_name,
     namespace_hint,
 )
-from codemode.capabilities.registry import (
-    REQUIRED,
-    Capability,
-    Catalog,
-    Parameter,
-    Snapshot,
-    View,
-    build_capability,
-)
+from codemode.capabilities.registry import REQUIRED, Capability, Parameter, build_capability
 from codemode.capabilities.rendering import Shape, expected, notation, shapes
 from codemode.capabilities.results import Projected, Projection
 from codemode.capabilities.search import NONE_AVAILABLE, SearchHit, SearchIndex, SearchResult

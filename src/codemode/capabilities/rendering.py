@@ -21,9 +21,9 @@ from codemode.capabilities.typehints import (
     is_enum,
     is_record,
     is_union,
+    named_walk,
     scalar_name,
     strip_annotated,
-    walk,
 )
 from codemode.errors import printable
 
@@ -132,7 +132,7 @@ def _result_shapes(tp: Any) -> tuple[Shape, ...]:
 
 def _shapes(tp: Any, *, result: bool) -> list[Shape]:
     found: list[Shape] = []
-    for current in walk(tp, result=result):
+    for current in named_walk(tp, result=result):
         if is_enum(current):
             found.append(
                 Shape(

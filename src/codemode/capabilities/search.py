@@ -194,9 +194,13 @@ class SearchIndex:
     def __init__(self, capabilities: Sequence[Capability]) -> None:
         self.capabilities = list(capabilities)
         self.by_name = {c.name: c for c in self.capabilities}
-        self.names = [c.name for c in self.capabilities]
         self.listing = sorted(self.capabilities, key=lambda c: c.name)
         """The catalog in name order, as an empty query lists it."""
+        self.positions = {c.name: index for index, c in enumerate(self.capabilities)}
+        self.rank = [0] * len(self.capabilities)
+        """Each capability's place in name order, by its index: ties of score go by it."""
+        for place, capability in enumerate(self.listing):
+            self.rank[self.positions[capability.name]] = place
         # word -> {capability index: best field weight}
         self.postings: dict[str, dict[int, float]] = defaultdict(dict)
         for index, capability in enumerate(self.capabilities):
@@ -250,32 +254,43 @@ class SearchIndex:
         tokens = tokens[:MAX_QUERY_TOKENS]
         total = len(self.capabilities)
 
-        scores: dict[int, float] = defaultdict(float)
+        # Index -> number maps only: a word that matches thousands makes no object per
+        # match that the cycle collector would have to read (ints and floats it skips).
+        scores: dict[int, float] = {}
         for token in tokens:
             best: dict[int, float] = {}
             for word in self.candidates(token):
                 quality = match(token, word)
                 if quality:
                     for index, weight in self.postings[word].items():
-                        best[index] = max(best.get(index, 0.0), quality * weight)
+                        if quality * weight > best.get(index, 0.0):
+                            best[index] = quality * weight
             rarity = math.log(1 + total / (1 + len(best)))
             for index, value in best.items():
-                scores[index] += value * rarity
+                scores[index] = scores.get(index, 0.0) + value * rarity
 
         first = [exact] if exact is not None else []
-        names = self.names
-        others = [
-            (-score, names[index], index)
-            for index, score in scores.items()
-            if self.capabilities[index] is not exact
-        ]
-        if not first and not others:
+        if exact is not None:
+            scores.pop(self.positions[exact.name], None)
+        if not first and not scores:
             return SearchResult((), False, hint=self._hint())
         offset = max(offset, 0)
-        # Only the page is put in order: a common word may match thousands.
-        top = heapq.nsmallest(offset + limit, others)
-        ordered = first + [self.capabilities[index] for _, _, index in top]
-        return self._page(ordered, limit, offset, total=len(first) + len(others))
+        top = self._best(scores, offset + limit)
+        ordered = first + [self.capabilities[index] for index in top]
+        return self._page(ordered, limit, offset, total=len(first) + len(scores))
+
+    def _best(self, scores: dict[int, float], count: int) -> list[int]:
+        """The `count` best-scored indexes, best first and ties by name: only these are
+        put in order (a common word may match thousands), found by the `count`-th best
+        score, above which are fewer than `count`, and the first names of those at it."""
+        rank = self.rank
+        if len(scores) <= count:
+            return sorted(scores, key=lambda index: (-scores[index], rank[index]))
+        cut = heapq.nlargest(count, scores.values())[-1]
+        above = [index for index, score in scores.items() if score > cut]
+        above.sort(key=lambda index: (-scores[index], rank[index]))
+        at_cut = [index for index, score in scores.items() if score == cut]
+        return above + heapq.nsmallest(count - len(above), at_cut, key=rank.__getitem__)
 
     def _page(
         self, ordered: list[Capability], limit: int, offset: int, total: int | None = None

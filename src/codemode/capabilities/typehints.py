@@ -89,12 +89,29 @@ def fits_kind(tp: Any, value: object) -> bool:
 def field_hints(tp: Any) -> dict[str, Any]:
     """A TypedDict's (or class's) field hints, without `Required`/`NotRequired` wrappers
     (`__required_keys__` says which keys are required)."""
-    hints = typing.get_type_hints(tp, include_extras=True)
+    given = getattr(tp, "__annotations__", None)
+    if is_typeddict(tp) and isinstance(given, dict) and all(map(_evaluated, given.values())):
+        hints = dict(given)  # what get_type_hints would rebuild, object for object
+    else:
+        hints = typing.get_type_hints(tp, include_extras=True)
     for name, hint in hints.items():
         while get_origin(hint) in (Required, NotRequired):
             hint = get_args(hint)[0]
         hints[name] = hint
     return hints
+
+
+def _evaluated(hint: Any) -> bool:
+    """Whether a hint holds nothing `get_type_hints` would evaluate: no text, no forward
+    reference, no bare None (a TypedDict a schema was read as, whose hints are objects)."""
+    stack = [hint]
+    while stack:
+        current = stack.pop()
+        if current is None or isinstance(current, str | typing.ForwardRef):
+            return False
+        if get_origin(current) is not Literal:  # a Literal's values are not hints
+            stack.extend(get_args(current))
+    return True
 
 
 def portable(tp: Any, memo: dict[int, Any] | None = None) -> Any:
@@ -172,8 +189,22 @@ def _typeddict_fields(tp: Any, result: bool) -> tuple[Field, ...]:
     return tuple(
         Field(name, hint, name in required)
         for name, hint in hints.items()
-        if not (result and FieldInfo.from_annotation(hint).exclude)
+        if not (result and _may_exclude(hint) and FieldInfo.from_annotation(hint).exclude)
     )
+
+
+def _may_exclude(hint: Any) -> bool:
+    """Whether a `Field` anywhere in `hint` says `exclude`: only then can pydantic's reading
+    of it (which makes a FieldInfo, for each of a REST API's thousands of fields) leave the
+    field out."""
+    stack = [hint]
+    while stack:
+        current = stack.pop()
+        for metadata in getattr(current, "__metadata__", ()):
+            if isinstance(metadata, FieldInfo) and metadata.exclude:
+                return True
+        stack.extend(get_args(current))
+    return False
 
 
 def fields_of(tp: Any, *, result: bool = False) -> list[Field]:
@@ -267,6 +298,47 @@ def walk(tp: Any, *, result: bool = False, past: Container[Any] = ()) -> Iterato
         stack.extend(reversed(members(current, result=result)))
 
 
+def named_walk(tp: Any, *, result: bool = False) -> list[Any]:
+    """The named types `walk(tp, result=result)` yields, in its order.
+
+    Found by a walk over named types alone: each named type's own list of the named
+    types right below it (`_below`) is read once and kept, so the thousand operations of
+    a REST API that each reach the same large shared types walk their fields once, not
+    once per operation. The order is walk's: both go depth first, in field order, and
+    take each named type at its first meeting."""
+    root = strip_annotated(tp)
+    stack = [root] if is_named(root) else list(reversed(_below(root, result)))
+    below = _BELOW_RESULT if result else _BELOW
+    order: list[Any] = []
+    seen: set[int] = set()
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        order.append(current)
+        stack.extend(reversed(below(current)))
+    return order
+
+
+def _below(tp: Any, result: bool) -> tuple[Any, ...]:
+    """The named types reached from `tp`'s members without passing another named type,
+    in walk order, each once."""
+    found: dict[int, Any] = {}
+    stack = list(reversed(members(tp, result=result)))
+    while stack:
+        current = strip_annotated(stack.pop())
+        if is_named(current):
+            found.setdefault(id(current), current)
+        else:
+            stack.extend(reversed(members(current, result=result)))
+    return tuple(found.values())
+
+
+_BELOW = by_identity(lambda tp: _below(tp, False))
+_BELOW_RESULT = by_identity(lambda tp: _below(tp, True))
+
+
 def reaches_named(tp: Any) -> bool:
     """Whether a TypedDict, dataclass or pydantic model is reachable from `tp`: only such
     a type carries a pydantic config (a scalar, list or dict one has none to check)."""
@@ -306,6 +378,7 @@ __all__ = [
     "is_union",
     "json_kind",
     "members",
+    "named_walk",
     "portable",
     "reaches_named",
     "scalar_name",

@@ -26,6 +26,7 @@ import mcp_types as mt
 from codemode.capabilities import Capability
 from codemode.errors import RegistrationError
 from codemode.sources import remote
+from codemode.sources.bulk import building
 from codemode.sources.mcp.tools import ExposeErrors, ToolChanged, expose_mode, tool_capability
 from codemode.sources.mcp.upstream import CONNECT_SECONDS, Target, Upstream, UpstreamError
 from codemode.sources.schema import identifier
@@ -150,7 +151,7 @@ class McpServer:
         try:
             tools = await self._upstream.tools()
             found = await anyio.to_thread.run_sync(  # off the loop every upstream shares
-                lambda: self._capabilities(tools, strict=True)
+                lambda: self._built(tools, strict=True)
             )
         except (UpstreamError, RegistrationError) as exc:
             raise RegistrationError(str(exc)) from None
@@ -209,6 +210,12 @@ class McpServer:
 
     # -- listings ----------------------------------------------------------------------------
 
+    def _built(
+        self, tools: Iterable[mt.Tool], *, strict: bool
+    ) -> dict[str, tuple[mt.Tool, Capability]]:
+        with building():  # a listing may hold thousands of tools
+            return self._capabilities(tools, strict=strict)
+
     def _capabilities(
         self, tools: Iterable[mt.Tool], *, strict: bool
     ) -> dict[str, tuple[mt.Tool, Capability]]:
@@ -266,7 +273,7 @@ class McpServer:
             )
             return None
         found = await anyio.to_thread.run_sync(  # off the loop that serves every upstream
-            lambda: self._capabilities(tools, strict=False)
+            lambda: self._built(tools, strict=False)
         )
         unchanged = found.keys() == self._tools.keys() and all(
             found[n] is self._tools[n] for n in found

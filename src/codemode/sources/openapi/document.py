@@ -59,6 +59,9 @@ class Document:
     version: tuple[int, int]
     """The OpenAPI version (3, 0) or (3, 1)."""
     _others: dict[str, Any] = field(default_factory=dict)
+    _found: dict[tuple[str, str], tuple[Any, str]] = field(default_factory=dict)
+    """What each reference read in each document points at: a thousand operations refer
+    to the same `owner` parameter."""
 
     @property
     def origin(self) -> str | None:
@@ -69,9 +72,15 @@ class Document:
     def lookup(self, base: str, ref: str) -> tuple[Any, str]:
         """What `ref`, read in the document at `base`, points at, and the URI of the
         document that holds it (which the target's own references are read in)."""
-        document_uri, fragment = urldefrag(absolute(base, ref))
-        content = self.root if document_uri == self.uri else self._other(document_uri, ref)
-        return _pointer(content, unquote(fragment), ref), document_uri
+        found = self._found.get((base, ref))
+        if found is None:
+            document_uri, fragment = urldefrag(absolute(base, ref))
+            content = self.root if document_uri == self.uri else self._other(document_uri, ref)
+            found = self._found[base, ref] = (
+                _pointer(content, unquote(fragment), ref),
+                document_uri,
+            )
+        return found
 
     def _other(self, uri: str, ref: str) -> Any:
         if uri not in self._others:
@@ -237,6 +246,13 @@ def _plain(value: Any, depth: int = 0, budget: list[int] | None = None) -> Any:
         budget[0] -= 1
         if budget[0] < 0:
             raise SpecError("the document repeats its parts (YAML aliases) too often")
+    if budget is None and depth < _DEPTH:  # a dict's: its text and numbers are kept as they are
+        if isinstance(value, Mapping):
+            return {
+                str(k): v if type(v) in _LEAVES else _plain(v, depth + 1) for k, v in value.items()
+            }
+        if isinstance(value, list | tuple):
+            return [v if type(v) in _LEAVES else _plain(v, depth + 1) for v in value]
     if isinstance(value, Mapping):
         return {str(k): _plain(v, depth + 1, budget) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -244,6 +260,9 @@ def _plain(value: Any, depth: int = 0, budget: list[int] | None = None) -> Any:
     if isinstance(value, datetime.date):
         return value.isoformat()
     return value
+
+
+_LEAVES = frozenset((str, int, float, bool, type(None)))
 
 
 def _pointer(content: Any, fragment: str, ref: str) -> Any:

@@ -30,6 +30,7 @@ from codemode.capabilities import Capability
 from codemode.errors import RegistrationError
 from codemode.limits import Limits
 from codemode.sources import remote
+from codemode.sources.bulk import building
 from codemode.sources.openapi import secrets
 from codemode.sources.openapi.capabilities import Shared, operation_capability
 from codemode.sources.openapi.client import Api, Credential
@@ -107,7 +108,7 @@ class OpenApi:
         reading, self._read = self._read, None  # the document is not kept once read
         if reading is None:
             raise RegistrationError(f'REST API "{self.name}": it is open already')
-        found = await anyio.to_thread.run_sync(lambda: reading(loop=loop))
+        found = await anyio.to_thread.run_sync(lambda: _built(reading, loop))
         self._api, self._capabilities = found.api, found.capabilities
         log.info(
             "REST API %s: %d operations as capabilities (%d left out)",
@@ -129,6 +130,11 @@ class OpenApi:
         api, self._api = self._api, None
         if api is not None:
             await anyio.to_thread.run_sync(api.close)
+
+
+def _built(reading: Callable[..., Read], loop: asyncio.AbstractEventLoop) -> Read:
+    with building():  # thousands of operations at once
+        return reading(loop=loop)
 
 
 @dataclass(frozen=True)

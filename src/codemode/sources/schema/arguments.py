@@ -21,7 +21,7 @@ from codemode import capabilities as t
 from codemode.capabilities import REQUIRED, Parameter
 from codemode.errors import printable
 from codemode.sources.schema.checking import Budget, SchemaError, Uncheckable, measured, validator
-from codemode.sources.schema.hints import DEPTH, Hints, camel, clean, described
+from codemode.sources.schema.hints import DEPTH, Hints, camel, clean
 from codemode.types import JSONObject
 
 
@@ -193,12 +193,12 @@ def signature(
         elif isinstance(sub, Mapping) and "default" in sub:
             default = defaults[key] = sub["default"]
         else:  # left out when the program leaves it out (or passes None)
-            default, hint = None, hint if hint is Any else hint | None
+            default, hint = None, hint if hint is Any else hints.optional(hint)
         doc = sub.get("description") if isinstance(sub, Mapping) else None
         parameters.append(
             Parameter(
                 param,
-                described(hint, sub),
+                hints.described(hint, sub),
                 default,
                 clean(doc) if isinstance(doc, str) else None,
                 wire=key if key != param else None,

@@ -17,7 +17,7 @@ import json
 import re
 import types
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, NotRequired, Required, Union, get_args, get_origin
 
@@ -82,6 +82,39 @@ class Hints:
         """The keys each referenced schema declares (read once, however often it is met)."""
         self._objects: dict[str, bool] = {}
         """Whether each referenced schema is an object's."""
+        self._wrapped: dict[tuple[Any, ...], tuple[Any, Any]] = {}
+        """Each hint made around another (its list, its optional form, it described), by
+        that hint's identity and the words: one object for the `owner` a thousand
+        operations take, which is then read once by whatever reads hints."""
+
+    def _wrap(self, kind: object, hint: Any, made: Callable[[], Any], *words: Any) -> Any:
+        key = (kind, id(hint), *words)
+        found = self._wrapped.get(key)
+        if found is None or found[0] is not hint:
+            found = self._wrapped[key] = (hint, made())
+        return found[1]
+
+    def listed(self, item: Any) -> Any:
+        """`list[item]`, one object per item hint."""
+        return self._wrap(list, item, lambda: list[item])  # type: ignore[valid-type]
+
+    def optional(self, hint: Any) -> Any:
+        """`hint | None`, one object per hint."""
+        return self._wrap(None, hint, lambda: hint | None)
+
+    def described(self, hint: Any, schema: Any) -> Any:
+        """`described(hint, schema)`, one object per hint, description and examples."""
+        if not isinstance(schema, Mapping):
+            return hint
+        description, examples = schema.get("description"), schema.get("examples")
+        try:  # the words described() reads, as they are written
+            words = (
+                description if isinstance(description, str) else None,
+                json.dumps(examples) if isinstance(examples, list) else None,
+            )
+        except (TypeError, ValueError):
+            return described(hint, schema)
+        return self._wrap(described, hint, lambda: described(hint, schema), *words)
 
     def of(self, schema: Any, name: str) -> Any:
         """The hint for `schema`; `name` names its shape if it is an object."""
@@ -145,7 +178,7 @@ class Hints:
             if isinstance(items, list):  # draft 4 to 2019-09 tuples
                 kinds += items
             item = union([self.of(k, name + "Item") for k in kinds]) if kinds else Any
-            return _bounded(list[item], schema, min_length="minItems", max_length="maxItems")  # type: ignore[valid-type]
+            return _bounded(self.listed(item), schema, min_length="minItems", max_length="maxItems")
         if kind == "object":
             return self._object(schema, name)
         return Any
@@ -168,7 +201,7 @@ class Hints:
             self._made[ref] = shape
         for key, sub in keys.properties.items():
             hint = self.of(sub, name + camel(key))
-            shape.__annotations__[key] = kinds[key][described(hint, sub)]
+            shape.__annotations__[key] = kinds[key][self.described(hint, sub)]
         return shape
 
     def _keys(self, schema: Any, depth: int = 0) -> _Keys:
