@@ -65,9 +65,13 @@ VERBS = [
 ]
 
 
-def catalog(size: int = 5000, seed: int = 7) -> CodeMode:
+def catalog(size: int = 5000, seed: int = 7, *, in_use: bool = False) -> CodeMode:
+    """`size` capabilities registered one by one; `in_use`: after the CodeMode's first use
+    (as a host registers more once it serves), when each one is checked by the policy."""
     rng = random.Random(seed)
     cm = CodeMode(authorizer=AllowAll())
+    if in_use:
+        cm.prepare()
     for i in range(size):
         noun = rng.choice(NOUNS)
         verb = rng.choice(VERBS)

@@ -212,7 +212,8 @@ def build_capability(
     except (NameError, TypeError, ValueError) as exc:
         raise fail(f"cannot read the type hints ({exc})") from None
 
-    docs = docstring_parser.parse(inspect.getdoc(handler) or "")
+    text = inspect.getdoc(handler)  # most have none: nothing to parse
+    docs = docstring_parser.parse(text) if text else docstring_parser.Docstring()
     param_docs = {p.arg_name: p.description for p in docs.params if p.description}
     parameters: list[Parameter] = []
     context_parameter: str | None = None

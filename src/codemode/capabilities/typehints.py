@@ -60,6 +60,9 @@ def by_identity(reading: Callable[[Any], _R]) -> Callable[[Any], _R]:
     return remembered
 
 
+_SCALAR_IDS = frozenset(id(scalar) for scalar, _, _ in _SCALARS)
+
+
 def scalar_name(tp: Any) -> str | None:
     """ "int" for int, and so on; None for any type that is not a scalar."""
     for scalar, name, _ in _SCALARS:
@@ -290,6 +293,9 @@ def walk(tp: Any, *, result: bool = False, past: Container[Any] = ()) -> Iterato
     stack = [tp]
     while stack:
         current = strip_annotated(stack.pop())
+        if id(current) in _SCALAR_IDS:  # most of what a walk meets: nothing inside
+            yield current
+            continue
         if is_named(current):
             if id(current) in seen or current in past:
                 continue

@@ -13,6 +13,7 @@ keys, however its `if`/`then`/`else` and `*Of` combinators branch (see `Hints`).
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import types
@@ -37,6 +38,7 @@ class Pattern:
     pattern: str
 
 
+@functools.lru_cache(maxsize=65536)
 def camel(name: str) -> str:
     """`read_text-file` -> `ReadTextFile`, for the names of shapes."""
     return "".join(part[:1].upper() + part[1:] for part in re.split(r"[\W_]+", name) if part)
@@ -201,7 +203,8 @@ class Hints:
             self._made[ref] = shape
         for key, sub in keys.properties.items():
             hint = self.of(sub, name + camel(key))
-            shape.__annotations__[key] = kinds[key][self.described(hint, sub)]
+            # no Required wrapper: `__required_keys__`, set as the shape was made, says it
+            shape.__annotations__[key] = self.described(hint, sub)
         return shape
 
     def _keys(self, schema: Any, depth: int = 0) -> _Keys:
@@ -382,9 +385,13 @@ def _scalar_key(schema: Any) -> str | None:
             return None
         kept[key] = value
     try:
-        return json.dumps(kept, sort_keys=True)
+        return _KEYS.encode(kept)
     except (TypeError, ValueError):
         return None
+
+
+_KEYS = json.JSONEncoder(sort_keys=True)
+"""What `json.dumps(..., sort_keys=True)` writes, with one encoder for every key."""
 
 
 @dataclass(slots=True)
