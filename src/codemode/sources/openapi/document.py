@@ -423,11 +423,16 @@ _NUMBERS = frozenset(
 )
 
 
+_CHECKED = frozenset(("type", "required", "enum", "pattern", *_NUMBERS))
+
+
 def _check_keyword(key: str, value: Any) -> None:
     """SchemaError for a keyword whose value JSON Schema cannot mean. These are the
     checks of the meta-schema that matter for binding and results; the meta-schema
     itself (jsonschema's `check_schema`) takes seconds over a document of a thousand
     operations."""
+    if key not in _CHECKED:  # most keywords (descriptions, examples, formats)
+        return
     if key == "type":
         kinds = value if isinstance(value, list) else [value]
         if not kinds or not all(isinstance(k, str) and k in _TYPES for k in kinds):

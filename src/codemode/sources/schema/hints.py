@@ -98,7 +98,7 @@ class Hints:
 
     def listed(self, item: Any) -> Any:
         """`list[item]`, one object per item hint."""
-        return self._wrap(list, item, lambda: list[item])  # type: ignore[valid-type]
+        return self._wrap(list, item, lambda: list[item])
 
     def optional(self, hint: Any) -> Any:
         """`hint | None`, one object per hint."""
