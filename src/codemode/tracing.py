@@ -70,6 +70,10 @@ class Span:
             self.span.set_attribute("codemode.arguments", json.dumps(arguments, ensure_ascii=False))
 
 
+NO_SPAN = Span()
+"""The span of what is not traced: it records nothing, so every untraced call shares it."""
+
+
 def enabled() -> bool:
     """Whether a tracer provider is installed (without one, spans are skipped entirely)."""
     if trace is None:
@@ -94,7 +98,7 @@ def execution_span(execution_id: str, subject: str) -> Span:
 def call_span(parent: Span, name: str, capability_id: str) -> Span:
     """A started span for one call, a child of its execution's."""
     if trace is None or parent.span is None:
-        return Span()
+        return NO_SPAN
     span = trace.get_tracer("codemode").start_span(
         f"codemode.call {name}",
         context=parent.context,

@@ -18,6 +18,7 @@ from typing_extensions import TypedDict
 from codemode import syntax
 from codemode.capabilities import constraints, rendering, support
 from codemode.capabilities import typehints as t
+from codemode.capabilities.arguments import PlainArguments, plain_arguments
 from codemode.capabilities.hints import HINTS, complete_hints
 from codemode.capabilities.info import CapabilityInfo, info_of
 from codemode.capabilities.naming import check_id, check_name
@@ -119,6 +120,13 @@ class Capability:
         """Strict validator of the keyword-argument map (built on first use: registering
         thousands of capabilities stays fast)."""
         return _arguments_adapter(self.name, list(self.parameters))
+
+    @functools.cached_property
+    def plain_arguments(self) -> PlainArguments | None:
+        """Binds arguments already of their declared JSON types without the validator
+        (None: every call is validated); built with the validator, on first use."""
+        defaults = {p.name: p.default for p in self.parameters}
+        return plain_arguments(self.arguments_adapter.core_schema, defaults)
 
     @functools.cached_property
     def projection(self) -> Projection:

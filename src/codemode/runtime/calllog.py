@@ -18,8 +18,7 @@ import reprlib
 import threading
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from codemode.capabilities import Capability, Projected
 from codemode.errors import CallRecord, ResourceLimitError
@@ -30,9 +29,9 @@ from codemode.runtime.outcome import Usage
 from codemode.runtime.program import Program
 
 
-@dataclass(frozen=True, slots=True)
-class Completed:
-    """A call that completed: what the program receives, and what its record keeps."""
+class Completed(NamedTuple):
+    """A call that completed: what the program receives, and what its record keeps (a
+    named tuple: every call makes one, and this is the cheapest immutable record)."""
 
     projected: Projected
     kwargs: dict[str, Any]

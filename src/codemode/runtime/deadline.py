@@ -70,16 +70,15 @@ class Deadline:
         """Host code runs with `budget` seconds; past them the execution fails with
         `error` at the call site `locate` finds (past the execution's own deadline first,
         with the execution's error). Returns the token to `leave` with."""
-        now = self.clock.now()
+        until = self.clock.now() + budget
         token = next(self._tokens)
         with self._lock:
-            if now + budget < self.ends_at:
-                entry = (now + budget, error, locate)
-            else:
-                entry = (self.ends_at, self.error, locate)
-            self._entries[token] = entry
-            if entry[0] < self._armed:
-                self._arm(entry[0])
+            if until < self.ends_at:
+                self._entries[token] = (until, error, locate)
+                if until < self._armed:
+                    self._arm(until)
+            else:  # the execution's deadline comes first (the timer is armed for it)
+                self._entries[token] = (self.ends_at, self.error, locate)
         return token
 
     def leave(self, token: int) -> CodeModeError | None:
@@ -89,11 +88,13 @@ class Deadline:
         never depends on which thread noticed."""
         now = self.clock.now()
         with self._lock:
-            late = now >= self._entries[token][0]
-        first = self._earliest() if late else None  # this entry among them, still held
+            if now < self._entries[token][0]:  # on time: most host code is
+                del self._entries[token]
+                return self.expired
+        first = self._earliest()  # this entry among them, still held
         with self._lock:
             del self._entries[token]
-        return self.expired if first is None else self._expire(first)
+        return self._expire(first) if first is not None else self.expired
 
     def check(self, now: float) -> CodeModeError | None:
         """The error if the execution is overdue at `now` (every wait asks this)."""

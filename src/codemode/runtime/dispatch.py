@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from codemode.authz import AuthorizationRequest, Authorizer, Denied, RequireApproval
+from codemode.authz import AllowAll, AuthorizationRequest, Authorizer, Denied, RequireApproval
 from codemode.binding import ValidatorError, bind
 from codemode.capabilities import Capability, Projected
 from codemode.context import CallContext
@@ -179,6 +179,8 @@ class Dispatcher:
     def __post_init__(self) -> None:
         self.span = Span()
         """The execution's span, parent of every call span."""
+        self._allows_all = type(self.authorizer) is AllowAll
+        """`AllowAll` allows every call without reading it: no request is built for it."""
 
     def call(
         self,
@@ -194,39 +196,77 @@ class Dispatcher:
         started = clock.now()
         span = call_span(self.span, capability.name, capability.id)
         try:
-            projected = yield from self._call(
-                capability, args, kwargs, span, locate, started, asked
+            base: dict[str, Any] = (
+                {}
+                if self.emit is None
+                else {
+                    "execution_id": self.execution_id,
+                    "subject": self.subject,
+                    "capability": capability.name,
+                    "capability_id": capability.id,
+                }
             )
+            arguments, handler_kwargs = self._bind(capability, args, kwargs, base)
+            if self.emit is not None:
+                base["arguments"] = arguments
+            if self.trace_arguments:
+                span.arguments(arguments)
+            if self.emit is not None and asked is None:  # on resume, it was attempted before
+                self._event(CallAttempted, required=True, **base)
+            if asked is not None or not self._allows_all:  # AllowAll needs no request
+                yield from self._authorize(capability, arguments, base, span, asked)
+            stopped = self.stopped()
+            if stopped is not None:  # answered while it was authorized: the handler never runs
+                self._event(CallFailed, **base, code=stopped.code.value, duration_seconds=0)
+                raise StopError(stopped)
+            if self.emit is not None:
+                self._event(CallAuthorized, required=True, **base)
+            if capability.context_parameter is not None:
+                handler_kwargs = dict(handler_kwargs)
+                handler_kwargs[capability.context_parameter] = CallContext(
+                    self.subject, capability.name, capability.id, self.execution_id
+                )
+            try:
+                if capability.is_async:
+                    projected = yield from self._invoke_async(
+                        capability, handler_kwargs, locate, span
+                    )
+                else:
+                    projected = self._invoke(capability, handler_kwargs, locate, span)
+            except (StopError, InjectedError) as failure:
+                cause = failure.__cause__
+                self._event(
+                    CallFailed,
+                    **base,
+                    code=failure.error.code.value,
+                    duration_seconds=clock.now() - started,
+                    error=cause if isinstance(cause, BaseException) else None,
+                )
+                raise
+            if self.emit is not None:
+                self._event(CallCompleted, **base, duration_seconds=clock.now() - started)
+            stopped = self.stopped()
+            if stopped is not None:  # answered meanwhile: what the caller was told stands
+                raise StopError(stopped)
+            self.calls.received(projected.size)
+            span.outcome("ok")
         except (StopError, InjectedError) as failure:
             span.outcome(failure.error.code.value)
             raise
-        else:
-            span.outcome("ok")
-            return projected
         finally:  # bound, authorized, run or refused: the program waited for it
             span.end()
             self.calls.took(started, clock.now())
+        return Completed(projected, kwargs, capability.annotations.get("readOnlyHint") is not True)
 
-    def _call(
+    def _bind(
         self,
         capability: Capability,
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
-        span: Span,
-        locate: Locate,
-        started: float,
-        asked: Asked | None,
-    ) -> Plan:
-        base: dict[str, Any] = (
-            {}
-            if self.emit is None
-            else {
-                "execution_id": self.execution_id,
-                "subject": self.subject,
-                "capability": capability.name,
-                "capability_id": capability.id,
-            }
-        )
+        base: dict[str, Any],
+    ) -> tuple[JSONObject, dict[str, Any]]:
+        """The call's canonical arguments and its handler's; a binding failure is the
+        program's (StopError), a host validator's own is the call's (InjectedError)."""
         try:
             bound = bind(capability, args, kwargs, self.limits, self._answered)
         except ValidatorError as wrapped:  # a host validator failed in its own way
@@ -243,44 +283,7 @@ class Dispatcher:
             self._event(CallAttempted, **base)
             self._event(CallFailed, **base, code=error.code.value, duration_seconds=0)
             raise StopError(error) from None
-        base["arguments"] = bound.arguments
-        if self.trace_arguments:
-            span.arguments(bound.arguments)
-        if self.emit is not None and asked is None:  # on resume, it was attempted before
-            self._event(CallAttempted, required=True, **base)
-        yield from self._authorize(capability, bound.arguments, base, span, asked)
-        stopped = self.stopped()
-        if stopped is not None:  # answered while it was authorized: the handler never runs
-            self._event(CallFailed, **base, code=stopped.code.value, duration_seconds=0)
-            raise StopError(stopped)
-        if self.emit is not None:
-            self._event(CallAuthorized, required=True, **base)
-        handler_kwargs = bound.handler_kwargs
-        if capability.context_parameter is not None:
-            handler_kwargs = dict(handler_kwargs)
-            handler_kwargs[capability.context_parameter] = CallContext(
-                self.subject, capability.name, capability.id, self.execution_id
-            )
-        try:
-            projected = yield from self._invoke(capability, handler_kwargs, locate, span)
-        except (StopError, InjectedError) as failure:
-            cause = failure.__cause__
-            self._event(
-                CallFailed,
-                **base,
-                code=failure.error.code.value,
-                duration_seconds=self.deadline.clock.now() - started,
-                error=cause if isinstance(cause, BaseException) else None,
-            )
-            raise
-        if self.emit is not None:
-            elapsed = self.deadline.clock.now() - started
-            self._event(CallCompleted, **base, duration_seconds=elapsed)
-        stopped = self.stopped()
-        if stopped is not None:  # answered meanwhile: what the caller was told stands
-            raise StopError(stopped)
-        self.calls.received(projected.size)
-        return Completed(projected, kwargs, capability.annotations.get("readOnlyHint") is not True)
+        return bound.arguments, bound.handler_kwargs
 
     def _authorize(
         self,
@@ -377,51 +380,76 @@ class Dispatcher:
 
     def _invoke(
         self, capability: Capability, kwargs: dict[str, Any], locate: Locate, span: Span
-    ) -> Generator[Awaiting, Any, Projected]:
-        """Run the handler and project its result, within its time budget.
+    ) -> Projected:
+        """Run a sync handler and project its result, within its time budget.
 
-        Past the budget the deadline answers the caller (a coroutine is cancelled; a sync
-        handler's thread is left to finish, counted as abandoned); a handler that returns
-        late fails at its own call site.
+        Past the budget the deadline answers the caller (the handler's thread is left to
+        finish, counted as abandoned); a handler that returns late fails at its own call
+        site.
         """
         budget = capability.timeout or self.limits.max_capability_seconds
         token = self.deadline.enter(budget, capability_time(budget), locate)
         try:
             try:
-                if capability.is_async:
-                    value = yield Awaiting(capability.handler(**kwargs), span)
+                if span.context is None:  # untraced: no span to make current
+                    value = capability.handler(**kwargs)
                 else:
                     with span.active():
                         value = capability.handler(**kwargs)
                 projected = capability.projection.project(value, self.limits.max_result_bytes)
             finally:
                 late = self.deadline.leave(token)
-            if late is not None:  # past its deadline, whether or not the timer rang first
-                raise StopError(late)
-            return projected
         except (StopError, InjectedError, Abandon):
             raise
         except BaseException as exc:
-            if isinstance(exc, AgentError) and isinstance(exc.__cause__, ExpectedError):
-                # an upstream's failure told the model in fixed words: the detail is here
-                log.warning(
-                    "execution %s: %s failed: %s",
-                    self.execution_id,
-                    capability.name,
-                    _one_line(exc.__cause__),
-                )
-            elif isinstance(exc, AgentError):
-                log.info("execution %s: %s raised AgentError", self.execution_id, capability.name)
-            elif isinstance(exc, ExpectedError):
-                log.warning(
-                    "execution %s: %s failed: %s",
-                    self.execution_id,
-                    capability.name,
-                    _one_line(exc),
-                )
-            else:
-                self._log("handler or its result failed:", capability, exc)
-            raise handler_failure(exc) from exc
+            raise self._failed(capability, exc) from exc
+        if late is not None:  # past its deadline, whether or not the timer rang first
+            raise StopError(late)
+        return projected
+
+    def _invoke_async(
+        self, capability: Capability, kwargs: dict[str, Any], locate: Locate, span: Span
+    ) -> Generator[Awaiting, Any, Projected]:
+        """As `_invoke`, for a coroutine handler, which the engine's loop awaits (past the
+        budget it is cancelled)."""
+        budget = capability.timeout or self.limits.max_capability_seconds
+        token = self.deadline.enter(budget, capability_time(budget), locate)
+        try:
+            try:
+                value = yield Awaiting(capability.handler(**kwargs), span)
+                projected = capability.projection.project(value, self.limits.max_result_bytes)
+            finally:
+                late = self.deadline.leave(token)
+        except (StopError, InjectedError, Abandon):
+            raise
+        except BaseException as exc:
+            raise self._failed(capability, exc) from exc
+        if late is not None:  # past its deadline, whether or not the timer rang first
+            raise StopError(late)
+        return projected
+
+    def _failed(self, capability: Capability, exc: BaseException) -> InjectedError:
+        """A handler, or the projection of its result, failed: logged, and classified."""
+        if isinstance(exc, AgentError) and isinstance(exc.__cause__, ExpectedError):
+            # an upstream's failure told the model in fixed words: the detail is here
+            log.warning(
+                "execution %s: %s failed: %s",
+                self.execution_id,
+                capability.name,
+                _one_line(exc.__cause__),
+            )
+        elif isinstance(exc, AgentError):
+            log.info("execution %s: %s raised AgentError", self.execution_id, capability.name)
+        elif isinstance(exc, ExpectedError):
+            log.warning(
+                "execution %s: %s failed: %s",
+                self.execution_id,
+                capability.name,
+                _one_line(exc),
+            )
+        else:
+            self._log("handler or its result failed:", capability, exc)
+        return handler_failure(exc)
 
     def _answered(self) -> bool:
         """Whether the execution was answered early: binding's schema check then stops."""

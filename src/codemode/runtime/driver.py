@@ -14,16 +14,18 @@ is `Pausing`'s to decide.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable
 from typing import Any
 
+from codemode.capabilities import Capability
 from codemode.errors import CodeModeError, InternalError, ResourceLimitError, Where
 from codemode.limits import LimitKind, exceeded, size
 from codemode.runtime.audit import Audit
 from codemode.runtime.calllog import CallLog, Completed
 from codemode.runtime.classify import FailureContext, InjectedError, StopError
 from codemode.runtime.crossing import returned
-from codemode.runtime.deadline import Deadline
+from codemode.runtime.deadline import Deadline, Locate
 from codemode.runtime.dispatch import Approval, Awaiting, Dispatcher, Plan, abandon
 from codemode.runtime.guest import sleep_problem, undefined, vars_of
 from codemode.runtime.outcome import ExecutionResult
@@ -208,21 +210,24 @@ class Driver:
     # -- what the program does --------------------------------------------------------------
 
     def _on_call(self, call: Call) -> Step | None:
-        run, program = self._current()
+        run, program = self.run, self.program  # set before the first step
+        assert run is not None and program is not None
         resumed = self.pausing.resumed(call.call_id)
         if resumed is not None:  # a sync main() resumed at the call a person answered
             return self._run_sync(resumed, program, run)
-        capability = self.setup.capabilities.get(call.name)
-        if capability is None:
+        try:
+            capability = self.setup.capabilities[call.name]
+        except KeyError:
             found = (
                 vars_of(call, self.setup.limits) if call.name == "vars" else undefined(call.name)
             )
             return self._step(lambda: run.answer(found))
-        self.calls.start(capability, lambda: program.where_at(*call.span))
+        locate = functools.partial(program.where_at, *call.span)
+        self.calls.start(capability, locate)
         if program.is_async:  # a job of its own, so gathered calls run at once
             self._start_call(call, program, run)
             return self._step(run.defer)
-        return self._run_sync(call, program, run)
+        return self._run_sync(call, program, run, self._plan(call, program, capability, locate))
 
     def _on_sleep(self, sleep: Sleep) -> Step | None:
         """`time.sleep` and `asyncio.sleep`: wait, within the execution time; an awaited
@@ -265,16 +270,21 @@ class Driver:
 
     # -- calls and sleeps -------------------------------------------------------------------
 
-    def _plan(self, call: Call, program: Program) -> Plan:
+    def _plan(
+        self,
+        call: Call,
+        program: Program,
+        capability: Capability | None = None,
+        locate: Locate | None = None,
+    ) -> Plan:
         """The plan of a call; of a call a person answered for, the plan of the one they
         were asked about (its canonical arguments, bound again)."""
-        capability = self.setup.capabilities[call.name]
+        if capability is None:
+            capability = self.setup.capabilities[call.name]
+        if locate is None:
+            locate = functools.partial(program.where_at, *call.span)
         return self.dispatcher.call(
-            capability,
-            call.args,
-            call.kwargs,
-            lambda: program.where_at(*call.span),
-            self.pausing.answer_for(call.call_id),
+            capability, call.args, call.kwargs, locate, self.pausing.answer_for(call.call_id)
         )
 
     def _start_call(self, call: Call, program: Program, run: Run) -> None:
@@ -282,9 +292,12 @@ class Driver:
         plan = self._plan(call, program)
         self.waits.start(call.call_id, lambda: self._plan_job(call, call.name, plan, None, None))
 
-    def _run_sync(self, call: Call, program: Program, run: Run) -> Step | None:
+    def _run_sync(
+        self, call: Call, program: Program, run: Run, plan: Plan | None = None
+    ) -> Step | None:
         """A call of a sync `main()`, driven here until it ends, awaits or pauses."""
-        plan = self._plan(call, program)
+        if plan is None:
+            plan = self._plan(call, program)
         key = call.call_id
         self.status.enter(State.IN_HOST)
         outcome = self._drive(call, call.name, plan, None, None)

@@ -392,15 +392,16 @@ class MontyRun:
                     name = snapshot.function_name
                     if name == "import":
                         snapshot = snapshot.resume_auto()
-                    elif snapshot.is_os_function and name in _SLEEPS:
+                    elif snapshot.is_os_function:
+                        if name not in _SLEEPS:
+                            snapshot = snapshot.resume_not_handled()
+                            continue
                         self.snapshot = snapshot
                         position = snapshot.position
                         seconds = snapshot.args[0] if snapshot.args else None
                         awaitable = name in ("system.async_sleep", "asyncio.sleep")
                         call_id = snapshot.call_id if awaitable else None
                         return Sleep(seconds, (position.start, position.end), call_id)
-                    elif snapshot.is_os_function:
-                        snapshot = snapshot.resume_not_handled()
                     else:
                         self.snapshot = snapshot
                         position = snapshot.position

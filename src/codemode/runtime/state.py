@@ -48,7 +48,8 @@ class Status:
         """Move between the states of a running program (never out of SETTLED: a job
         that finds its caller answered stops, by `Answered`)."""
         with self.lock:
-            self.check()
+            if self.state is State.SETTLED:  # as `check`, without a call: every step does this
+                raise Answered()
             self.state = state
 
     def check(self) -> None:
