@@ -30,7 +30,7 @@ from codemode.capabilities import (
 )
 from codemode.errors import NotFoundError
 from codemode.options import Options
-from codemode.runtime import Clock, Engine, Visibility, answered, asking
+from codemode.runtime import Clock, Engine, Visibility, asking
 
 VIEWS_KEPT = 64
 """How many views' search indexes are kept, the least recently used dropped."""
@@ -116,29 +116,30 @@ class Discovery:
     ) -> tuple[Snapshot, View]:
         """The newest snapshot, and what `subject` sees of it (waiting for `can_see`)."""
         snapshot, view = self._seeing(options, subject, execution_id)
-        return snapshot, view.result()
+        return snapshot, view if isinstance(view, View) else view.result()
 
     async def visible_async(
         self, options: Options, subject: str | None, execution_id: str = ""
     ) -> tuple[Snapshot, View]:
         """As `visible`, awaiting (a cancelled caller leaves the checks to others)."""
         snapshot, view = self._seeing(options, subject, execution_id)
-        if view.done():
-            # Known already (no `can_see` to ask, or asked before): no hand-off through the
-            # loop from another thread, which costs a request more than the rest of this;
-            # still a point where a cancel reaches the caller, as that wait was.
+        if isinstance(view, View) or view.done():
+            # Known already (every subject sees it, or `can_see` answered before): no
+            # hand-off through the loop from another thread, which costs a request more
+            # than the rest of this; still a point where a cancel reaches the caller, as
+            # that wait was.
             await asyncio.sleep(0)
-            return snapshot, view.result()
+            return snapshot, view if isinstance(view, View) else view.result()
         return snapshot, await asyncio.shield(asyncio.wrap_future(view))
 
     def _seeing(
         self, options: Options, subject: str | None, execution_id: str
-    ) -> tuple[Snapshot, concurrent.futures.Future[View]]:
+    ) -> tuple[Snapshot, View | concurrent.futures.Future[View]]:
         """The newest snapshot, and what `subject` sees of it once `can_see` answered
         (every check of one request under one deadline: `codemode.runtime.seeing`)."""
         snapshot = self._catalog.current
         if not options.hide_forbidden or subject is None:
-            return snapshot, answered(snapshot.enabled)
+            return snapshot, snapshot.enabled  # every subject sees it: nothing to ask
         authorizer = snapshot.policy
         if not isinstance(authorizer, VisibilityPolicy):  # the options check it
             raise TypeError("hide_forbidden needs a VisibilityPolicy authorizer")

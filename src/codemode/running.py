@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import logging
 import threading
-import uuid
 from collections.abc import Callable, Iterator, Mapping
 from typing import Protocol
 
@@ -28,7 +27,7 @@ from codemode.errors import CodeModeError, InternalError, InvalidRequestError
 from codemode.events import EventHandler
 from codemode.limits import LimitKind, Limits, exceeded, size
 from codemode.options import Options
-from codemode.runtime import Engine, Execution, ExecutionResult, Programs
+from codemode.runtime import Engine, Execution, ExecutionResult, Programs, new_execution_id
 
 log = logging.getLogger("codemode")
 
@@ -86,7 +85,7 @@ class Runner:
         """Run a new program to its end, on the caller's thread (it cannot pause)."""
         with last_resort("execute"):
             engine = self._engines.engine_for(subject)
-            began, execution_id = engine.clock.now(), uuid.uuid4().hex
+            began, execution_id = engine.clock.now(), new_execution_id()
             snapshot, view = self._discovery.visible(self._options(), subject, execution_id)
             spent = engine.clock.now() - began
             execution = self._execution(
@@ -114,7 +113,7 @@ class Runner:
         """Run a new program on the engine: its answer, or its first pause."""
         with last_resort("execute_async"):
             engine = self._engines.engine_for(subject)
-            began, execution_id = engine.clock.now(), uuid.uuid4().hex
+            began, execution_id = engine.clock.now(), new_execution_id()
             snapshot, view = await self._visible_async(subject, execution_id)
             spent = engine.clock.now() - began
             execution = self._execution(

@@ -85,7 +85,7 @@ def enabled() -> bool:
 def execution_span(execution_id: str, subject: str) -> Span:
     """A started span for one execution (ended with `Span.end`, on any thread)."""
     if trace is None or not enabled():
-        return Span()
+        return NO_SPAN
     span = trace.get_tracer("codemode").start_span(
         "codemode.execute",
         attributes={"codemode.execution_id": execution_id, "codemode.subject": subject},
@@ -109,4 +109,4 @@ def call_span(parent: Span, name: str, capability_id: str) -> Span:
     return Span(span)
 
 
-__all__ = ["Span", "call_span", "enabled", "execution_span"]
+__all__ = ["NO_SPAN", "Span", "call_span", "enabled", "execution_span"]

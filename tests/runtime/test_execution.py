@@ -6,6 +6,7 @@ import asyncio
 import concurrent.futures
 import threading
 import time
+import uuid
 from collections.abc import Generator
 from typing import Any
 
@@ -16,6 +17,7 @@ from codemode.authz import AllowAll, Denied
 from codemode.clock import SystemClock
 from codemode.errors import ExecutionCanceledError
 from codemode.events import Event, ExecutionFinished
+from codemode.runtime import new_execution_id
 from codemode.runtime.state import State
 from codemode.testing import ManualClock, ScriptedProgram, ScriptedSandbox, running_engine
 from tests.conftest import GUARD, build_host, close_while_running, eventually, run_error
@@ -491,3 +493,77 @@ def test_a_print_flood_stops_the_program_with_what_fits_kept() -> None:
 
 def _nothing(program: ScriptedProgram) -> Generator[Any, Any, Any]:
     return (yield)
+
+
+# -- where a sync caller's program runs ---------------------------------------------------
+
+
+def _where_host(on_event: Any = None) -> tuple[CodeMode, dict[str, int]]:
+    """A host whose script and handler note the thread they run on."""
+    seen: dict[str, int] = {}
+
+    def script(program: ScriptedProgram) -> Generator[Any, Any, Any]:
+        seen["program"] = threading.get_ident()
+        yield program.call("t.where", line=2)
+        return 1
+
+    cm = CodeMode(authorizer=AllowAll(), sandbox=ScriptedSandbox(script), on_event=on_event)
+
+    @cm.capability("t.where", summary="Notes the thread it runs on.")
+    def where() -> int:
+        seen["handler"] = threading.get_ident()
+        return 1
+
+    return cm, seen
+
+
+def test_a_sync_caller_starts_its_program_and_the_pool_runs_its_host_code() -> None:
+    """No thread switch before a program's first call; every call's host code, and the
+    program from there on, runs on the engine's pool, where the deadline cannot wait on it."""
+    cm, seen = _where_host()
+    with cm:
+        assert cm.execute(P + "    return t.where()\n", subject="a").value == 1
+    assert seen["program"] == threading.get_ident()
+    assert seen["handler"] != threading.get_ident()
+
+
+def test_with_an_audit_sink_the_program_starts_on_the_pool() -> None:
+    """The sink is host code, and the start records an event: it is not run on the
+    caller's thread."""
+    events: list[Event] = []
+    cm, seen = _where_host(on_event=events.append)
+    with cm:
+        assert cm.execute(P + "    return t.where()\n", subject="a").value == 1
+    assert seen["program"] != threading.get_ident()
+    assert kinds(events)[0] == "ExecutionStarted"
+
+
+def test_a_ctrl_c_as_the_program_starts_on_the_callers_thread_cancels_it() -> None:
+    """It reaches the caller as KeyboardInterrupt, and leaves no slot or worker held."""
+    interrupted: list[bool] = []
+
+    def script(program: ScriptedProgram) -> Generator[Any, Any, Any]:
+        if not interrupted:
+            interrupted.append(True)
+            raise KeyboardInterrupt  # where a Ctrl-C lands while the program starts
+        return (yield program.call("t.where", line=2))
+
+    cm = CodeMode(authorizer=AllowAll(), sandbox=ScriptedSandbox(script))
+
+    @cm.capability("t.where", summary="One.")
+    def one() -> int:
+        return 1
+
+    with cm:
+        with pytest.raises(KeyboardInterrupt):
+            cm.execute(P + "    return t.where()\n", subject="a")
+        assert running_engine(cm).admission.executions() == []
+        assert cm.execute(P + "    return t.where()\n", subject="a").value == 1
+
+
+def test_execution_ids_are_random_version_4_uuids_in_hex() -> None:
+    ids = {new_execution_id() for _ in range(1000)}
+    assert len(ids) == 1000
+    for text in list(ids)[:50]:
+        parsed = uuid.UUID(hex=text)
+        assert (parsed.hex, parsed.version, parsed.variant) == (text, 4, uuid.RFC_4122)

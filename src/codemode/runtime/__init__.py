@@ -7,7 +7,7 @@ exchange) and the `Clock` are what `codemode.testing` stands in for.
 
 from codemode.clock import Clock, Timer
 from codemode.runtime.engine import Engine
-from codemode.runtime.execution import Execution
+from codemode.runtime.execution import Execution, new_execution_id
 from codemode.runtime.outcome import ExecutionResult, Usage
 from codemode.runtime.program import Programs
 from codemode.runtime.sandbox import (
@@ -57,4 +57,5 @@ __all__ = [
     "Wait",
     "answered",
     "asking",
+    "new_execution_id",
 ]

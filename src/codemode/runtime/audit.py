@@ -29,7 +29,7 @@ from codemode.events import (
 from codemode.limits import LimitKind
 from codemode.runtime.notices import Notices
 from codemode.runtime.pool import WorkPool
-from codemode.tracing import Span, execution_span
+from codemode.tracing import NO_SPAN, execution_span
 
 log = logging.getLogger("codemode")
 
@@ -59,7 +59,7 @@ class Audit:
         self.execution_id = execution_id
         self.subject = subject
         self.emit = emit
-        self.span = Span()
+        self.span = NO_SPAN
         """The execution's span (a started one from `start` until `end_span`)."""
         self.began: float | None = None
         """When interpreter work started (`ExecutionStarted`), from which its end counts."""
@@ -89,7 +89,7 @@ class Audit:
         """End the execution's span, once (before the answer where the program's own job
         gives it, so a caller that reads its spans finds it)."""
         with contextlib.suppress(BaseException):  # a tracing hook is host code too
-            span, self.span = self.span, Span()
+            span, self.span = self.span, NO_SPAN
             span.outcome(outcome)
             span.end()
 

@@ -71,7 +71,7 @@ class CallLog:
         """JSON bytes of every result the program received."""
         self.sandbox_seconds = 0.0
         """Time the interpreter ran the program's steps."""
-        self._counts: Counter[str] = Counter()
+        self._counts: dict[str, int] = {}
         self._ended: list[tuple[str, tuple[int, int], str, Completed | None]] = []
         """(capability, call span, outcome, the completed call) of every call that ended,
         in that order."""
@@ -90,7 +90,7 @@ class CallLog:
         limits = self.limits
         if len(self.names) >= limits.max_capability_calls:
             raise StopError(exceeded(LimitKind.CAPABILITY_CALLS, limits, where=locate()))
-        count = self._counts[capability.name] + 1
+        count = self._counts.get(capability.name, 0) + 1
         allowed = capability.max_calls_per_execution or limits.max_calls_per_capability
         if count > allowed:
             error = ResourceLimitError(
@@ -185,7 +185,7 @@ class CallLog:
         """Go on from what a paused program had done: its calls count against the same
         limits, and its records and usage come first."""
         self.names = list(names)
-        self._counts = Counter(self.names)
+        self._counts = dict(Counter(self.names))
         self._before = records
         self.result_bytes = result_bytes
         self.sandbox_seconds = sandbox_seconds

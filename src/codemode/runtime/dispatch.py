@@ -64,7 +64,7 @@ from codemode.runtime.classify import (
     handler_failure,
 )
 from codemode.runtime.deadline import Deadline, Locate, nowhere
-from codemode.tracing import Span, call_span
+from codemode.tracing import NO_SPAN, Span, call_span
 from codemode.types import JSONObject
 
 log = logging.getLogger("codemode")
@@ -177,7 +177,7 @@ class Dispatcher:
     """Whether call spans record argument values (off: they may be sensitive)."""
 
     def __post_init__(self) -> None:
-        self.span = Span()
+        self.span = NO_SPAN
         """The execution's span, parent of every call span."""
         self._allows_all = type(self.authorizer) is AllowAll
         """`AllowAll` allows every call without reading it: no request is built for it."""
@@ -206,7 +206,12 @@ class Dispatcher:
                     "capability_id": capability.id,
                 }
             )
-            arguments, handler_kwargs = self._bind(capability, args, kwargs, base)
+            try:
+                arguments, handler_kwargs = bind(
+                    capability, args, kwargs, self.limits, self._answered
+                )
+            except (ValidatorError, CodeModeError) as problem:
+                raise self._unbound(capability, problem, base) from None
             if self.emit is not None:
                 base["arguments"] = arguments
             if self.trace_arguments:
@@ -258,32 +263,24 @@ class Dispatcher:
             self.calls.took(started, clock.now())
         return Completed(projected, kwargs, capability.annotations.get("readOnlyHint") is not True)
 
-    def _bind(
-        self,
-        capability: Capability,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        base: dict[str, Any],
-    ) -> tuple[JSONObject, dict[str, Any]]:
-        """The call's canonical arguments and its handler's; a binding failure is the
-        program's (StopError), a host validator's own is the call's (InjectedError)."""
-        try:
-            bound = bind(capability, args, kwargs, self.limits, self._answered)
-        except ValidatorError as wrapped:  # a host validator failed in its own way
-            exc = wrapped.__cause__ or wrapped
+    def _unbound(
+        self, capability: Capability, problem: ValidatorError | CodeModeError, base: dict[str, Any]
+    ) -> StopError | InjectedError:
+        """A call whose arguments did not bind: binding's own error is the program's
+        (StopError), a host validator's own failure is the call's (InjectedError)."""
+        if isinstance(problem, ValidatorError):  # a host validator failed in its own way
+            exc = problem.__cause__ or problem
             self._log("an argument validator failed on", capability, exc)
             self._event(CallAttempted, **base)
             failure = handler_failure(exc)
             self._event(
                 CallFailed, **base, code=failure.error.code.value, duration_seconds=0, error=exc
             )
-            raise failure from None
-        except CodeModeError as error:  # binding's own: names only what the program wrote
-            error = self.stopped() or error  # answered meanwhile (a check stopped): it stands
-            self._event(CallAttempted, **base)
-            self._event(CallFailed, **base, code=error.code.value, duration_seconds=0)
-            raise StopError(error) from None
-        return bound.arguments, bound.handler_kwargs
+            return failure
+        error = self.stopped() or problem  # answered meanwhile (a check stopped): it stands
+        self._event(CallAttempted, **base)
+        self._event(CallFailed, **base, code=error.code.value, duration_seconds=0)
+        return StopError(error)
 
     def _authorize(
         self,

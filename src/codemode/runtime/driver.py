@@ -77,7 +77,7 @@ class Driver:
         waits: Waits,
         pausing: Pausing,
         audit: Audit,
-        submit: Callable[[Callable[[], None]], None],
+        submit: Callable[[Callable[[], None]], object],
         settle: Callable[[ExecutionResult], None],
         elapsed: Callable[[], float],
     ) -> None:
@@ -101,13 +101,15 @@ class Driver:
         """The interpreter's run of the program, once it started."""
         self.program: Program | None = None
         """The prepared program, once it passed the preflight."""
-        self._exit = contextlib.ExitStack()
+        self._opened: contextlib.AbstractContextManager[Run] | None = None
+        """The sandbox's run, entered: closed once, by `close`."""
 
     # -- the run ----------------------------------------------------------------------------
 
-    def start(self) -> None:
+    def start(self, *, here: bool = False) -> None:
         """Record the start, prepare the program, start its run (or load its dump) and
-        run it until it ends or must wait."""
+        run it until it ends or must wait. `here`: on the caller's thread, as far as
+        `_go_on` lets it."""
         limits = self.setup.limits
         self.status.enter(State.IN_HOST)
         announced = self.audit.start(self.source, announce=self.pausing.snapshot is None)
@@ -123,20 +125,17 @@ class Driver:
         except CodeModeError as error:  # the preflight's own verdict (it runs no host code)
             raise StopError(error) from None
         self.failures.program = self.program = program
-        run = self._exit.enter_context(
-            self.setup.sandbox.run(
-                modules=self.setup.modules,
-                roots=program.roots,
-                limits=limits,
-                printer=self.printed,
-            )
+        opened = self.setup.sandbox.run(
+            modules=self.setup.modules, roots=program.roots, limits=limits, printer=self.printed
         )
+        run = opened.__enter__()
+        self._opened = opened
         with self.status.lock:
             self.status.check()
             self.run = run
         snapshot = self.pausing.snapshot
         if snapshot is None:
-            self._advance(lambda: run.start(program.code))
+            self._advance(lambda: run.start(program.code), here=here)
             return
         if program.is_async:  # the calls a person answered for run as they would have
             for call in self.pausing.resumed_calls():
@@ -146,11 +145,14 @@ class Driver:
     def close(self, *, failed: bool) -> None:
         """End the run: its worker goes back to the sandbox's pool, or, after a failure,
         is never reused."""
+        opened, self._opened = self._opened, None
+        if opened is None:
+            return
         with contextlib.suppress(BaseException):
             if failed:
-                self._exit.__exit__(_Failed, _Failed(), None)
+                opened.__exit__(_Failed, _Failed(), None)
             else:
-                self._exit.close()
+                opened.__exit__(None, None, None)
 
     def complete(self, key: int, outcome: Pending | None) -> None:
         """A call or sleep ended, or (None) a call now waits for a person: the program
@@ -164,10 +166,18 @@ class Driver:
 
     # -- the step loop ----------------------------------------------------------------------
 
-    def _advance(self, resume: Resume) -> None:
+    def _advance(self, resume: Resume, *, here: bool = False) -> None:
         """Run the program until it ends or must wait."""
-        step: Step | None = self._step(resume)
+        self._go_on(self._step(resume), here=here)
+
+    def _go_on(self, step: Step | None, *, here: bool = False) -> None:
+        """Answer steps until the program ends or must wait; on the caller's thread
+        (`here`), only until a step that runs host code or converts a value, which the
+        pool takes on, so that the deadline answers the caller whatever that does."""
         while step is not None:
+            if here and not _light(step):
+                self._submit(functools.partial(self._go_on, step))
+                return
             if isinstance(step, Call):
                 step = self._on_call(step)
             elif isinstance(step, Sleep):
@@ -177,8 +187,8 @@ class Driver:
             else:
                 step = self._on_done(step)
 
-    def _step(self, resume: Resume) -> Step:
-        """One step of the interpreter, within the deadline."""
+    def _step(self, resume: Callable[..., Step], *args: Any) -> Step:
+        """One step of the interpreter, `resume(*args)`, within the deadline."""
         self.status.enter(State.RUNNING)
         now = self.deadline.clock.now
         started = now()
@@ -186,7 +196,7 @@ class Driver:
         if overdue is not None:
             raise StopError(overdue)
         try:
-            return resume()
+            return resume(*args)
         finally:
             self.calls.interpreted(now() - started)
 
@@ -212,9 +222,10 @@ class Driver:
     def _on_call(self, call: Call) -> Step | None:
         run, program = self.run, self.program  # set before the first step
         assert run is not None and program is not None
-        resumed = self.pausing.resumed(call.call_id)
-        if resumed is not None:  # a sync main() resumed at the call a person answered
-            return self._run_sync(resumed, program, run)
+        if self.pausing.restored is not None:  # only a resumed program has answered calls
+            resumed = self.pausing.resumed(call.call_id)
+            if resumed is not None:  # a sync main() resumed at the call a person answered
+                return self._run_sync(resumed, program, run)
         try:
             capability = self.setup.capabilities[call.name]
         except KeyError:
@@ -283,9 +294,9 @@ class Driver:
             capability = self.setup.capabilities[call.name]
         if locate is None:
             locate = functools.partial(program.where_at, *call.span)
-        return self.dispatcher.call(
-            capability, call.args, call.kwargs, locate, self.pausing.answer_for(call.call_id)
-        )
+        pausing = self.pausing
+        asked = None if pausing.restored is None else pausing.answer_for(call.call_id)
+        return self.dispatcher.call(capability, call.args, call.kwargs, locate, asked)
 
     def _start_call(self, call: Call, program: Program, run: Run) -> None:
         """A call of an `async def main`: a job of its own."""
@@ -310,7 +321,7 @@ class Driver:
             waits.block_on((key,))
             return self._await(lambda: waits.has(key), lambda: run.answer(waits.take(key)))
         assert not isinstance(outcome, _Pause)
-        return self._step(lambda: run.answer(outcome))
+        return self._step(run.answer, outcome)
 
     def _plan_job(
         self, call: Call, name: str, plan: Plan, value: Any, exc: BaseException | None
@@ -390,6 +401,26 @@ class Driver:
     def _where(self, call: Call) -> Where | None:
         program = self.program
         return None if program is None else program.where_at(*call.span)
+
+
+def _light(step: Step) -> bool:
+    """Whether answering the step runs no host code and no work that grows with the data:
+    a sleep, a wait, or the end of a program whose value is a small scalar."""
+    if isinstance(step, Done):
+        value, kind = step.value, type(step.value)
+        return (
+            value is None
+            or kind is bool
+            or kind is float
+            or (kind is int and -_SMALL < value < _SMALL)
+            or (kind is str and len(value) <= _SMALL_TEXT)
+        )
+    return not isinstance(step, Call)
+
+
+_SMALL = 1 << 64
+_SMALL_TEXT = 4096
+"""A value the caller's thread converts itself: bounded work, whatever the program."""
 
 
 def _overdue(error: CodeModeError) -> bool:

@@ -220,8 +220,10 @@ class Engine:
 
     def execute(self, execution: Execution) -> ExecutionResult | Paused:
         """Admit the execution and wait for its answer, which comes on time."""
+        execution.offer_start()
         self._admit(execution)
         try:
+            execution.start_here()
             return execution.answer.result()
         except (KeyboardInterrupt, SystemExit):  # raised in the caller's own thread
             execution.fail(ExecutionCanceledError())

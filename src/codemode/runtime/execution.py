@@ -16,9 +16,10 @@ approvals: the execution asks it to restore and it asks to be answered), and the
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import logging
+import os
 import threading
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -43,11 +44,12 @@ from codemode.runtime.loop import EngineLoop
 from codemode.runtime.notices import Notices
 from codemode.runtime.outcome import ExecutionResult
 from codemode.runtime.pausing import Pausing
-from codemode.runtime.pool import WorkPool
+from codemode.runtime.pool import Job, WorkPool
 from codemode.runtime.printed import Printed
 from codemode.runtime.setup import Setup
 from codemode.runtime.state import Answered, State, Status
 from codemode.runtime.waits import Waits
+from codemode.tracing import enabled as tracing_enabled
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +98,7 @@ class Execution:
         """The paused program this execution goes on from, if it resumes one."""
         if restored is not None:
             execution_id = restored.execution_id
-        self.execution_id = execution_id or uuid.uuid4().hex
+        self.execution_id = execution_id or new_execution_id()
         limits = setup.limits
         clock = services.clock
         self.status = Status()
@@ -113,9 +115,13 @@ class Execution:
         self.answered_at: float | None = None
         self.goes_on = False
         """Whether its answer is a pause: it goes on when resumed (no end is recorded)."""
-        self.ended = threading.Event()
-        """Set once the execution's run is over and its last event delivered."""
+        self._ended: threading.Event | None = None
+        self._over = False
+        """Whether its run is over (`ended`, made only when someone waits for it)."""
         self._finished = False
+        self._caller: int | None = None
+        """The thread of a caller that starts the program itself (`start_here`)."""
+        self._start_here = False
         left = limits.max_execution_seconds if restored is None else restored.seconds_left
         self.deadline = Deadline(clock, left - spent, setup.overdue, self.fail, armed=False)
         self.failures = FailureContext(limits, setup.programs)
@@ -187,6 +193,17 @@ class Execution:
         self.deadline.arm()  # only now can it answer the caller when it passes
 
     @property
+    def ended(self) -> threading.Event:
+        """Set once the execution's run is over and its last event delivered (made when
+        first asked for: most executions are never waited for this way)."""
+        with self.status.lock:
+            if self._ended is None:
+                self._ended = threading.Event()
+                if self._over:
+                    self._ended.set()
+            return self._ended
+
+    @property
     def state(self) -> State:
         """Where the execution is now."""
         return self.status.state
@@ -207,8 +224,26 @@ class Execution:
             if self.status.state is not State.QUEUED:
                 return False
             self.status.state = State.RUNNING
+        if self._caller == threading.get_ident():
+            self._start_here = True  # its caller, admitting it, starts it (`start_here`)
+            return True
         self._submit(self.driver.start)
         return True
+
+    def offer_start(self) -> None:
+        """The caller waits on its own thread: it may start the program itself when it is
+        admitted at once, as far as no host code runs, which saves two thread switches.
+        Only with nothing of the host's to run there (no audit sink, no tracer)."""
+        if self.emit is None and self.restored is None and not tracing_enabled():
+            self._caller = threading.get_ident()
+
+    def start_here(self) -> None:
+        """Start the program on this thread if `begin` left it to the caller: it runs until
+        its first call of host code, or its end, and the pool goes on from there."""
+        if not self._start_here:
+            return
+        self._start_here = False
+        self._job(functools.partial(self.driver.start, here=True), here=True)
 
     def fail(self, error: CodeModeError, *, span: bool = False) -> None:
         """Answer the caller with `error` now, whatever runs: the deadline, a stop, a flood
@@ -244,9 +279,9 @@ class Execution:
             if job.abandoned:
                 self.audit.abandoned(what, reason)
         if previous is State.QUEUED:
-            self.ended.set()  # nothing of it ever ran
+            self._end()  # nothing of it ever ran
         elif previous is State.AWAITING or unstarted:  # no job of its program runs now
-            self._submit(self._finish, exempt=True)
+            self._finish_later()
 
     def _settle(
         self, answer: ExecutionResult | Paused, outcome: str = "ok", *, goes_on: bool = False
@@ -289,34 +324,61 @@ class Execution:
                 )
             self.driver.close(failed=error is not None)
         finally:
-            self.ended.set()
+            self._end()
 
     # -- its jobs ---------------------------------------------------------------------------
 
-    def _submit(self, work: Callable[[], None], *, exempt: bool = False) -> None:
+    def _submit(self, work: Callable[[], None], *, exempt: bool = False) -> Job:
         """Run `work` as the program's next job, under the last-resort net."""
         job = self.services.pool.submit(self.subject, lambda: self._job(work), exempt=exempt)
         self.waits.stepping(job)
         if job.future.cancelled():  # the engine is closing: nothing will run it
             self.fail(ExecutionCanceledError())
-            self.ended.set()
+            self._end()
+        return job
 
-    def _job(self, work: Callable[[], None]) -> None:
+    def _finish_later(self) -> None:
+        """`_finish` in a job of its own; one the closing engine cancels runs at once, on
+        the closing thread, so no worker is left behind."""
+        job = self._submit(self._finish, exempt=True)
+        job.future.add_done_callback(self._finish_if_cancelled)
+
+    def _finish_if_cancelled(self, future: concurrent.futures.Future[object]) -> None:
+        if future.cancelled():
+            self._finish()
+
+    def _job(self, work: Callable[[], None], *, here: bool = False) -> None:
         """The one last-resort net of every job of the program: whatever raises here (the
-        program, handlers, an audit sink, a tracing hook) ends as one CodeModeError."""
+        program, handlers, an audit sink, a tracing hook) ends as one CodeModeError.
+        `here`: on its caller's thread, whose own Ctrl-C cancels it and goes on up."""
         try:
             work()
         except Answered:
             pass
         except BaseException as exc:
+            if here and isinstance(exc, KeyboardInterrupt) and _on_main_thread():
+                self.fail(ExecutionCanceledError())  # the caller's Ctrl-C, as `Engine.execute`
+                self._finish()
+                raise
             error = classify(exc, self.failures)
             if isinstance(error, InternalError) and error is not self.failures.killed_for:
                 quietly(logging.ERROR, "execution %s: internal failure", self.execution_id, exc=exc)
             self.fail(error, span=True)
         if self.status.settled:
-            self._finish()
+            if here:  # its worker goes back, and its end is recorded, off the caller's time
+                self._finish_later()
+            else:
+                self._finish()
 
     # -- helpers ----------------------------------------------------------------------------
+
+    def _end(self) -> None:
+        """Its run is over: whoever waits on `ended` goes on."""
+        with self.status.lock:
+            self._over = True
+            ended = self._ended
+        if ended is not None:
+            ended.set()
 
     def _elapsed(self) -> float:
         """Seconds the execution has run, before any pause too (waits for a person not
@@ -328,4 +390,18 @@ class Execution:
         self.fail(exceeded(LimitKind.PRINTED_OUTPUT, self.setup.limits))
 
 
-__all__ = ["Execution", "Services"]
+def _on_main_thread() -> bool:
+    """Whether this is the thread Python delivers a Ctrl-C to (as KeyboardInterrupt)."""
+    return threading.current_thread() is threading.main_thread()
+
+
+def new_execution_id() -> str:
+    """A random id, as `uuid.uuid4().hex` writes one (the same randomness and version
+    bits), without building a `UUID` on the way: every execution has one."""
+    data = bytearray(os.urandom(16))
+    data[6] = data[6] & 0x0F | 0x40  # version 4
+    data[8] = data[8] & 0x3F | 0x80  # the RFC 4122 variant
+    return data.hex()
+
+
+__all__ = ["Execution", "Services", "new_execution_id"]

@@ -338,8 +338,7 @@ class MontyRun:
         return self._step(lambda: self.session.feed_start(code, print_callback=self.printer))
 
     def answer(self, answer: Answer) -> Step:
-        snapshot = self.snapshot
-        return self._step(lambda: snapshot.resume(self._external(answer)))
+        return self._step(self._resume, answer)
 
     def defer(self) -> Step:
         snapshot = self.snapshot
@@ -383,10 +382,13 @@ class MontyRun:
             self._pid = None
         self.snapshot = None
 
-    def _step(self, advance: Callable[[], Any]) -> Step:
+    def _resume(self, answer: Answer) -> Any:
+        return self.snapshot.resume(self._external(answer))
+
+    def _step(self, advance: Callable[..., Any], *args: Any) -> Step:
         self.busy = True
         try:
-            snapshot = advance()
+            snapshot = advance(*args)
             while True:
                 if isinstance(snapshot, pm.FunctionSnapshot):
                     name = snapshot.function_name
