@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 import uuid
@@ -498,67 +501,94 @@ def _nothing(program: ScriptedProgram) -> Generator[Any, Any, Any]:
 # -- where a sync caller's program runs ---------------------------------------------------
 
 
-def _where_host(on_event: Any = None) -> tuple[CodeMode, dict[str, int]]:
-    """A host whose script and handler note the thread they run on."""
-    seen: dict[str, int] = {}
+_WHERE_HOST = """
+import threading
+from codemode import CodeMode
+from codemode.authz import AllowAll
+from codemode.testing import ScriptedSandbox, running_engine
 
-    def script(program: ScriptedProgram) -> Generator[Any, Any, Any]:
-        seen["program"] = threading.get_ident()
-        yield program.call("t.where", line=2)
-        return 1
+seen = {}
+interrupt = []
 
-    cm = CodeMode(authorizer=AllowAll(), sandbox=ScriptedSandbox(script), on_event=on_event)
 
-    @cm.capability("t.where", summary="Notes the thread it runs on.")
-    def where() -> int:
-        seen["handler"] = threading.get_ident()
-        return 1
+def script(program):
+    if interrupt:
+        interrupt.clear()
+        raise KeyboardInterrupt  # where a Ctrl-C lands while the program starts
+    seen["program"] = threading.get_ident()
+    return (yield program.call("t.where", line=2))
 
-    return cm, seen
+
+cm = CodeMode(authorizer=AllowAll(), sandbox=ScriptedSandbox(script), on_event=on_event)
+
+
+@cm.capability("t.where", summary="Notes the thread it runs on.")
+def where() -> int:
+    seen["handler"] = threading.get_ident()
+    return 1
+
+
+here = threading.get_ident()
+program = "def main():\\n    return t.where()\\n"
+"""
+
+
+def _where(on_event: str, body: str) -> str:
+    """Run `body` after `_WHERE_HOST` in a fresh interpreter: where a program starts depends
+    on whether a tracer is installed, which OpenTelemetry keeps for the whole process once
+    any earlier test traced."""
+    code = f"on_event = {on_event}\n{_WHERE_HOST}\n{textwrap.dedent(body)}"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 
 def test_a_sync_caller_starts_its_program_and_the_pool_runs_its_host_code() -> None:
     """No thread switch before a program's first call; every call's host code, and the
     program from there on, runs on the engine's pool, where the deadline cannot wait on it."""
-    cm, seen = _where_host()
-    with cm:
-        assert cm.execute(P + "    return t.where()\n", subject="a").value == 1
-    assert seen["program"] == threading.get_ident()
-    assert seen["handler"] != threading.get_ident()
+    printed = _where(
+        "None",
+        """
+        with cm:
+            print(cm.execute(program, subject="a").value)
+        print(seen["program"] == here, seen["handler"] == here)
+        """,
+    )
+    assert printed == "1\nTrue False\n"
 
 
 def test_with_an_audit_sink_the_program_starts_on_the_pool() -> None:
     """The sink is host code, and the start records an event: it is not run on the
     caller's thread."""
-    events: list[Event] = []
-    cm, seen = _where_host(on_event=events.append)
-    with cm:
-        assert cm.execute(P + "    return t.where()\n", subject="a").value == 1
-    assert seen["program"] != threading.get_ident()
-    assert kinds(events)[0] == "ExecutionStarted"
+    printed = _where(
+        "lambda event: kinds.append(type(event).__name__)\nkinds = []",
+        """
+        with cm:
+            print(cm.execute(program, subject="a").value)
+        print(seen["program"] == here, kinds[0])
+        """,
+    )
+    assert printed == "1\nFalse ExecutionStarted\n"
 
 
 def test_a_ctrl_c_as_the_program_starts_on_the_callers_thread_cancels_it() -> None:
     """It reaches the caller as KeyboardInterrupt, and leaves no slot or worker held."""
-    interrupted: list[bool] = []
-
-    def script(program: ScriptedProgram) -> Generator[Any, Any, Any]:
-        if not interrupted:
-            interrupted.append(True)
-            raise KeyboardInterrupt  # where a Ctrl-C lands while the program starts
-        return (yield program.call("t.where", line=2))
-
-    cm = CodeMode(authorizer=AllowAll(), sandbox=ScriptedSandbox(script))
-
-    @cm.capability("t.where", summary="One.")
-    def one() -> int:
-        return 1
-
-    with cm:
-        with pytest.raises(KeyboardInterrupt):
-            cm.execute(P + "    return t.where()\n", subject="a")
-        assert running_engine(cm).admission.executions() == []
-        assert cm.execute(P + "    return t.where()\n", subject="a").value == 1
+    printed = _where(
+        "None",
+        """
+        with cm:
+            interrupt.append(True)
+            try:
+                cm.execute(program, subject="a")
+            except KeyboardInterrupt:
+                print("interrupted")
+            print(running_engine(cm).admission.executions())
+            print(cm.execute(program, subject="a").value)
+        """,
+    )
+    assert printed == "interrupted\n[]\n1\n"
 
 
 def test_execution_ids_are_random_version_4_uuids_in_hex() -> None:
