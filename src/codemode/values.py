@@ -365,7 +365,16 @@ def to_json_sized(
         enter(item, trail, depth)
         raise problem(trail, f"is {kind_of(item)}, which JSON cannot hold")
 
-    data = convert(value, None, 0, True)
+    def let_go() -> None:
+        """The walk's functions call each other through cells, a reference cycle: emptied
+        once the walk is over, they are freed at once, with no pass of the collector."""
+        nonlocal items, entries, record, convert
+        del items, entries, record, convert
+
+    try:
+        data = convert(value, None, 0, True)
+    finally:
+        let_go()
     if not isinstance(data, dict | list):
         return data, json_size(data)  # a scalar alone is measured as `json_size` has it
     return data, written - 1 if measurable else None

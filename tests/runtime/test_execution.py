@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
+import gc
 import subprocess
 import sys
 import textwrap
 import threading
 import time
+import types
 import uuid
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any
 
 import pytest
@@ -597,3 +600,66 @@ def test_execution_ids_are_random_version_4_uuids_in_hex() -> None:
     for text in list(ids)[:50]:
         parsed = uuid.UUID(hex=text)
         assert (parsed.hex, parsed.version, parsed.variant) == (text, 4, uuid.RFC_4122)
+
+
+FIVE_CALLS = P + "    return [records.lookup(key=k)['key'] for k in 'abcde']"
+
+
+def _cyclic_garbage_of_codemode(run: Callable[[], object]) -> list[str]:
+    """What of codemode's (its objects, functions and frames) `run`, done a few times with
+    the collector off, leaves in reference cycles: only the collector would free them."""
+    for _ in range(3):  # warm: caches, views, threads
+        run()
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        for _ in range(5):
+            run()
+        gc.collect()
+        found = list(gc.garbage)
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    return [_named(item) for item in found if _of_codemode(item)]
+
+
+def _of_codemode(item: object) -> bool:
+    if isinstance(item, types.FrameType):
+        return "codemode" in item.f_code.co_filename
+    if isinstance(item, types.FunctionType | types.MethodType):
+        return str(getattr(item, "__module__", "")).startswith("codemode")
+    return type(item).__module__.startswith("codemode")
+
+
+def _named(item: object) -> str:
+    return getattr(item, "__qualname__", None) or type(item).__qualname__
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        P + "    return 1",
+        FIVE_CALLS,
+        "async def main():\n    return [await records.lookup(key=k) for k in 'ab']",
+        P + "    return 1 / 0",
+    ],
+    ids=["trivial", "five_calls", "async_main", "failing"],
+)
+def test_an_execution_leaves_nothing_in_reference_cycles(cm: CodeMode, source: str) -> None:
+    def run() -> None:
+        with contextlib.suppress(CodeModeError):
+            cm.execute(source, subject="alice")
+
+    assert _cyclic_garbage_of_codemode(run) == []
+
+
+@pytest.mark.parametrize("source", [FIVE_CALLS, P + "    return 1 / 0"], ids=["ok", "failing"])
+def test_an_awaited_execution_leaves_nothing_in_reference_cycles(cm: CodeMode, source: str) -> None:
+    async def run() -> None:
+        with contextlib.suppress(CodeModeError):
+            await cm.execute_async(source, subject="alice")
+
+    with asyncio.Runner() as runner:
+        assert _cyclic_garbage_of_codemode(lambda: runner.run(run())) == []

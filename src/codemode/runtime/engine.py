@@ -51,6 +51,14 @@ def _read(future: asyncio.Future[Any]) -> None:
         future.exception()
 
 
+def _own(error: BaseException) -> BaseException:
+    """The caller's own copy of an execution's error. An error raised takes the frames it
+    goes through in its traceback, and they hold the execution, which keeps its answer:
+    raising the answer's own error would leave every failed execution in a reference cycle,
+    for the cycle collector to find."""
+    return error.replace() if isinstance(error, CodeModeError) else error
+
+
 class Admission:
     """At most `slots` executions run at once, and at most half of them (at least one) of
     one subject, so a busy subject always leaves room for others. More wait in a bounded
@@ -222,23 +230,31 @@ class Engine:
         """Admit the execution and wait for its answer, which comes on time."""
         execution.offer_start()
         self._admit(execution)
+        answer = execution.answer
         try:
             execution.start_here()
-            return execution.answer.result()
+            error = answer.exception()
         except (KeyboardInterrupt, SystemExit):  # raised in the caller's own thread
             execution.fail(ExecutionCanceledError())
             raise
+        if error is not None:
+            raise _own(error)
+        return answer.result()
 
     async def execute_async(self, execution: Execution) -> ExecutionResult | Paused:
         """As `execute`, awaiting; a cancelled caller cancels the execution."""
         self._admit(execution)
         answer = asyncio.wrap_future(execution.answer)
         try:
-            return await asyncio.shield(answer)
+            await asyncio.wait((answer,))  # as `shield`: a cancelled caller leaves it be
         except asyncio.CancelledError:
             execution.fail(ExecutionCanceledError())
             answer.add_done_callback(_read)  # nobody awaits it now: its error is expected
             raise
+        error = answer.exception()
+        if error is not None:
+            raise _own(error)
+        return answer.result()
 
     def left_running(self, subject: str) -> int:
         """A subject's host code left running past its deadline: threads of the pool,

@@ -11,6 +11,9 @@ The execution is made of parts with one job each, which it builds and lends each
 the call log (one record per call, limits, usage), the audit (span and events), the
 printed output, the waits, the pausing for a person (the only part that knows of
 approvals: the execution asks it to restore and it asks to be answered), and the driver.
+The parts call back to it through one `_Link`, let go once its run is over: an execution
+and its parts then hold no reference cycle, and are freed as soon as no one holds them,
+without a pass of the cycle collector (which every execution would otherwise cost).
 """
 
 from __future__ import annotations
@@ -122,10 +125,12 @@ class Execution:
         self._caller: int | None = None
         """The thread of a caller that starts the program itself (`start_here`)."""
         self._start_here = False
+        self._link = link = _Link(self)
+        elapsed = functools.partial(_elapsed, clock, self.created, restored)
         left = limits.max_execution_seconds if restored is None else restored.seconds_left
-        self.deadline = Deadline(clock, left - spent, setup.overdue, self.fail, armed=False)
+        self.deadline = Deadline(clock, left - spent, setup.overdue, link.fail, armed=False)
         self.failures = FailureContext(limits, setup.programs)
-        self.printed = Printed(limits.max_printed_bytes, self._on_flood)
+        self.printed = Printed(limits.max_printed_bytes, link.flood)
         self.calls = CallLog(limits)
         self.audit = Audit(
             execution_id=self.execution_id,
@@ -151,7 +156,7 @@ class Execution:
             limits=limits,
             deadline=self.deadline,
             calls=self.calls,
-            stopped=lambda: self.failures.killed_for,
+            stopped=functools.partial(_killed_for, self.failures),
             emit=emit,
             trace_arguments=trace_arguments,
         )
@@ -168,8 +173,8 @@ class Execution:
             printed=self.printed,
             calls=self.calls,
             failures=self.failures,
-            elapsed=self._elapsed,
-            settle=self._paused,
+            elapsed=elapsed,
+            settle=link.paused,
         )
         self.driver = Driver(
             self.status,
@@ -184,9 +189,9 @@ class Execution:
             waits=self.waits,
             pausing=self.pausing,
             audit=self.audit,
-            submit=self._submit,
-            settle=self._settle,
-            elapsed=self._elapsed,
+            submit=link.submit,
+            settle=link.settle,
+            elapsed=elapsed,
         )
         if restored is not None:
             self.pausing.restore(verdicts or {})
@@ -373,21 +378,61 @@ class Execution:
     # -- helpers ----------------------------------------------------------------------------
 
     def _end(self) -> None:
-        """Its run is over: whoever waits on `ended` goes on."""
+        """Its run is over: whoever waits on `ended` goes on, and its parts let go of it
+        (no job of its program runs any more, and none will)."""
         with self.status.lock:
             self._over = True
             ended = self._ended
+            self._link.execution = None
+        self.waits.stepping(None)
         if ended is not None:
             ended.set()
 
-    def _elapsed(self) -> float:
-        """Seconds the execution has run, before any pause too (waits for a person not
-        counted)."""
-        before = 0.0 if self.restored is None else self.restored.elapsed
-        return before + self.services.clock.now() - self.created
-
     def _on_flood(self) -> None:
         self.fail(exceeded(LimitKind.PRINTED_OUTPUT, self.setup.limits))
+
+
+class _Link:
+    """An execution as its parts call back to it, until its run is over: then each call
+    does what the execution, settled by then, would (nothing, or `Answered`)."""
+
+    __slots__ = ("execution",)
+
+    def __init__(self, execution: Execution) -> None:
+        self.execution: Execution | None = execution
+
+    def fail(self, error: CodeModeError) -> None:
+        if (execution := self.execution) is not None:
+            execution.fail(error)
+
+    def flood(self) -> None:
+        if (execution := self.execution) is not None:
+            execution._on_flood()
+
+    def submit(self, work: Callable[[], None]) -> None:
+        if (execution := self.execution) is not None:
+            execution._submit(work)
+
+    def settle(self, answer: ExecutionResult) -> None:
+        if (execution := self.execution) is None:
+            raise Answered()
+        execution._settle(answer)
+
+    def paused(self, answer: Paused) -> None:
+        if (execution := self.execution) is None:
+            raise Answered()
+        execution._paused(answer)
+
+
+def _elapsed(clock: Clock, created: float, restored: PausedState | None) -> float:
+    """Seconds an execution created at `created` has run, before any pause too (waits for
+    a person not counted)."""
+    before = 0.0 if restored is None else restored.elapsed
+    return before + clock.now() - created
+
+
+def _killed_for(failures: FailureContext) -> CodeModeError | None:
+    return failures.killed_for
 
 
 def _on_main_thread() -> bool:

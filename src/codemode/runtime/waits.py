@@ -172,8 +172,8 @@ class Waits:
                 self._sleeping.add(key)
             self._timers.append(clock.call_at(clock.now() + seconds, ring))
 
-    def stepping(self, job: Job) -> None:
-        """`job` advances the program now (or ends its run)."""
+    def stepping(self, job: Job | None) -> None:
+        """`job` advances the program now (or ends its run); None once its run is over."""
         self._step_job = job
 
     def start(self, key: int, work: Callable[[], None]) -> None:
