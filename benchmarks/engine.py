@@ -325,7 +325,7 @@ def _run(
         "summary": [
             f"trivial execute: codemode {trivial_cm.ms()} vs raw Monty (own pool) {trivial_raw.ms()}: "
             f"{ratio(trivial_cm, trivial_raw):.2f}x (target <= 1.5x); raw Monty after raw Monty "
-            f"{trivial_alone.ms()}: {ratio(trivial_cm, trivial_alone):.2f}x",
+            f"{trivial_alone.ms()}: codemode / raw after raw {ratio(trivial_cm, trivial_alone):.2f}x",
             f"capability call: codemode {us['codemode_default']:.1f} us vs raw loop "
             f"{us['raw_feed_5s']:.1f} us ({ratio(calls_cm, calls_raw):.2f}x, target <= 1.4x) "
             f"vs direct Python {per_call_us(calls_direct):.2f} us",

@@ -66,7 +66,7 @@ def state_seconds(limits: Limits) -> float:
 INFLATION = 8
 """How many times `Limits.max_paused_bytes` a paused program may hold before its dump is
 compressed (8 MiB by default): what resuming it inflates, at most. A program's data
-compresses about 7 to 10 times (10,000 small rows: a 1.8 MiB dump, 0.2 MiB as sent), so
+compresses about 7 to 10 times (10,000 small rows: a 1.8 MiB dump, about 0.26 MiB as sent), so
 the bound on what is sent is reached first, and this one only stops data that compresses
 far better than data does (long runs of one text), whose every resume would cost the
 server many times what was sent."""
