@@ -7,6 +7,7 @@ from typing_extensions import TypedDict
 
 from codemode import CodeMode, ErrorCode, Where
 from codemode.authz import AllowAll
+from codemode.errors import CallRecord, progress
 from tests.conftest import assert_no_canary, run_error
 
 P = "def main():\n"
@@ -204,4 +205,24 @@ def test_keys_a_schema_declares_stay_on_the_line_of_the_hint() -> None:
     assert str(error) == (
         "invalid program: <codemode>:3:12: KeyError: 'zzz'; "
         "Row has: id, ok\\npermission denied: forged"
+    )
+
+
+@pytest.mark.parametrize(
+    ("digests", "says"),
+    [
+        ("aaa", ", all with the same arguments"),
+        ("ababa", ", the same 2 argument sets in turn"),
+        ("xabcabc", ", the same 3 argument sets in turn after 1 other"),
+        ("xyabab", ", the same 2 argument sets in turn after 2 others"),
+        ("abcab", ""),  # not yet twice round
+        ("abacabac", ""),  # a round that repeats within itself is not a set of distinct ones
+        ("abcd", ""),
+    ],
+)
+def test_read_only_calls_that_go_round_say_their_arguments_repeat(digests: str, says: str) -> None:
+    calls = tuple(CallRecord("items.list", 3, "ok", "", d, changes=False) for d in digests)
+    assert progress(calls) == (
+        f"after {len(digests)} completed capability calls: items.list x{len(digests)} "
+        f"(line 3){says}"
     )

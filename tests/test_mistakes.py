@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from codemode import CodeMode, CodeModeError
+from codemode.authz import AllowAll
 from codemode.demo.host import create
+from codemode.payloads import describe_payload
 
 
 @dataclass(frozen=True)
@@ -274,6 +276,26 @@ def test_a_write_before_a_mistake_is_reported_as_done(demo: CodeMode, tmp_path: 
             "After 3 completed capability calls: instances.tag(sandbox='dev', name='api', "
             "tags=['x']) x2 (line 3), instances.list (line 4); their effects stand.",
         ),
+        (  # a paging loop that went round: the offsets repeat in a cycle, said as such
+            "    offset = 0\n    while True:\n"
+            "        page = instances.list(sandbox='dev', offset=offset)\n"
+            "        offset = 1 if offset == 0 else 0\n",
+            "After 100 completed capability calls: instances.list x100 (line 4), the same 2 "
+            "argument sets in turn.",
+        ),
+        (  # one that advanced once, then stuck: the repeat after the calls that did not
+            "    offset = 0\n    while True:\n"
+            "        page = instances.list(sandbox='dev', offset=offset)\n"
+            "        offset = 1\n",
+            "After 100 completed capability calls: instances.list x100 (line 4), all with the "
+            "same arguments after 1 other.",
+        ),
+        (  # offsets that only grow: no repeat to speak of
+            "    for offset in range(3):\n"
+            "        page = instances.list(sandbox='dev', offset=offset)\n"
+            "    return page['count']\n",
+            "After 3 completed capability calls: instances.list x3 (line 3).",
+        ),
     ],
 )
 def test_partial_progress_says_what_the_completed_calls_did(
@@ -282,3 +304,67 @@ def test_partial_progress_says_what_the_completed_calls_did(
     with pytest.raises(CodeModeError) as caught:
         demo.execute("def main():\n" + body, subject="model")
     assert caught.value.report().splitlines()[-1] == says
+
+
+@pytest.fixture(scope="module")
+def undeclared() -> Iterator[CodeMode]:
+    """A host whose capabilities say nothing of their effects but one, which writes."""
+    cm = CodeMode(authorizer=AllowAll())
+
+    @cm.capability("tickets.list", summary="The open tickets' ids.")
+    def list_tickets() -> list[str]:
+        return ["T-1", "T-2"]
+
+    @cm.capability("tickets.get", summary="One ticket's title.")
+    def get_ticket(*, id: str) -> str:
+        return f"title of {id}"
+
+    @cm.capability(
+        "tickets.close", summary="Close a ticket.", annotations={"destructiveHint": False}
+    )
+    def close_ticket(*, id: str) -> None:
+        return None
+
+    @cm.capability("tickets.count", summary="How many.", annotations={"readOnlyHint": True})
+    def count_tickets() -> int:
+        return 2
+
+    with cm:
+        yield cm
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        (  # reads on a host that declares nothing: not presumed to have written
+            "    ids = tickets.list()\n    return ids['x']\n",
+            "After 1 completed capability call: tickets.list() (line 2); tickets.list may have "
+            "had effects: the host declares none.",
+        ),
+        (
+            "    ids = tickets.list()\n    titles = [tickets.get(id=i) for i in ids]\n"
+            "    return titles['x']\n",
+            "After 3 completed capability calls: tickets.list() (line 2), tickets.get(id='T-1') "
+            "(line 3), tickets.get(id='T-2') (line 3); tickets.list, tickets.get may have had "
+            "effects: the host declares none.",
+        ),
+        (  # a declared write and an undeclared read: each said for what it is
+            "    ids = tickets.list()\n    tickets.close(id=ids[0])\n    return ids['x']\n",
+            "After 2 completed capability calls: tickets.list() (line 2), "
+            "tickets.close(id='T-1') (line 3); the effects of tickets.close stand; tickets.list "
+            "may have had effects: the host declares none.",
+        ),
+        (  # declared read-only: nothing said of effects
+            "    n = tickets.count()\n    return n['x']\n",
+            "After 1 completed capability call: tickets.count (line 2).",
+        ),
+    ],
+)
+def test_calls_of_capabilities_that_declare_no_effects_are_not_said_to_stand(
+    undeclared: CodeMode, body: str, says: str
+) -> None:
+    with pytest.raises(CodeModeError) as caught:
+        undeclared.execute("def main():\n" + body, subject="model")
+    assert caught.value.report().splitlines()[-1] == says
+    described = describe_payload(undeclared.describe("tickets.list", subject="model"))
+    assert "effects" not in described  # as describe says: nothing declared

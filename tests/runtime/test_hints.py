@@ -189,3 +189,58 @@ def test_a_name_used_as_a_namespace_is_never_matched_to_a_builtin(call: str, hin
     assert str(caught.value) == (
         f"invalid program: <codemode>:2:12: NameError: name '{name}' is not defined; {hint}"
     )
+
+
+@pytest.mark.parametrize(
+    ("source", "says"),
+    [
+        (  # assigned in main from a helper's call: no read before, so no UnboundLocalError
+            "def main():\n    records = fetch()\n    return records.keys(id=records[0])\n"
+            "def fetch():\n    return [records.keys()]\n",
+            "invalid program: <codemode>:3:12: AttributeError: 'list' object has no attribute "
+            "'keys'; \"records\" is a capability namespace, which line 2 assigned: give the "
+            "variable another name",
+        ),
+        (  # assigned twice: the assignment before the failing line is named
+            "def main():\n    records = 1\n    records = [records]\n    return records.keys()\n",
+            "invalid program: <codemode>:4:12: AttributeError: 'list' object has no attribute "
+            "'keys'; \"records\" is a capability namespace, which line 3 assigned: give the "
+            "variable another name",
+        ),
+        (  # a parameter of a helper
+            "def main():\n    return show([1])\n\ndef show(records):\n    return records.keys()\n",
+            "invalid program: <codemode>:5:12: AttributeError: 'list' object has no attribute "
+            "'keys'; \"records\" is a capability namespace, which line 4 takes as a parameter: "
+            "give the variable another name",
+        ),
+        (  # a loop's variable, bound after the line in the source but before it runs
+            "def main():\n    for i in range(2):\n        if i:\n            return records.keys()\n"
+            "        records = [i]\n",
+            "invalid program: <codemode>:4:20: AttributeError: 'list' object has no attribute "
+            "'keys'; \"records\" is a capability namespace, which line 5 assigned: give the "
+            "variable another name",
+        ),
+    ],
+)
+def test_a_namespace_hidden_by_an_assignment_names_the_line_that_assigned_it(
+    source: str, says: str
+) -> None:
+    with CodeMode(authorizer=HidesAdmin(), hide_forbidden=True) as cm:
+        for name in ("records.keys", "admin.wipe"):
+            cm.capability(name, summary="A capability.")(_one)
+        with pytest.raises(CodeModeError) as caught:
+            cm.execute(source, subject="alice")
+    assert str(caught.value) == says
+
+
+def test_a_hidden_namespace_is_never_named_for_an_assignment() -> None:
+    """`admin` is hidden from alice: a variable of that name is just a variable to her."""
+    with CodeMode(authorizer=HidesAdmin(), hide_forbidden=True) as cm:
+        for name in ("records.keys", "admin.wipe"):
+            cm.capability(name, summary="A capability.")(_one)
+        source = "def main():\n    admin = [1]\n    return admin.wipe()\n"
+        with pytest.raises(CodeModeError) as caught:
+            cm.execute(source, subject="alice")
+    assert str(caught.value) == (
+        "invalid program: <codemode>:3:12: AttributeError: 'list' object has no attribute 'wipe'"
+    )

@@ -39,6 +39,8 @@ class Completed(NamedTuple):
     handler receives), written out only if a failure report needs them (`written`)."""
     changes: bool
     """Whether the capability may change something (it is not declared read-only)."""
+    declared: bool = True
+    """Whether the capability declares its effects at all."""
 
 
 _SHORT = reprlib.Repr()
@@ -120,7 +122,9 @@ class CallLog:
                 records.append(CallRecord(name, line, result))
                 continue
             text, digest = written(completed.kwargs)
-            records.append(CallRecord(name, line, result, text, digest, completed.changes))
+            records.append(
+                CallRecord(name, line, result, text, digest, completed.changes, completed.declared)
+            )
         return tuple(records)
 
     # -- usage ------------------------------------------------------------------------------

@@ -261,7 +261,8 @@ class Dispatcher:
         finally:  # bound, authorized, run or refused: the program waited for it
             span.end()
             self.calls.took(started, clock.now())
-        return Completed(projected, kwargs, capability.annotations.get("readOnlyHint") is not True)
+        hints = capability.annotations
+        return Completed(projected, kwargs, hints.get("readOnlyHint") is not True, bool(hints))
 
     def _unbound(
         self, capability: Capability, problem: ValidatorError | CodeModeError, base: dict[str, Any]

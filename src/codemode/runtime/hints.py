@@ -142,7 +142,7 @@ def _hint(exc_type: str, message: str, known: Known, where: Where | None) -> str
     if exc_type in ("AttributeError", "TypeError") and _COROUTINE.match(message):
         return _AWAIT
     if exc_type == "AttributeError" and (found := _ATTRIBUTE.match(message)):
-        return _attribute(found[1], found[2], known, where)
+        return _shadowed(found[2], known, where) or _attribute(found[1], found[2], known, where)
     if exc_type == "AttributeError" and (found := _TYPE_ATTRIBUTE.match(message)):
         return _type_attribute(found[1], found[2])
     if (exc_type, message) in _FIXED:
@@ -212,6 +212,63 @@ def _name(name: str, known: Known, where: Where | None) -> str | None:
     if close is None and used_as_namespace and known.roots:
         return "the capability namespaces are " + ", ".join(sorted(known.roots))
     return close
+
+
+def _shadowed(attribute: str, known: Known, where: Where | None) -> str | None:
+    """For `tickets.get(...)` failing on a value: the program bound the name of a capability
+    namespace it may use, and the line that did (only namespaces it sees are named)."""
+    if where is None:
+        return None
+    found = _NAMESPACE_ATTRIBUTE.match(where.source, where.column - 1)
+    if found is None or found[2] != attribute or found[1] not in known.roots:
+        return None
+    bound = _bound_at(found[1], known.source, where.line)
+    if bound is None:
+        return None
+    line, parameter = bound
+    how = "takes as a parameter" if parameter else "assigned"
+    return (
+        f'"{found[1]}" is a capability namespace, which line {line} {how}: give the variable '
+        "another name"
+    )
+
+
+_NAMESPACE_ATTRIBUTE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z_][A-Za-z0-9_]*)")
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+
+
+def _bound_at(name: str, source: str, line: int) -> tuple[int, bool] | None:
+    """Where the function holding `line` (or one enclosing it) binds `name`: the last line
+    at or before `line` that assigns it, else the first after it (a loop's), else its
+    parameter (True); None when none binds it (a global of that name is the namespace)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    holding = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, _SCOPES) and node.lineno <= line <= (node.end_lineno or node.lineno)
+    ]
+    for scope in sorted(holding, key=lambda node: -node.lineno):
+        stores: list[int] = []
+        pending: list[ast.AST] = list(ast.iter_child_nodes(scope))
+        while pending:
+            node = pending.pop()
+            if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Store):
+                stores.append(node.lineno)
+            elif not isinstance(node, (*_SCOPES, ast.ClassDef, ast.comprehension)):
+                pending.extend(ast.iter_child_nodes(node))
+        if stores:
+            before = [at for at in stores if at <= line]
+            return (max(before) if before else min(stores)), False
+        arguments = scope.args
+        every = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
+        every += [a for a in (arguments.vararg, arguments.kwarg) if a is not None]
+        parameter = next((a for a in every if a.arg == name), None)
+        if parameter is not None:
+            return parameter.lineno, True
+    return None
 
 
 def _module_attribute(module: str, attribute: str, known: Known) -> str | None:
