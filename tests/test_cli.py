@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -19,6 +20,8 @@ from typing import Any
 import pytest
 import uvicorn
 from click.testing import CliRunner
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
@@ -443,6 +446,48 @@ def test_the_serve_banner_says_where_to_connect(
     assert '"Authorization": "Bearer <your token>"' in result.stdout
     (config,) = served
     assert config.root_path == "/codemode"
+
+
+HOST = """from codemode import CodeMode
+from codemode.authz import AllowAll
+
+cm = CodeMode(authorizer=AllowAll(), name="banner-host")
+
+
+@cm.capability("records.lookup", summary="A record by key.")
+def lookup(key: str) -> str:
+    return key.upper()
+"""
+
+
+@pytest.mark.skipif(shutil.which("uv") is None, reason="needs uv, which the printed config runs")
+def test_the_printed_stdio_configuration_starts_the_server_from_anywhere(
+    served: list[uvicorn.Config], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The host's folder need not be a uv project, nor the client start in it: the
+    configuration runs this interpreter's codemode in the folder the app was served from."""
+    project, elsewhere = tmp_path / "host", tmp_path / "elsewhere"
+    project.mkdir()
+    elsewhere.mkdir()
+    (project / "banner_host.py").write_text(HOST)
+    monkeypatch.chdir(project)
+    result = CliRunner().invoke(main, ["serve", "banner_host:cm", "--transport", "http"])
+    assert result.exit_code == 0, result.stderr
+    pasted = result.stdout.split("Client configuration, stdio:\n")[1].split("\nPress Ctrl-C")[0]
+    (entry,) = json.loads(pasted)["mcpServers"].values()
+    run = ["--directory", str(project), "run", "--no-project", "--python", sys.executable]
+    assert entry["args"][:6] == run
+
+    async def handshake() -> str:
+        server = StdioServerParameters(command=entry["command"], args=entry["args"], cwd=elsewhere)
+        async with stdio_client(server) as streams, ClientSession(*streams) as session:
+            await session.initialize()
+            source = 'def main():\n    return records.lookup(key="a")'
+            answer = await session.call_tool("execute", {"source": source})
+            assert answer.structured_content is not None
+            return str(answer.structured_content["result"])
+
+    assert asyncio.run(handshake()) == "A"
 
 
 def test_the_log_level_sets_what_the_host_log_shows() -> None:

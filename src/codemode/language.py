@@ -53,6 +53,7 @@ MISSING_MODULES: tuple[str, ...] = (
 SUPPORTED: tuple[str, ...] = (
     "functions, lambdas, closures, decorators",
     "comprehensions, f-strings, str.format and % formatting",
+    "generator expressions, built at once as a list: sum(x for x in xs), any(...)",
     "if/for/while, try/except/finally, raise, assert, with, match",
     "classes without base classes, @dataclass",
     "async def main() with await and asyncio.gather",
@@ -62,7 +63,7 @@ SUPPORTED: tuple[str, ...] = (
 """What works, in the words a model needs."""
 
 UNSUPPORTED: tuple[tuple[str, str], ...] = (
-    ("yield and generators", "build a list and return or loop over it"),
+    ("yield and yield from (generator functions)", "build a list and return or loop over it"),
     (
         "class inheritance and custom exception classes",
         "use plain classes, dicts or raise built-in exceptions",
@@ -116,6 +117,7 @@ INSTEAD: dict[str, str] = {
 LACKS: tuple[tuple[str, str], ...] = (
     ("re.VERBOSE, re.X", INSTEAD["re.VERBOSE"]),
     ("a function as re.sub's replacement", r"use a string one, \1 for a group"),
+    ("str.format_map", INSTEAD["str.format_map"]),
     ("str.maketrans, str.translate", INSTEAD["str.maketrans"]),
     ("a method as a value, key=str.lower", "use key=lambda s: s.lower()"),
     ("json.dumps(default=...)", "convert the value first: vars(obj), list(s)"),

@@ -24,6 +24,14 @@ SUPPORTED_PROBES = {
         "def main():\n    xs = [i * i for i in range(3)]\n"
         "    return f'{xs}' + '{}'.format(1) + '%d' % 2"
     ),
+    "generator expressions, built at once as a list: sum(x for x in xs), any(...)": (
+        "def main():\n    xs = [1, 2, 3]\n    assert sum(x for x in xs) == 6\n"
+        "    assert list(x * 2 for x in xs) == [2, 4, 6]\n"
+        "    assert any(x > 2 for x in xs) and all(x > 0 for x in xs)\n"
+        "    assert ','.join(str(x) for x in xs) == '1,2,3'\n"
+        "    assert isinstance((x for x in xs), list)\n"
+        "    return max(x for x in xs)"
+    ),
     "if/for/while, try/except/finally, raise, assert, with, match": (
         "def main():\n    n = 0\n    while n < 3:\n        n += 1\n"
         "    try:\n        raise ValueError('x')\n    except ValueError:\n        n += 1\n"
@@ -50,7 +58,9 @@ SUPPORTED_PROBES = {
 }
 
 UNSUPPORTED_PROBES = {
-    "yield and generators": "def g():\n    yield 1\ndef main():\n    return 1",
+    "yield and yield from (generator functions)": (
+        "def g():\n    yield 1\ndef h():\n    yield from [1]\ndef main():\n    return 1"
+    ),
     "class inheritance and custom exception classes": "class E(Exception):\n    pass\ndef main():\n    return 1",
     "del": "def main():\n    d = {'a': 1}\n    del d['a']\n    return d",
     "async with, async for, except*": "async def main():\n    async with x:\n        pass",
@@ -70,6 +80,10 @@ LACK_PROBES = {
     "a function as re.sub's replacement": (
         "import re\ndef main():\n    return re.sub('a', lambda m: 'b', 'a')",
         "pass a string replacement (\\1 is a group), or join the pieces of re.finditer",
+    ),
+    "str.format_map": (
+        "def main():\n    return '{a}'.format_map({'a': 1})",
+        "str.format_map() is not supported in the sandbox: use str.format(**mapping)",
     ),
     "str.maketrans, str.translate": (
         "def main():\n    return 'ab'.translate(str.maketrans('a', 'b'))",
@@ -130,6 +144,22 @@ def test_supported_constructs_run(cm: CodeMode, name: str) -> None:
 @pytest.mark.parametrize("name", [what for what, _ in language.UNSUPPORTED])
 def test_unsupported_constructs_are_invalid_programs(cm: CodeMode, name: str) -> None:
     assert run_error(cm, UNSUPPORTED_PROBES[name]).code is ErrorCode.INVALID_PROGRAM
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "def main():\n    def g():\n        yield 1\n    return list(g())",
+        "def main():\n    def g():\n        yield from [1]\n    return list(g())",
+    ],
+)
+def test_generator_functions_say_what_to_write_instead(cm: CodeMode, source: str) -> None:
+    """Generator expressions run (built as a list); a generator function fails at its
+    yield, in the description's words."""
+    assert str(run_error(cm, source)) == (
+        "invalid program: <codemode>:3:9: yield is not supported: build a list and return "
+        "or loop over it"
+    )
 
 
 @pytest.mark.parametrize("module", language.MODULES)

@@ -125,6 +125,9 @@ async def test_demo_over_http_prints_how_to_connect(tmp_path: Path) -> None:
                     "--directory",
                     str(ROOT),
                     "run",
+                    "--no-project",  # this very Python: the folder need not be a uv project
+                    "--python",
+                    sys.executable,
                     "codemode",
                     "demo",
                     "--transport",

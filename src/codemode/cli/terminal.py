@@ -78,7 +78,10 @@ def where_to_connect(
     http: dict[str, Any] = {"type": "http", "url": url}
     if tokens:
         http["headers"] = {"Authorization": "Bearer <your token>"}
-    stdio = {"command": "uv", "args": ["--directory", os.getcwd(), "run", "codemode", *stdio_args]}
+    # From this folder (the app's imports and relative paths), with this very interpreter:
+    # the folder need not be a uv project, nor the client start in it.
+    run = ["--directory", os.getcwd(), "run", "--no-project", "--python", sys.executable]
+    stdio = {"command": "uv", "args": [*run, "codemode", *stdio_args]}
     lines = [f"MCP endpoint (streamable HTTP): {url}"]
     if playground:
         lines.append(f"Playground: {playground}")
