@@ -202,9 +202,8 @@ class CodeMode:
         `'instances.get(sandbox="dev", name="api")'`; it is checked against the signature.
         `annotations` are MCP's tool hints (`{"readOnlyHint": True}`; also
         `destructiveHint`, `idempotentHint`, `openWorldHint`): the rest are presumed as MCP
-        presumes them, and all four reach policies as an upstream tool's do; a read-only
-        capability's completed calls are not reported as effects that stand, and those of
-        one that gives no hint as ones that may have had effects.
+        presumes them, and all four reach policies as an upstream tool's do; completed calls
+        are reported as effects that stand, none for read-only, "may have had" with no hint.
         Raises `RegistrationError` at decoration time for a bad name, a duplicate, an
         example that does not fit, or type hints that cannot cross the sandbox boundary.
         """
