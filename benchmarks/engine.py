@@ -127,10 +127,8 @@ def raw_calls(pool: pm.Monty, feed_seconds: float) -> None:
                 snap = snap.resume_auto()
 
 
-def raw_rows(pool: pm.Monty, expected: Any) -> Any:
-    """The bare crossing of a big result: a raw pydantic-monty run of the same program, the
-    rows built and handed in, the value read out and checked as `executes` checks
-    codemode's (so both sides pay the same check)."""
+def raw_rows_output(pool: pm.Monty) -> Any:
+    """A raw pydantic-monty run of the big-result program, the rows built and handed in."""
     with pool.checkout(limits=raw_limits(BENCH_LIMITS), external_modules=RAW_MODULES) as session:
         snap = session.feed_start("import bench\n" + ROWS + "main()")
         while not isinstance(snap, pm.MontyComplete):
@@ -138,7 +136,13 @@ def raw_rows(pool: pm.Monty, expected: Any) -> Any:
                 snap = snap.resume({"return_value": rows()})
             else:
                 snap = snap.resume_auto()
-        value = snap.output
+        return snap.output
+
+
+def raw_rows(pool: pm.Monty, expected: Any) -> Any:
+    """The bare crossing of a big result: the raw run, its value read out and checked as
+    `executes` checks codemode's (so both sides pay the same check)."""
+    value = raw_rows_output(pool)
     if value != expected:
         raise AssertionError("the raw run returned other rows")
     return value
@@ -146,14 +150,7 @@ def raw_rows(pool: pm.Monty, expected: Any) -> Any:
 
 def raw_rows_dumped(pool: pm.Monty) -> str:
     """The anchor before: the same raw run, its value then written out with json.dumps."""
-    with pool.checkout(limits=raw_limits(BENCH_LIMITS), external_modules=RAW_MODULES) as session:
-        snap = session.feed_start("import bench\n" + ROWS + "main()")
-        while not isinstance(snap, pm.MontyComplete):
-            if isinstance(snap, pm.FunctionSnapshot) and snap.function_name != "import":
-                snap = snap.resume({"return_value": rows()})
-            else:
-                snap = snap.resume_auto()
-        return json.dumps(snap.output, ensure_ascii=False, separators=(",", ":"))
+    return json.dumps(raw_rows_output(pool), ensure_ascii=False, separators=(",", ":"))
 
 
 def cpython_rows() -> str:
