@@ -1,4 +1,7 @@
-"""Regenerate docs/images/error-view.png: the playground showing a failing program.
+"""Regenerate the playground's pictures in docs/images: error-view.png, a failing program;
+playground-1280.png and playground-400.png, a failing program with lines longer than its
+panels at a desktop's and a phone's width (the capability list's cue, the editor's shaded
+edge, the traceback's excerpts that scroll rather than wrap).
 
 Run with `uv run python scripts/screenshot.py` (needs Debian's chromium at /usr/bin/chromium).
 """
@@ -16,12 +19,18 @@ from pathlib import Path
 from playwright.sync_api import sync_playwright
 
 ROOT = Path(__file__).parents[1]
-OUT = ROOT / "docs" / "images" / "error-view.png"
+IMAGES = ROOT / "docs" / "images"
+OUT = IMAGES / "error-view.png"
 PROGRAM = """def main():
     page = instances.list(sandbox="dev", state="running")
     names = [item["name"] for item in page["items"]]
     gui = instances.get(sandbox="dev", name=names[0])
     return gui.addresses
+"""
+LONG = """def main():
+    page = instances.list(sandbox="dev", limit=2)  # the first page, of two instances at most
+    names = [item["name"] for item in page["items"]]
+    return instances.get(sandbox="dev", name="nope").addresses + names
 """
 
 
@@ -57,12 +66,23 @@ def main() -> None:
             page.click("h1")
             OUT.parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=OUT)
+            for width in (1280, 400):
+                page = browser.new_page(viewport={"width": width, "height": 800})
+                page.goto(f"http://127.0.0.1:{port}/")
+                page.wait_for_selector("#results-more:not([hidden])")
+                page.fill("#source", LONG)
+                page.click("#run")
+                page.wait_for_selector("#error:not([hidden])")
+                page.click("#toggle-traceback")
+                page.click("#model-view summary")
+                page.evaluate("window.scrollTo(0, 0)")
+                page.screenshot(path=IMAGES / f"playground-{width}.png", full_page=width < 1000)
             browser.close()
     finally:
         server.terminate()
         server.wait(10)
         data.cleanup()
-    print(f"wrote {OUT}")
+    print(f"wrote {OUT} and {IMAGES}/playground-*.png")
 
 
 if __name__ == "__main__":

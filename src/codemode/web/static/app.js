@@ -65,7 +65,31 @@ async function search() {
     item.addEventListener("keydown", (event) => { if (event.key === "Enter") select(hit.name); });
     list.append(item);
   }
+  list.scrollTop = 0;
+  listCue();
 }
+
+// The list scrolls within the window; a cue over its bottom edge says how many capabilities
+// lie below what it shows, so none sits out of sight with nothing saying so (a scrollbar may
+// be drawn only while scrolling, or not at all). Clicking it shows the next part.
+function listCue() {
+  const list = $("results");
+  // The cue covers the list's bottom padding: what reaches under it counts as below.
+  const bottom = list.scrollTop + list.clientHeight - parseFloat(getComputedStyle(list).paddingBottom);
+  const below = [...list.querySelectorAll("li[role=option]")]
+    .filter((item) => item.offsetTop + item.offsetHeight > bottom + 1).length;
+  const cue = $("results-more");
+  cue.hidden = below === 0;
+  cue.textContent = `↓ ${below} more below`;
+  list.parentElement.classList.toggle("scrolled", list.scrollTop > 0);
+}
+
+$("results").addEventListener("scroll", listCue);
+$("results-more").addEventListener("click", () => {
+  const list = $("results");
+  const still = matchMedia("(prefers-reduced-motion: reduce)").matches;
+  list.scrollBy({ top: Math.max(list.clientHeight - 48, 48), behavior: still ? "instant" : "smooth" });
+});
 
 let searchTimer = null;
 $("search").addEventListener("input", () => { clearTimeout(searchTimer); searchTimer = setTimeout(search, 150); });
@@ -212,6 +236,11 @@ function scrolled() {
   const line = lastError && lastError.where ? lastError.where.line : 0;
   band.hidden = !line;
   if (line) band.style.top = `${PADDING + (line - 1) * LINE_HEIGHT - editor.scrollTop}px`;
+  // A shade at the edge where a line goes on past what the editor shows.
+  const code = $("code");
+  code.style.setProperty("--scrollbar", `${editor.offsetWidth - editor.clientWidth}px`);
+  code.classList.toggle("more-right", editor.scrollLeft + editor.clientWidth < editor.scrollWidth - 1);
+  code.classList.toggle("more-left", editor.scrollLeft > 0);
 }
 
 function indent(outdent) {
@@ -237,6 +266,7 @@ editor.addEventListener("keydown", (event) => {
 });
 editor.addEventListener("input", () => { lastError = null; changed(); });
 editor.addEventListener("scroll", scrolled);
+new ResizeObserver(() => { scrolled(); listCue(); }).observe(document.body);
 
 // -- running ----------------------------------------------------------------------------
 
@@ -262,6 +292,28 @@ function tracebackText(error) {
     return `  File "${w.file}", line ${w.line}, in ${w.func || "<module>"}\n    ${code}\n    ${caret(w, dedent)}`;
   });
   return ["Traceback (most recent call last):", ...frames, messageOf(error)].join("\n");
+}
+
+function showText(element, text) {
+  // Each source line with the caret line under it becomes a block that keeps its columns
+  // and scrolls sideways, so the carets stay under what they point at; the rest wraps at
+  // the panel's edge. The element's text stays exactly `text`.
+  const lines = text.split("\n").map((line, i, all) => (i < all.length - 1 ? `${line}\n` : line));
+  const nodes = [];
+  let plain = "";
+  for (let i = 0; i < lines.length; i++) {
+    if (i + 1 < lines.length && /^ *\^+ *\n?$/.test(lines[i + 1]) && lines[i].trim()) {
+      if (plain) nodes.push(document.createTextNode(plain));
+      plain = "";
+      const excerpt = document.createElement("span");
+      excerpt.className = "excerpt";
+      excerpt.textContent = lines[i] + lines[i + 1];
+      nodes.push(excerpt);
+      i++;
+    } else plain += lines[i];
+  }
+  if (plain) nodes.push(document.createTextNode(plain));
+  element.replaceChildren(...nodes);
 }
 
 function copyText(error) {
@@ -318,7 +370,7 @@ function showError(error, printed) {
     $("error-source").textContent = `${error.where.source}\n${caret(error.where)}`;
   }
   $("error-message").textContent = messageOf(error);
-  $("traceback").textContent = tracebackText(error);
+  showText($("traceback"), tracebackText(error));
   $("traceback").classList.add("collapsed");
   $("toggle-traceback").setAttribute("aria-expanded", "false");
   $("toggle-traceback").textContent = "Show traceback";
@@ -379,7 +431,7 @@ async function run() {
   if (answer.ok) showResult(answer); else showError(answer.error, answer.printed);
   // The exact text an MCP client hands the model for this run.
   $("model-view").hidden = false;
-  $("model-text").textContent = answer.ok ? answer.model_text : answer.error.model_text;
+  showText($("model-text"), answer.ok ? answer.model_text : answer.error.model_text);
   $("status").textContent = answer.ok ? "Finished." : "Failed.";
   changed();
   remember(source, answer.ok ? "ok" : answer.error.code, seconds);
