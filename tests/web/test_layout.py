@@ -222,6 +222,9 @@ def test_no_report_is_cut_at_the_panel_edge(page: Page, width: int) -> None:
     run(page, LONG)
     page.click("#toggle-traceback")
     page.click("#model-view summary")
+    page.click("#results li[data-name='instances.list']")
+    page.click("#detail summary")  # its JSON Schemas
+    expect(page.locator("#detail-schemas")).to_be_visible()
     for panel in ("#outcome", "#program", "#capabilities"):
         assert page.locator(panel).evaluate(OVERFLOW) == [], panel
     assert page.evaluate("document.documentElement.scrollWidth") <= width
