@@ -404,12 +404,44 @@ def test_an_unknown_protocol_version_is_told_the_supported_ones(shared: Served) 
     response = httpx.post(shared.url, json=body, headers=headers("1999-01-01"))
     assert response.status_code == 400
     expected = error(-32022, UNSUPPORTED_VERSION, 4)
-    expected["error"]["data"] = {"supported": [MODERN], "requested": "1999-01-01"}
+    supported = ["2024-11-05", "2025-03-26", "2025-06-18", LEGACY, MODERN]  # both eras
+    expected["error"]["data"] = {"supported": supported, "requested": "1999-01-01"}
     assert response.json() == expected
     assert UNSUPPORTED_VERSION == (
         "Unsupported protocol version; this server speaks 2026-07-28, "
         "and 2024-11-05, 2025-03-26, 2025-06-18, 2025-11-25 after initialize"
     )
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_an_accepted_notification_is_an_empty_202_with_no_content_type(
+    shared: Served, era: str
+) -> None:
+    sent = headers(era)
+    if era == "2025-03-26":
+        del sent["MCP-Protocol-Version"]
+    notice = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    for body in (notice, [notice]):
+        if isinstance(body, list) and era != "2025-03-26":
+            continue  # batches belong to 2025-03-26
+        response = httpx.post(shared.url, json=body, headers=sent)
+        assert (response.status_code, response.content) == (202, b"")
+        assert "content-type" not in response.headers
+
+
+@pytest.mark.parametrize("era", [LEGACY, MODERN])
+@pytest.mark.parametrize(("arguments", "got"), [([1], "array"), ("x", "string"), (3, "integer")])
+def test_arguments_that_are_no_object_are_refused_saying_so(
+    shared: Served, era: str, arguments: object, got: str
+) -> None:
+    body, extra = call(9, "", era)
+    body["params"]["arguments"] = arguments
+    response = httpx.post(shared.url, json=body, headers=headers(era, **extra))
+    assert response.status_code == (400 if era == MODERN else 200)
+    message = "Invalid params: arguments must be an object of the tool's parameters"
+    expected = error(-32602, message, 9)
+    expected["error"]["data"] = {"field": "arguments", "expected": "object", "got": got}
+    assert response.json() == expected
 
 
 def test_a_2025_03_26_batch_is_answered_as_one_array(shared: Served) -> None:

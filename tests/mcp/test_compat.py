@@ -138,6 +138,7 @@ def _private(name: str) -> bool:
 
 def _bare_app(cm: CodeMode) -> tuple[Server[Any], Starlette]:
     server = build_server(cm, subject="local")
+    server.middleware.remove(compat.object_arguments)  # the SDK's own checks only
     app = server.streamable_http_app(
         streamable_http_path="/mcp",
         stateless_http=True,
@@ -228,6 +229,21 @@ def test_the_sdk_refuses_a_batch_in_pydantics_words(bare_sdk: str) -> None:
     answer = post(bare_sdk, [ping])
     assert answer.status_code == 400
     assert "validation error" in answer.json()["error"]["message"].lower()
+
+
+def test_the_sdk_says_an_empty_202_holds_json(bare_sdk: str) -> None:
+    """`no_body_type` leaves the content-type out: an accepted notification has no body."""
+    answer = post(bare_sdk, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+    assert (answer.status_code, answer.text) == (202, "")
+    assert answer.headers["content-type"] == "application/json"
+
+
+def test_the_sdk_answers_arguments_that_are_no_object_with_empty_data(bare_sdk: str) -> None:
+    """`object_arguments` answers -32602 with `NOT_AN_OBJECT` and the field in `data`."""
+    call = {"name": "execute", "arguments": [1]}
+    answer = post(bare_sdk, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call})
+    error = answer.json()["error"]
+    assert error == {"code": -32602, "message": "Invalid request parameters", "data": ""}
 
 
 def test_the_sdk_answers_an_unknown_version_as_a_missing_envelope(bare_sdk: str) -> None:

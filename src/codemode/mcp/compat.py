@@ -17,11 +17,14 @@ The gaps, by where they show:
   id is null, a bool, a float or an object for a notification (`read_message`,
   `check_message`). It has no batches, which 2025-03-26 clients may send
   (`check_batch`, `answer_alone`).
+- Tool calls: arguments that are not an object get -32602 with empty `data`
+  (`object_arguments`).
 - Stateless streamable HTTP: a GET is held open as an event stream that never carries a
   message (`refuse_method`); an unknown `MCP-Protocol-Version` header is answered as a
   2026 request without its envelope (`check_version`); a cancel notification is answered
   and dropped, since it reaches a request of its own (`cancelled_request`); and with JSON
-  replies a dropped connection is never noticed (`disconnected`).
+  replies a dropped connection is never noticed (`disconnected`); an accepted
+  notification's empty 202 claims a JSON body (`no_body_type`).
 - stdio: the lines above reach the SDK only through `checked_lines`.
 """
 
@@ -33,8 +36,9 @@ from typing import Any, TypeGuard
 
 import anyio
 import pydantic_core
+from mcp import MCPError
 from mcp.shared.dispatcher import coerce_request_id
-from mcp.types import INVALID_REQUEST, PARSE_ERROR, UNSUPPORTED_PROTOCOL_VERSION
+from mcp.types import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, UNSUPPORTED_PROTOCOL_VERSION
 from mcp_types.version import (  # not exported by `mcp_types` itself
     HANDSHAKE_PROTOCOL_VERSIONS,
     KNOWN_PROTOCOL_VERSIONS,
@@ -191,6 +195,36 @@ def _is_int(value: JSON) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+# -- tool calls ------------------------------------------------------------------------------
+
+NOT_AN_OBJECT = "Invalid params: arguments must be an object of the tool's parameters"
+"""The error of a `tools/call` whose `arguments` is not a JSON object (-32602)."""
+
+
+async def object_arguments(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+    """A server middleware: a `tools/call` whose `arguments` is present and not an object
+    gets -32602 with `NOT_AN_OBJECT` and `data` naming the field and what it was, in
+    every transport and era. Upstream: the SDK would say which parameter failed (today
+    `Invalid request parameters` with empty `data`)."""
+    params = ctx.params
+    if ctx.method == "tools/call" and isinstance(params, dict):
+        arguments = params.get("arguments")
+        if arguments is not None and not isinstance(arguments, dict):
+            data = {"field": "arguments", "expected": "object", "got": _json_type(arguments)}
+            raise MCPError(code=INVALID_PARAMS, message=NOT_AN_OBJECT, data=data)
+    return await call_next(ctx)
+
+
+def _json_type(value: JSON) -> str:
+    """The JSON type of a decoded value, as JSON Schema names it."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    names = {float: "number", str: "string", list: "array", dict: "object"}
+    return names.get(type(value), "null")
+
+
 # -- stateless streamable HTTP ---------------------------------------------------------------
 
 POST_ONLY = "Method Not Allowed: this stateless server takes each message by POST"
@@ -211,10 +245,11 @@ async def refuse_method(scope: Scope, receive: Receive, send: Send) -> None:
 
 def check_version(version: str | None, request_id: JSON) -> None:
     """Rejected with -32022 when an `MCP-Protocol-Version` header names no version the SDK
-    speaks, with `data.supported` as server/discover gives it. Upstream: the SDK would
-    answer an unknown version as one (today it asks for the 2026 envelope, -32602)."""
+    speaks, with `data.supported` listing every version it does, in both eras (a 2025-era
+    client reads there that its version is served, after `initialize`). Upstream: the SDK
+    would answer an unknown version as one (today it asks for the 2026 envelope, -32602)."""
     if version is not None and version not in KNOWN_VERSIONS:
-        data = {"supported": list(MODERN_VERSIONS), "requested": version[:100]}
+        data = {"supported": list(KNOWN_VERSIONS), "requested": version[:100]}
         raise Rejected(UNSUPPORTED_PROTOCOL_VERSION, UNSUPPORTED_VERSION, request_id, data)
 
 
@@ -246,6 +281,20 @@ async def disconnected(receive: Receive) -> None:
     would end a call whose client left (today it never looks, and the call runs on)."""
     while (await receive())["type"] != "http.disconnect":
         pass
+
+
+def no_body_type(send: Send) -> Send:
+    """`send`, with the `content-type` of a 202 (an accepted notification or response:
+    no body) left out. Upstream: the SDK's JSON-reply mode would send an empty 202 without
+    one (today it says `application/json` over an empty body)."""
+
+    async def sending(event: Message) -> None:
+        if event["type"] == "http.response.start" and event["status"] == 202:
+            headers = [(k, v) for k, v in event.get("headers", []) if k.lower() != b"content-type"]
+            event = {**event, "headers": headers}
+        await send(event)
+
+    return sending
 
 
 def replay(body: bytes) -> Receive:
@@ -327,6 +376,7 @@ __all__ = [
     "LONG_BATCH",
     "MAX_BATCH",
     "MODERN_VERSIONS",
+    "NOT_AN_OBJECT",
     "NOT_A_MESSAGE",
     "NO_BATCHES",
     "PARSE_ERROR_MESSAGE",
@@ -341,6 +391,8 @@ __all__ = [
     "checked_lines",
     "disconnected",
     "is_request_id",
+    "no_body_type",
+    "object_arguments",
     "read_message",
     "refuse_method",
     "replay",

@@ -173,7 +173,7 @@ def build_server(
         on_list_tools=on_list_tools,
     )
     server.add_request_handler("tools/call", CallToolRequestParams, on_call_tool)  # a ToolResult
-    server.middleware.append(_no_leak)
+    server.middleware.extend([_no_leak, compat.object_arguments])
     server.middleware.append(
         approvals.boundary(cm, lambda ctx: _subject(ctx, subject), shared=calls is not None)
     )
@@ -395,7 +395,7 @@ class Intake:
                 await self._batch(batch, scope, receive, send)
             else:
                 self._notice(message, scope)
-                await self.app(scope, compat.replay(body), send)
+                await self.app(scope, compat.replay(body), compat.no_body_type(send))
         finally:
             watching.cancel()
 
