@@ -133,6 +133,38 @@ def test_policies_that_do_not_validate_name_the_policy_and_line(tmp_path: Path) 
         CedarAuthorizer("permit (principal, action, resourc")
 
 
+@pytest.mark.parametrize(
+    ("policies", "expected"),
+    [
+        (
+            "permit (principal, action, resource);\n\n// two\nforbid (principal, action resource);",
+            "line 4, column 27: unexpected token `resource`",
+        ),
+        ("permit (principal, action, resourc", "line 1, column 35: unexpected end of input"),
+        (
+            'permit (principal, action, resource)\n  when { context.a && "x;" == };',
+            "line 2, column 31: unexpected token `}`",
+        ),
+        (
+            "permit (principal, action, resource)\n  wen { true };",
+            "line 2, column 3: invalid policy condition: wen",
+        ),
+        (
+            "permit (principal, action, resource) when { lower(context.a) };",
+            "line 1, column 45: `lower` is not a valid function",
+        ),
+    ],
+)
+def test_a_policy_that_does_not_parse_is_told_its_line_and_column(
+    policies: str, expected: str
+) -> None:
+    """cedarpy gives a parse error no position: the first beginning of the text Cedar
+    refuses for a token (not for ending early) ends at it."""
+    with pytest.raises(CedarPolicyError) as info:
+        CedarAuthorizer(policies)
+    assert str(info.value) == f"the policies do not parse at {expected}"
+
+
 def test_policy_lines_skip_comments_and_strings() -> None:
     text = '// a; comment\npermit (principal, action, resource) when { "a;b" == "a;b" };\n\nforbid (principal, action, resource);'
     assert policy_lines(text) == {"policy0": 2, "policy1": 4}

@@ -29,7 +29,7 @@ from typing import Any
 import cedarpy
 
 from codemode.authz import AuthorizationRequest, Denied, RequireApproval
-from codemode.authz.cedar_messages import mistakes, policy_lines
+from codemode.authz.cedar_messages import mistakes, policy_lines, unparsed
 from codemode.authz.cedar_schema import (
     CATALOG_TYPES,
     CedarPolicyError,
@@ -74,7 +74,7 @@ class CedarAuthorizer:
         try:
             self.policies = cedarpy.PolicySet.from_str(policies)
         except ValueError as exc:
-            raise CedarPolicyError(f"the policies do not parse: {exc}") from None
+            raise CedarPolicyError(unparsed(policies, str(exc))) from None
         self.names = {
             policy_id: str(policy.annotations.get("id", policy_id))
             for policy_id, policy in self.policies.to_pst().static_policies.items()

@@ -1,9 +1,12 @@
-"""Cedar's validation errors as a person fixes them: each mistake once (Cedar repeats one
-per action it checks), at its own line and column, with the name it may have meant.
+"""Cedar's parse and validation errors as a person fixes them: each mistake once (Cedar
+repeats one per action it checks), at its own line and column, with the name it may have
+meant.
 
 cedarpy gives each error as a policy id and a text, with no position: the policy is
 found by splitting the text into policies as Cedar numbers them (policy0, policy1, ...),
-and the mistake by searching that policy for what the error names.
+and the mistake by searching that policy for what the error names. A parse error is
+found by parsing ever longer beginnings of the text: the first that fails otherwise
+than by ending early ends at the token Cedar refused.
 """
 
 from __future__ import annotations
@@ -36,6 +39,55 @@ def _policy_spans(text: str) -> dict[str, tuple[int, int]]:
     if start is not None:
         spans[f"policy{len(spans)}"] = (start, len(text))
     return spans
+
+
+_WORD = re.compile(
+    r'"(?:\\.|[^"\\])*"|//[^\n]*|[A-Za-z_][A-Za-z0-9_]*|[0-9]+|==|!=|<=|>=|&&|\|\||::|\S',
+    re.DOTALL,
+)
+"""Cedar's tokens, as far as a beginning of the text must not split one (a keyword, a
+two-character operator, a string)."""
+_EARLY_END = "unexpected end of input"
+
+
+def unparsed(text: str, error: str) -> str:
+    """A parse error with its position: `the policies do not parse at line 3, column 26:
+    unexpected token `resource``. The shortest beginning of `text` that fails otherwise
+    than by ending early ends at the token Cedar refused (found by bisection: a
+    beginning fails so once it holds that token); when none does, the text ends early,
+    and the position is its end."""
+    tokens = [m.span() for m in _WORD.finditer(text) if not m.group().startswith("//")]
+    low, high = 0, len(tokens)  # the first token whose beginning fails, if any, is here
+    while low < high:
+        middle = (low + high) // 2
+        if _fails_there(text[: tokens[middle][1]]):
+            high = middle
+        else:
+            low = middle + 1
+    offset = tokens[low][0] if low < len(tokens) else len(text.rstrip())
+    if text.startswith(";", offset):  # refused whole (`when` misspelt, an unknown function)
+        offset = _named(text, text.rfind(";", 0, offset) + 1, offset, error) or offset
+    return f"the policies do not parse at {_position(text, offset)}: {error}"
+
+
+def _named(text: str, start: int, end: int, error: str) -> int | None:
+    """Where, between `start` and `end`, the policy holds the word Cedar's error names
+    (`` `foo` is not a valid function``, `invalid policy condition: wh`), if it does."""
+    quoted = re.search(r"`([^`]+)`", error)
+    name = quoted[1] if quoted else error.rpartition(": ")[2]
+    for match in _WORD.finditer(text, start, end):
+        if match.group() == name:
+            return match.start()
+    return None
+
+
+def _fails_there(beginning: str) -> bool:
+    """Whether Cedar refuses `beginning` for a token in it, not for ending early."""
+    try:
+        cedarpy.PolicySet.from_str(beginning)
+    except ValueError as exc:
+        return _EARLY_END not in str(exc)
+    return False
 
 
 def policy_lines(text: str) -> dict[str, int]:
