@@ -79,6 +79,7 @@ def test_authz_exports() -> None:
         "HINTS",
         "RequireApproval",
         "VisibilityPolicy",
+        "may_ask",
     ]
 
 

@@ -1,16 +1,26 @@
 """Asking a person over MCP: the question they read (the host's message, then the call as
 indented JSON in a fence nothing in it can close), the 2026 answer that carries it, and
-the key that seals a paused program."""
+the key that seals a paused program, and what an HTTP server says of it at start."""
 
 from __future__ import annotations
+
+import logging
+from collections.abc import Callable
 
 import pytest
 from mcp.types import ElicitRequest, ElicitRequestFormParams
 
 from codemode import CodeMode
 from codemode.approvals import ApprovalRequest, Paused
-from codemode.authz import AllowAll
-from codemode.mcp.approvals import KEY_VARIABLE, NOTHING_ASKED, input_required, question, security
+from codemode.authz import AllowAll, AuthorizationRequest, Authorizer, may_ask
+from codemode.mcp.approvals import (
+    KEY_VARIABLE,
+    NOTHING_ASKED,
+    boundary,
+    input_required,
+    question,
+    security,
+)
 from codemode.types import JSONObject
 
 
@@ -105,3 +115,60 @@ def test_a_sealing_key_shorter_than_32_bytes_is_refused(monkeypatch: pytest.Monk
     security(CodeMode(authorizer=AllowAll()))  # long enough
     monkeypatch.setenv(KEY_VARIABLE, "")  # an empty one is none: a key made now
     security(CodeMode(authorizer=AllowAll()))
+
+
+def _never_asks(request: AuthorizationRequest) -> None:
+    return None
+
+
+_never_asks.asks_for_approval = False  # type: ignore[attr-defined]
+
+ASKING = 'permit (principal, action, resource);\n@approval("Pay?")\npermit (principal, action, resource);'
+REGO_ASKING = 'package codemode.authz\nallow := {"approval": "Pay?"} if input.capability.name == "pay"\nallow := true if input.capability.name != "pay"\n'
+REGO_ALLOWING = "package codemode.authz\nallow := true\n"
+
+
+def _authorizers() -> list[tuple[str, Callable[[], Authorizer], bool]]:
+    from codemode.authz.cedar import CedarAuthorizer
+    from codemode.authz.rego import RegoAuthorizer
+
+    return [
+        ("allow-all", AllowAll, False),
+        ("cedar", lambda: CedarAuthorizer("permit (principal, action, resource);"), False),
+        ("cedar-approval", lambda: CedarAuthorizer(ASKING), True),
+        ("rego", lambda: RegoAuthorizer(modules={"p.rego": REGO_ALLOWING}), False),
+        ("rego-approval", lambda: RegoAuthorizer(modules={"p.rego": REGO_ASKING}), True),
+        ("python", lambda: lambda request: None, True),
+        ("python-never", lambda: _never_asks, False),
+    ]
+
+
+@pytest.mark.parametrize(("name", "make", "asks"), _authorizers(), ids=lambda v: str(v))
+@pytest.mark.parametrize("key", [None, "k" * 32])
+def test_an_http_server_warns_of_its_key_and_guard_only_when_its_policy_may_ask(
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    name: str,
+    make: Callable[[], Authorizer],
+    asks: bool,
+    key: str | None,
+) -> None:
+    """A policy that can never answer RequireApproval pauses no program: nothing is said
+    of the key or the replay guard. Over stdio (not shared) nothing is said either way."""
+    monkeypatch.delenv(KEY_VARIABLE, raising=False)
+    cm = CodeMode(authorizer=make(), request_state_key=key)
+    assert may_ask(cm.authorizer) is asks
+    with caplog.at_level(logging.WARNING, logger="codemode"):
+        boundary(cm, lambda ctx: None, shared=False)
+        assert caplog.messages == []
+        boundary(cm, lambda ctx: None, shared=True)
+    said = (
+        "CODEMODE_REQUEST_STATE_KEY is not set: programs paused for an approval resume only "
+        "on this process (give every replica the same key, 32 bytes or more)"
+        if key is None
+        else "the replay guard is this process's own: programs paused for an approval "
+        "resume only on this process, until it restarts (replicas share one with "
+        "--replay-guard redis://...)"
+    )
+    assert caplog.messages == ([said] if asks else [])
+    cm.close()

@@ -95,8 +95,31 @@ class CatalogPolicy(Protocol):
         ...
 
 
+def may_ask(authorizer: object) -> bool:
+    """Whether `authorizer` can ever answer `RequireApproval`, so that an HTTP server says
+    at start what its sealing key and replay guard cannot do for a paused program.
+
+    An authorizer says so with a bool `asks_for_approval` (`AllowAll`: never;
+    `RegoAuthorizer`: when a module names `"approval"`); a `CedarAuthorizer` when a
+    permit is annotated `@approval` (its `approvals`). Any other authorizer, a plain
+    Python function among them, may: nothing can be read from its code, and a missing
+    warning loses paused programs on replicas, while a needless one costs a log line. A
+    host function that never asks says so with `policy.asks_for_approval = False`.
+    """
+    declared = getattr(authorizer, "asks_for_approval", None)
+    if isinstance(declared, bool):
+        return declared
+    approvals = getattr(authorizer, "approvals", None)  # CedarAuthorizer's @approval permits
+    if isinstance(approvals, Mapping):
+        return bool(approvals)
+    return True
+
+
 class AllowAll:
     """Allows every call: an explicit choice for trusted, local use."""
+
+    asks_for_approval = False
+    """It never asks a person (`may_ask`)."""
 
     def __call__(self, request: AuthorizationRequest) -> None:
         return None
@@ -115,4 +138,5 @@ __all__ = [
     "Denied",
     "RequireApproval",
     "VisibilityPolicy",
+    "may_ask",
 ]

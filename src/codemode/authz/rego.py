@@ -118,6 +118,11 @@ class RegoAuthorizer:
             raise RegoPolicyError("no Rego modules: give modules= or files=")
         self.decision = decision
         self.visible = visible
+        self.asks_for_approval = any(
+            '"approval"' in text or "`approval`" in text for text in sources.values()
+        )
+        """Whether a module names the `{"approval": ...}` decision (`codemode.authz.may_ask`):
+        a policy that never writes the key cannot ask a person."""
         self._decision = _entrypoint("decision", decision)
         self._visible = _entrypoint("visible", visible) if visible is not None else None
         compiler = _interpreter()

@@ -38,6 +38,7 @@ from codemode.approvals import (
     Paused,
     state_seconds,
 )
+from codemode.authz import may_ask
 from codemode.mcp.tools import ToolResult, ok
 from codemode.payloads import execute_payload
 from codemode.questions import arguments_text
@@ -82,8 +83,11 @@ def boundary(
 ) -> RequestStateBoundary:
     """The SDK's request-state boundary for this server (`security`), bound to codemode's
     own subject and to the server's name. A `shared` server (HTTP, which replicas may
-    stand beside) says at start what its key and replay guard cannot do."""
+    stand beside) whose authorizer may ask a person (`may_ask`) says at start what its
+    key and replay guard cannot do; one that never asks pauses no program, so has
+    nothing to say."""
     sealing = security(cm)
+    shared = shared and may_ask(cm.authorizer)
     if shared and _key(cm) is None:
         log.warning(
             "%s is not set: programs paused for an approval resume only on this process "
