@@ -1,9 +1,16 @@
 """The commands, `codemode serve | proxy | demo | run | check | search | describe`: the only
 module that prints or picks exit codes.
 
-Exit codes: 0 success, 1 the program failed (or the server could not start), 2 usage
-error. Every option can also come from the environment: `CODEMODE_<COMMAND>_<OPTION>`,
-e.g. `CODEMODE_SERVE_PORT=9000`.
+Streams: a command's answer goes to stdout (a result; the errors a program has, in the
+form the model reads them, for `run`, `check` and `describe` alike; search and describe
+JSON; a server's banner); what is said to the operator goes to stderr (the host log,
+usage errors, a subject that sees nothing; the stdio banner, since stdout carries the
+protocol there).
+
+Exit codes: 0 success, 1 the program failed, `check` found problems or `describe` no
+capability (or the server could not start), 2 usage error, 130 stopped by Ctrl-C. Every
+option can also come from the environment: `CODEMODE_<COMMAND>_<OPTION>`, e.g.
+`CODEMODE_SERVE_PORT=9000`.
 """
 
 from __future__ import annotations
@@ -38,7 +45,6 @@ from codemode.cli.terminal import (
     for_terminal,
     json_for_terminal,
     log_to_stderr,
-    render_error,
     url_host,
     where_to_connect,
 )
@@ -299,12 +305,13 @@ def run(app: str, file: Any, subject: str) -> None:
 @click.argument("file", type=click.File("rb"))
 @click.option("--subject", default="local", show_default=True)
 def check(app: str, file: Any, subject: str) -> None:
-    """Check the program in FILE against APP without running it (the static preflight)."""
+    """Check the program in FILE against APP without running it (the static preflight),
+    and print each problem as `run` prints an error."""
     with _load_app(app) as cm:
         _say_if_blind(cm, subject)
         errors = cm.check(_program_text(file), subject=subject)
     for error in errors:
-        click.echo(render_error(error), err=True)
+        click.echo(for_terminal(error.report()))
     if errors:
         sys.exit(1)
     click.echo("ok: no problems found")
@@ -393,7 +400,7 @@ def describe(app: str, name: str, subject: str, schemas: bool) -> None:
         info = cm.describe(name, subject=subject)
         click.echo(json.dumps(describe_payload(info, schemas=schemas), indent=2))
     except CodeModeError as error:
-        click.echo(render_error(error), err=True)
+        click.echo(for_terminal(error.report()))
         sys.exit(1)
     finally:
         cm.close()

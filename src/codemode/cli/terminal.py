@@ -1,5 +1,5 @@
-"""What the command line shows, made safe for a terminal: program text and values, errors
-with a caret, the host log's lines, and where a client connects.
+"""What the command line shows, made safe for a terminal: program text and values, the
+host log's lines, and where a client connects.
 
 Rendering only: `cli.commands` prints what these functions return and picks exit codes.
 """
@@ -12,8 +12,6 @@ import os
 import re
 import sys
 from typing import Any
-
-from codemode.errors import CodeModeError, Where
 
 _CONTROL = re.compile(
     "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
@@ -35,17 +33,6 @@ def json_for_terminal(value: Any) -> str:
     (JSON keeps C1 controls and overrides as they are), so the value reads back the same."""
     text = json.dumps(value, indent=2, ensure_ascii=False)
     return _CONTROL.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
-
-
-def render_error(error: CodeModeError) -> str:
-    """The error for a person: the location and line with a caret, then the message."""
-    lines = []
-    where: Where | None = error.where
-    if where is not None:
-        lines.append(f'  File "{where.file}", line {where.line}, in {where.func or "<module>"}')
-        lines.append(where.excerpt())
-    lines.append(f"{error} [{error.code.value}]")
-    return for_terminal("\n".join(lines))
 
 
 class _InertFormatter(logging.Formatter):
@@ -101,7 +88,6 @@ __all__ = [
     "for_terminal",
     "json_for_terminal",
     "log_to_stderr",
-    "render_error",
     "url_host",
     "where_to_connect",
 ]
