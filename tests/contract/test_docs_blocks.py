@@ -141,10 +141,44 @@ def test_python_blocks_run(block: Block, folder: Path) -> None:
         with host_for(block) as cm:
             cm.execute(block.text, subject="alice")
         return
+    with serving_for(block, folder) as text:
+        _run_block(block, text)
+
+
+SERVED = "http://127.0.0.1:8000/mcp"
+"""The address a client block connects to: the guide's `codemode serve`, served here on a
+free port, with the guide's token file."""
+
+
+@contextlib.contextmanager
+def serving_for(block: Block, folder: Path) -> Iterator[str]:
+    """The block's text, and for a client block a real `codemode serve` of the demo with
+    the guide's tokens, which the text is pointed at."""
+    if SERVED not in block.text:
+        yield block.text
+        return
+    port = free_port()
+    args = ["serve", "codemode.demo:create", "--transport", "http", "--token-file", "tokens"]
+    with subprocess.Popen(
+        codemode_command(*args, "--port", str(port)),
+        cwd=folder,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    ) as process:
+        try:
+            wait_for_port(port, process, timeout=60)
+            yield block.text.replace(SERVED, f"http://127.0.0.1:{port}/mcp")
+        finally:
+            process.terminate()
+            process.wait(10)
+
+
+def _run_block(block: Block, text: str) -> None:
     module = types.ModuleType("docs_block")  # a module of its own, as a dataclass needs
     sys.modules[module.__name__] = module
     try:
-        exec(compile(block.text, str(block), "exec"), module.__dict__)
+        exec(compile(text, str(block), "exec"), module.__dict__)
     finally:
         del sys.modules[module.__name__]
         for value in vars(module).values():
