@@ -365,7 +365,7 @@ class CodeMode:
         return self._runner.execute(source, subject)
 
     async def execute_async(
-        self, source: str, *, subject: str, approve: Approver | None = None
+        self, source: str, *, subject: str, approve: Approver | None = None, unavailable: str = ""
     ) -> ExecutionResult:
         """As `execute`, awaiting. Async handlers and authorizers run on the engine's own
         event loop (or on `host_loop`), never on the calling one.
@@ -373,9 +373,9 @@ class CodeMode:
         `approve` asks a person about each call the authorizer answers
         `RequireApproval` for (True runs it); the program pauses meanwhile, holding no
         worker, each answer within `Limits.max_approval_wait_seconds`. Without it such a
-        call fails with `approval unavailable` (fail closed)."""
+        call fails with `approval unavailable` (fail closed), saying `unavailable` if given."""
         self._freeze()
-        return await self._runner.resumer.execute(source, subject, approve)
+        return await self._runner.resumer.execute(source, subject, approve, unavailable or None)
 
     async def start_async(
         self, source: str, *, subject: str, pausable: bool = True

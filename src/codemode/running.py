@@ -109,7 +109,9 @@ class Runner:
     def admit(self, subject: str) -> Clock:
         return self._engines.engine_for(subject).clock
 
-    async def start(self, source: str, subject: str, pausable: bool) -> ExecutionResult | Paused:
+    async def start(
+        self, source: str, subject: str, pausable: bool, unavailable: str | None = None
+    ) -> ExecutionResult | Paused:
         """Run a new program on the engine: its answer, or its first pause."""
         with last_resort("execute_async"):
             engine = self._engines.engine_for(subject)
@@ -119,6 +121,7 @@ class Runner:
             execution = self._execution(
                 source, subject, engine, snapshot, view, pausable, None, None, execution_id, spent
             )
+            execution.dispatcher.unavailable = unavailable
             return await engine.execute_async(execution)
 
     async def open(self, subject: str, execution_id: str) -> Opened[ExecutionResult]:

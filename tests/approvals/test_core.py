@@ -97,6 +97,19 @@ def test_without_a_person_to_ask_the_call_fails_closed(cm: CodeMode, calls: Path
     assert ran(calls) == ["list", "list"]
 
 
+def test_the_caller_that_cannot_ask_may_say_why(cm: CodeMode, calls: Path) -> None:
+    """`unavailable` is the error's text, caught or not (an adapter knows why its channel
+    cannot ask, the runtime does not)."""
+    why = "no one can be asked over this channel: use another"
+    result = asyncio.run(cm.execute_async(DELETE_TWO, subject="alice", unavailable=why))
+    assert result.value == [f"approval unavailable: {why}"] * 2
+    with pytest.raises(ApprovalUnavailableError) as raised:
+        asyncio.run(cm.execute_async(UNCAUGHT, subject="alice", unavailable=why))
+    assert str(raised.value) == f"approval unavailable: {why}"
+    assert raised.value.where is not None and raised.value.where.line == 3
+    assert ran(calls) == ["list", "list"]
+
+
 def test_the_audit_trail_asks_and_answers(calls: Path) -> None:
     events: list[Event] = []
     with build() as cm:  # closed: every execution's last event is delivered

@@ -1,7 +1,8 @@
 """A person approves a call over MCP, with the official SDK client's elicitation callback:
 over stdio (2025 protocol: `elicitation/create` on the live session; 2026: the client
 drives `input_required` itself) and over HTTP (2026: `input_required` with a sealed
-`requestState`, resumed on another replica; 2025 stateless: no one can be asked)."""
+`requestState`, resumed on another replica; 2025 stateless: no one can be asked, and the
+error says why)."""
 
 from __future__ import annotations
 
@@ -284,18 +285,36 @@ async def test_a_declined_call_over_http_fails_at_its_line(replicas: list[Replic
     assert CANARY not in str(result.model_dump())
 
 
-async def test_a_2025_client_over_stateless_http_cannot_be_asked(
+NO_SESSION = (
+    "approval unavailable: this call needs a person's approval, and no one can be asked for "
+    "it here: a 2025-era client over HTTP has no session with this stateless server, to "
+    "declare elicitation on or be asked through; a client that declares elicitation is "
+    "asked over HTTP in protocol 2026-07-28, or over stdio"
+)
+
+
+async def test_a_2025_client_over_stateless_http_is_told_why_it_cannot_be_asked(
     replicas: list[Replica], calls: Path
 ) -> None:
+    """The same client, able to answer, is asked in the 2026 era over the same server; in
+    the 2025 era, with or without elicitation (declared at `initialize`, which a stateless
+    server keeps nothing of), the error says why not, and what would work."""
     headers = {"Authorization": "Bearer tok-alice"}
-    async with (
-        httpx2.AsyncClient(headers=headers) as http,
-        streamable_http_client(replicas[0].url, http_client=http) as (read, write),
-        ClientSession(read, write, elicitation_callback=Person("accept")) as session,
-    ):
-        await session.initialize()
-        assert value(await call(session)) == {"open": 3, "deleted": UNAVAILABLE}
-    assert ran(calls) == ["list"]
+    person = Person("accept")
+    for elicitation in (person, None):
+        async with (
+            httpx2.AsyncClient(headers=headers) as http,
+            streamable_http_client(replicas[0].url, http_client=http) as (read, write),
+            ClientSession(read, write, elicitation_callback=elicitation) as session,
+        ):
+            assert (await session.initialize()).protocol_version == "2025-11-25"
+            assert value(await call(session)) == {"open": 3, "deleted": NO_SESSION}
+    assert person.asked == []
+    async with http_client(replicas[0].url, elicitation_callback=person) as client:
+        assert client.session.protocol_version == "2026-07-28"
+        assert value(await call(client)) == {"open": 3, "deleted": True}
+    assert len(person.asked) == 1
+    assert ran(calls) == ["list", "list", "list", "delete 1"]
 
 
 async def paused_round(client: Client) -> InputRequiredResult:

@@ -97,7 +97,9 @@ class RecordingEngine:
             raise UnauthenticatedError()
         return self.clock
 
-    async def start(self, source: str, subject: str, pausable: bool) -> object:
+    async def start(
+        self, source: str, subject: str, pausable: bool, unavailable: str | None = None
+    ) -> object:
         self.log.append(f"start pausable={pausable}")
         return self.outcomes.pop(0)
 

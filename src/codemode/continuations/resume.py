@@ -97,8 +97,11 @@ class Engine(Protocol[R_co]):
         execution would: no subject, a closed CodeMode)."""
         ...
 
-    async def start(self, source: str, subject: str, pausable: bool) -> R_co | Paused:
-        """Run a new program: its answer, or its first pause."""
+    async def start(
+        self, source: str, subject: str, pausable: bool, why_unavailable: str | None = None
+    ) -> R_co | Paused:
+        """Run a new program: its answer, or its first pause (when not `pausable`, a call
+        that needs approval fails, in the words of `why_unavailable` when given)."""
         ...
 
     async def open(self, subject: str, execution_id: str) -> Opened[R_co]:
@@ -116,13 +119,20 @@ class Resumer(Generic[R]):
     def __init__(self, engine: Engine[R]) -> None:
         self.engine = engine
 
-    async def execute(self, source: str, subject: str, approve: Approver | None) -> R:
+    async def execute(
+        self,
+        source: str,
+        subject: str,
+        approve: Approver | None,
+        why_unavailable: str | None = None,
+    ) -> R:
         """Run a program to its end, asking `approve` about each call that needs a
-        person (without one, such a call fails closed). The state never leaves the
-        process, so nothing can replay it: no guard is asked."""
+        person (without one, such a call fails closed, in the words of `why_unavailable`
+        when given). The state never leaves the process, so nothing can replay it: no guard is
+        asked."""
         engine = self.engine
         with engine.last_resort("execute_async"):
-            outcome = await engine.start(source, subject, approve is not None)
+            outcome = await engine.start(source, subject, approve is not None, why_unavailable)
             while isinstance(outcome, Paused):
                 assert approve is not None
                 state = await self._decode(outcome.state)

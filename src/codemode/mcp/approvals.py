@@ -8,9 +8,9 @@
   `requestState`, which the SDK's `RequestStateBoundary` seals (AES-256-GCM; bound to the
   subject, the tool call and the server's name; expiring after the approval wait). The
   client's retry, on any replica holding the same key, resumes it.
-- Anything else (no elicitation declared, a 2025-era client over stateless HTTP, which
-  has no session to ask through) cannot ask: such a call fails with `approval
-  unavailable` (fail closed).
+- Anything else cannot ask: such a call fails with `approval unavailable` (fail
+  closed). A 2025-era client over stateless HTTP is told why, and what would work
+  (`NO_SESSION`).
 """
 
 from __future__ import annotations
@@ -50,6 +50,18 @@ KEY_VARIABLE = "CODEMODE_REQUEST_STATE_KEY"
 
 INPUT_REQUIRED_SINCE = "2026-07-28"
 """The first protocol version whose requests a server may answer `input_required`."""
+
+NO_SESSION = (
+    "this call needs a person's approval, and no one can be asked for it here: a 2025-era "
+    "client over HTTP has no session with this stateless server, to declare elicitation on "
+    "or be asked through; a client that declares elicitation is asked over HTTP in protocol "
+    "2026-07-28, or over stdio"
+)
+"""Why a 2025-era client is never asked over HTTP: it declares elicitation at `initialize`,
+which a stateless server (any replica may answer each request) keeps nothing of, and
+`elicitation/create` would need a session to be sent on and answered through. The
+2026-07-28 protocol declares it with each request and asks in the reply itself
+(`input_required`), so it needs neither."""
 
 NOTHING_ASKED: dict[str, Any] = {"type": "object", "properties": {}}
 """The approval form: no field to fill, so accept approves and decline refuses."""
@@ -188,9 +200,20 @@ async def execute(
         if isinstance(outcome, Paused):
             return input_required(outcome)
         return ok(execute_payload(outcome))
-    approve = live_approver(ctx) if _elicits(ctx) and ctx.session.can_send_request else None
-    result = await cm.execute_async(source, subject=subject, approve=approve)
+    if not ctx.session.can_send_request:  # stateless HTTP: no session, nothing declared
+        result = await cm.execute_async(source, subject=subject, unavailable=NO_SESSION)
+    else:
+        approve = live_approver(ctx) if _elicits(ctx) else None
+        result = await cm.execute_async(source, subject=subject, approve=approve)
     return ok(execute_payload(result))
 
 
-__all__ = ["KEY_VARIABLE", "NOTHING_ASKED", "boundary", "execute", "input_required", "question"]
+__all__ = [
+    "KEY_VARIABLE",
+    "NOTHING_ASKED",
+    "NO_SESSION",
+    "boundary",
+    "execute",
+    "input_required",
+    "question",
+]

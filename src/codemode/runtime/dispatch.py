@@ -175,6 +175,9 @@ class Dispatcher:
     a handler runs means the call does not run."""
     trace_arguments: bool = False
     """Whether call spans record argument values (off: they may be sensitive)."""
+    unavailable: str | None = None
+    """Why no one can be asked here, as the caller knows it (`approval unavailable` says
+    it); None for the general words."""
 
     def __post_init__(self) -> None:
         self.span = NO_SPAN
@@ -372,7 +375,9 @@ class Dispatcher:
             self.execution_id,
             capability.name,
         )
-        failure = InjectedError(ApprovalUnavailableError(), "PermissionError")
+        why = self.unavailable
+        error = ApprovalUnavailableError() if why is None else ApprovalUnavailableError(why)
+        failure = InjectedError(error, "PermissionError")
         self._event(CallDenied, **base, code=failure.error.code.value)
         return failure
 
