@@ -29,6 +29,7 @@ from codemode.mcp.compat import (
     LONG_BATCH,
     NO_BATCHES,
     NOT_A_MESSAGE,
+    NOT_AN_OBJECT,
     PARSE_ERROR_MESSAGE,
     POST_ONLY,
     UNSUPPORTED_VERSION,
@@ -569,6 +570,8 @@ def test_stdio_answers_every_line_that_is_not_one_message(tmp_path: Path) -> Non
         '{"jsonrpc": "2.0", "id": "\\udc00", "method": "ping"}',  # the SDK's parser refuses it
         b'{"jsonrpc": "2.0", "id": "\xff", "method": "ping"}',  # not UTF-8, as over HTTP
         '{"jsonrpc": "2.0", "id": 5, "method": "ping", "params": {"x": NaN}}',  # no JSON
+        '{"jsonrpc": "2.0", "id": 6, "method": "tools/call", '
+        '"params": {"name": "execute", "arguments": [1]}}',
         '{"jsonrpc": "2.0", "id": 4, "method": "ping"}',
     ]
     process = subprocess.Popen(
@@ -584,7 +587,7 @@ def test_stdio_answers_every_line_that_is_not_one_message(tmp_path: Path) -> Non
     for line in lines:
         process.stdin.write((line if isinstance(line, bytes) else line.encode()) + b"\n")
         process.stdin.flush()
-    while len(replies) < 12:
+    while len(replies) < 13:
         replies.append(json.loads(process.stdout.readline()))
     process.stdin.close()
     process.stdout.close()
@@ -607,3 +610,6 @@ def test_stdio_answers_every_line_that_is_not_one_message(tmp_path: Path) -> Non
     # Host code reading stdin reads nothing: the protocol's lines are not its to take.
     assert by_id[3][0]["result"]["structuredContent"]["result"] == ""
     assert by_id[4] == [{"jsonrpc": "2.0", "id": 4, "result": {}}]
+    not_an_object = error(-32602, NOT_AN_OBJECT, 6)
+    not_an_object["error"]["data"] = {"field": "arguments", "expected": "object", "got": "array"}
+    assert by_id[6] == [not_an_object]
