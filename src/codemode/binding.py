@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import enum
+import functools
 import json
 import re
 from collections.abc import Callable, Iterable
@@ -23,7 +24,14 @@ from codemode.capabilities import Capability
 from codemode.errors import InvalidArgumentsError, printable
 from codemode.limits import LimitKind, Limits, exceeded
 from codemode.types import JSONObject, JSONValue
-from codemode.values import CrossingError, TooBigError, TooDeepError, to_json
+from codemode.values import (
+    TEXT_TYPES,
+    CrossingError,
+    TooBigError,
+    TooDeepError,
+    as_text,
+    to_json,
+)
 
 
 class BoundCall(NamedTuple):
@@ -152,6 +160,8 @@ def canonical(value: Any) -> JSONValue:
         return {str(key): canonical(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
         return [canonical(item) for item in value]
+    if isinstance(value, TEXT_TYPES):
+        return as_text(value)
     raise TypeError(f"{type(value).__name__} is not an argument value")  # validated: never
 
 
@@ -247,6 +257,8 @@ def literal_problem(annotation: Any, value: JSONValue, path: str) -> str | None:
         return f"argument {_quote(path)} {_must(bounds.phrase(tp) or '')}"
     if t.json_kind(tp) is not None:
         return None if t.fits_kind(tp, value) else _must_be(tp, path)
+    if t.text_format(tp) is not None:
+        return None if _reads_as(tp, value) else _must_be(tp, path)
     if tp is Any:
         return None
     if t.is_union(tp):
@@ -288,6 +300,21 @@ def literal_problem(annotation: Any, value: JSONValue, path: str) -> str | None:
                 if problem:
                     return problem
     return None
+
+
+def _reads_as(tp: Any, value: JSONValue) -> bool:
+    """Whether JSON data is a valid text (or number) of a type that crosses as text, as
+    strict validation reads it: pydantic's own parsers, no host code."""
+    try:
+        _text_adapter(tp).validate_json(_ENCODE(value), strict=True)
+    except pydantic.ValidationError:
+        return False
+    return True
+
+
+@functools.cache
+def _text_adapter(tp: Any) -> pydantic.TypeAdapter[Any]:
+    return pydantic.TypeAdapter(tp)
 
 
 def _fits(tp: Any, value: JSONValue) -> bool:

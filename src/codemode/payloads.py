@@ -58,6 +58,7 @@ def describe_payload(info: CapabilityInfo, *, schemas: bool = False) -> JSONObje
             **({"doc": p.doc} if p.doc else {}),
             **({"constraints": p.constraints} if p.constraints else {}),
             **({"examples": list(p.examples)} if p.examples else {}),
+            **({"format": p.format} if p.format else {}),
         }
         for p in info.parameters
     ]
@@ -65,6 +66,7 @@ def describe_payload(info: CapabilityInfo, *, schemas: bool = False) -> JSONObje
         "type": info.result.type,
         "read_as": info.result.read_as,
         **({"doc": info.result.doc} if info.result.doc else {}),
+        **({"format": info.result.format} if info.result.format else {}),
     }
     payload["shapes"] = list(info.shapes)
     if info.example:

@@ -8,7 +8,10 @@ import json
 import math
 import re
 from collections.abc import Callable
+from datetime import date, time
+from decimal import Decimal
 from typing import Any, ClassVar
+from uuid import UUID
 
 import pydantic_monty as pm
 
@@ -43,6 +46,20 @@ class RecordValue:
     __slots__ = ()
     __match_args__: ClassVar[tuple[str, ...]] = ()
     """The fields it carries, in order (as the generated dataclass lists its init fields)."""
+
+
+TEXT_TYPES = (date, time, Decimal, UUID)
+"""Values that cross as their text: a date, datetime, time, Decimal or UUID (a datetime
+is a date). The program has the first four as its own objects; JSON holds their text."""
+
+
+def as_text(value: date | time | Decimal | UUID) -> str:
+    """The JSON text of a value that crosses as text: ISO 8601 as Python writes it (UTC
+    as `+00:00`, which every RFC 3339 reader takes, where some Rego engines refuse `Z`), a
+    Decimal's exact digits, a UUID's hyphenated hex."""
+    if isinstance(value, date | time):
+        return value.isoformat()
+    return str(value)
 
 
 _WIDE_INT_BITS = 14_000
@@ -351,6 +368,8 @@ def to_json_sized(
             return entries(item, trail, depth, plain)
         if kind is list or kind is tuple:
             return items(item, trail, depth, plain)
+        if isinstance(item, TEXT_TYPES):
+            return convert(as_text(item), trail, depth, False)
         if depth >= max_depth:
             raise TooDeepError(render(trail, root))
         if id(item) in active:
@@ -444,6 +463,8 @@ def record_fields(value: RecordValue) -> dict[str, Any]:
 def _record(value: Any) -> Any:
     if isinstance(value, RecordValue):
         return record_fields(value)
+    if isinstance(value, TEXT_TYPES):
+        return as_text(value)
     raise TypeError(f"{type(value).__name__} is not JSON data")
 
 
@@ -464,11 +485,13 @@ def _walk_size(value: Any) -> int:
 __all__ = [
     "FUNCTION_TEXT",
     "MAX_SUSPECTS",
+    "TEXT_TYPES",
     "VALUE_TEXT",
     "CrossingError",
     "RecordValue",
     "TooBigError",
     "TooDeepError",
+    "as_text",
     "digits_size",
     "floats_size",
     "int_size",

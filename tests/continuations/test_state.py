@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import dataclasses
+import datetime
+import decimal
 import json
 import math
 import zlib
@@ -128,6 +130,11 @@ FROZEN = [
     frozenset({"a"}),
     b"\x00\xff",
     {"a": 1, 2: (3,), (4, 5): None},
+    datetime.date(2026, 1, 31),
+    datetime.datetime(2026, 1, 31, 9, 30, 0, 123456),
+    datetime.datetime(2026, 1, 31, 9, 30, tzinfo=datetime.timezone(datetime.timedelta(hours=-5))),
+    datetime.time(9, 30, 1, 5),
+    decimal.Decimal("12.50"),
 ]
 
 

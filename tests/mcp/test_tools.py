@@ -3,6 +3,9 @@ schema accepts; the listed schemas are portable; every reply shape matches its t
 
 from __future__ import annotations
 
+import datetime
+import decimal
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -238,3 +241,52 @@ def test_the_output_schemas_are_as_the_reference_says() -> None:
         success, error = tool.output_schema["oneOf"]
         assert success["additionalProperties"] is False and error["additionalProperties"] is False
         assert error["required"] == ["error"]
+
+
+async def test_dates_decimals_and_uuids_cross_over_mcp() -> None:
+    """A host whose parameters and result are a date, a datetime, a Decimal and a UUID
+    is described with their formats and called with ISO text from a real MCP client."""
+    with CodeMode(authorizer=AllowAll()) as cm:
+
+        @cm.capability("bills.pay", summary="Pay a bill.")
+        def pay(
+            bill: uuid.UUID, on: datetime.date, at: datetime.datetime, amount: decimal.Decimal
+        ) -> dict[str, datetime.date | datetime.datetime | decimal.Decimal | uuid.UUID]:
+            return {"bill": bill, "on": on + datetime.timedelta(days=1), "at": at, "fee": amount}
+
+        async with Client(build_server(cm, subject="a")) as client:
+            described = await client.call_tool("describe_api", {"name": "bills.pay"})
+            executed = await client.call_tool(
+                "execute",
+                {
+                    "source": (
+                        "def main():\n"
+                        "    r = bills.pay(bill='123e4567-e89b-42d3-a456-426614174000',\n"
+                        "                  on='2026-01-31', at='2026-01-31T09:30:00Z',\n"
+                        "                  amount='0.10')\n"
+                        "    return [r, type(r['on']).__name__, r['fee'] * 3]\n"
+                    )
+                },
+            )
+    assert not described.is_error and described.structured_content is not None
+    assert [p["format"] for p in described.structured_content["parameters"]] == [
+        'uuid: "123e4567-e89b-42d3-a456-426614174000"',
+        'date: "2026-01-31" or a datetime.date',
+        'date-time: "2026-01-31T09:30:00+00:00" or a datetime.datetime',
+        'decimal: a number, "12.50" or a decimal.Decimal',
+    ]
+    assert described.structured_content["result"]["format"] == (
+        "date: a datetime.date; date-time: a datetime.datetime; decimal: a decimal.Decimal; "
+        "uuid: a str"
+    )
+    assert not executed.is_error and executed.structured_content is not None
+    assert executed.structured_content["result"] == [
+        {
+            "bill": "123e4567-e89b-42d3-a456-426614174000",
+            "on": "2026-02-01",
+            "at": "2026-01-31T09:30:00+00:00",
+            "fee": "0.10",
+        },
+        "date",
+        "0.30",
+    ]

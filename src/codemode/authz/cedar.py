@@ -35,6 +35,7 @@ from codemode.authz.cedar_schema import (
     CedarPolicyError,
     cedar_schema,
     cedar_string,
+    extension_value,
     untyped_arguments,
     with_catalog,
 )
@@ -363,6 +364,8 @@ def _fitted(arguments: Mapping[str, JSONValue], attributes: Mapping[str, Any]) -
             return {k: fit(v, inner[k]) for k, v in value.items() if k in inner and v is not None}
         if spec.get("type") == "Set" and isinstance(value, list):
             return [fit(v, spec["element"]) for v in value if v is not None]
+        if spec.get("type") == "Extension" and isinstance(value, str):
+            return extension_value(spec["name"], value)
         return to_context({"v": value}).get("v")
 
     return fit(dict(arguments), {"type": "Record", "attributes": attributes})  # type: ignore[no-any-return]

@@ -9,7 +9,10 @@ the entity and the attribute, never a denial of every call.
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import json
+import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Literal, get_args, get_origin
 
@@ -304,8 +307,10 @@ def _cedar_type(annotation: Any) -> dict[str, Any] | None:
     origin = get_origin(annotation)
     if t.is_enum(annotation):
         return _scalars_type(tuple(member.value for member in annotation))
-    if annotation is str or annotation is float:
+    if annotation is str or annotation is float or annotation in _TEXTS:
         return {"type": "String"}
+    if annotation in _EXTENDED:
+        return {"type": "Extension", "name": _EXTENDED[annotation]}
     if annotation is bool:
         return {"type": "Boolean"}
     if annotation is int:
@@ -328,6 +333,40 @@ def _cedar_type(annotation: Any) -> dict[str, Any] | None:
     return None
 
 
+_EXTENDED: dict[Any, str] = {
+    datetime.date: "datetime",
+    datetime.datetime: "datetime",
+    decimal.Decimal: "decimal",
+}
+"""Argument types a Cedar extension type holds: a policy compares them with its own
+functions (`context.due < datetime("2027-01-01")`, `context.amount.lessThan(...)`)."""
+_TEXTS = (datetime.time, uuid.UUID)
+"""Argument types Cedar has no type for but their text (a time of day, a UUID)."""
+
+
+def extension_value(name: str, text: str) -> dict[str, Any]:
+    """An argument's canonical text as Cedar's extension value (`{"__extn": ...}`).
+
+    Cedar's `datetime` takes `2026-01-31`, or a moment to the millisecond with `Z` or a
+    `+hhmm` offset: a datetime is written so, its microseconds cut to milliseconds, and a
+    datetime without an offset is read as UTC. Cedar's `decimal` takes at most four
+    places: a Decimal with more makes the request one Cedar refuses, so the call is
+    denied, never decided on a rounded amount."""
+    if name == "decimal":
+        fixed = format(decimal.Decimal(text).normalize(), "f")
+        return {"__extn": {"fn": name, "arg": fixed if "." in fixed else f"{fixed}.0"}}
+    moment = datetime.datetime.fromisoformat(text)
+    if len(text) > 10:
+        offset = moment.utcoffset()
+        if offset is None or not offset:
+            zone = "Z"
+        else:
+            minutes = int(offset.total_seconds()) // 60
+            zone = f"{'-' if minutes < 0 else '+'}{abs(minutes) // 60:02d}{abs(minutes) % 60:02d}"
+        text = f"{moment:%Y-%m-%dT%H:%M:%S}.{moment.microsecond // 1000:03d}{zone}"
+    return {"__extn": {"fn": name, "arg": text}}
+
+
 def _scalars_type(values: tuple[Any, ...]) -> dict[str, Any] | None:
     """The Cedar type of a set of enum or Literal values, as they arrive (not as named)."""
     if all(isinstance(v, str) for v in values):
@@ -346,5 +385,6 @@ __all__ = [
     "cedar_schema",
     "cedar_string",
     "entity_uid",
+    "extension_value",
     "with_catalog",
 ]

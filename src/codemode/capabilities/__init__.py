@@ -28,6 +28,7 @@ from codemode.capabilities.typehints import (
     is_union,
     json_kind,
     strip_annotated,
+    text_format,
     walk,
 )
 
@@ -71,5 +72,6 @@ __all__ = [
     "shapes",
     "shown",
     "strip_annotated",
+    "text_format",
     "walk",
 ]

@@ -97,6 +97,9 @@ class ParameterInfo:
     constraints: str | None
     """Its declared bounds in words: `from 1 to 100`, enforced when a call binds."""
     examples: tuple[Any, ...]
+    format: str | None = None
+    """Each type in it that crosses as text, with its format (JSON Schema's, or
+    `decimal`) and what a program passes: `date: "2026-01-31" or a datetime.date`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +110,9 @@ class ResultInfo:
     read_as: Literal["attributes", "keys", "value"]
     """How a program reads its fields: `r.field`, `r["key"]`, or as a plain value."""
     doc: str | None
+    format: str | None = None
+    """Each type in it that crosses as text, and what the program gets for it:
+    `date: a datetime.date`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +166,7 @@ def _parameter(parameter: DescribedParameter) -> ParameterInfo:
         doc=parameter.doc,
         constraints=declared.phrase(parameter.annotation),
         examples=declared.examples,
+        format=rendering.passed_formats(parameter.annotation),
     )
 
 
@@ -176,6 +183,7 @@ def info_of(capability: Described) -> CapabilityInfo:
             type=rendering.notation(capability.result_annotation),
             read_as=t.access(capability.result_annotation) or "value",
             doc=capability.result_doc,
+            format=rendering.returned_formats(capability.result_annotation),
         ),
         shapes=tuple(_rendered(shape) for shape in capability.shapes),
         example=capability.example,

@@ -7,7 +7,10 @@ program reads their fields: `r["key"]` for dicts, `r.key` for objects.
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import functools
+import uuid
 from dataclasses import dataclass
 from typing import Any, Literal, get_args, get_origin
 
@@ -24,6 +27,8 @@ from codemode.capabilities.typehints import (
     named_walk,
     scalar_name,
     strip_annotated,
+    text_format,
+    walk,
 )
 from codemode.errors import printable
 
@@ -71,13 +76,62 @@ def expected(tp: Any) -> str:
         return "a list"
     if origin is dict or is_typeddict(tp) or is_record(tp):
         return "a dict"
-    return {
-        str: "a string",
-        int: "an integer",
-        float: "a number",
-        bool: "a bool",
-        NoneType: "None",
-    }.get(tp, "a JSON value")
+    return _WORDS.get(tp, "a JSON value")
+
+
+_WORDS: dict[Any, str] = {
+    str: "a string",
+    int: "an integer",
+    float: "a number",
+    bool: "a bool",
+    NoneType: "None",
+    datetime.date: 'a date ("2026-01-31" or a datetime.date)',
+    datetime.datetime: 'a datetime ("2026-01-31T09:30:00+00:00" or a datetime.datetime)',
+    datetime.time: 'a time ("09:30:00" or a datetime.time)',
+    decimal.Decimal: 'a decimal (a number, "12.50" or a decimal.Decimal)',
+    uuid.UUID: 'a UUID ("123e4567-e89b-42d3-a456-426614174000")',
+}
+"""Each scalar's words; a type that crosses as text shows the text it takes."""
+
+
+_PASSED: dict[Any, str] = {
+    datetime.date: '"2026-01-31" or a datetime.date',
+    datetime.datetime: '"2026-01-31T09:30:00+00:00" or a datetime.datetime',
+    datetime.time: '"09:30:00" or a datetime.time',
+    decimal.Decimal: 'a number, "12.50" or a decimal.Decimal',
+    uuid.UUID: '"123e4567-e89b-42d3-a456-426614174000"',
+}
+_RETURNED: dict[Any, str] = {
+    datetime.date: "a datetime.date",
+    datetime.datetime: "a datetime.datetime",
+    datetime.time: "a datetime.time",
+    decimal.Decimal: "a decimal.Decimal",
+    uuid.UUID: "a str",
+}
+"""What `describe` says, after its JSON Schema format, of each type that crosses as text:
+as an argument, what a program may pass; in a result, what the program gets."""
+
+
+@by_identity
+def passed_formats(tp: Any) -> str | None:
+    """`date: "2026-01-31" or a datetime.date` for each type in an argument's type that
+    crosses as text, in walk order; None when it has none."""
+    return _formats(tp, _PASSED, result=False)
+
+
+@by_identity
+def returned_formats(tp: Any) -> str | None:
+    """`date: a datetime.date` for each type in a result's type that crosses as text."""
+    return _formats(tp, _RETURNED, result=True)
+
+
+def _formats(tp: Any, words: dict[Any, str], *, result: bool) -> str | None:
+    found = [
+        f"{name}: {words[kind]}"
+        for kind in walk(tp, result=result)
+        if (name := text_format(kind)) is not None
+    ]
+    return "; ".join(dict.fromkeys(found)) or None
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,10 @@ interpreter text.
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import decimal
 import functools
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Literal, get_args, get_origin
 
@@ -179,6 +182,8 @@ def _keeper(tp: Any, memo: dict[int, Keep]) -> Keep:
         return _one_of(tuple(member.value for member in tp))
     if t.json_kind(tp) is not None:
         return _kind(tp)
+    if t.text_format(tp) is not None:
+        return _text(tp)
     if origin is list or (origin is tuple and get_args(tp)[-1:] == (Ellipsis,)):
         item = keeper(get_args(tp)[0], memo)
         return lambda data, value: [
@@ -314,6 +319,38 @@ def _kind(tp: Any) -> Keep:
         return data
 
     return keep
+
+
+_READERS: dict[Any, Callable[[str], Any]] = {
+    datetime.date: datetime.date.fromisoformat,
+    datetime.datetime: datetime.datetime.fromisoformat,
+    datetime.time: datetime.time.fromisoformat,
+    decimal.Decimal: decimal.Decimal,
+    uuid.UUID: lambda text: str(uuid.UUID(text)),
+}
+"""How serialized text becomes what the program gets: its own `date`, `datetime`, `time`
+or `Decimal` (the interpreter has these types), a UUID's text (it has no UUID type)."""
+
+
+def _text(tp: Any) -> Keep:
+    read = _READERS[tp]
+
+    def keep(data: Any, value: Any) -> Any:
+        if type(data) is not str or (value is not UNKNOWN and not _is_kind(value, tp)):
+            raise Undeclared("wrong kind")  # in a union, the member the value is
+        try:
+            return read(data)
+        except (ValueError, decimal.InvalidOperation):
+            raise Undeclared("not the declared text") from None
+
+    return keep
+
+
+def _is_kind(value: Any, tp: Any) -> bool:
+    """Whether a host value is of a type that crosses as text (a datetime is no date)."""
+    if tp is datetime.date:
+        return isinstance(value, datetime.date) and not isinstance(value, datetime.datetime)
+    return isinstance(value, tp)
 
 
 def _one_of(allowed: tuple[Any, ...]) -> Keep:

@@ -20,6 +20,7 @@ from codemode.capabilities.typehints import (
     is_union,
     scalar_name,
     strip_annotated,
+    text_format,
     walk,
 )
 
@@ -45,6 +46,8 @@ def check_supported(tp: Any) -> None:
             named.append(current)
             continue
         if scalar_name(current) is not None or current is Any or is_union(current):
+            continue
+        if text_format(current) is not None:
             continue
         if origin is Literal:
             if not all(isinstance(v, str | int | bool) or v is None for v in get_args(current)):

@@ -9,11 +9,14 @@ them, so what codemode says of a type is what validation does with it. Beside th
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import decimal
 import enum
 import functools
 import sys
 import types
 import typing
+import uuid
 from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, NotRequired, Required, TypeVar, Union, get_args, get_origin
@@ -61,6 +64,27 @@ def by_identity(reading: Callable[[Any], _R]) -> Callable[[Any], _R]:
 
 
 _SCALAR_IDS = frozenset(id(scalar) for scalar, _, _ in _SCALARS)
+
+
+TEXT_FORMATS: dict[type, str] = {
+    datetime.date: "date",
+    datetime.datetime: "date-time",
+    datetime.time: "time",
+    decimal.Decimal: "decimal",
+    uuid.UUID: "uuid",
+}
+"""The types that cross as text, each with the `format` its JSON Schema gives it (pydantic
+gives a Decimal none: it takes a number or a string, and writes a string). The program
+passes ISO text, or its own `date`, `datetime`, `time` or `Decimal`; validation makes the
+declared type for the handler, and canonical arguments hold the text."""
+
+
+def text_format(tp: Any) -> str | None:
+    """ "date" for `date`, and so on (see `TEXT_FORMATS`); None for any other type."""
+    for kind, name in TEXT_FORMATS.items():
+        if tp is kind:
+            return name
+    return None
 
 
 def scalar_name(tp: Any) -> str | None:
@@ -370,6 +394,7 @@ def access(tp: Any) -> Literal["attributes", "keys"] | None:
 
 
 __all__ = [
+    "TEXT_FORMATS",
     "Field",
     "NoneType",
     "access",
@@ -389,5 +414,6 @@ __all__ = [
     "reaches_named",
     "scalar_name",
     "strip_annotated",
+    "text_format",
     "walk",
 ]

@@ -17,12 +17,14 @@ before it leaves the process, and only a sealed state a server minted may be loa
 from __future__ import annotations
 
 import base64
+import datetime
+import decimal
 import hashlib
 import json
 import math
 import uuid
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from importlib.metadata import version
 from typing import Any
@@ -245,10 +247,26 @@ def freeze(value: Any) -> Any:
             return {kind.__name__: [freeze(item) for item in value]}
     if isinstance(value, bytes):
         return {"bytes": base64.b64encode(value).decode("ascii")}
+    if isinstance(value, datetime.date | datetime.time):  # a datetime is a date
+        return {type(value).__name__: value.isoformat()}
+    if isinstance(value, decimal.Decimal):
+        return {"Decimal": str(value)}
     raise TypeError(f"a {type(value).__name__} cannot be paused")
 
 
-_THAW = {"tuple": tuple, "set": set, "frozenset": frozenset}
+_THAW: dict[str, Callable[[Any], Any]] = {
+    "tuple": tuple,
+    "set": set,
+    "frozenset": frozenset,
+}
+_TEXTS: dict[str, Callable[[str], Any]] = {
+    "datetime": datetime.datetime.fromisoformat,
+    "date": datetime.date.fromisoformat,
+    "time": datetime.time.fromisoformat,
+    "Decimal": decimal.Decimal,
+}
+"""The program's own values that `freeze` writes as their exact text (ISO 8601 keeps a
+datetime's offset and microseconds; a Decimal's text, its digits)."""
 
 
 def thaw(value: Any) -> Any:
@@ -264,6 +282,8 @@ def thaw(value: Any) -> Any:
         return {thaw(k): thaw(v) for k, v in inner}
     if tag == "bytes":
         return base64.b64decode(inner, validate=True)
+    if tag in _TEXTS:
+        return _TEXTS[tag](inner)
     return _THAW[tag](thaw(item) for item in inner)
 
 

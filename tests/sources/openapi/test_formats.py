@@ -77,6 +77,19 @@ def test_formats_are_checked_before_any_request(
     assert received[0]["contact"] == "ada@example.org"
 
 
+def test_the_programs_own_datetime_is_sent_as_its_text(
+    cm: CodeMode, decided: list[dict[str, Any]]
+) -> None:
+    source = (
+        "import datetime\n"
+        "def main():\n"
+        "    zone = datetime.timezone.utc\n"
+        "    return records.list_records(since=datetime.datetime(2026, 1, 31, 9, 30, tzinfo=zone))\n"
+    )
+    cm.execute(source, subject="alice")
+    assert decided[0]["since"] == "2026-01-31T09:30:00+00:00"
+
+
 @pytest.mark.parametrize(
     ("declared", "value", "words"),
     [
