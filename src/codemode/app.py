@@ -8,7 +8,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
 from codemode.authz import Authorizer
-from codemode.capabilities import CapabilityInfo, Catalog, SearchResult, View, build_capability
+from codemode.capabilities import (
+    CapabilityInfo,
+    Catalog,
+    Resolver,
+    SearchResult,
+    View,
+    build_capability,
+)
 from codemode.clock import Clock
 from codemode.continuations import Approver, Paused, ReplayGuard
 from codemode.discovery import Discovery, describe
@@ -194,6 +201,7 @@ class CodeMode:
         timeout: float | None = None,
         example: str | None = None,
         annotations: Mapping[str, bool] | None = None,
+        resource: Resolver | None = None,
     ) -> Callable[[F], F]:
         """Register a sync or async function; the program calls it by keyword as `name(...)`.
 
@@ -204,25 +212,15 @@ class CodeMode:
         `destructiveHint`, `idempotentHint`, `openWorldHint`): the rest are presumed as MCP
         presumes them, and all four reach policies as an upstream tool's do; completed calls
         are reported as effects that stand, none for read-only, "may have had" with no hint.
-        Raises `RegistrationError` at decoration time for a bad name, a duplicate, an
-        example that does not fit, or type hints that cannot cross the sandbox boundary.
+        `resource` finds the `Entity` a call acts on for policies, from the arguments it
+        names (`codemode.capabilities.entities`). Raises `RegistrationError` at decoration
+        time for a bad name, a duplicate, an example or resource that does not fit, or type
+        hints that cannot cross the sandbox boundary.
         """
+        options = {k: v for k, v in locals().items() if k not in ("self", "name")}  # the options
 
         def register(handler: F) -> F:
-            self._sources.functions.add(
-                build_capability(
-                    handler,
-                    name,
-                    id=id,
-                    summary=summary,
-                    description=description,
-                    search_terms=search_terms,
-                    max_calls_per_execution=max_calls_per_execution,
-                    timeout=timeout,
-                    example=example,
-                    annotations=annotations,
-                )
-            )
+            self._sources.functions.add(build_capability(handler, name, **options))
             return handler
 
         return register

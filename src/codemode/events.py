@@ -135,6 +135,9 @@ class CallEvent(Event):
     """The capability's stable identity, as policies name it."""
     arguments: JSONObject | None = None
     """Canonical arguments; None before they bound."""
+    resource: JSONObject | None = None
+    """The entity the call acts on, `{"type", "id"}`, once its capability's `resource`
+    resolver found it (its attributes stay out); None without a resolver."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

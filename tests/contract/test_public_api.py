@@ -76,6 +76,7 @@ def test_authz_exports() -> None:
         "CatalogPolicy",
         "Decision",
         "Denied",
+        "Entity",
         "HINTS",
         "RequireApproval",
         "VisibilityPolicy",

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, TypeAlias, runtime_checkable
 
-from codemode.capabilities import HINTS
+from codemode.capabilities import HINTS, Entity
 from codemode.types import JSONObject
 
 if TYPE_CHECKING:
@@ -40,6 +40,9 @@ class AuthorizationRequest:
     """What the capability says of its effects: an upstream MCP tool's hints
     (`readOnlyHint`, `destructiveHint`, `idempotentHint`, `openWorldHint`), so one rule
     can cover every destructive tool; empty for a host function."""
+    resource: Entity | None = None
+    """The entity the call acts on, as its capability's `resource` resolver found it
+    (`codemode.capabilities.entities`); None for a capability without one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +139,7 @@ __all__ = [
     "CatalogPolicy",
     "Decision",
     "Denied",
+    "Entity",
     "RequireApproval",
     "VisibilityPolicy",
     "may_ask",

@@ -1,7 +1,8 @@
 """Cedar policies as a codemode authorizer (requires the `cedar` extra: cedarpy).
 
 Each capability call becomes a Cedar request: principal `User::"<subject>"`, action
-`Action::"<capability id>"`, resource `Capability::"<capability id>"`, and the canonical
+`Action::"<capability id>"`, resource `Capability::"<capability id>"` (or the `Entity` the
+capability's `resource` resolver found, an entity for that decision only), and the canonical
 arguments as context (None values left out, floats as strings, since Cedar has neither).
 An upstream MCP tool's hints are attributes of its resource: `when { resource has
 destructiveHint && resource.destructiveHint }`.
@@ -9,7 +10,9 @@ Policies, entities and requests are checked against one schema: the types of the
 entities (derived from the entities themselves unless the host gives a schema), the
 Capability type, and one action per capability with its arguments as context.
 Permit allows; a permit annotated `@approval("<message for the person>")` allows only once a
-person approves the call (`RequireApproval`), whichever other permits match too; forbid or
+person approves the call (`RequireApproval`), whichever other permits match too (the
+message may name the call's arguments, `@approval("Pay {amount_cents} cents to {payee}")`,
+filled as `codemode.authz.templates` says); forbid or
 no matching permit is `permission denied`; an evaluation error,
 a policy that does not parse or a timeout is `authorization policy failure`. The decision,
 the determining policies and the diagnostics go to the host log, never to the model.
@@ -28,7 +31,7 @@ from typing import Any
 
 import cedarpy
 
-from codemode.authz import AuthorizationRequest, Denied, RequireApproval
+from codemode.authz import AuthorizationRequest, Denied, Entity, RequireApproval
 from codemode.authz.cedar_messages import mistakes, policy_lines, unparsed
 from codemode.authz.cedar_schema import (
     CATALOG_TYPES,
@@ -39,6 +42,7 @@ from codemode.authz.cedar_schema import (
     untyped_arguments,
     with_catalog,
 )
+from codemode.authz.templates import fill, template_names, template_problem
 from codemode.capabilities import Capability
 from codemode.types import JSONValue
 
@@ -86,7 +90,15 @@ class CedarAuthorizer:
             for policy_id, policy in self.policies.to_pst().static_policies.items()
             if "approval" in policy.annotations
         }
-        """The message of each permit annotated `@approval("...")`, by Cedar's id."""
+        """The message of each permit annotated `@approval("...")`, by Cedar's id: a
+        template that may name the call's arguments (`codemode.authz.templates`)."""
+        lines = policy_lines(policies)
+        for policy_id, message in self.approvals.items():
+            problem = template_problem(message)
+            if problem is not None:
+                raise CedarPolicyError(
+                    f"line {lines.get(policy_id, 1)}: the @approval message: {problem}"
+                )
         self.host_entities = _entities(
             json.loads(entities) if isinstance(entities, str) else entities
         )
@@ -98,6 +110,8 @@ class CedarAuthorizer:
             (e["uid"]["type"], e["uid"]["id"]) for e in self.entities
         }
         self._contexts: dict[str, dict[str, Any]] = {}
+        self._resolving: set[str] = set()
+        """The capabilities whose resource a resolver finds (an `Entity`, not `Capability`)."""
         """Each action's context attributes in the validated schema."""
         self._schema: Any = None
         """The validated schema, given to Cedar with every decision (set by `validate`), so
@@ -152,6 +166,7 @@ class CedarAuthorizer:
         if not result.validation_passed:
             raise CedarPolicyError(mistakes(self.text, result, schema, contexts))
         _refuse_unseen_reads(self.text, capabilities)
+        self._refuse_unknown_names(capabilities)
         refused = cedarpy.is_authorized_partial({}, "", entities, schema).diagnostics.errors
         if refused:  # Cedar says why only when it decides
             raise CedarPolicyError(
@@ -159,16 +174,24 @@ class CedarAuthorizer:
             )
         self._schema = cedarpy.Schema.from_json_str(json.dumps(schema))
         self._contexts = contexts
+        self._resolving = {c.id for c in capabilities if c.resource is not None}
         self.entities = entities
         self._known = {(e["uid"]["type"], e["uid"]["id"]) for e in entities}
 
     # -- decisions ------------------------------------------------------------------------
 
     async def __call__(self, request: AuthorizationRequest) -> RequireApproval | None:
+        entities, resource = self.entities, request.resource
+        if resource is not None:  # the entity the call acts on, for this decision only
+            entities = [*entities, _cedar_entity(resource)]
         cedar_request = {
             "principal": {"type": "User", "id": request.subject},
             "action": {"type": "Action", "id": request.capability_id},
-            "resource": {"type": "Capability", "id": request.capability_id},
+            "resource": (
+                {"type": "Capability", "id": request.capability_id}
+                if resource is None
+                else resource.uid
+            ),
             "context": (
                 to_context(request.arguments)
                 if self._schema is None
@@ -181,7 +204,7 @@ class CedarAuthorizer:
                     cedarpy.is_authorized,
                     cedar_request,
                     self.policies,
-                    self.entities,
+                    entities,
                     self._schema,
                 ),
                 self.timeout,
@@ -209,7 +232,20 @@ class CedarAuthorizer:
             if diagnostics.reasons:
                 raise Denied(f"cedar Deny by {policies}")
             raise Denied("cedar Deny: no matching permit")
-        return RequireApproval(asking[0]) if asking else None
+        return RequireApproval(fill(asking[0], request.arguments)) if asking else None
+
+    def _refuse_unknown_names(self, capabilities: Sequence[Capability]) -> None:
+        """CedarPolicyError when an @approval message names what no capability's argument
+        is (a typo would otherwise reach the person as `{amuont}`)."""
+        keys = {parameter.key for c in capabilities for parameter in c.parameters}
+        lines = policy_lines(self.text)
+        for policy_id, message in self.approvals.items():
+            unknown = [name for name in template_names(message) if name not in keys]
+            if unknown:
+                raise CedarPolicyError(
+                    f"line {lines.get(policy_id, 1)}: the @approval message names "
+                    f"{{{unknown[0]}}}, which is no capability's argument"
+                )
 
     def can_see(self, subject: str, capability_id: str, capability_name: str) -> bool:
         """True only when some arguments could make Cedar allow the call.
@@ -221,8 +257,9 @@ class CedarAuthorizer:
         probe = {  # partial evaluation takes entity references as Cedar text only
             "principal": f"User::{cedar_string(subject)}",
             "action": f"Action::{cedar_string(capability_id)}",
-            "resource": f"Capability::{cedar_string(capability_id)}",
         }
+        if capability_id not in self._resolving:  # else the resource is unknown till a call
+            probe["resource"] = f"Capability::{cedar_string(capability_id)}"
         entities = self.entities
         if ("User", subject) not in self._known:
             entities = [
@@ -279,6 +316,22 @@ def _with_catalog_entities(
         attrs = dict(capability.annotations) if kind == "Capability" else {}
         entities.append({"uid": {"type": kind, "id": capability_id}, "attrs": attrs, "parents": []})
     return entities
+
+
+def _cedar_entity(entity: Entity) -> dict[str, Any]:
+    """A resolved resource in Cedar's JSON form: its attributes as `to_context` writes
+    arguments, an `Entity` among them a reference (`resource.owner == principal`)."""
+
+    def reference(value: Any) -> Any:
+        if isinstance(value, Entity):
+            return {"__entity": value.uid}
+        if isinstance(value, Mapping):
+            return {k: reference(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [reference(v) for v in value]
+        return value
+
+    return {"uid": entity.uid, "attrs": to_context(reference(entity.attributes)), "parents": []}
 
 
 def _never(policy: Mapping[str, Any]) -> bool:

@@ -58,7 +58,9 @@ def cedar_schema(
 
 def with_catalog(schema: Mapping[str, Any], capabilities: Iterable[Capability]) -> dict[str, Any]:
     """The schema with what the catalog declares and it does not: the Capability type and
-    one action per capability (a host's own declarations win)."""
+    one action per capability (a host's own declarations win). The resource of a
+    capability with a `resource` resolver is one of the host's own entity types."""
+    own = sorted(set(schema.get("", {}).get("entityTypes", {})) - {"User", "Role"})
     actions = {}
     for capability in capabilities:
         attributes = {}
@@ -73,7 +75,7 @@ def with_catalog(schema: Mapping[str, Any], capabilities: Iterable[Capability]) 
         actions[capability.id] = {
             "appliesTo": {
                 "principalTypes": ["User"],
-                "resourceTypes": ["Capability"],
+                "resourceTypes": own if capability.resource and own else ["Capability"],
                 "context": {"type": "Record", "attributes": attributes},
             }
         }

@@ -13,8 +13,12 @@ the contract of the Go codemode library's OPA adapter:
 
 `arguments` is the canonical JSON the call bound to (absent optional arguments left out);
 `context` carries the capability's annotations (an upstream MCP tool's hints) and is left
-out when it has none. `true` allows; `false` denies (`permission denied`);
-`{"approval": "<message for the person>"}` asks a person first (`RequireApproval`); an
+out when it has none; `resource` is the entity the call acts on, for a capability with a
+`resource` resolver (`{"type": "Report", "id": "42", "owner": {"type": "User", "id":
+"alice"}}`), and is left out otherwise. An approval message may name the arguments,
+`"Pay {amount_cents} cents"` (`codemode.authz.templates`). `true` allows; `false` denies
+(`permission denied`); `{"approval": "<message for the person>"}` asks a person first
+(`RequireApproval`); an
 undefined decision, any other value and any evaluation error are a policy failure
 (`authorization policy failure`). Fail closed, always: nothing of the policy, its values
 or its errors reaches the model; the host log has them.
@@ -43,7 +47,8 @@ from typing import Any
 
 import regopy
 
-from codemode.authz import AuthorizationRequest, Denied, RequireApproval
+from codemode.authz import AuthorizationRequest, Denied, Entity, RequireApproval
+from codemode.authz.templates import fill
 from codemode.capabilities import Capability
 from codemode.errors import ExpectedError
 from codemode.types import JSONObject
@@ -211,6 +216,8 @@ class RegoAuthorizer:
             request.subject, request.capability_id, request.capability_name, request.annotations
         )
         document["arguments"] = dict(request.arguments)
+        if request.resource is not None:
+            document["resource"] = _resource(request.resource)
         decision = self._run(self._decision, document)
         message = _approval(decision)
         word = (
@@ -226,7 +233,7 @@ class RegoAuthorizer:
         if decision is True:
             return True
         if message is not None:
-            return RequireApproval(message)
+            return RequireApproval(fill(message, request.arguments))
         if decision is False:
             raise Denied(f"rego deny by {self.decision}")
         raise RegoEvaluationError(f"{self.decision}: {decision}")
@@ -273,6 +280,22 @@ class RegoAuthorizer:
         if isinstance(value, bool) or _approval(value) is not None:
             return value
         return f"not a boolean ({type(value).__name__})"
+
+
+def _resource(entity: Entity) -> JSONObject:
+    """A resolved resource as `input.resource` has it: its type, id and attributes side
+    by side, an `Entity` among them as its `{"type", "id"}`."""
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, Entity):
+            return dict(value.uid)
+        if isinstance(value, Mapping):
+            return {k: plain(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [plain(v) for v in value]
+        return value
+
+    return {**plain(dict(entity.attributes)), **entity.uid}
 
 
 def _approval(decision: object) -> str | None:

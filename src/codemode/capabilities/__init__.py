@@ -6,6 +6,7 @@ capabilities from here, never from a module inside it, so the modules can move f
 
 from codemode.capabilities.catalog import Catalog, Snapshot, View
 from codemode.capabilities.constraints import Declared, declared, shown
+from codemode.capabilities.entities import Entity, Resolver
 from codemode.capabilities.hints import HINTS, complete_hints
 from codemode.capabilities.info import CapabilityInfo, ParameterInfo, ResultInfo
 from codemode.capabilities.naming import (
@@ -41,10 +42,12 @@ __all__ = [
     "CapabilityInfo",
     "Catalog",
     "Declared",
+    "Entity",
     "Parameter",
     "ParameterInfo",
     "Projected",
     "Projection",
+    "Resolver",
     "ResultInfo",
     "SearchHit",
     "SearchIndex",

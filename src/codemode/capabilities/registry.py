@@ -19,6 +19,7 @@ from codemode import syntax
 from codemode.capabilities import constraints, rendering, support
 from codemode.capabilities import typehints as t
 from codemode.capabilities.arguments import PlainArguments, plain_arguments
+from codemode.capabilities.entities import Resolver, resolver_parameters
 from codemode.capabilities.hints import HINTS, complete_hints
 from codemode.capabilities.info import CapabilityInfo, info_of
 from codemode.capabilities.naming import check_id, check_name
@@ -115,6 +116,11 @@ class Capability:
     audit read, and the handler gets it as its keyword arguments. Its second argument
     says whether the call's execution was answered meanwhile: the check then stops."""
 
+    resource: Resolver | None = None
+    """Finds the entity a call acts on, for policies (`codemode.capabilities.entities`)."""
+    resource_parameters: tuple[str, ...] = ()
+    """The parameters `resource` takes, by name."""
+
     @functools.cached_property
     def arguments_adapter(self) -> pydantic.TypeAdapter[Any]:
         """Strict validator of the keyword-argument map (built on first use: registering
@@ -179,6 +185,7 @@ def build_capability(
     timeout: float | None = None,
     example: str | None = None,
     annotations: Mapping[str, bool] | None = None,
+    resource: Resolver | None = None,
 ) -> Capability:
     """Validate a handler and its metadata; every problem raises RegistrationError."""
     name = check_name(name)
@@ -255,6 +262,12 @@ def build_capability(
         problem = _example_problem(example, name, parameters)
         if problem is not None:
             raise fail(f"example: {problem}")
+    try:
+        resolves = (
+            () if resource is None else resolver_parameters(resource, [p.name for p in parameters])
+        )
+    except ValueError as exc:
+        raise fail(str(exc)) from None
 
     capability = Capability(
         id=capability_id,
@@ -273,6 +286,8 @@ def build_capability(
         flat=all(t.is_scalar(p.annotation) for p in parameters),
         example=example,
         annotations={} if annotations is None else complete_hints(annotations),
+        resource=resource,
+        resource_parameters=resolves,
     )
     if any(t.reaches_named(p.annotation) for p in parameters):  # the rest have no config
         try:

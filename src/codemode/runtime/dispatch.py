@@ -1,4 +1,4 @@
-"""One capability call: bind -> authorize -> invoke -> project, as a plan.
+"""One capability call: bind -> resolve its resource -> authorize -> invoke -> project.
 
 A call is a generator that runs its sync steps (binding, a sync authorizer or handler,
 the projection) where it is driven, on a thread of the engine's pool, and yields each
@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 from codemode.authz import AllowAll, AuthorizationRequest, Authorizer, Denied, RequireApproval
 from codemode.binding import ValidatorError, bind
-from codemode.capabilities import Capability, Projected
+from codemode.capabilities import Capability, Entity, Projected
 from codemode.context import CallContext
 from codemode.continuations import Verdict
 from codemode.errors import (
@@ -222,7 +222,10 @@ class Dispatcher:
             if self.emit is not None and asked is None:  # on resume, it was attempted before
                 self._event(CallAttempted, required=True, **base)
             if asked is not None or not self._allows_all:  # AllowAll needs no request
-                yield from self._authorize(capability, arguments, base, span, asked)
+                resource: Entity | None = None
+                if capability.resource is not None:
+                    resource = yield from self._resolve(capability, handler_kwargs, base, span)
+                yield from self._authorize(capability, arguments, base, span, asked, resource)
             stopped = self.stopped()
             if stopped is not None:  # answered while it was authorized: the handler never runs
                 self._event(CallFailed, **base, code=stopped.code.value, duration_seconds=0)
@@ -293,6 +296,7 @@ class Dispatcher:
         base: dict[str, Any],
         span: Span,
         asked: Asked | None,
+        resource: Entity | None,
     ) -> Generator[Awaiting | Approval, Any, None]:
         if asked is not None:  # a person answered: a call they did not approve never runs
             span.approval(asked.verdict.value)
@@ -324,6 +328,7 @@ class Dispatcher:
             dict(arguments) if capability.flat else copy.deepcopy(arguments),
             self.execution_id,
             capability.annotations,
+            resource,
         )
         try:  # bounded by the execution's deadline, which cancels an awaited decision
             with span.active():
@@ -367,6 +372,34 @@ class Dispatcher:
             )
             self._event(CallDenied, **base, code=refused.error.code.value)
             raise refused
+
+    def _resolve(
+        self, capability: Capability, kwargs: dict[str, Any], base: dict[str, Any], span: Span
+    ) -> Generator[Awaiting, Any, Entity]:
+        """The entity the call acts on, from its resolver, once per authorization and
+        bounded as an authorizer is (by the execution's deadline); anything but an Entity,
+        and anything the resolver raises, denies the call with nothing more said."""
+        assert capability.resource is not None
+        try:
+            taken = {name: kwargs[name] for name in capability.resource_parameters}
+            with span.active():
+                found = capability.resource(**taken)
+            if inspect.isawaitable(found):
+                found = yield Awaiting(found, span)
+            if not isinstance(found, Entity):
+                raise TypeError(f"the resolver returned {type(found).__name__}, not an Entity")
+        except StopError:
+            raise
+        except BaseException as exc:
+            if isinstance(exc, Abandon):
+                raise
+            self._log("could not resolve the resource of", capability, exc)
+            failure = authorizer_failure(Denied())
+            self._event(CallDenied, **base, code=failure.error.code.value, reason=exc)
+            raise failure from None
+        if self.emit is not None:  # the audit names it; its attributes stay out
+            base["resource"] = found.uid
+        return found
 
     def _unavailable(self, capability: Capability, base: dict[str, Any]) -> InjectedError:
         """The failure of a call that needs approval where no one can be asked."""

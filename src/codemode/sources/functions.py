@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from codemode.capabilities import Capability, build_capability
+from codemode.capabilities import Capability, Resolver, build_capability
 
 
 def capability(
@@ -21,6 +21,7 @@ def capability(
     timeout: float | None = None,
     example: str | None = None,
     annotations: Mapping[str, bool] | None = None,
+    resource: Resolver | None = None,
 ) -> Capability:
     """A capability of a sync or async function, as `CodeMode.capability` registers one:
     the program calls it by keyword as `name(...)`, its parameters and result are its
@@ -40,6 +41,7 @@ def capability(
         timeout=timeout,
         example=example,
         annotations=annotations,
+        resource=resource,
     )
 
 
