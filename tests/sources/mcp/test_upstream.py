@@ -232,8 +232,8 @@ async def test_a_cancelled_execution_cancels_its_upstream_call(up: CodeMode, eve
 
 
 def test_a_result_over_the_limit_is_a_result_size_error(up: CodeMode) -> None:
-    assert str(failure(up, "    return len(up.big(megabytes=10))")) == (
-        "resource limit exceeded: result size (limit 1 MiB, reached 10 MiB) at <codemode>:2:16"
+    assert str(failure(up, "    return len(up.big(megabytes=2))")) == (
+        "resource limit exceeded: result size (limit 1 MiB, reached 2 MiB) at <codemode>:2:16"
     )
 
 
