@@ -65,6 +65,7 @@ LAYERS = (
             "codemode.types",
             "codemode.clock",
             "codemode.errors",
+            "codemode.reports",
             "codemode.limits",
             "codemode.values",
             "codemode.syntax",
