@@ -7,7 +7,15 @@ from typing_extensions import TypedDict
 
 from codemode import CodeMode, ErrorCode, Where
 from codemode.authz import AllowAll
-from codemode.errors import CallRecord, progress
+from codemode.errors import (
+    MAX_FIELDS_BYTES,
+    AgentError,
+    CallRecord,
+    PermissionDeniedError,
+    bounded_fields,
+    capability_failed,
+    progress,
+)
 from tests.conftest import assert_no_canary, run_error
 
 P = "def main():\n"
@@ -226,3 +234,34 @@ def test_read_only_calls_that_go_round_say_their_arguments_repeat(digests: str, 
         f"after {len(digests)} completed capability calls: items.list x{len(digests)} "
         f"(line 3){says}"
     )
+
+
+def test_an_agent_errors_kind_status_and_fields_are_what_error_data_gives() -> None:
+    error = capability_failed(AgentError("no such ticket", kind="not_found"))
+    assert str(error) == "capability failed: no such ticket"
+    assert error.data() == {"code": "not_found", "status": None, "fields": {}}
+    rest = capability_failed(AgentError("HTTP 404 Not Found", status=404, fields={"a": [1]}))
+    assert rest.data() == {"code": "capability_failed", "status": 404, "fields": {"a": [1]}}
+    assert PermissionDeniedError().data() == {
+        "code": "permission_denied",
+        "status": None,
+        "fields": {},
+    }
+
+
+@pytest.mark.parametrize("kind", ["NotFound", "not found", "", "9lives", "x" * 65, 7])
+def test_an_agent_errors_kind_is_a_snake_case_word(kind: object) -> None:
+    with pytest.raises(ValueError) as raised:
+        AgentError("no", kind=kind)  # type: ignore[arg-type]
+    assert str(raised.value) == "an AgentError's kind is a snake_case word such as not_found"
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{"a": "x" * MAX_FIELDS_BYTES}, {"a": float("nan")}, {1: "a"}, ["a"], {"a": object()}],
+)
+def test_fields_past_their_bound_or_not_json_are_left_out_whole(fields: object) -> None:
+    assert bounded_fields(fields) == {}
+    assert bounded_fields({"a": "x" * (MAX_FIELDS_BYTES - 8)}) == {
+        "a": "x" * (MAX_FIELDS_BYTES - 8)
+    }

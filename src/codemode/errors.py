@@ -26,6 +26,8 @@ with a caret, the program's traceback, the calls that completed and what it prin
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar
@@ -141,11 +143,65 @@ class Where:
         return f"    {stripped}\n    {' ' * start}{'^' * width}"
 
 
+MAX_FIELDS_BYTES = 4096
+"""Largest `fields` a caught failure's `error_data` carries, as compact JSON in UTF-8
+bytes: past it the fields are left out (`{}`), never cut part way."""
+
+_KIND = re.compile(r"[a-z][a-z0-9_]{0,63}")
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """What a failed call says of itself as data, for `error_data(e)` in the program: an
+    `AgentError`'s declared kind, and for a REST call its HTTP status and the fields its
+    error body declares. Never text the host did not give for the model."""
+
+    kind: str | None = None
+    status: int | None = None
+    fields: JSONObject | None = None
+
+    def to_dict(self) -> JSONObject:
+        """The facts as JSON (a paused state keeps them)."""
+        return {"kind": self.kind, "status": self.status, "fields": self.fields}
+
+
+def bounded_fields(fields: object) -> JSONObject:
+    """`fields` as a JSON object of at most `MAX_FIELDS_BYTES`, or `{}` when it is not
+    one or is larger."""
+    if not isinstance(fields, dict) or not all(isinstance(key, str) for key in fields):
+        return {}
+    try:
+        text = json.dumps(fields, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError):
+        return {}
+    if len(text.encode("utf-8", "surrogatepass")) > MAX_FIELDS_BYTES:
+        return {}
+    loaded: JSONObject = json.loads(text)
+    return loaded
+
+
+UNCAUGHT_CALL = (
+    "A program cannot catch this error: except catches a call that failed, was denied or "
+    "was not approved, not one whose arguments do not bind. Fix the call."
+)
+"""The report's word on a call whose arguments did not bind inside a `try` body."""
+
+UNCAUGHT_CHECK = (
+    "The program did not run: its calls are checked before it starts, so a program cannot "
+    "catch this error. Fix the call."
+)
+"""The report's word on a refused call inside a `try` body, found before the program ran."""
+
+
 class CodeModeError(Exception):
     """Base of every failure; `str(error)` is the exact model-facing text."""
 
     code: ClassVar[ErrorCode]
     sentinel: ClassVar[str]
+    note: str | None = None
+    """A line the report adds after the failing line, such as `UNCAUGHT_CALL`."""
+    facts: Facts | None = None
+    """What a failed call said of itself as data (`capability_failed` only)."""
 
     def __init__(
         self,
@@ -184,6 +240,16 @@ class CodeModeError(Exception):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self)!r})"
 
+    def data(self) -> JSONObject:
+        """The error as `error_data(e)` gives it to a program that caught it: its code (an
+        `AgentError`'s kind when it has one), a REST call's status, the declared fields."""
+        facts = self.facts or Facts()
+        return {
+            "code": facts.kind or self.code.value,
+            "status": facts.status,
+            "fields": dict(facts.fields or {}),
+        }
+
     def to_payload(self) -> JSONObject:
         """The one structured form that MCP, the CLI and the web page all render."""
         where = None if self.where is None else self.where.to_dict()
@@ -208,6 +274,8 @@ class CodeModeError(Exception):
                 for w in self.traceback
             ]
             parts.append("Traceback (innermost last):\n" + "\n".join(frames))
+        if self.note is not None:
+            parts.append(self.note)
         line = progress(self.calls)
         if line is not None:
             parts.append(line[0].upper() + line[1:] + ".")
@@ -399,13 +467,39 @@ class AgentError(Exception):
 
     The message is passed on as `capability failed: <message>`, with control characters
     replaced by spaces and cut to 256 bytes, so write it for the model and keep secrets out.
+    A `kind` (`AgentError("no such ticket", kind="not_found")`) is the code a program that
+    catches it reads with `error_data(e)`, so it can tell failures apart without parsing.
     """
 
-    def __init__(self, message: str) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: str | None = None,
+        status: int | None = None,
+        fields: JSONObject | None = None,
+    ) -> None:
         if not isinstance(message, str):
             raise TypeError(f"AgentError takes a str message, not {type(message).__name__}")
+        if kind is not None and (not isinstance(kind, str) or not _KIND.fullmatch(kind)):
+            raise ValueError("an AgentError's kind is a snake_case word such as not_found")
         self.message = message
+        self.facts = Facts(
+            kind,
+            status if isinstance(status, int) and not isinstance(status, bool) else None,
+            None if fields is None else bounded_fields(fields),
+        )
+        """What `error_data(e)` gives the program besides the code: `kind` replaces
+        `capability_failed` as its code; `status` and `fields` are a REST call's (its
+        HTTP status and the fields its error body declares, at most 4 KiB)."""
         super().__init__(message)
+
+
+def capability_failed(exc: AgentError) -> CapabilityFailedError:
+    """The error an `AgentError` raises in the program: its sanitized message, its facts."""
+    error = CapabilityFailedError(sanitize_agent_message(exc.message))
+    error.facts = exc.facts
+    return error
 
 
 class ExpectedError(Exception):
@@ -444,9 +538,12 @@ class RegistrationError(ValueError):
 __all__ = [
     "AGENT_MESSAGE_MAX_BYTES",
     "ERROR_CLASSES",
+    "MAX_FIELDS_BYTES",
     "MAX_MESSAGE_BYTES",
     "MAX_TRACEBACK_FRAMES",
     "PROGRAM_FILE",
+    "UNCAUGHT_CALL",
+    "UNCAUGHT_CHECK",
     "AgentError",
     "ApprovalDeclinedError",
     "ApprovalTimedOutError",
@@ -457,6 +554,7 @@ __all__ = [
     "ErrorCode",
     "ExecutionCanceledError",
     "ExpectedError",
+    "Facts",
     "InternalError",
     "InvalidArgumentsError",
     "InvalidProgramError",
@@ -470,6 +568,8 @@ __all__ = [
     "UnauthenticatedError",
     "Where",
     "bounded",
+    "bounded_fields",
+    "capability_failed",
     "printable",
     "progress",
     "sanitize_agent_message",

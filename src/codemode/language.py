@@ -129,6 +129,16 @@ LACKS: tuple[tuple[str, str], ...] = (
 `INSTEAD`'s words where an error gives the same alternative)."""
 
 
+CATCHING = (
+    "Errors: a call that fails raises RuntimeError, one denied or not approved "
+    "PermissionError; a program can catch them, and error_data(e) gives a caught one as "
+    'data: {"code": ..., "status": ..., "fields": {...}} (for a REST call its HTTP status '
+    "and the fields its error body declares; None for any other exception). Arguments "
+    "that do not bind, and every limit, end the program: no except catches them."
+)
+"""Which errors a program can catch, and how it reads one as data."""
+
+
 def surface() -> str:
     """The language surface as a few plain lines, for tool descriptions and docs."""
     lines = [
@@ -143,11 +153,13 @@ def surface() -> str:
         + "; ".join(f"{what} ({instead})" for what, instead in LACKS)
         + ".",
         "Modules: " + ", ".join(MODULES) + ". Not available: " + ", ".join(MISSING_MODULES) + ".",
+        CATCHING,
     ]
     return "\n".join(lines)
 
 
 __all__ = [
+    "CATCHING",
     "INSTEAD",
     "LACKS",
     "MISSING_MODULES",

@@ -23,6 +23,7 @@ from codemode.continuations import (
     INFLATION,
     STATE_GRACE_SECONDS,
     CatalogDigest,
+    Injected,
     PausedState,
     catalog_digest,
     freeze,
@@ -58,6 +59,40 @@ def test_a_state_of_another_format_or_version_is_refused() -> None:
         with pytest.raises(ResumeRefusedError) as raised:
             PausedState.decode(scope + b"\n" + json.dumps(data).encode(), 1 << 20)
         assert str(raised.value) == OTHER_VERSION
+
+
+def test_a_state_written_before_the_effects_flags_and_the_facts_reads_with_their_defaults() -> None:
+    """A replica of the same version that wrote its calls without `changes` and `declared`,
+    and its raised errors without `facts`: the state reads, as calls that may have changed
+    something, declared, and errors that say nothing of themselves as data."""
+    scope, body = stamped(a_state().encode(), "s").split(b"\n", 1)
+    data = json.loads(body)
+    for record in data["records"]:
+        del record["changes"], record["declared"]
+    for item in data["injected"]:
+        del item["facts"]
+    state = PausedState.decode(scope + b"\n" + json.dumps(data).encode(), 1 << 20)
+    [record] = state.records
+    assert (record.changes, record.declared) == (True, True)
+    [injected] = state.injected
+    assert injected.facts is None and injected.error().data() == {
+        "code": "approval_declined",
+        "status": None,
+        "fields": {},
+    }
+
+
+def test_a_raised_errors_facts_survive_the_pause() -> None:
+    where = Where("<codemode>", 3, 12, 3, 35, "main", "    return tickets.get(id=2)")
+    facts = {"kind": None, "status": 404, "fields": {"message": "no such ticket"}}
+    raised = Injected(where, "RuntimeError", "capability failed", "capability_failed", None, facts)
+    state = a_state(injected=(raised,))
+    [read] = PausedState.decode(stamped(state.encode(), "s"), 1 << 20).injected
+    assert read.error().data() == {
+        "code": "capability_failed",
+        "status": 404,
+        "fields": {"message": "no such ticket"},
+    }
 
 
 def test_a_state_that_holds_more_than_the_bound_is_never_inflated_past_it() -> None:

@@ -9,12 +9,14 @@ from typing import Any
 
 import pytest
 
+from codemode import CodeMode
+from codemode.authz import AllowAll
 from codemode.errors import CodeModeError, ErrorCode
 from codemode.events import Event, ExecutionFinished
 from codemode.limits import Limits
 from codemode.runtime import Execution
 from codemode.runtime.state import State
-from codemode.testing import ManualClock, ProgramRaised, ScriptedProgram, ScriptedSandbox
+from codemode.testing import ManualClock, ProgramRaised, ScriptedProgram, ScriptedSandbox, run
 from tests.conftest import GUARD
 from tests.runtime.running import capability, engine, execution, finished, kinds
 
@@ -172,3 +174,27 @@ def test_a_program_past_its_deadline_before_it_starts_never_runs() -> None:
             on.execute(run)
     assert str(caught.value) == "resource limit exceeded: execution time (limit 1 s)"
     assert ran == []
+
+
+def test_arguments_that_do_not_bind_in_a_try_body_say_no_except_catches_them() -> None:
+    """Binding's verdict stops the program, `try` or not: the report says so there, and
+    only there (a call outside any `try` body is reported as before)."""
+    with CodeMode(authorizer=AllowAll()) as cm:
+
+        @cm.capability("t.get", summary="Get one.")
+        def get(id: int) -> int:
+            return id
+
+        inside = (
+            "def main():\n    try:\n        return t.get(id=str(1))\n"
+            "    except Exception:\n        return 0\n"
+        )
+        assert run(cm, inside).text == (
+            'invalid capability arguments: argument "id" must be an integer\n'
+            "    return t.get(id=str(1))\n"
+            "           ^^^^^^^^^^^^^^^^\n"
+            "A program cannot catch this error: except catches a call that failed, was denied "
+            "or was not approved, not one whose arguments do not bind. Fix the call."
+        )
+        outside = "def main():\n    return t.get(id=str(1))\n"
+        assert "cannot catch" not in run(cm, outside).text

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from codemode.errors import InvalidProgramError
+from codemode.errors import CodeModeError, InvalidProgramError
 from codemode.runtime import Programs
 from codemode.runtime.program import normalized, split_lines
 from codemode.sources import capability
@@ -76,3 +76,24 @@ def test_a_refused_program_raises_its_error_each_time_and_check_lists_each_mista
         "invalid program: the program contains a NUL character"
     ]
     assert cache.check("def main():\n    return records.get(id=1)\n") == []
+
+
+def refused(source: str) -> CodeModeError:
+    with pytest.raises(CodeModeError) as raised:
+        programs().prepare(source)
+    return raised.value
+
+
+def test_a_call_refused_in_a_try_body_says_the_program_never_ran_to_catch_it() -> None:
+    inside = "def main():\n    try:\n        return records.get(idd=1)\n    except Exception:\n        return 0\n"
+    assert refused(inside).report() == (
+        'invalid capability arguments: <codemode>:3:16: unknown argument "idd"; did you mean "id"?\n'
+        "    return records.get(idd=1)\n"
+        "           ^^^^^^^^^^^^^^^^^^\n"
+        "The program did not run: its calls are checked before it starts, so a program cannot "
+        "catch this error. Fix the call."
+    )
+    outside = "def main():\n    return records.get(idd=1)\n"
+    assert "cannot catch" not in refused(outside).report()
+    unknown = "def main():\n    try:\n        return records.gett(id=1)\n    except Exception:\n        return 0\n"
+    assert "cannot catch" not in refused(unknown).report()  # a program's own mistake

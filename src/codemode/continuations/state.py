@@ -36,6 +36,7 @@ from codemode.errors import (
     CallRecord,
     CodeModeError,
     ErrorCode,
+    Facts,
     ResourceLimitError,
     ResumeRefusedError,
     Where,
@@ -137,10 +138,16 @@ class Injected:
     message: str
     code: str
     detail: str | None
+    facts: JSONObject | None = None
+    """What the failure said of itself as data (`Facts.to_dict`), for `error_data(e)`
+    after the resume; a state written before it was kept has none (None)."""
 
     def error(self) -> CodeModeError:
         """The error as it was raised, to be known again."""
-        return ERROR_CLASSES[ErrorCode(self.code)](self.detail)
+        error = ERROR_CLASSES[ErrorCode(self.code)](self.detail)
+        if self.facts is not None:
+            error.facts = Facts(**self.facts)
+        return error
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ from codemode.errors import (
     PermissionDeniedError,
     PolicyFailureError,
     Where,
-    sanitize_agent_message,
+    capability_failed,
 )
 from codemode.limits import LimitKind, Limits, exceeded, size
 from codemode.preflight import load_message
@@ -55,9 +55,7 @@ def handler_failure(exc: BaseException) -> InjectedError:
     nothing else; the exception itself is never read for text.
     """
     if isinstance(exc, AgentError):
-        return InjectedError(
-            CapabilityFailedError(sanitize_agent_message(exc.message)), "RuntimeError"
-        )
+        return InjectedError(capability_failed(exc), "RuntimeError")
     return InjectedError(CapabilityFailedError(), "RuntimeError")
 
 

@@ -19,7 +19,14 @@ from collections.abc import Callable
 from typing import Any
 
 from codemode.capabilities import Capability
-from codemode.errors import CodeModeError, InternalError, ResourceLimitError, Where
+from codemode.errors import (
+    UNCAUGHT_CALL,
+    CodeModeError,
+    InternalError,
+    InvalidArgumentsError,
+    ResourceLimitError,
+    Where,
+)
 from codemode.limits import LimitKind, exceeded, size
 from codemode.runtime.audit import Audit
 from codemode.runtime.calllog import CallLog, Completed
@@ -27,7 +34,7 @@ from codemode.runtime.classify import FailureContext, InjectedError, StopError
 from codemode.runtime.crossing import returned
 from codemode.runtime.deadline import Deadline, Locate
 from codemode.runtime.dispatch import Approval, Awaiting, Dispatcher, Plan, abandon
-from codemode.runtime.guest import sleep_problem, undefined, vars_of
+from codemode.runtime.guest import error_data, sleep_problem, undefined, vars_of
 from codemode.runtime.outcome import ExecutionResult
 from codemode.runtime.pausing import Pausing
 from codemode.runtime.printed import Printed
@@ -230,7 +237,11 @@ class Driver:
             capability = self.setup.capabilities[call.name]
         except KeyError:
             found = (
-                vars_of(call, self.setup.limits) if call.name == "vars" else undefined(call.name)
+                vars_of(call, self.setup.limits)
+                if call.name == "vars"
+                else error_data(call, self.failures.injected)
+                if call.name == "error_data"
+                else undefined(call.name)
             )
             return self._step(lambda: run.answer(found))
         locate = functools.partial(program.where_at, *call.span)
@@ -361,7 +372,11 @@ class Driver:
             self.calls.end(name, call.span, error.code.value)
             if error.where is not None or _overdue(error):
                 raise  # the deadline placed it, as the caller was told
-            raise StopError(error.replace(where=self._where(call))) from None
+            where = self._where(call)
+            program = self.program
+            tried = program is not None and where is not None and program.tried(where.line)
+            note = UNCAUGHT_CALL if tried and isinstance(error, InvalidArgumentsError) else None
+            raise StopError(error.replace(where=where, note=note)) from None
         if isinstance(item, Approval):
             verdict = self.pausing.ask(call, name, plan, item, lambda: self._where(call))
             if verdict is None:

@@ -1,10 +1,13 @@
-"""What the program may ask of the host besides capabilities: `vars()`, sleeps, and the
-answer to a name it never defined. Pure functions of the program's own values."""
+"""What the program may ask of the host besides capabilities: `vars()`, `error_data()`,
+sleeps, and the answer to a name it never defined. Pure functions of the program's own
+values and of the failures its own calls raised."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
+from codemode.errors import CodeModeError, Where
 from codemode.limits import Limits
 from codemode.runtime.sandbox import Answer, Call, Injected, Returned
 from codemode.values import (
@@ -38,6 +41,26 @@ def vars_of(call: Call, limits: Limits) -> Answer:
     return Returned(value)
 
 
+def error_data(call: Call, raised: Sequence[tuple[Where, str, str, CodeModeError]]) -> Answer:
+    """`error_data(e)`: a caught call failure as data (`{"code", "status", "fields"}`), or
+    None for any other exception or value.
+
+    pydantic-monty gives the program's exception only its type and message, so the failure
+    is known again by both, among those this execution's own calls raised (`raised`, the
+    latest first): an exception the program builds with the same text gets the data of
+    its own call that raised it, and never anything another execution or the host holds."""
+    if len(call.args) != 1 or call.kwargs:
+        return Injected("TypeError", "error_data() takes one exception: error_data(e)")
+    exc = call.args[0]
+    if not isinstance(exc, BaseException):
+        return Returned(None)
+    said = (type(exc).__name__, str(exc))
+    for _, exc_type, message, error in reversed(raised):
+        if (exc_type, message) == said:
+            return Returned(error.data())
+    return Returned(None)
+
+
 def sleep_problem(seconds: object) -> Injected | None:
     """What is wrong with a sleep's length, if anything."""
     if isinstance(seconds, int | float) and math.isfinite(seconds) and seconds >= 0:
@@ -62,4 +85,4 @@ def _not_an_object(value: object) -> str:
     return f"vars() takes a result object or a dataclass, not {kind_of(value)}"
 
 
-__all__ = ["sleep_problem", "undefined", "vars_of"]
+__all__ = ["error_data", "sleep_problem", "undefined", "vars_of"]

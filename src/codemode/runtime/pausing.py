@@ -229,7 +229,14 @@ class Pausing:
             calls=tuple(calls.names),
             records=calls.records(program),
             injected=tuple(
-                Raised(where, exc_type, message, error.code.value, error.detail)
+                Raised(
+                    where,
+                    exc_type,
+                    message,
+                    error.code.value,
+                    error.detail,
+                    None if error.facts is None else error.facts.to_dict(),
+                )
                 for where, exc_type, message, error in self.failures.injected
             ),
             printed=self.printed.text,

@@ -22,6 +22,7 @@ from codemode import preflight, syntax
 from codemode.capabilities import Capability
 from codemode.errors import (
     PROGRAM_FILE,
+    UNCAUGHT_CHECK,
     CodeModeError,
     InvalidArgumentsError,
     InvalidProgramError,
@@ -63,6 +64,11 @@ class Program:
     """(first, last line of a `try` body; first, last line of one of its `except` bodies):
     an exception that passes an `except` that does not match it is reported by the
     interpreter at a line of that `except`'s body, not where it was raised."""
+
+    def tried(self, line: int) -> bool:
+        """Whether `line` lies in a `try` body with an `except`: a program that fails there
+        may believe it handles what only ends it."""
+        return any(first <= line <= last for first, last, _, _ in self.tries)
 
     def function_at(self, line: int) -> str:
         """The innermost function of the program around `line` ("<module>" outside any)."""
@@ -214,7 +220,8 @@ class Programs:
             functions = tuple(found.functions)
             if problems or main is None:
                 ordered = sorted(dict.fromkeys(problems), key=lambda p: (p.line, p.column))
-                return _error(ordered, lines, functions, no_main=main is None)
+                refused = _error(ordered, lines, functions, no_main=main is None)
+                return _uncaught(refused, _tries(tree))
             is_async = isinstance(main, ast.AsyncFunctionDef)
             names, keys = frozenset(found.bound), frozenset(found.keys)
             returned = _returned(main, lines)
@@ -227,6 +234,17 @@ class Programs:
         return Program(
             source, lines, is_async, frozenset(used), code, functions, names, keys, returned, tries
         )
+
+
+def _uncaught(refused: Refused, tries: tuple[tuple[int, int, int, int], ...]) -> Refused:
+    """A refusal of calls only, the first in a `try` body, says that no `except` would
+    have caught it: the program never ran."""
+    error, where = refused.error, refused.error.where
+    if not isinstance(error, InvalidArgumentsError) or where is None:
+        return refused
+    if not any(first <= where.line <= last for first, last, _, _ in tries):
+        return refused
+    return Refused(error.replace(note=UNCAUGHT_CHECK), refused.each)
 
 
 def _tries(tree: ast.Module) -> tuple[tuple[int, int, int, int], ...]:

@@ -105,6 +105,39 @@ def test_a_4xx_says_its_status_and_the_declared_fields_of_its_body(
     assert CANARY in caplog.text  # the host log has the whole body
 
 
+def test_a_caught_rest_failure_gives_its_status_and_declared_fields_as_data(
+    cm: CodeMode,
+) -> None:
+    """The error body's undeclared field (the canary) never reaches the program; a 5xx
+    and a body the operation does not declare give their status and no fields."""
+    body = (
+        "out = []\n"
+        'for call in [lambda: pets.show_pet_by_id(petId="99"), lambda: pets.create_pet(name="taken"),\n'
+        "             pets.boom, pets.gone]:\n"
+        "    try:\n"
+        "        call()\n"
+        "    except RuntimeError as e:\n"
+        "        out.append(error_data(e))\n"
+        "return out"
+    )
+    data = run(cm, body)
+    assert data == [
+        {
+            "code": "capability_failed",
+            "status": 404,
+            "fields": {"code": 404, "message": "no such pet"},
+        },
+        {
+            "code": "capability_failed",
+            "status": 409,
+            "fields": {"code": 409, "message": "name taken"},
+        },
+        {"code": "capability_failed", "status": 500, "fields": {}},
+        {"code": "capability_failed", "status": 410, "fields": {}},
+    ]
+    assert_no_canary(data)
+
+
 def test_x_codemode_hints_refine_the_methods_hints() -> None:
     responses = {"204": {"description": "done"}}
     spec = {

@@ -100,7 +100,7 @@ def operation_capability(
     }
     projections: dict[str, Projection] = {}
 
-    def error_detail(key: str, body: bytes) -> str:
+    def error_detail(key: str, body: bytes) -> tuple[str, Any]:
         """The declared part of an error body (its projection made at the first one)."""
         if key not in projections:
             projections[key] = Projection(errors[key], serialize=False)
@@ -141,9 +141,9 @@ def operation_capability(
                     api.timeout,
                 )
                 raise AgentError(UNREADABLE_BODY) from None
-        detail = ""
+        detail, kept = "", None
         if 400 <= code < 500 and key in errors:
-            detail = error_detail(key, body)
+            detail, kept = error_detail(key, body)
         log.warning(
             "REST API %s: %s answered %s: %s",
             api.name,
@@ -151,7 +151,11 @@ def operation_capability(
             code,
             api.loggable(body),
         )
-        raise AgentError(status_text(code) + (f": {detail}" if detail else ""))
+        raise AgentError(
+            status_text(code) + (f": {detail}" if detail else ""),
+            status=code,
+            fields=kept if isinstance(kept, dict) else {},
+        )
 
     # The route is the description's first line, where no text of the document can
     # come before it: a description may hold lines of its own, `GET /other` among them.
@@ -277,15 +281,17 @@ def _hint(hints: s.Hints, media: Media, name: str) -> Any:
     return type(None)
 
 
-def _error_detail(projection: Projection, body: bytes, api: Api) -> str:
-    """The declared part of an error body, credentials blanked out, as compact JSON (cut
-    short, as every `AgentError` message is)."""
+def _error_detail(projection: Projection, body: bytes, api: Api) -> tuple[str, Any]:
+    """The declared part of an error body, credentials blanked out: as compact JSON (cut
+    short in the message, as every `AgentError` message is) and as the data it spells
+    (whose fields `error_data` gives); `("", None)` for a body not what it declares."""
     try:
         value = remote.strict_json(body)
         kept = api.scrub(projection.project(value, 10_000).value)
     except Exception:  # a body that is not what it declares: its status says enough
-        return ""
-    return json.dumps(kept, separators=(",", ":"), ensure_ascii=False, default=str)
+        return "", None
+    detail = json.dumps(kept, separators=(",", ":"), ensure_ascii=False, default=str)
+    return detail, json.loads(detail)
 
 
 _NO_CONTENT = (204, 205)
