@@ -38,8 +38,8 @@ def offset_argument(value: JSONValue) -> int:
 
 def describe_payload(info: CapabilityInfo, *, schemas: bool = False) -> JSONObject:
     """What describe_api answers for one capability: its signature, parameters, result and
-    shapes, what it says of its effects, and its JSON Schemas only when asked (they repeat
-    what the rest says, at twice its size)."""
+    shapes, what it says of its effects and what it declares it can fail with, and its JSON
+    Schemas only when asked (they repeat what the rest says, at twice its size)."""
     payload: JSONObject = {
         "name": info.name,
         "signature": info.signature,
@@ -71,6 +71,8 @@ def describe_payload(info: CapabilityInfo, *, schemas: bool = False) -> JSONObje
     payload["shapes"] = list(info.shapes)
     if info.example:
         payload["example"] = info.example
+    if info.failures:
+        payload["errors"] = list(info.failures)
     if schemas:
         payload["input_schema"] = info.input_schema
         payload["output_schema"] = info.output_schema

@@ -13,6 +13,7 @@ from mcp import Client
 from codemode import CodeMode, NotFoundError
 from codemode.authz import AllowAll
 from codemode.mcp import build_server
+from codemode.payloads import describe_payload
 
 pytestmark = pytest.mark.anyio
 
@@ -65,6 +66,36 @@ def test_parameter_docs_come_from_google_and_numpy_docstrings() -> None:
     ]
     assert lookup.result.doc == "The counts by version."
     assert cm.describe("records.scan").parameters[0].doc == "Only keys starting with this."
+
+
+def test_the_agent_error_kinds_a_docstring_declares_are_what_describe_lists() -> None:
+    """`Raises:` entries named by a snake_case word are kinds, their text on one line; an
+    entry naming an exception class is the host's own note, and no section lists none."""
+    cm = CodeMode(authorizer=AllowAll())
+
+    @cm.capability("tickets.close", summary="Close a ticket.")
+    def close(*, id: str) -> bool:
+        """Close a ticket.
+
+        Raises:
+            not_found: no ticket has
+                this id
+            ValueError: when the database is down
+            already_closed:
+        """
+        return True
+
+    @cm.capability("tickets.open", summary="Open a ticket.")
+    def open_(*, id: str) -> bool:
+        return True
+
+    described = cm.describe("tickets.close")
+    assert described.failures == ("not_found: no ticket has this id", "already_closed")
+    assert describe_payload(described)["errors"] == [
+        "not_found: no ticket has this id",
+        "already_closed",
+    ]
+    assert "errors" not in describe_payload(cm.describe("tickets.open"))
 
 
 @pytest.mark.parametrize(

@@ -34,6 +34,7 @@ from codemode.continuations import (
     thaw,
 )
 from codemode.errors import ResourceLimitError, ResumeRefusedError, Where
+from codemode.types import JSONObject
 from tests.approvals.host import UNCAUGHT, answering, build, paused, ran
 from tests.continuations.conftest import a_state, an_ask
 
@@ -84,7 +85,7 @@ def test_a_state_written_before_the_effects_flags_and_the_facts_reads_with_their
 
 def test_a_raised_errors_facts_survive_the_pause() -> None:
     where = Where("<codemode>", 3, 12, 3, 35, "main", "    return tickets.get(id=2)")
-    facts = {"kind": None, "status": 404, "fields": {"message": "no such ticket"}}
+    facts: JSONObject = {"kind": None, "status": 404, "fields": {"message": "no such ticket"}}
     raised = Injected(where, "RuntimeError", "capability failed", "capability_failed", None, facts)
     state = a_state(injected=(raised,))
     [read] = PausedState.decode(stamped(state.encode(), "s"), 1 << 20).injected

@@ -76,6 +76,9 @@ class Described(Protocol):
     def annotations(self) -> Mapping[str, bool]: ...
 
     @property
+    def failures(self) -> Sequence[str]: ...
+
+    @property
     def input_schema(self) -> JSONObject: ...
 
     @property
@@ -135,6 +138,11 @@ class CapabilityInfo:
     """A call as a program writes it, when the host gave one."""
     annotations: Mapping[str, bool]
     """What it says of its effects (an upstream MCP tool's hints); empty otherwise."""
+    failures: tuple[str, ...]
+    """What a call can fail with, as a program reads it with `error_data(e)`: an
+    `AgentError` kind the host declares (`not_found: no ticket has this id`), a REST
+    operation's declared error status and its fields (`capability_failed, status 404,
+    fields {detail?: str}`); empty when nothing is declared."""
     _capability: Described = field(repr=False, compare=False)
 
     @property
@@ -188,6 +196,7 @@ def info_of(capability: Described) -> CapabilityInfo:
         shapes=tuple(_rendered(shape) for shape in capability.shapes),
         example=capability.example,
         annotations=types.MappingProxyType(dict(capability.annotations)),
+        failures=tuple(capability.failures),
         _capability=capability,
     )
 

@@ -6,6 +6,7 @@ import ast
 import dataclasses
 import functools
 import inspect
+import re
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from codemode.capabilities.info import CapabilityInfo, info_of
 from codemode.capabilities.naming import check_id, check_name
 from codemode.capabilities.results import Projection
 from codemode.context import CallContext
-from codemode.errors import RegistrationError
+from codemode.errors import RegistrationError, printable
 from codemode.types import JSONObject
 
 REQUIRED: Any = inspect.Parameter.empty
@@ -109,6 +110,10 @@ class Capability:
     json_results: bool = False
     """Whether the handler returns JSON data (an upstream tool's), which crosses by being
     kept to the declared type, with no serializer to run."""
+    failures: tuple[str, ...] = ()
+    """What a call can fail with, one line each as `describe` lists them: a host
+    function's `AgentError` kinds (its docstring's `Raises:` entries named by a snake_case
+    word), a REST operation's declared error statuses and the fields `error_data` gives."""
     document: Callable[[JSONObject, Callable[[], bool]], JSONObject | str] | None = None
     """For a handler that forwards JSON (an upstream tool's): the document it sends, made
     from the bound arguments and checked by the upstream's own JSON Schema, or the
@@ -288,6 +293,7 @@ def build_capability(
         annotations={} if annotations is None else complete_hints(annotations),
         resource=resource,
         resource_parameters=resolves,
+        failures=_kinds(docs),
     )
     if any(t.reaches_named(p.annotation) for p in parameters):  # the rest have no config
         try:
@@ -295,6 +301,22 @@ def build_capability(
         except support.UnsupportedTypeError as exc:
             raise fail(str(exc)) from None
     return capability
+
+
+_KIND = re.compile(r"[a-z][a-z0-9_]{0,63}")
+
+
+def _kinds(docs: docstring_parser.Docstring) -> tuple[str, ...]:
+    """The `AgentError` kinds a docstring's `Raises:` section declares (`not_found: no
+    ticket has this id`), as describe lists them; entries naming an exception class are
+    the host's own notes."""
+    found = []
+    for raised in docs.raises:
+        kind = raised.type_name or ""
+        if _KIND.fullmatch(kind):
+            said = " ".join((raised.description or "").split())
+            found.append(f"{kind}: {printable(said)}" if said else kind)
+    return tuple(found)
 
 
 def _example_problem(example: object, name: str, parameters: list[Parameter]) -> str | None:

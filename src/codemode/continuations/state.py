@@ -146,7 +146,12 @@ class Injected:
         """The error as it was raised, to be known again."""
         error = ERROR_CLASSES[ErrorCode(self.code)](self.detail)
         if self.facts is not None:
-            error.facts = Facts(**self.facts)
+            kind, status, fields = (self.facts.get(key) for key in ("kind", "status", "fields"))
+            error.facts = Facts(
+                kind if isinstance(kind, str) else None,
+                status if isinstance(status, int) else None,
+                fields if isinstance(fields, dict) else None,
+            )
         return error
 
 

@@ -294,8 +294,9 @@ DESCRIBE_DESCRIPTION = (
     "Describe a capability by the exact name search_api returned (or up to "
     f"{MAX_DESCRIBE_NAMES} at once with names): its keyword-only signature, each "
     "parameter's meaning, what each field of its "
-    'result is called and how to read it (r["key"] or r.key), and whether it writes; '
-    "JSON Schemas too with schemas: true."
+    'result is called and how to read it (r["key"] or r.key), whether it writes, and '
+    "what it can fail with (the codes error_data(e) gives); JSON Schemas too with "
+    "schemas: true."
 )
 EXECUTE_DESCRIPTION = (
     "Run one program against the capabilities and return what main() returns, with anything "

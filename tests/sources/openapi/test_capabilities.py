@@ -9,6 +9,7 @@ import pytest
 
 from codemode import CodeMode
 from codemode.authz import AllowAll
+from codemode.payloads import describe_payload
 from tests.conftest import CANARY, assert_no_canary
 from tests.sources.openapi.conftest import SECRET, fail, run
 from tests.sources.openapi.pets import PetStore
@@ -288,3 +289,46 @@ def test_an_undeclared_204_is_none_or_says_what_it_is(cm: CodeMode) -> None:
     assert fail(cm, "return pets.nothing_said()").detail == (
         "the API answered HTTP 204 No Content where its document declares a body"
     )
+
+
+def test_describe_lists_the_declared_error_statuses_and_the_fields_error_data_gives(
+    cm: CodeMode,
+) -> None:
+    """A 4xx's body fields (a range's too), a 5xx's status alone (its body never crosses),
+    a status with no body declared, and nothing for an operation that declares none."""
+    assert describe_payload(cm.describe("pets.show_pet_by_id"))["errors"] == [
+        "capability_failed, status 404, fields {code?: int, message?: str}"
+    ]
+    assert cm.describe("pets.create_pet").failures == (
+        "capability_failed, status 4XX, fields {code?: int, message?: str}",
+    )
+    assert cm.describe("pets.boom").failures == ("capability_failed, status 500",)
+    assert cm.describe("pets.gone").failures == ("capability_failed, status 410",)
+    assert cm.describe("pets.list_pets").failures == ()
+    assert "errors" not in describe_payload(cm.describe("pets.list_pets"))
+
+
+def test_an_error_status_declared_as_the_default_is_any_other_status() -> None:
+    problem = {"type": "object", "properties": {"detail": {"type": "string"}}}
+    spec = {
+        "openapi": "3.1.0",
+        "paths": {
+            "/x": {
+                "get": {
+                    "operationId": "x",
+                    "responses": {
+                        "200": {"description": "ok"},
+                        "default": {
+                            "description": "any other",
+                            "content": {"application/json": {"schema": problem}},
+                        },
+                    },
+                }
+            }
+        },
+    }
+    with CodeMode(authorizer=AllowAll()) as cm:
+        cm.add_openapi("api", spec=spec, base_url="http://127.0.0.1:9")
+        assert cm.describe("api.x").failures == (
+            "capability_failed, any other status, fields {detail?: str} for a 4xx",
+        )

@@ -163,7 +163,7 @@ def operation_capability(
     summary = s.clean(operation.summary) or remote.first_sentence(s.clean(operation.description))
     body = s.clean(operation.description) or summary
     summary = summary or f"{route} of {namespace}."
-    return remote.build(
+    capability = remote.build(
         name,
         summary=summary,
         description=f"{route}\n\n{body}" if body else route,
@@ -176,6 +176,43 @@ def operation_capability(
         result=result,
         timeout=api.timeout,
         hints=annotations_of(operation),
+    )
+    return dataclasses.replace(capability, failures=failures_of(operation, errors))
+
+
+def failures_of(operation: Operation, errors: Mapping[str, Any]) -> tuple[str, ...]:
+    """What describe lists a call can fail with: each error status the operation declares
+    (4xx and 5xx, ranges such as `4XX`, and `default` as any other status), with, for a
+    4xx, the fields of the body it declares, which `error_data` gives (`errors`: each
+    status's body type, for those that declare a JSON object)."""
+    found = []
+    for key in operation.responses:
+        if key[0] not in "45" and key != "DEFAULT":
+            continue
+        line = "capability_failed, " + ("any other status" if key == "DEFAULT" else f"status {key}")
+        fields = _fields(errors.get(key))
+        if fields and key[0] == "4":
+            line += f", fields {fields}"
+        elif fields and key == "DEFAULT":
+            line += f", fields {fields} for a 4xx"
+        found.append(line)
+    return tuple(found)
+
+
+def _fields(hint: Any) -> str | None:
+    """An error body's declared fields as describe shows a dict's (`{detail?: str}`), or
+    None for a body that is not an object with fields."""
+    declared = getattr(hint, "__annotations__", None)
+    if not isinstance(declared, dict) or not declared:
+        return None
+    required: frozenset[str] = getattr(hint, "__required_keys__", frozenset())
+    return (
+        "{"
+        + ", ".join(
+            f"{printable(key)}{'' if key in required else '?'}: {t.notation(value)}"
+            for key, value in declared.items()
+        )
+        + "}"
     )
 
 
