@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Generator
 from typing import Any
 
 import pytest
 
+from codemode import AgentError, CodeMode
 from codemode.authz import AuthorizationRequest, RequireApproval
 from codemode.continuations import Paused, PausedState, Verdict
 from codemode.errors import CodeModeError
@@ -156,3 +158,32 @@ def test_a_resumed_execution_given_no_verdict_declines_the_call() -> None:
         assert resumed.ended.wait(GUARD)
     assert isinstance(result, ExecutionResult)
     assert result.value == [3, "approval declined: a person declined this call; do not retry it"]
+
+
+def test_a_failure_caught_before_a_pause_reads_as_the_same_data_after_it() -> None:
+    """What `error_data` knows of the program's own failures goes into its sealed state."""
+    cm = CodeMode(authorizer=ask_before_deleting)
+
+    @cm.capability("tickets.list", summary="List the tickets.")
+    def failing_list() -> list[int]:
+        raise AgentError("the index is rebuilding", kind="unavailable")
+
+    cm.capability("tickets.delete", summary="Delete a ticket.")(delete)
+    source = (
+        "def main():\n"
+        "    try:\n"
+        "        tickets.list()\n"
+        "    except RuntimeError as e:\n"
+        "        caught = e\n"
+        "    tickets.delete(id=1)\n"
+        "    return error_data(caught)\n"
+    )
+    with cm:
+        outcome = asyncio.run(cm.start_async(source, subject="alice"))
+        assert isinstance(outcome, Paused)
+        (request,) = outcome.requests
+        done = asyncio.run(
+            cm.resume_async(outcome.state, subject="alice", answers={request.key: True})
+        )
+    assert isinstance(done, ExecutionResult)
+    assert done.value == {"code": "unavailable", "status": None, "fields": {}}
