@@ -110,10 +110,9 @@ class Capability:
     json_results: bool = False
     """Whether the handler returns JSON data (an upstream tool's), which crosses by being
     kept to the declared type, with no serializer to run."""
-    failures: tuple[str, ...] = ()
-    """What a call can fail with, one line each as `describe` lists them: a host
-    function's `AgentError` kinds (its docstring's `Raises:` entries named by a snake_case
-    word), a REST operation's declared error statuses and the fields `error_data` gives."""
+    failing: Callable[[], tuple[str, ...]] | None = None
+    """Builds `failures` when describe first asks (a REST API's thousand operations do
+    not pay for it at registration); None: nothing declared."""
     document: Callable[[JSONObject, Callable[[], bool]], JSONObject | str] | None = None
     """For a handler that forwards JSON (an upstream tool's): the document it sends, made
     from the bound arguments and checked by the upstream's own JSON Schema, or the
@@ -143,6 +142,14 @@ class Capability:
     def projection(self) -> Projection:
         """How results cross into the program: by the declared type only (built once)."""
         return Projection(self.result_annotation, serialize=not self.json_results)
+
+    @functools.cached_property
+    def failures(self) -> tuple[str, ...]:
+        """What a call can fail with, one line each as `describe` lists them: a host
+        function's `AgentError` kinds (its docstring's `Raises:` entries named by a
+        snake_case word), a REST operation's declared error statuses and the fields
+        `error_data` gives."""
+        return () if self.failing is None else self.failing()
 
     @functools.cached_property
     def info(self) -> CapabilityInfo:
@@ -293,7 +300,7 @@ def build_capability(
         annotations={} if annotations is None else complete_hints(annotations),
         resource=resource,
         resource_parameters=resolves,
-        failures=_kinds(docs),
+        failing=functools.partial(_kinds, docs) if docs.raises else None,
     )
     if any(t.reaches_named(p.annotation) for p in parameters):  # the rest have no config
         try:

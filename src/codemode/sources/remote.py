@@ -112,11 +112,12 @@ def build(
     timeout: float | None,
     hints: Mapping[str, bool],
     result_doc: str | None = None,
+    failing: Callable[[], tuple[str, ...]] | None = None,
 ) -> Capability:
     """The capability of a forwarded call: its handler `call` gets the document of
     `arguments` as its keyword arguments and returns JSON data, which crosses by being
     kept to `result`; its runtime deadline is `timeout` and the grace (None: the limits'
-    default)."""
+    default); `failing` builds what describe lists it can fail with."""
     return Capability(
         id=name,
         name=name,
@@ -134,6 +135,7 @@ def build(
         annotations=hints,
         json_results=True,
         document=arguments.document,
+        failing=failing,
     )
 
 

@@ -163,7 +163,7 @@ def operation_capability(
     summary = s.clean(operation.summary) or remote.first_sentence(s.clean(operation.description))
     body = s.clean(operation.description) or summary
     summary = summary or f"{route} of {namespace}."
-    capability = remote.build(
+    return remote.build(
         name,
         summary=summary,
         description=f"{route}\n\n{body}" if body else route,
@@ -176,8 +176,8 @@ def operation_capability(
         result=result,
         timeout=api.timeout,
         hints=annotations_of(operation),
+        failing=functools.partial(failures_of, operation, errors),
     )
-    return dataclasses.replace(capability, failures=failures_of(operation, errors))
 
 
 def failures_of(operation: Operation, errors: Mapping[str, Any]) -> tuple[str, ...]:
