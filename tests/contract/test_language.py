@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from codemode import CodeMode, ErrorCode, language
-from codemode.authz import AllowAll
+from codemode import AgentError, CodeMode, ErrorCode, Limits, language
+from codemode.authz import AllowAll, AuthorizationRequest, Denied
 from codemode.testing import ManualClock
 from tests.conftest import GUARD, eventually, run_error
 
@@ -276,3 +276,47 @@ def test_sleep_waits_within_the_deadline_and_never_past_it(cm: CodeMode) -> None
     assert str(error) == (
         "invalid program: <codemode>:3:5: ValueError: sleep length must be non-negative"
     )
+
+
+def test_the_statement_on_errors_is_true() -> None:
+    """`language.CATCHING`, each claim run: a failed call is a RuntimeError and a denied one
+    a PermissionError, both caught and read with error_data (None for the program's own);
+    arguments that do not bind and a limit end the program inside `try` all the same."""
+
+    def deny(request: AuthorizationRequest) -> None:
+        if request.capability_name == "t.denied":
+            raise Denied("no")
+
+    with CodeMode(authorizer=deny, limits=Limits(max_calls_per_capability=3)) as cm:
+
+        @cm.capability("t.get", summary="Get one.")
+        def get(*, id: int) -> int:
+            raise AgentError("no such one", kind="not_found")
+
+        @cm.capability("t.denied", summary="Denied.")
+        def denied() -> int:
+            return 1
+
+        caught = (
+            "def main():\n    out = []\n"
+            "    try:\n        t.get(id=1)\n    except RuntimeError as e:\n"
+            "        out.append(error_data(e))\n"
+            "    try:\n        t.denied()\n    except PermissionError as e:\n"
+            "        out.append(error_data(e)['code'])\n"
+            "    try:\n        [][0]\n    except IndexError as e:\n"
+            "        out.append(error_data(e))\n"
+            "    return out\n"
+        )
+        assert cm.execute(caught, subject="a").value == [
+            {"code": "not_found", "status": None, "fields": {}},
+            "permission_denied",
+            None,
+        ]
+        unbound = "def main():\n    try:\n        t.get(id=str(1))\n    except Exception:\n        return 0\n"
+        assert run_error(cm, unbound).code is ErrorCode.INVALID_ARGUMENTS
+        limit = (
+            "def main():\n    try:\n        for i in range(5):\n            try:\n"
+            "                t.get(id=i)\n            except RuntimeError:\n                pass\n"
+            "    except Exception:\n        return 0\n"
+        )
+        assert run_error(cm, limit).code is ErrorCode.RESOURCE_LIMIT
