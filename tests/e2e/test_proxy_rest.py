@@ -87,6 +87,9 @@ async def test_one_program_over_a_rest_api_and_an_mcp_server(
         assert described.structured_content["signature"] == (
             "pets.show_pet_by_id(*, petId: str) -> Pet"
         )
+        assert described.structured_content["errors"] == [  # within the declared reply
+            "capability_failed, status 404, fields {code?: int, message?: str}"
+        ]
         ran = await client.call_tool(
             "execute", {"source": PROGRAM.replace("FILES", repr(str(files)))}
         )

@@ -177,6 +177,7 @@ class DescribeReply(TypedDict, total=False):
     result: Object
     shapes: list[str]
     example: str
+    errors: list[str]
     input_schema: Object
     output_schema: Object
     capabilities: list[Object]
