@@ -23,6 +23,7 @@ from benchmarks._stats import Stats, measure, measure_interleaved, measure_pair,
 from benchmarks.hosts import BENCH_LIMITS, TRIVIAL, bench_host, noop
 from codemode import CodeMode, Limits
 from codemode.authz import AllowAll
+from codemode.runtime.loops import mark
 
 N_CALLS = 1000
 CALLS = f"def main():\n    for i in range({N_CALLS}):\n        bench.noop(i=i)\n    return 1\n"
@@ -33,6 +34,11 @@ FAN_OUT = (
     "    return sum(waits)\n"
 )
 COMPUTE_RESULT = sum(i * i for i in range(1000000))
+NESTED = (
+    "def main():\n    t = 0\n    for i in range(1000):\n        for j in range(1000):\n"
+    "            t += j\n    return t\n"
+)
+"""The same million steps, with the inner loop entered (and marked) a thousand times."""
 N_ROWS = 16_666
 """Rows of about 60 bytes each: 1 MB of JSON, within the default 1 MiB result size."""
 ROWS = "def main():\n    return bench.rows()\n"
@@ -112,6 +118,30 @@ def raw_limits(limits: Limits, feed_seconds: float | None = None) -> pm.Resource
 def raw_trivial(pool: pm.Monty) -> None:
     with pool.checkout(limits=raw_limits(BENCH_LIMITS)) as session:
         session.feed_run(TRIVIAL + "main()")
+
+
+def raw_compute(pool: pm.Monty, code: str, expected: int) -> None:
+    """One raw run of a compute program, fed as it is given."""
+    with pool.checkout(limits=raw_limits(BENCH_LIMITS)) as session:
+        if session.feed_run(code) != expected:
+            raise AssertionError("the compute program gave another value")
+
+
+def loop_marks(pool: pm.Monty) -> dict[str, Stats]:
+    """What placing a time-limit trip costs: the compute loops fed as written and fed with
+    their loops marked, as codemode feeds them (`codemode.runtime.loops`, the one internal
+    this suite reads: the figure is that module's own cost), interleaved on one raw pool."""
+    variants: dict[str, Callable[[], object]] = {}
+    for name, source, expected in (
+        ("compute", COMPUTE, COMPUTE_RESULT),
+        ("nested", NESTED, 1000 * sum(range(1000))),
+    ):
+        code = source + "main()"
+        marked = mark(code).code
+        assert marked != code
+        variants[f"{name}_plain"] = functools.partial(raw_compute, pool, code, expected)
+        variants[f"{name}_marked"] = functools.partial(raw_compute, pool, marked, expected)
+    return measure_interleaved(variants, samples=30)
 
 
 def raw_calls(pool: pm.Monty, feed_seconds: float) -> None:
@@ -253,6 +283,10 @@ def _run(
         lambda: executes(cm, COMPUTE, COMPUTE_RESULT),
     )
 
+    marks = loop_marks(pool)
+    mark_cost = ratio(marks["compute_marked"], marks["compute_plain"])
+    nested_cost = ratio(marks["nested_marked"], marks["nested_plain"])
+
     fan_out = measure(lambda: executes(cm, FAN_OUT, 1000), samples=30)
 
     async def fan_out_async() -> None:
@@ -302,6 +336,11 @@ def _run(
             "codemode": compute_cm.to_dict(),
             "cpython": compute_cpython.to_dict(),
             "ratio": ratio(compute_cm, compute_cpython),
+            "time_limit_line": {
+                **{name: stats.to_dict() for name, stats in marks.items()},
+                "ratio": mark_cost,
+                "nested_ratio": nested_cost,
+            },
         },
         "fan_out": {
             "sync_caller": fan_out.to_dict(),
@@ -339,6 +378,9 @@ def _run(
             f"one thread hop (submit a no-op, wait for it) {us['thread_hop']:.1f} us",
             f"compute (1M iterations): codemode {compute_cm.ms()} vs CPython {compute_cpython.ms()}: "
             f"{ratio(compute_cm, compute_cpython):.2f}x",
+            f"time-limit line cost on a compute loop: {mark_cost:.2f}x (raw runs with the loop "
+            f"marked {marks['compute_marked'].ms()} vs as written {marks['compute_plain'].ms()}, "
+            f"target <= 1.10x); with the inner loop entered 1000 times: {nested_cost:.2f}x",
             f"fan-out (20 x 50 ms gathered): p50 {fan_out.p50 * 1e3:.1f} ms "
             f"(async caller {fan_out_loop.p50 * 1e3:.1f} ms; sequential would be 1000 ms)",
             f"big result ({N_ROWS} rows, {big_mb:.2f} MB of JSON, returned): codemode "

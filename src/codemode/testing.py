@@ -196,7 +196,7 @@ class ScriptedRun:
         approvals with the real sandbox."""
         raise SandboxFailure(FailureKind.HOST)
 
-    def load(self, state: bytes) -> Step:
+    def load(self, state: bytes, code: str) -> Step:
         """Nothing to load: a script never paused."""
         raise SandboxFailure(FailureKind.HOST)
 

@@ -61,7 +61,7 @@ def contained(cm: CodeMode, source: str, text: str) -> None:
         (
             "import asyncio\nasync def spin():\n    while True:\n        pass\n"
             "async def main():\n    return await asyncio.gather(data.wait(seconds=3), spin())",
-            "resource limit exceeded: interpreter time (limit 1 s)",
+            "resource limit exceeded: interpreter time (limit 1 s) at <codemode>:3:5",
         ),
         (
             P

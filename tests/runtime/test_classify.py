@@ -96,6 +96,20 @@ def test_limit_trips_are_read_from_the_interpreters_report(
     assert str(classify(failure, failure_context())) == f"resource limit exceeded: {detail}"
 
 
+def test_a_time_trip_is_placed_at_the_innermost_loop_the_program_was_in() -> None:
+    programs = Programs({})
+    program = programs.prepare(
+        "def main():\n    while True:\n        for i in range(9):\n            pass\n"
+    )
+    context = FailureContext(Limits(), programs, program)
+    failure = SandboxFailure(FailureKind.RAISED, "TimeoutError", "", (), loops=(2, 3))
+    error = classify(failure, context)
+    assert str(error) == "resource limit exceeded: interpreter time (limit 5 s) at <codemode>:3:9"
+    assert error.where is not None
+    assert error.where.excerpt() == "    for i in range(9):\n    ^^^^^^^^^^^^^^^^^^"
+    assert error.where.func == "main"
+
+
 def test_text_outside_the_program_is_never_echoed() -> None:
     """A failure with no frame in the program is not the program's text to show."""
     failure = SandboxFailure(FailureKind.RAISED, "RuntimeError", f"lazy load {CANARY}", ())

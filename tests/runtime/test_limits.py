@@ -62,14 +62,14 @@ def assert_limit(cm: CodeMode, source: str, detail: str) -> None:
 @pytest.mark.parametrize(
     ("source", "detail"),
     [
-        (P + "    while True:\n        pass", "interpreter time (limit 0.5 s)"),
+        (P + "    while True:\n        pass", "interpreter time (limit 0.5 s) at <codemode>:2:5"),
         (
             P + "    return [0] * 10**10",
             "memory (limit 32 MiB, reached 149.01 GiB) at <codemode>:2:12",
         ),
         (
             P + "    s = 'x'\n    while True:\n        s = s + s",
-            "memory (limit 32 MiB, reached 48.04 MiB) at <codemode>:4:13",
+            "memory (limit 32 MiB, reached 48.05 MiB) at <codemode>:4:13",
         ),
         (
             "def f(n):\n    return f(n + 1)\n" + P + "    return f(0)",
@@ -119,6 +119,35 @@ def test_limit_stops_with_its_kind_bound_and_line(
     small: CodeMode, source: str, detail: str
 ) -> None:
     assert_limit(small, source, detail)
+
+
+def test_an_endless_loop_is_placed_at_the_innermost_loop_it_was_in(small: CodeMode) -> None:
+    """Not at a loop the program already left (here by `return`), and with its excerpt."""
+    source = (
+        "def first(pages):\n"
+        "    for page in pages:\n"
+        "        return page\n"
+        "\n"
+        "def main():\n"
+        "    cursor = first(['a'])\n"
+        "    seen = 0\n"
+        "    while cursor:\n"
+        "        seen += 1\n"
+    )
+    error = run_error(small, source)
+    assert str(error) == "resource limit exceeded: interpreter time (limit 0.5 s) at <codemode>:8:5"
+    assert error.where is not None
+    assert (error.where.func, error.where.excerpt()) == (
+        "main",
+        "    while cursor:\n    ^^^^^^^^^^^^^",
+    )
+    assert error.to_payload()["where"] == error.where.to_dict()
+
+
+def test_a_time_trip_outside_any_loop_names_no_line(small: CodeMode) -> None:
+    error = run_error(small, P + "    return sum(range(10**12))")
+    assert str(error) == "resource limit exceeded: interpreter time (limit 0.5 s)"
+    assert error.where is None
 
 
 def test_printed_output_is_kept_up_to_the_limit(small: CodeMode) -> None:

@@ -114,12 +114,28 @@ def test_deferred_calls_of_an_async_program_are_settled_together(sandbox: MontyS
 
 
 def test_a_program_dumped_at_a_call_goes_on_in_another_run(sandbox: MontySandbox) -> None:
+    code = "import records\nx = records.get('a')\nx * 2\n"
     with running(sandbox) as run:
-        waiting = run.start("import records\nx = records.get('a')\nx * 2\n")
+        waiting = run.start(code)
         state = run.dump()
     with running(sandbox) as run:
-        assert run.load(state) == waiting
+        assert run.load(state, code) == waiting
         assert run.answer(Returned(21)) == Done(42)
+
+
+def test_a_call_inside_a_loop_is_placed_in_the_code_as_written_after_a_load(
+    sandbox: MontySandbox,
+) -> None:
+    """Loops are fed inside markers, which move lines; a call's span is still the code's."""
+    code = "import records\nfor i in range(2):\n    x = records.get(i)\nx\n"
+    start = code.index("records.get(i)")
+    with running(sandbox) as run:
+        waiting = run.start(code)
+        assert isinstance(waiting, Call) and waiting.span == (start, start + len("records.get(i)"))
+        state = run.dump()
+    with running(sandbox) as run:
+        assert run.load(state, code) == waiting
+        assert isinstance(run.answer(Returned(1)), Call)
 
 
 def test_what_the_program_prints_goes_to_the_printer(sandbox: MontySandbox) -> None:

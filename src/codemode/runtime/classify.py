@@ -116,7 +116,7 @@ def classify(failure: BaseException, context: FailureContext) -> CodeModeError:
     where = stack[-1] if stack else None
     if failure.kind is FailureKind.SYNTAX:
         return _program_error(_text(failure), where)
-    limit = _limit(failure, context.limits, where)
+    limit = _limit(failure, context.limits, where or _loop(failure, program))
     if limit is not None:
         return limit
     injected = _injected(failure, where, context)
@@ -137,16 +137,27 @@ def classify(failure: BaseException, context: FailureContext) -> CodeModeError:
     return _program_error(text, where, stack)
 
 
+def _loop(failure: SandboxFailure, program: Program) -> Where | None:
+    """The first line of the innermost loop the program was in when its time ran out."""
+    if not failure.loops:
+        return None
+    line = failure.loops[-1]
+    text = program.lines[line - 1] if line <= len(program.lines) else ""
+    column = len(text) - len(text.lstrip()) + 1
+    return program.where(line, column, line, len(text.rstrip()) + 1, program.function_at(line))
+
+
 def _limit(failure: SandboxFailure, limits: Limits, where: Where | None) -> CodeModeError | None:
     """The limit an interpreter error reports, if it is one.
 
     The interpreter reports a trip as an exception: a frameless TimeoutError, a
     MemoryError with its own fixed text, a RecursionError, or the suspension-limit
-    RuntimeError. (A program that raises such an error itself is told the same.)
+    RuntimeError. (A program that raises such an error itself is told the same.) A time
+    trip is placed at the innermost loop the program was in, when it was in one.
     """
     kind, said = failure.exc_type, interpreter_said(failure.exc_type, failure.message)
     if kind == "TimeoutError" and not failure.frames:
-        return exceeded(LimitKind.INTERPRETER_TIME, limits)
+        return exceeded(LimitKind.INTERPRETER_TIME, limits, where=where)
     if said is not None and said.kind == "memory_limit":
         return exceeded(LimitKind.MEMORY, limits, amount=size(int(said.detail)), where=where)
     if kind == "RecursionError":

@@ -147,7 +147,7 @@ class Driver:
         if program.is_async:  # the calls a person answered for run as they would have
             for call in self.pausing.resumed_calls():
                 self._start_call(call, program, run)
-        self._advance(lambda: run.load(snapshot))
+        self._advance(lambda: run.load(snapshot, program.code))
 
     def close(self, *, failed: bool) -> None:
         """End the run: its worker goes back to the sandbox's pool, or, after a failure,

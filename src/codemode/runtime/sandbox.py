@@ -24,6 +24,7 @@ import pydantic_monty as pm
 
 from codemode.errors import PROGRAM_FILE
 from codemode.limits import Limits, host_calls, work_threads
+from codemode.runtime.loops import LOOPS, Marked, mark
 from codemode.values import RecordValue
 
 Printer = Callable[[str, str], None]
@@ -132,12 +133,16 @@ class SandboxFailure(Exception):
         exc_type: str = "",
         message: str = "",
         frames: tuple[Frame, ...] = (),
+        loops: tuple[int, ...] = (),
     ) -> None:
         self.kind = kind
         self.exc_type = exc_type
         self.message = message
         """The interpreter's message (for RAISED and SYNTAX); may echo program values."""
         self.frames = frames
+        self.loops = loops
+        """After a time-limit trip (which has no frames): the first line of each loop the
+        program was inside, innermost last (see `codemode.runtime.loops`)."""
         super().__init__(kind.value)
 
 
@@ -168,8 +173,9 @@ class Run(Protocol):
         (in this worker or any other)."""
         ...
 
-    def load(self, state: bytes) -> Step:
-        """Go on from a `dump` (in a fresh run): the step the program waited at."""
+    def load(self, state: bytes, code: str) -> Step:
+        """Go on from a `dump` (in a fresh run) of a run of `code`: the step the program
+        waited at."""
         ...
 
     def type_names(self, expressions: list[str]) -> list[str] | None:
@@ -215,8 +221,9 @@ FAILURE_KINDS: dict[type[pm.MontyError], FailureKind] = {
 """Every interpreter error type -> one kind; a test checks that none is missing."""
 
 
-def translate(error: pm.MontyError) -> SandboxFailure:
-    """The neutral form of an interpreter error (the one place that reads one)."""
+def translate(error: pm.MontyError, marked: Marked | None = None) -> SandboxFailure:
+    """The neutral form of an interpreter error (the one place that reads one), its
+    positions in the code as prepared (not as `marked` fed it)."""
     kind = next((k for cls, k in FAILURE_KINDS.items() if isinstance(error, cls)), FailureKind.HOST)
     if isinstance(error, pm.MontyCrashedError) and error.timed_out:
         return SandboxFailure(FailureKind.TIMED_OUT)
@@ -225,11 +232,15 @@ def translate(error: pm.MontyError) -> SandboxFailure:
     if not isinstance(error, pm.MontySyntaxError | pm.MontyRuntimeError):
         return SandboxFailure(kind)
     inner = error.exception()
-    frames = tuple(
-        Frame(f.line, f.column, f.end_line, f.end_column, f.function_name)
-        for f in error.traceback()
-    )
-    return SandboxFailure(kind, type(inner).__name__, str(inner), frames)
+    marked = marked or Marked("")
+    frames = []
+    for f in error.traceback():
+        start = marked.position(f.line, f.column)
+        if start is None:
+            continue  # the markers' own code, never the program's
+        end = marked.position(f.end_line, f.end_column) or start
+        frames.append(Frame(*start, *end, f.function_name))
+    return SandboxFailure(kind, type(inner).__name__, str(inner), tuple(frames))
 
 
 class MontySandbox:
@@ -331,11 +342,13 @@ class MontyRun:
         self.record_type = record_type
         self.snapshot: Any = None
         self.busy = False
+        self.marked = Marked("")
         self._lock = threading.Lock()
         self._pid = session.worker_pid
 
     def start(self, code: str) -> Step:
-        return self._step(lambda: self.session.feed_start(code, print_callback=self.printer))
+        self.marked = marked = mark(code)
+        return self._step(lambda: self.session.feed_start(marked.code, print_callback=self.printer))
 
     def answer(self, answer: Answer) -> Step:
         return self._step(self._resume, answer)
@@ -356,7 +369,8 @@ class MontyRun:
             raise translate(error) from None
         return state
 
-    def load(self, state: bytes) -> Step:
+    def load(self, state: bytes, code: str) -> Step:
+        self.marked = mark(code)
         return self._step(lambda: self.session.load_snapshot(state, print_callback=self.printer))
 
     def type_names(self, expressions: list[str]) -> list[str] | None:
@@ -403,7 +417,8 @@ class MontyRun:
                         seconds = snapshot.args[0] if snapshot.args else None
                         awaitable = name in ("system.async_sleep", "asyncio.sleep")
                         call_id = snapshot.call_id if awaitable else None
-                        return Sleep(seconds, (position.start, position.end), call_id)
+                        span = self.marked.span(position.start, position.end)
+                        return Sleep(seconds, span, call_id)
                     else:
                         self.snapshot = snapshot
                         position = snapshot.position
@@ -412,7 +427,7 @@ class MontyRun:
                             snapshot.args,
                             snapshot.kwargs,
                             snapshot.call_id,
-                            (position.start, position.end),
+                            self.marked.span(position.start, position.end),
                         )
                 elif isinstance(snapshot, pm.MontyComplete):
                     return Done(snapshot.output)
@@ -422,9 +437,27 @@ class MontyRun:
                 else:
                     snapshot = snapshot.resume()  # an unknown name: NameError in the program
         except pm.MontyError as error:
-            raise translate(error) from None
+            raise self._failure(error) from None
         finally:
             self.busy = False
+
+    def _failure(self, error: pm.MontyError) -> SandboxFailure:
+        failure = translate(error, self.marked)
+        if failure.exc_type == "TimeoutError" and not failure.frames and self.marked.loops:
+            failure.loops = self._loops()
+        return failure
+
+    def _loops(self) -> tuple[int, ...]:
+        """The loops the program was inside when its time ran out, read from its globals (a
+        trip runs no marker's exit). The interpreter promises nothing of a heap it stopped,
+        so only lines of marked loops are believed, and a failed read means none."""
+        try:
+            found = self.session.feed_run(LOOPS, print_callback=_silent)
+        except pm.MontyError:
+            return ()
+        if not isinstance(found, list):
+            return ()
+        return tuple(n for n in found if type(n) is int and n in self.marked.loops)
 
     def _external(self, answer: Answer) -> Any:
         if isinstance(answer, Injected):
