@@ -45,7 +45,7 @@ from codemode.limits import LimitKind, Limits, exceeded, size
 from codemode.types import JSONObject
 from codemode.values import object_fields
 
-FORMAT = 2
+FORMAT = 3
 
 VERSIONS = {"codemode": version("codemode"), "pydantic-monty": version("pydantic-monty")}
 """What wrote a state: a replica of another version refuses it."""
@@ -140,7 +140,7 @@ class Injected:
     detail: str | None
     facts: JSONObject | None = None
     """What the failure said of itself as data (`Facts.to_dict`), for `error_data(e)`
-    after the resume; a state written before it was kept has none (None)."""
+    after the resume; None for one that said nothing of itself."""
 
     def error(self) -> CodeModeError:
         """The error as it was raised, to be known again."""
