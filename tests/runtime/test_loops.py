@@ -76,7 +76,9 @@ def test_each_loop_is_marked_by_whole_lines_and_its_lines_map_back() -> None:
     assert marked.loops == {3, 4}
     fed = marked.code.split("\n")
     header = fed.index("    for i in range(3):") + 1
-    assert fed[header - 2] == "    codemode_3_ = len(codemode_loops_); codemode_loops_.append(3)"
+    assert fed[header - 2] == (
+        "    codemode_3_ = codemode_len_(codemode_loops_); codemode_loops_.append(3)"
+    )
     assert fed[header + 4] == "    codemode_loops_[codemode_3_:] = []"
     assert marked.position(header, 5) == (3, 5)
     assert marked.position(header + 3, 13) == (5, 13)  # `t += 1`, two markers later
@@ -196,3 +198,48 @@ def test_loops_left_by_a_return_or_an_exception_are_not_reported(
     failure = failure_of(sandbox, code)
     assert failure.exc_type == "TimeoutError"
     assert failure.loops in {(9,), (9, 2), (9, 5)}
+
+
+@pytest.mark.parametrize(
+    ("code", "value"),
+    [
+        # a statement carried onto its own line by a backslash stays in its `if`
+        (
+            "def f(xs):\n    for i in xs:\n        if i == 2: \\\n        return i\n"
+            "    return -1\nf([1, 2, 3])",
+            2,
+        ),
+        # and in its `except`
+        (
+            "def f():\n    out = []\n    for i in range(3):\n        try:\n"
+            "            if i == 1:\n                raise ValueError('x')\n"
+            "        except ValueError: \\\n        out.append(i)\n    return out\nf()",
+            [1],
+        ),
+        # a program's own `len` is no concern of the markers'
+        (
+            "def f():\n    len = 3\n    t = 0\n    for i in range(len):\n        t += i\n    return t\nf()",
+            3,
+        ),
+    ],
+)
+def test_the_markers_never_change_what_a_program_does(
+    sandbox: MontySandbox, code: str, value: object
+) -> None:
+    with running(sandbox) as run:
+        assert run.start(code) == Done(value)
+
+
+def test_a_return_that_is_a_handlers_first_statement_cuts_every_loop_it_leaves(
+    sandbox: MontySandbox,
+) -> None:
+    """`except E: return i` on one line: the return's cut (all of the function's loops)
+    is the one kept, so a later trip outside any loop names none."""
+    code = (
+        "def f():\n    for i in range(3):\n        try:\n            1/0\n"
+        "        except ZeroDivisionError: return i\n"
+        "def g():\n    return sum(range(10**12))\n"
+        "f()\ng()"
+    )
+    failure = failure_of(sandbox, code)
+    assert (failure.exc_type, failure.loops) == ("TimeoutError", ())

@@ -22,6 +22,8 @@ from __future__ import annotations
 import ast
 import bisect
 import functools
+import io
+import tokenize
 from dataclasses import dataclass
 
 from codemode import syntax
@@ -29,7 +31,9 @@ from codemode import syntax
 LOOPS = "codemode_loops_"
 """The global holding the first lines of the loops the program is inside, innermost last."""
 
-_PRELUDE = f"{LOOPS} = []"
+_LENGTH = "codemode_len_"
+"""The global the markers measure the list with: the program may name its own `len`."""
+_PRELUDE = f"{LOOPS} = []; {_LENGTH} = len"
 _LOOP_NODES = (ast.For, ast.AsyncFor, ast.While)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
@@ -88,7 +92,10 @@ def mark(code: str) -> Marked:
     tree = _tree(code)
     if tree is None:
         return Marked(code)
-    marks = _Marks(code.split("\n"))
+    starts = _logical_starts(code)
+    if starts is None:
+        return Marked(code)
+    marks = _Marks(code.split("\n"), starts)
     marks.walk(tree.body, ())
     if not marks.loops:
         return Marked(code)
@@ -98,8 +105,10 @@ def mark(code: str) -> Marked:
 class _Marks:
     """The markers of one piece of code, gathered by walking its statements."""
 
-    def __init__(self, lines: list[str]) -> None:
+    def __init__(self, lines: list[str], starts: frozenset[int]) -> None:
         self.lines = lines
+        self.starts = starts
+        """The lines a logical line starts on, at their first character."""
         self.loops: set[int] = set()
         self.before: dict[int, list[str]] = {}
         self.after: dict[int, list[str]] = {}
@@ -114,7 +123,7 @@ class _Marks:
                 length = f"codemode_{line}_"
                 self.loops.add(line)
                 self.before.setdefault(line, []).append(
-                    f"{indent}{length} = len({LOOPS}); {LOOPS}.append({line})"
+                    f"{indent}{length} = {_LENGTH}({LOOPS}); {LOOPS}.append({line})"
                 )
                 end = node.end_lineno or line
                 self.after.setdefault(end, []).insert(0, f"{indent}{LOOPS}[{length}:] = []")
@@ -140,9 +149,10 @@ class _Marks:
         text = self.lines[node.lineno - 1]
         cut = f"{LOOPS}[{length}:] = []"
         indent = _indent(text)
-        if len(indent) == node.col_offset:  # the statement starts its line
+        if len(indent) == node.col_offset and node.lineno in self.starts:  # a line of its own
             self.before.setdefault(node.lineno, []).append(indent + cut)
-        elif node.lineno not in self.inline:
+        elif self.inline.get(node.lineno, (node.col_offset,))[0] == node.col_offset:
+            # a `return` that is a handler's first statement: its own cut, the deeper one
             self.inline[node.lineno] = (node.col_offset, cut + "; ")
 
     def marked(self) -> Marked:
@@ -182,6 +192,25 @@ def _tree(code: str) -> ast.Module | None:
         return None
     future = any(isinstance(n, ast.ImportFrom) and n.module == "__future__" for n in tree.body)
     return None if future else tree
+
+
+def _logical_starts(code: str) -> frozenset[int] | None:
+    """The lines whose first character starts a logical line (not one a backslash or a
+    bracket carries on), or None for code that does not tokenize."""
+    starts: set[int] = set()
+    fresh = True
+    skipped = (tokenize.NL, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT)
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(code).readline):
+            if token.type == tokenize.NEWLINE:
+                fresh = True
+            elif token.type not in skipped:
+                if fresh:  # after a NEWLINE, a token starts its physical line too
+                    starts.add(token.start[0])
+                fresh = False
+    except (tokenize.TokenError, SyntaxError):
+        return None
+    return frozenset(starts)
 
 
 def _indent(text: str) -> str:
