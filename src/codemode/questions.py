@@ -18,9 +18,10 @@ shown faithfully, so no one is asked about them: the call fails `approval_unavai
 from __future__ import annotations
 
 import json
-import unicodedata
 from collections.abc import Mapping
 from typing import Any
+
+from codemode.inert import inert
 
 QUESTION_ARGUMENTS = 4096
 """Characters of a call's arguments a question shows at most."""
@@ -68,7 +69,7 @@ class _Text:
         shown = text[: self.chars] if cut > 0 else text
         if len(shown) > self.left:  # too long already, before it is written out
             raise _Full
-        self.put(_escaped(json.dumps(shown, ensure_ascii=False)))
+        self.put(inert(json.dumps(shown, ensure_ascii=False)))
         if cut > 0:
             self.put(f"… ({_count(cut, 'more character')})")
 
@@ -117,32 +118,6 @@ def arguments_text(arguments: Mapping[str, Any]) -> str | None:
 
 def _count(n: int, unit: str) -> str:
     return f"{n} {unit}" if n == 1 else f"{n} {unit}s"
-
-
-_ESCAPED = frozenset(["Cc", "Cf", "Zl", "Zp", "Zs", "Cs", "Mn", "Mc", "Me", "Pi", "Pf"])
-"""Categories written as escapes: controls, format characters, separators and spaces
-(but the plain space), lone surrogates, combining marks (which stack on a quote or a
-brace) and quotation marks that open or close."""
-_LOOKALIKES = frozenset("\u115f\u1160\u3164\uffa0\u2800\uff02\uff07\u02ba\u02ee\u05f4\u2033\u2036")
-"""Blank letters (`\u3164` reads as a space) and quote lookalikes (`\uff02`)."""
-
-
-def _escaped(text: str) -> str:
-    """`text` with each character that could pose as more of the question, or hide part
-    of it, written as JSON escapes it (a pair of surrogates past U+FFFF): one that would
-    break or reorder a line (a separator, a bidirectional control), one invisible or
-    blank but for the plain space, one that stacks on its neighbour, and one that reads
-    as a quote."""
-    return "".join(map(_shown, text))
-
-
-def _shown(character: str) -> str:
-    if character == " " or (
-        unicodedata.category(character) not in _ESCAPED and character not in _LOOKALIKES
-    ):
-        return character
-    units = character.encode("utf-16-be", "surrogatepass")
-    return "".join(f"\\u{units[i]:02x}{units[i + 1]:02x}" for i in range(0, len(units), 2))
 
 
 __all__ = ["QUESTION_ARGUMENTS", "arguments_text"]

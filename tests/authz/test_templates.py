@@ -57,10 +57,10 @@ def test_fill_writes_each_argument_as_bounded_json_and_leaves_unknown_names() ->
     }
     assert (
         fill("Pay {amount_cents} to {payee} ({memo}, {other}) {{literal}}", arguments)
-        == 'Pay 34500 to "ACME\\n\\"approved\\"" ({memo}, {other}) {literal}'
+        == 'Pay `34500` to `"ACME\\n\\"approved\\""` ({memo}, {other}) {literal}'
     )
-    assert fill("{payee}", {"payee": "x" * 200}) == '"' + "x" * 78 + "…"
-    assert fill("{tags}", {"tags": ["a", "b"]}) == '["a", "b"]'
+    assert fill("{payee}", {"payee": "x" * 200}) == '`"' + "x" * 78 + "…`"
+    assert fill("{tags}", {"tags": ["a", "b"]}) == '`["a", "b"]`'
     assert fill("no fields, a lone { brace", {"a": 1}) == "no fields, a lone { brace"
 
 
@@ -79,7 +79,7 @@ def test_a_field_is_a_bare_name_never_an_attribute_index_or_format() -> None:
 def test_cedar_asks_the_person_with_the_arguments_filled_in_and_audits_that_text() -> None:
     events: list[Event] = []
     messages = asked(payouts(CedarAuthorizer(PAYOUT), events))
-    assert messages == ['Pay 34500 cents to "ACME Ltd"?']
+    assert messages == ['Pay `34500` cents to `"ACME Ltd"`?']
     assert [e.message for e in events if isinstance(e, ApprovalAsked)] == messages
 
 
@@ -110,4 +110,35 @@ def test_rego_approval_messages_are_filled_the_same_way() -> None:
     request = AuthorizationRequest(
         "alice", "payouts.pay", "payouts.pay", {"amount_cents": 34500, "payee": "ACME"}
     )
-    assert policy(request) == RequireApproval('Pay 34500 cents to "ACME"? {nothing}')
+    assert policy(request) == RequireApproval('Pay `34500` cents to `"ACME"`? {nothing}')
+
+
+@pytest.mark.parametrize(
+    ("payee", "shown"),
+    [
+        ("ACME <!--", '`"ACME \\u003c!--"`'),
+        ("[ACME](https://evil.example/a)", '`"[ACME](https://evil.example/a)"`'),
+        ("ACME\u2028**Verified**", '`"ACME\\u2028**Verified**"`'),
+        ("ACME\u0085\u009b2J\u202eEMCA", '`"ACME\\u0085\\u009b2J\\u202eEMCA"`'),
+        ("`x` ``y", '```"`x` ``y"```'),
+        ("`", '``"`"``'),
+    ],
+)
+def test_a_value_is_an_inert_code_span_that_cannot_shape_the_question(
+    payee: str, shown: str
+) -> None:
+    """A client may render the question as Markdown: a value stands in a code span longer
+    than any run of backticks it holds (no link, image, emphasis or HTML comment), with
+    every character that breaks, reorders or hides a line escaped, and `<` `>` too."""
+    assert fill("Pay {payee}?", {"payee": payee}) == f"Pay {shown}?"
+
+
+def test_the_line_named_is_the_approval_annotations_own() -> None:
+    policy = '@id("pay")\n@approval("Pay {paye}?")\npermit(principal, action, resource);\n'
+    with pytest.raises(CedarPolicyError) as raised:
+        CedarAuthorizer(policy).prepare(
+            list(payouts(CedarAuthorizer(PAYOUT), []).catalog.enabled.values())
+        )
+    assert str(raised.value) == (
+        "line 2: the @approval message names {paye}, which is no capability's argument"
+    )

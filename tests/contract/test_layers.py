@@ -69,6 +69,7 @@ LAYERS = (
             "codemode.limits",
             "codemode.values",
             "codemode.syntax",
+            "codemode.inert",
             "codemode.language",
             "codemode.context",
             "codemode.tracing",

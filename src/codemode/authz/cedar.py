@@ -32,7 +32,7 @@ from typing import Any
 import cedarpy
 
 from codemode.authz import AuthorizationRequest, Denied, Entity, RequireApproval
-from codemode.authz.cedar_messages import mistakes, policy_lines, unparsed
+from codemode.authz.cedar_messages import approval_lines, mistakes, policy_lines, unparsed
 from codemode.authz.cedar_schema import (
     CATALOG_TYPES,
     CedarPolicyError,
@@ -92,7 +92,7 @@ class CedarAuthorizer:
         }
         """The message of each permit annotated `@approval("...")`, by Cedar's id: a
         template that may name the call's arguments (`codemode.authz.templates`)."""
-        lines = policy_lines(policies)
+        lines = approval_lines(policies)
         for policy_id, message in self.approvals.items():
             problem = template_problem(message)
             if problem is not None:
@@ -238,7 +238,7 @@ class CedarAuthorizer:
         """CedarPolicyError when an @approval message names what no capability's argument
         is (a typo would otherwise reach the person as `{amuont}`)."""
         keys = {parameter.key for c in capabilities for parameter in c.parameters}
-        lines = policy_lines(self.text)
+        lines = approval_lines(self.text)
         for policy_id, message in self.approvals.items():
             unknown = [name for name in template_names(message) if name not in keys]
             if unknown:

@@ -95,6 +95,19 @@ def policy_lines(text: str) -> dict[str, int]:
     return {policy: _line(text, start) for policy, (start, _) in _policy_spans(text).items()}
 
 
+def approval_lines(text: str) -> dict[str, int]:
+    """The line each policy's `@approval(...)` annotation is on, by Cedar's generated id
+    (the policy's first line for one without it)."""
+    lines = {}
+    for policy, (start, end) in _policy_spans(text).items():
+        found = _APPROVAL.search(text, start, end)
+        lines[policy] = _line(text, found.start() if found else start)
+    return lines
+
+
+_APPROVAL = re.compile(r"@approval\s*\(")
+
+
 def _line(text: str, offset: int) -> int:
     return text.count("\n", 0, offset) + 1
 
@@ -228,4 +241,4 @@ def _type_names(schema: Mapping[str, Any]) -> list[str]:
     ]
 
 
-__all__ = ["mistakes", "policy_lines"]
+__all__ = ["approval_lines", "mistakes", "policy_lines", "unparsed"]

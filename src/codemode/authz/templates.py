@@ -1,25 +1,29 @@
 """Approval messages that name the call's arguments: `{name}` templates, checked and filled.
 
-A person asked to approve a payout should read `Pay 34500 cents to "ACME"`, not the
+A person asked to approve a payout should read ``Pay `34500` cents to `"ACME"` ``, not the
 arguments' JSON, so a policy's approval message (Cedar's `@approval("...")`, Rego's
 `{"approval": "..."}`) may name arguments: `"Pay {amount_cents} cents to {payee}"`.
 
 What a template can reach is only the call's own arguments, by their top-level names:
 a field is a bare name (no `.attr`, `[index]`, `!conversion` or `:format`, which
 `str.format` would follow into the value's type); `{{` and `}}` are literal braces. Each
-value is written as JSON (a string in quotes, its control characters escaped, so an
-argument cannot pose as the message's own words or lines) and cut to `VALUE_CHARS`
-characters. A name the call does not have (another capability's argument, an optional one
-left out) stays as it is written, `{name}`; Cedar refuses at start-up a name that no
-capability has.
+value is written as JSON (a string in quotes, so an argument cannot pose as the
+message's own words), cut to `VALUE_CHARS` characters, with every character that could
+break, reorder or hide a line escaped (`inert`), and set in a Markdown code span, where a
+client that renders the question shows no link, image, emphasis or HTML it holds. A
+name the call does not have (another capability's argument, an optional one left out)
+stays as it is written, `{name}`; Cedar refuses at start-up a name that no capability
+has.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import string
 from collections.abc import Mapping
 
+from codemode.inert import inert
 from codemode.types import JSONValue
 
 VALUE_CHARS = 80
@@ -64,6 +68,12 @@ def fill(message: str, arguments: Mapping[str, JSONValue]) -> str:
 
 
 def _shown(value: JSONValue) -> str:
-    """One argument as the person reads it: JSON, bounded."""
+    """One argument as the person reads it: JSON, bounded, inert (see `inert`; `<` and
+    `>` escaped too), in a Markdown code span, where a client that renders the question
+    shows it as written: no link, image, emphasis or HTML comment."""
     text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
-    return text if len(text) <= VALUE_CHARS else text[: VALUE_CHARS - 1] + "…"
+    if len(text) > VALUE_CHARS:
+        text = text[: VALUE_CHARS - 1] + "…"
+    text = inert(text).replace("<", "\\u003c").replace(">", "\\u003e")
+    fence = "`" * (max(map(len, re.findall("`+", text)), default=0) + 1)
+    return f"{fence}{text}{fence}"  # JSON starts and ends with no backtick: no padding
