@@ -192,3 +192,25 @@ def test_an_entity_is_a_name_a_string_id_and_attributes_without_type_or_id() -> 
         Entity("Report", "1", {"id": "2"})
     request = AuthorizationRequest("alice", "reports.get", "reports.get", {"id": 1})
     assert request.resource is None
+
+
+def test_a_resolver_cannot_change_what_was_authorized_and_runs() -> None:
+    """It gets copies: a resolver that "normalises" a list in place changes nothing the
+    policy read or the handler runs with."""
+    asked: list[Any] = []
+    ran: list[Any] = []
+
+    def resolve(ids: list[int]) -> Entity:
+        ids.append(999)
+        return Entity("Doc", "d")
+
+    cm = CodeMode(authorizer=lambda request: asked.append(request.arguments["ids"]))
+
+    @cm.capability("docs.delete", summary="Delete documents.", resource=resolve)
+    def delete(*, ids: list[int]) -> int:
+        ran.append(list(ids))
+        return len(ids)
+
+    with cm:
+        assert cm.execute("def main():\n    return docs.delete(ids=[1])\n", subject="a").value == 1
+    assert (asked, ran) == ([[1]], [[1]])

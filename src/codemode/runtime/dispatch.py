@@ -382,6 +382,8 @@ class Dispatcher:
         assert capability.resource is not None
         try:
             taken = {name: kwargs[name] for name in capability.resource_parameters}
+            if not capability.flat:  # the resolver cannot change what was authorized and runs
+                taken = copy.deepcopy(taken)
             with span.active():
                 found = capability.resource(**taken)
             if inspect.isawaitable(found):
