@@ -249,11 +249,21 @@ def test_an_agent_errors_kind_status_and_fields_are_what_error_data_gives() -> N
     }
 
 
-@pytest.mark.parametrize("kind", ["NotFound", "not found", "", "9lives", "x" * 65, 7])
-def test_an_agent_errors_kind_is_a_snake_case_word(kind: object) -> None:
+@pytest.mark.parametrize(
+    "kind",
+    ["NotFound", "not found", "", "9lives", "x" * 65, 7, "permission_denied", "approval_declined"],
+)
+def test_an_agent_errors_kind_is_a_snake_case_word_and_no_denial(
+    kind: object,
+) -> None:
+    """A host's failure must not read as a denial to a program's error_data."""
     with pytest.raises(ValueError) as raised:
         AgentError("no", kind=kind)  # type: ignore[arg-type]
-    assert str(raised.value) == "an AgentError's kind is a snake_case word such as not_found"
+    assert str(raised.value) == (
+        "an AgentError's kind is a snake_case word such as not_found, not a code of a call "
+        "codemode refused (permission_denied, policy_failure, approval_declined, "
+        "approval_unavailable, approval_timed_out)"
+    )
 
 
 @pytest.mark.parametrize(

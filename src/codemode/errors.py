@@ -150,6 +150,22 @@ bytes: past it the fields are left out (`{}`), never cut part way."""
 _KIND = re.compile(r"[a-z][a-z0-9_]{0,63}")
 
 
+DENIALS = (
+    "permission_denied",
+    "policy_failure",
+    "approval_declined",
+    "approval_unavailable",
+    "approval_timed_out",
+)
+"""The codes `error_data` gives a call codemode itself refused: no host's kind is one, so
+a failure the host raised never reads as a denial."""
+
+
+def is_kind(word: object) -> bool:
+    """Whether `word` can be an `AgentError`'s kind: a snake_case word, none of `DENIALS`."""
+    return isinstance(word, str) and _KIND.fullmatch(word) is not None and word not in DENIALS
+
+
 @dataclass(frozen=True, slots=True)
 class Facts:
     """What a failed call says of itself as data, for `error_data(e)` in the program: an
@@ -481,8 +497,11 @@ class AgentError(Exception):
     ) -> None:
         if not isinstance(message, str):
             raise TypeError(f"AgentError takes a str message, not {type(message).__name__}")
-        if kind is not None and (not isinstance(kind, str) or not _KIND.fullmatch(kind)):
-            raise ValueError("an AgentError's kind is a snake_case word such as not_found")
+        if kind is not None and not is_kind(kind):
+            raise ValueError(
+                "an AgentError's kind is a snake_case word such as not_found, not a code of "
+                f"a call codemode refused ({', '.join(DENIALS)})"
+            )
         self.message = message
         self.facts = Facts(
             kind,
@@ -537,6 +556,7 @@ class RegistrationError(ValueError):
 
 __all__ = [
     "AGENT_MESSAGE_MAX_BYTES",
+    "DENIALS",
     "ERROR_CLASSES",
     "MAX_FIELDS_BYTES",
     "MAX_MESSAGE_BYTES",
@@ -570,6 +590,7 @@ __all__ = [
     "bounded",
     "bounded_fields",
     "capability_failed",
+    "is_kind",
     "printable",
     "progress",
     "sanitize_agent_message",

@@ -6,7 +6,6 @@ import ast
 import dataclasses
 import functools
 import inspect
-import re
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from codemode.capabilities.info import CapabilityInfo, info_of
 from codemode.capabilities.naming import check_id, check_name
 from codemode.capabilities.results import Projection
 from codemode.context import CallContext
-from codemode.errors import RegistrationError, printable
+from codemode.errors import RegistrationError, is_kind, printable
 from codemode.types import JSONObject
 
 REQUIRED: Any = inspect.Parameter.empty
@@ -310,9 +309,6 @@ def build_capability(
     return capability
 
 
-_KIND = re.compile(r"[a-z][a-z0-9_]{0,63}")
-
-
 def _kinds(docs: docstring_parser.Docstring) -> tuple[str, ...]:
     """The `AgentError` kinds a docstring's `Raises:` section declares (`not_found: no
     ticket has this id`), as describe lists them; entries naming an exception class are
@@ -320,7 +316,7 @@ def _kinds(docs: docstring_parser.Docstring) -> tuple[str, ...]:
     found = []
     for raised in docs.raises:
         kind = raised.type_name or ""
-        if _KIND.fullmatch(kind):
+        if is_kind(kind):
             said = " ".join((raised.description or "").split())
             found.append(f"{kind}: {printable(said)}" if said else kind)
     return tuple(found)
