@@ -134,7 +134,8 @@ CATCHING = (
     "PermissionError; a program can catch them, and error_data(e) gives a caught one as "
     'data: {"code": ..., "status": ..., "fields": {...}} (for a REST call its HTTP status '
     "and the fields its error body declares; None for any other exception). Arguments "
-    "that do not bind, and every limit, end the program: no except catches them."
+    "that do not bind, and every limit, end the program: no except catches them (but "
+    "recursion depth, a RecursionError, as in Python)."
 )
 """Which errors a program can catch, and how it reads one as data."""
 

@@ -320,3 +320,9 @@ def test_the_statement_on_errors_is_true() -> None:
             "    except Exception:\n        return 0\n"
         )
         assert run_error(cm, limit).code is ErrorCode.RESOURCE_LIMIT
+        deep = (
+            "def f(n):\n    return f(n + 1)\n"
+            "def main():\n    try:\n        f(0)\n    except RecursionError:\n"
+            "        return 'caught'\n"
+        )
+        assert cm.execute(deep, subject="a").value == "caught"

@@ -245,11 +245,13 @@ async def refuse_method(scope: Scope, receive: Receive, send: Send) -> None:
 
 def check_version(version: str | None, request_id: JSON) -> None:
     """Rejected with -32022 when an `MCP-Protocol-Version` header names no version the SDK
-    speaks, with `data.supported` listing every version it does, in both eras (a 2025-era
-    client reads there that its version is served, after `initialize`). Upstream: the SDK
-    would answer an unknown version as one (today it asks for the 2026 envelope, -32602)."""
+    speaks. Its message names both eras; `data.supported` lists the versions a request may
+    name without `initialize`, as `server/discover` does: the protocol's conformance suite
+    holds one to the other, and a 2025-era client negotiates at `initialize`, never here.
+    Upstream: the SDK would answer an unknown version as one (today it asks for the 2026
+    envelope, -32602)."""
     if version is not None and version not in KNOWN_VERSIONS:
-        data = {"supported": list(KNOWN_VERSIONS), "requested": version[:100]}
+        data = {"supported": list(MODERN_VERSIONS), "requested": version[:100]}
         raise Rejected(UNSUPPORTED_PROTOCOL_VERSION, UNSUPPORTED_VERSION, request_id, data)
 
 
