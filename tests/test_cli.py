@@ -9,6 +9,7 @@ import logging
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -25,7 +26,7 @@ from mcp.client.stdio import stdio_client
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
-from codemode import CodeMode, CodeModeError, serving
+from codemode import CodeMode, CodeModeError, Limits, serving
 from codemode.authz import AllowAll
 from codemode.cli import main
 from codemode.clock import SystemClock
@@ -677,3 +678,71 @@ def test_the_demo_keeps_one_database_per_user_unless_given_one(
             "def main():\n    return instances.list(tag='kept')['total']\n", subject="a"
         )
         assert found.value == 0
+
+
+def mistyped_approval_host() -> CodeMode:
+    """A host whose Cedar policy, written in the host file, names no argument it has."""
+    from codemode.authz.cedar import CedarAuthorizer
+
+    policy = '@id("pay")\n@approval("Pay {paye}?")\npermit(principal, action, resource);\n'
+    cm = CodeMode(authorizer=CedarAuthorizer(policy))
+
+    @cm.capability("p.pay", summary="Pay.")
+    def pay(*, payee: str) -> str:
+        return payee
+
+    return cm
+
+
+@pytest.mark.parametrize("command", ["run", "check", "search", "describe"])
+def test_a_policy_that_does_not_fit_the_app_is_one_line_of_error(
+    tmp_path: Path, command: str
+) -> None:
+    path = tmp_path / "p.py"
+    path.write_text("def main():\n    return 1\n")
+    last = {"run": str(path), "check": str(path), "search": "", "describe": "p.pay"}[command]
+    result = CliRunner().invoke(main, [command, "tests.test_cli:mistyped_approval_host", last])
+    assert (result.exit_code, result.stdout) == (1, "")
+    assert result.stderr == (
+        "Error: line 2: the @approval message names {paye}, which is no capability's argument\n"
+    )
+
+
+def signalling_host() -> CodeMode:
+    """A host whose one capability leaves a file behind, so a test knows the program runs,
+    and whose programs may run for two minutes."""
+    limits = Limits(max_interpreter_seconds=120, max_execution_seconds=120)
+    cm = CodeMode(authorizer=AllowAll(), limits=limits)
+
+    @cm.capability("t.mark", summary="Leave a mark.")
+    def mark(*, path: str) -> None:
+        Path(path).write_text("running")
+
+    return cm
+
+
+def test_ctrl_c_stops_run_at_once_with_exit_code_130(tmp_path: Path) -> None:
+    """The program loops in the interpreter after its call: Ctrl-C still ends the command
+    at once (not when the interpreter's time runs out), as an interrupt, not a failure."""
+    marked = tmp_path / "mark"
+    program = tmp_path / "p.py"
+    program.write_text(
+        f"def main():\n    t.mark(path={str(marked)!r})\n    while True:\n        pass\n"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "codemode", "run", "tests.test_cli:signalling_host", str(program)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).parents[1],
+    )
+    try:
+        while not marked.exists():
+            assert process.poll() is None, process.communicate()
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=60)  # far inside the 120 s limits
+    finally:
+        process.kill()
+    assert (process.returncode, out) == (130, "")
+    assert err.endswith("codemode: stopped\n")

@@ -249,6 +249,7 @@ when {
         ("2026-01-31", "2026-06-01T01:30:00+02:00", "12.5", True),  # 23:30 UTC before
         ("2026-01-31", "2026-06-01T00:00:00", "12.5", False),  # no offset: read as UTC
         ("2026-01-31", "2026-01-31T09:30:00Z", "100.0001", False),
+        ("0999-01-31", "0999-01-31T09:30:00Z", "1", True),  # a year before 1000, four digits
     ],
 )
 def test_a_cedar_policy_compares_dates_and_decimals(

@@ -78,6 +78,7 @@ def test_authz_exports() -> None:
         "Denied",
         "Entity",
         "HINTS",
+        "PolicyError",
         "RequireApproval",
         "VisibilityPolicy",
         "may_ask",

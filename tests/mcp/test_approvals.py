@@ -126,6 +126,7 @@ _never_asks.asks_for_approval = False  # type: ignore[attr-defined]
 ASKING = 'permit (principal, action, resource);\n@approval("Pay?")\npermit (principal, action, resource);'
 REGO_ASKING = 'package codemode.authz\nallow := {"approval": "Pay?"} if input.capability.name == "pay"\nallow := true if input.capability.name != "pay"\n'
 REGO_ALLOWING = "package codemode.authz\nallow := true\n"
+REGO_FROM_DATA = "package codemode.authz\nallow := data.answers[input.capability.name]\n"
 
 
 def _authorizers() -> list[tuple[str, Callable[[], Authorizer], bool]]:
@@ -138,6 +139,13 @@ def _authorizers() -> list[tuple[str, Callable[[], Authorizer], bool]]:
         ("cedar-approval", lambda: CedarAuthorizer(ASKING), True),
         ("rego", lambda: RegoAuthorizer(modules={"p.rego": REGO_ALLOWING}), False),
         ("rego-approval", lambda: RegoAuthorizer(modules={"p.rego": REGO_ASKING}), True),
+        (
+            "rego-approval-in-data",
+            lambda: RegoAuthorizer(
+                modules={"p.rego": REGO_FROM_DATA}, data={"answers": {"pay": {"approval": "?"}}}
+            ),
+            True,
+        ),
         ("python", lambda: lambda request: None, True),
         ("python-never", lambda: _never_asks, False),
     ]

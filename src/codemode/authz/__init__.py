@@ -62,6 +62,12 @@ class Denied(Exception):
     """Raised by an authorizer to deny a call. Its message stays in the host log."""
 
 
+class PolicyError(ValueError):
+    """A policy that does not load, or does not fit the capabilities it is adopted over
+    (Cedar's and Rego's errors are of this class): its message names where, for the
+    operator, so a command line says it in one line."""
+
+
 Decision: TypeAlias = bool | RequireApproval | None
 Authorizer: TypeAlias = Callable[[AuthorizationRequest], Awaitable[Decision] | Decision]
 """Allows by returning None or True; denies by returning False or raising `Denied`; asks a
@@ -140,6 +146,7 @@ __all__ = [
     "Decision",
     "Denied",
     "Entity",
+    "PolicyError",
     "RequireApproval",
     "VisibilityPolicy",
     "may_ask",

@@ -19,13 +19,13 @@ from typing import Any, Literal, get_args, get_origin
 from typing_extensions import is_typeddict
 
 from codemode import capabilities as t
-from codemode.authz import HINTS
+from codemode.authz import HINTS, PolicyError
 from codemode.capabilities import Capability
 
 NoneType = type(None)
 
 
-class CedarPolicyError(ValueError):
+class CedarPolicyError(PolicyError):
     """Policies that do not parse or do not validate, or entities Cedar would refuse; the
     message names the policy, line and column, or the entity and attribute."""
 
@@ -365,7 +365,8 @@ def extension_value(name: str, text: str) -> dict[str, Any]:
         else:
             minutes = int(offset.total_seconds()) // 60
             zone = f"{'-' if minutes < 0 else '+'}{abs(minutes) // 60:02d}{abs(minutes) % 60:02d}"
-        text = f"{moment:%Y-%m-%dT%H:%M:%S}.{moment.microsecond // 1000:03d}{zone}"
+        whole = moment.replace(tzinfo=None).isoformat(timespec="milliseconds")  # year 0999 too
+        text = whole + zone
     return {"__extn": {"fn": name, "arg": text}}
 
 

@@ -47,7 +47,7 @@ from typing import Any
 
 import regopy
 
-from codemode.authz import AuthorizationRequest, Denied, Entity, RequireApproval
+from codemode.authz import AuthorizationRequest, Denied, Entity, PolicyError, RequireApproval
 from codemode.authz.templates import fill
 from codemode.capabilities import Capability
 from codemode.errors import ExpectedError
@@ -66,7 +66,7 @@ _ERROR = re.compile(
 )
 
 
-class RegoPolicyError(ValueError):
+class RegoPolicyError(PolicyError):
     """Modules that do not compile, or a decision that is not a rule reference; the message
     names the file, line and the parser's words."""
 
@@ -125,9 +125,10 @@ class RegoAuthorizer:
         self.visible = visible
         self.asks_for_approval = any(
             '"approval"' in text or "`approval`" in text for text in sources.values()
-        )
-        """Whether a module names the `{"approval": ...}` decision (`codemode.authz.may_ask`):
-        a policy that never writes the key cannot ask a person."""
+        ) or (data is not None and "approval" in json.dumps(dict(data), default=str))
+        """Whether a module or the data names the `{"approval": ...}` decision
+        (`codemode.authz.may_ask`): a policy that never writes the key, nor reads an
+        object holding it from `data`, cannot ask a person."""
         self._decision = _entrypoint("decision", decision)
         self._visible = _entrypoint("visible", visible) if visible is not None else None
         compiler = _interpreter()

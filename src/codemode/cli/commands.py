@@ -15,11 +15,13 @@ option can also come from the environment: `CODEMODE_<COMMAND>_<OPTION>`, e.g.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import functools
 import json
 import logging
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +32,7 @@ import click
 import codemode
 from codemode import serving
 from codemode.app import CodeMode
+from codemode.authz import PolicyError
 from codemode.cli.options import (
     ALLOWED_HOST,
     POLICY_OPTIONS,
@@ -67,17 +70,21 @@ def _load_app(spec: str) -> CodeMode:
 
 @contextlib.contextmanager
 def _loading() -> Iterator[None]:
-    """A LoadError as a usage error; a server of an `mcpServers` file that cannot start as
-    one line of error and exit code 1."""
+    """A LoadError as a usage error; a server of an `mcpServers` file that cannot start,
+    or a policy that does not fit the app, as one line of error and exit code 1; Ctrl-C
+    as exit code 130."""
     try:
         yield
     except LoadError as exc:
         if exc.param is not None:
             raise click.BadParameter(str(exc), param_hint=exc.param) from None
         raise click.UsageError(str(exc)) from None
-    except RegistrationError as exc:
+    except (RegistrationError, PolicyError) as exc:  # a policy that does not fit the app too
         click.echo(f"Error: {exc}", err=True)
         sys.exit(1)
+    except KeyboardInterrupt:  # Ctrl-C: a stop asked for, not a failure to report
+        click.echo("codemode: stopped", err=True)
+        sys.exit(130)
 
 
 def _say_if_blind(cm: CodeMode, subject: str) -> None:
@@ -90,6 +97,22 @@ def _say_if_blind(cm: CodeMode, subject: str) -> None:
     else:
         reason = "the app registers none"
     click.echo(f'codemode: subject "{subject}" sees no capabilities: {reason}', err=True)
+
+
+def _interruptible(execute: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """`execute(...)` on a daemon thread of its own, so that Ctrl-C stops the command at
+    once: the caller's thread may run a program's first steps in the interpreter, which
+    takes no signal until the step ends (`cm.close()` then ends the program)."""
+    answer: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+    def work() -> None:
+        try:
+            answer.set_result(execute(*args, **kwargs))
+        except BaseException as exc:  # the caller's to raise
+            answer.set_exception(exc)
+
+    threading.Thread(target=work, name="codemode-run", daemon=True).start()
+    return answer.result()
 
 
 def _program_text(file: Any) -> str:
@@ -118,7 +141,7 @@ def main(log_level: str, verbose: bool) -> None:
 
 def _serve(cm: CodeMode, config: ServeConfig, banner: list[str]) -> None:
     """Serve until stopped, after a banner that says where to connect; a failure to start
-    is one line of error and exit code 1, a stop by Ctrl-C exit code 130."""
+    is one line of error and exit code 1, a stop by Ctrl-C exit code 130 (`_loading`)."""
     stdio = config.transport == "stdio"
     if stdio:  # on stderr: stdout carries the protocol
         banner = [f"codemode: serving {cm.name} over stdio; Ctrl-C stops it"]
@@ -127,9 +150,6 @@ def _serve(cm: CodeMode, config: ServeConfig, banner: list[str]) -> None:
             serving.serve(cm, config, announce=functools.partial(_say, banner, err=stdio))
     except serving.ServingError as exc:
         raise click.ClickException(str(exc)) from None
-    except KeyboardInterrupt:  # Ctrl-C: a stop asked for, not a failure to report
-        click.echo("codemode: stopped", err=True)
-        sys.exit(130)
 
 
 def _say(lines: list[str], *, err: bool = False) -> None:
@@ -288,8 +308,9 @@ def run(app: str, file: Any, subject: str) -> None:
     model reads it."""
     cm = _load_app(app)
     try:
-        _say_if_blind(cm, subject)
-        result = cm.execute(_program_text(file), subject=subject)
+        with _loading():
+            _say_if_blind(cm, subject)
+            result = _interruptible(cm.execute, _program_text(file), subject=subject)
     except CodeModeError as error:  # on stdout, as the model reads it; the host log on stderr
         click.echo(for_terminal(error.report()))
         sys.exit(1)
@@ -307,7 +328,7 @@ def run(app: str, file: Any, subject: str) -> None:
 def check(app: str, file: Any, subject: str) -> None:
     """Check the program in FILE against APP without running it (the static preflight),
     and print each problem as `run` prints an error."""
-    with _load_app(app) as cm:
+    with _load_app(app) as cm, _loading():
         _say_if_blind(cm, subject)
         errors = cm.check(_program_text(file), subject=subject)
     for error in errors:
@@ -378,7 +399,8 @@ def search(app: str, query: str, subject: str, offset: int) -> None:
 
     cm = _load_app(app)
     try:
-        _say_if_blind(cm, subject)
+        with _loading():
+            _say_if_blind(cm, subject)
         found = cm.search(query, offset=offset, subject=subject)
         click.echo(json.dumps(search_payload(found), indent=2))
     finally:
@@ -396,7 +418,8 @@ def describe(app: str, name: str, subject: str, schemas: bool) -> None:
 
     cm = _load_app(app)
     try:
-        _say_if_blind(cm, subject)
+        with _loading():
+            _say_if_blind(cm, subject)
         info = cm.describe(name, subject=subject)
         click.echo(json.dumps(describe_payload(info, schemas=schemas), indent=2))
     except CodeModeError as error:
