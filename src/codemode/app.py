@@ -205,22 +205,31 @@ class CodeMode:
     ) -> Callable[[F], F]:
         """Register a sync or async function; the program calls it by keyword as `name(...)`.
 
-        `max_calls_per_execution` and `timeout` (seconds) override the `Limits` defaults
-        for this capability. `example` is a call `describe` shows, such as
-        `'instances.get(sandbox="dev", name="api")'`; it is checked against the signature.
-        `annotations` are MCP's tool hints (`{"readOnlyHint": True}`; also
-        `destructiveHint`, `idempotentHint`, `openWorldHint`): the rest are presumed as MCP
-        presumes them, and all four reach policies as an upstream tool's do; completed calls
-        are reported as effects that stand, none for read-only, "may have had" with no hint.
-        `resource` finds the `Entity` a call acts on for policies, from the arguments it
-        names (`codemode.capabilities.entities`). Raises `RegistrationError` at decoration
-        time for a bad name, a duplicate, an example or resource that does not fit, or type
-        hints that cannot cross the sandbox boundary.
+        `max_calls_per_execution` and `timeout` (seconds) override the `Limits` defaults.
+        `example` is a call `describe` shows, checked against the signature. `annotations`
+        are MCP's tool hints (`readOnlyHint`, `destructiveHint`, `idempotentHint`,
+        `openWorldHint`; the rest presumed as MCP does): policies read them, and error reports
+        say effects stand, none for read-only, or "may have had" with no hint. `resource`
+        finds the `Entity` a call acts on for policies (`codemode.capabilities.entities`).
+        Raises `RegistrationError` when decorating for a bad name, a duplicate, an example or
+        resource that does not fit, or hints that cannot cross the boundary.
         """
-        options = {k: v for k, v in locals().items() if k not in ("self", "name")}  # the options
 
         def register(handler: F) -> F:
-            self._sources.functions.add(build_capability(handler, name, **options))
+            capability = build_capability(
+                handler,
+                name,
+                id=id,
+                summary=summary,
+                description=description,
+                search_terms=search_terms,
+                max_calls_per_execution=max_calls_per_execution,
+                timeout=timeout,
+                example=example,
+                annotations=annotations,
+                resource=resource,
+            )
+            self._sources.functions.add(capability)
             return handler
 
         return register
