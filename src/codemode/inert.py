@@ -6,12 +6,19 @@ from __future__ import annotations
 
 import unicodedata
 
-_ESCAPED = frozenset(["Cc", "Cf", "Zl", "Zp", "Zs", "Cs", "Mn", "Mc", "Me", "Pi", "Pf"])
+_ESCAPED = frozenset(["Cc", "Cf", "Zl", "Zp", "Zs", "Cs", "Co", "Cn", "Mn", "Mc", "Me", "Pi", "Pf"])
 """Categories written as escapes: controls, format characters, separators and spaces
-(but the plain space), lone surrogates, combining marks (which stack on a quote or a
-brace) and quotation marks that open or close."""
-_LOOKALIKES = frozenset("\u115f\u1160\u3164\uffa0\u2800\uff02\uff07\u02ba\u02ee\u05f4\u2033\u2036")
-"""Blank letters (`\u3164` reads as a space) and quote lookalikes (`\uff02`)."""
+(but the plain space), lone surrogates, private and unassigned characters (no font says
+what they look like), combining marks (which stack on a quote or a brace) and quotation
+marks that open or close."""
+_LOOKALIKES = frozenset(
+    "\u115f\u1160\u3164\uffa0\u2800"  # blank letters
+    "\uff02\uff07\u02ba\u02ee\u05f4\u2033\u2036\u301d\u301e\u301f\u3003\u02dd"
+    "\u275d\u275e\U0001f676\U0001f677\U0001f678"  # quotes
+    "\uff40\u1fef\u02cb"  # backticks
+)
+"""Blank letters (`\u3164` reads as a space), and quote and backtick lookalikes
+(`\uff02`, `\uff40`)."""
 
 
 def inert(text: str) -> str:

@@ -122,6 +122,7 @@ def test_rego_approval_messages_are_filled_the_same_way() -> None:
         ("ACME\u0085\u009b2J\u202eEMCA", '`"ACME\\u0085\\u009b2J\\u202eEMCA"`'),
         ("`x` ``y", '```"`x` ``y"```'),
         ("`", '``"`"``'),
+        ("ACME\u301e to \u301dBob\uff40", '`"ACME\\u301e to \\u301dBob\\uff40"`'),
     ],
 )
 def test_a_value_is_an_inert_code_span_that_cannot_shape_the_question(
@@ -142,3 +143,10 @@ def test_the_line_named_is_the_approval_annotations_own() -> None:
     assert str(raised.value) == (
         "line 2: the @approval message names {paye}, which is no capability's argument"
     )
+
+
+def test_two_fields_side_by_side_are_two_spans_apart() -> None:
+    """`{a}{b}`: the spans' fences would run together into one longer run and let the
+    second value out of its span, so a space stands between them."""
+    arguments: dict[str, JSONValue] = {"a": "``", "b": "[ACME](https://evil.example)"}
+    assert fill("Pay {a}{b}?", arguments) == ('Pay ```"``"``` `"[ACME](https://evil.example)"`?')

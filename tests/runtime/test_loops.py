@@ -243,3 +243,25 @@ def test_a_return_that_is_a_handlers_first_statement_cuts_every_loop_it_leaves(
     )
     failure = failure_of(sandbox, code)
     assert (failure.exc_type, failure.loops) == ("TimeoutError", ())
+
+
+@pytest.mark.parametrize("gap", ["\n", "    \n", "# c\n"])
+def test_a_loop_whose_last_line_a_backslash_carries_on_is_marked_after_it(
+    sandbox: MontySandbox, gap: str
+) -> None:
+    code = f"def f():\n    t = 0\n    for i in range(3):\n        t += i \\\n{gap}    return t\nf()"
+    with running(sandbox) as run:
+        assert run.start(code) == Done(3)
+
+
+def test_a_handler_line_with_a_statement_before_its_return_keeps_the_deeper_cut(
+    sandbox: MontySandbox,
+) -> None:
+    code = (
+        "def f():\n    for i in range(3):\n        try:\n            1/0\n"
+        "        except ZeroDivisionError: x = 1; return i\n"
+        "def g():\n    return sum(range(10**12))\n"
+        "f()\ng()"
+    )
+    failure = failure_of(sandbox, code)
+    assert (failure.exc_type, failure.loops) == ("TimeoutError", ())

@@ -58,11 +58,13 @@ def fill(message: str, arguments: Mapping[str, JSONValue]) -> str:
     (see the module docstring); a message that is not a valid template is shown as it is."""
     if template_problem(message) is not None:
         return message
-    parts = []
+    parts: list[str] = []
+    spans = False  # whether the last part is a value's code span
     for literal, name, _, _ in _FORMATTER.parse(message):
-        parts.append(literal)
+        parts.append(" " if spans and not literal else literal)  # two spans never touch
         if name is not None:
             value = arguments.get(name)
+            spans = value is not None
             parts.append(f"{{{name}}}" if value is None else _shown(value))
     return "".join(parts)
 

@@ -109,6 +109,7 @@ class _Marks:
         self.lines = lines
         self.starts = starts
         """The lines a logical line starts on, at their first character."""
+        self.ordered = sorted(starts)
         self.loops: set[int] = set()
         self.before: dict[int, list[str]] = {}
         self.after: dict[int, list[str]] = {}
@@ -125,7 +126,7 @@ class _Marks:
                 self.before.setdefault(line, []).append(
                     f"{indent}{length} = {_LENGTH}({LOOPS}); {LOOPS}.append({line})"
                 )
-                end = node.end_lineno or line
+                end = self._logical_end(node.end_lineno or line)
                 self.after.setdefault(end, []).insert(0, f"{indent}{LOOPS}[{length}:] = []")
                 self.walk(node.body, (*enclosing, line))
                 self.walk(node.orelse, (*enclosing, line))  # its entry stays until the end
@@ -144,6 +145,12 @@ class _Marks:
                 for case in getattr(node, "cases", []):
                     self.walk(case.body, enclosing)
 
+    def _logical_end(self, line: int) -> int:
+        """The last line of the logical line that ends a statement on `line`: a backslash
+        may carry it onto a blank or comment line, which the marker after it must follow."""
+        after = bisect.bisect_right(self.ordered, line)
+        return self.ordered[after] - 1 if after < len(self.ordered) else len(self.lines)
+
     def _cut(self, node: ast.stmt, length: str) -> None:
         """Cut the list back to `length` just before `node` runs."""
         text = self.lines[node.lineno - 1]
@@ -151,9 +158,9 @@ class _Marks:
         indent = _indent(text)
         if len(indent) == node.col_offset and node.lineno in self.starts:  # a line of its own
             self.before.setdefault(node.lineno, []).append(indent + cut)
-        elif self.inline.get(node.lineno, (node.col_offset,))[0] == node.col_offset:
-            # a `return` that is a handler's first statement: its own cut, the deeper one
-            self.inline[node.lineno] = (node.col_offset, cut + "; ")
+        else:  # one cut per line: a later one is a `return`'s (deeper), at the first place
+            at = min(self.inline.get(node.lineno, (node.col_offset,))[0], node.col_offset)
+            self.inline[node.lineno] = (at, cut + "; ")
 
     def marked(self) -> Marked:
         fed, rows = [_PRELUDE], [(0, 0, 0, 0)]
