@@ -252,6 +252,14 @@ def test_a_write_before_a_mistake_is_reported_as_done(demo: CodeMode, tmp_path: 
     )
 
 
+def last_report_line(cm: CodeMode, body: str) -> str:
+    """The last line of the report of `main()` with `body`, which must fail: what the
+    report says of the calls that completed."""
+    with pytest.raises(CodeModeError) as caught:
+        cm.execute("def main():\n" + body, subject="model")
+    return caught.value.report().splitlines()[-1]
+
+
 @pytest.mark.parametrize(
     ("body", "says"),
     [
@@ -301,9 +309,7 @@ def test_a_write_before_a_mistake_is_reported_as_done(demo: CodeMode, tmp_path: 
 def test_partial_progress_says_what_the_completed_calls_did(
     demo: CodeMode, body: str, says: str
 ) -> None:
-    with pytest.raises(CodeModeError) as caught:
-        demo.execute("def main():\n" + body, subject="model")
-    assert caught.value.report().splitlines()[-1] == says
+    assert last_report_line(demo, body) == says
 
 
 @pytest.fixture(scope="module")
@@ -363,8 +369,6 @@ def undeclared() -> Iterator[CodeMode]:
 def test_calls_of_capabilities_that_declare_no_effects_are_not_said_to_stand(
     undeclared: CodeMode, body: str, says: str
 ) -> None:
-    with pytest.raises(CodeModeError) as caught:
-        undeclared.execute("def main():\n" + body, subject="model")
-    assert caught.value.report().splitlines()[-1] == says
+    assert last_report_line(undeclared, body) == says
     described = describe_payload(undeclared.describe("tickets.list", subject="model"))
     assert "effects" not in described  # as describe says: nothing declared

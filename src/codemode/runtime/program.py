@@ -68,7 +68,7 @@ class Program:
     def tried(self, line: int) -> bool:
         """Whether `line` lies in a `try` body with an `except`: a program that fails there
         may believe it handles what only ends it."""
-        return any(first <= line <= last for first, last, _, _ in self.tries)
+        return _in_try(line, self.tries)
 
     def function_at(self, line: int) -> str:
         """The innermost function of the program around `line` ("<module>" outside any)."""
@@ -242,9 +242,13 @@ def _uncaught(refused: Refused, tries: tuple[tuple[int, int, int, int], ...]) ->
     error, where = refused.error, refused.error.where
     if not isinstance(error, InvalidArgumentsError) or where is None:
         return refused
-    if not any(first <= where.line <= last for first, last, _, _ in tries):
+    if not _in_try(where.line, tries):
         return refused
     return Refused(error.replace(note=UNCAUGHT_CHECK), refused.each)
+
+
+def _in_try(line: int, tries: tuple[tuple[int, int, int, int], ...]) -> bool:
+    return any(first <= line <= last for first, last, _, _ in tries)
 
 
 def _tries(tree: ast.Module) -> tuple[tuple[int, int, int, int], ...]:
