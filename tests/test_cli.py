@@ -608,6 +608,11 @@ def test_the_reloader_serves_with_the_configuration_it_was_given(
         ({"port": "80"}, "the port must be an integer from 0 to 65535"),
         ({"allowed_hosts": [5]}, "allowed hosts must be host names"),
         ({"tokens": {"t": "a"}, "token_file": "f"}, "give tokens or token_file, not both"),
+        ({"store": "localhost:6379"}, "the store must be a Redis URL: redis://host:6379/0"),
+        (
+            {"store": "redis://a:6379/0", "replay_guard": "redis://b:6379/0"},
+            "the store and the replay guard name different Redis servers",
+        ),
     ],
 )
 def test_a_serving_configuration_refuses_what_serving_would(
@@ -616,6 +621,102 @@ def test_a_serving_configuration_refuses_what_serving_would(
     """An empty token map in particular would otherwise serve without authentication."""
     with pytest.raises(ValueError, match=re.escape(problem)):
         serving.ServeConfig(transport="http", **options)
+
+
+BUILT: list[CodeMode] = []
+"""Every app `recorded_host` built, so a test sees what serving made of it."""
+STATE_KEY = "k" * 32
+
+
+def recorded_host() -> CodeMode:
+    cm = build_host()
+    BUILT.append(cm)
+    return cm
+
+
+def guard_scope(redis_url: str | None) -> tuple[str, str]:
+    """The scope of the last served app's replay guard, and what it would be in Redis."""
+    import redis
+
+    scope = asyncio.run(BUILT[-1].replay_guard.scope())
+    if redis_url is None:
+        return scope, scope
+    with redis.Redis.from_url(redis_url) as client:
+        epoch = client.get("codemode:guard:epoch")
+    return scope, f"redis:{epoch.decode() if epoch else ''}"
+
+
+@pytest.mark.parametrize(
+    ("flags", "env"),
+    [
+        (["--store", "{url}"], {}),
+        ([], {"CODEMODE_STORE": "{url}"}),
+        ([], {"CODEMODE_SERVE_STORE": "{url}"}),
+        (["--replay-guard", "{url}"], {}),  # the name it had: alone, it is the store
+        (["--store", "{url}", "--replay-guard", "{url}"], {}),
+        (["--replay-guard", "{url}"], {"CODEMODE_REQUEST_STATE_KEY": ""}),  # as it always did
+    ],
+)
+def test_the_store_holds_the_replay_guards_claims(
+    served: list[uvicorn.Config], redis_url: str, flags: list[str], env: dict[str, str]
+) -> None:
+    args = ["serve", "tests.test_cli:recorded_host", "--transport", "http"]
+    args += [flag.format(url=redis_url) for flag in flags]
+    env = {"CODEMODE_REQUEST_STATE_KEY": STATE_KEY, **env}
+    env = {name: value.format(url=redis_url) for name, value in env.items()}
+    result = CliRunner().invoke(main, args, env=env)
+    assert result.exit_code == 0, result.stderr
+    scope, in_redis = guard_scope(redis_url)
+    assert scope == in_redis and scope.startswith("redis:")
+
+
+def test_without_a_store_the_replay_guard_is_this_processs(served: list[uvicorn.Config]) -> None:
+    result = CliRunner().invoke(
+        main, ["serve", "tests.test_cli:recorded_host", "--transport", "http"]
+    )
+    assert result.exit_code == 0, result.stderr
+    assert guard_scope(None)[0].startswith("process:")
+
+
+@pytest.mark.parametrize(
+    ("flags", "key", "problem"),
+    [
+        (
+            ["--store", "{url}"],
+            None,
+            "a store shared by replicas needs CODEMODE_REQUEST_STATE_KEY, the same secret of "
+            'at least 32 bytes on every replica; make one with: python -c "import secrets; '
+            'print(secrets.token_hex(32))"',
+        ),
+        (
+            ["--store", "{url}", "--replay-guard", "redis://127.0.0.1:1/0"],
+            STATE_KEY,
+            "the store and the replay guard name different Redis servers: give the store "
+            "alone (the replay guard keeps its claims there)",
+        ),
+        (["--store", "localhost:6379"], STATE_KEY, "the store must be a Redis URL"),
+    ],
+)
+def test_a_store_that_cannot_work_is_a_usage_error(
+    served: list[uvicorn.Config],
+    redis_url: str,
+    flags: list[str],
+    key: str | None,
+    problem: str,
+) -> None:
+    """A shared store without a key every replica holds would keep states no other
+    replica (nor this one, restarted) can open."""
+    args = ["serve", "tests.test_cli:recorded_host", "--transport", "http"]
+    args += [flag.format(url=redis_url) for flag in flags]
+    result = CliRunner().invoke(main, args, env={"CODEMODE_REQUEST_STATE_KEY": key})
+    assert result.exit_code == 2, result.output
+    assert problem in " ".join(result.stderr.split())
+    assert "Traceback" not in result.output + result.stderr and served == []
+
+
+def test_the_store_option_names_its_environment_variable() -> None:
+    result = CliRunner().invoke(main, ["serve", "--help"], terminal_width=200)
+    assert "env var: CODEMODE_STORE" in result.stdout
 
 
 def test_a_bad_path_is_a_usage_error_before_anything_is_served() -> None:

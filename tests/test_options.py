@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 import pytest
@@ -9,7 +10,20 @@ import pytest
 from codemode import CodeMode
 from codemode.authz import AllowAll, AuthorizationRequest, Authorizer
 from codemode.capabilities import Capability
-from codemode.options import Options, checked_disabled, checked_guard, checked_limits
+from codemode.continuations import (
+    InProcessReplayGuard,
+    MemoryStore,
+    RedisStore,
+    StoreReplayGuard,
+)
+from codemode.options import (
+    Options,
+    checked_disabled,
+    checked_guard,
+    checked_limits,
+    checked_store,
+)
+from codemode.testing import ManualClock
 
 
 class SeesAll(AllowAll):
@@ -81,3 +95,32 @@ def test_the_other_constructor_arguments_are_checked_by_type() -> None:
         checked_guard(object(), None)  # type: ignore[arg-type]
     assert checked_limits(None) == checked_limits(None)
     assert checked_guard(None, None) is not checked_guard(None, None)  # each CodeMode its own
+
+
+def test_the_store_is_the_one_given_a_redis_url_or_this_processs_own() -> None:
+    given = MemoryStore()
+    assert checked_store(given, None) is given
+    assert isinstance(checked_store("redis://127.0.0.1:1/0", None), RedisStore)
+    assert isinstance(checked_store(None, None), MemoryStore)
+    assert checked_store(None, None) is not checked_store(None, None)  # each CodeMode its own
+    with pytest.raises(TypeError, match=r"store must be a Redis URL or have async epoch\(\)"):
+        checked_store(object(), None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="the store must be a Redis URL"):
+        checked_store("localhost:6379", None)
+
+
+def test_the_default_store_tells_time_by_the_codemodes_clock() -> None:
+    clock = ManualClock()
+    store = checked_store(None, clock)
+    asyncio.run(store.put("k", b"v", 5))
+    clock.skip(5)
+    assert asyncio.run(store.get("k")) is None
+
+
+def test_the_guard_is_over_a_shared_store_unless_one_is_given() -> None:
+    shared = RedisStore("redis://127.0.0.1:1/0")
+    guard = checked_guard(None, None, shared)
+    assert isinstance(guard, StoreReplayGuard) and guard.store is shared
+    assert isinstance(checked_guard(None, None, MemoryStore()), InProcessReplayGuard)
+    given = InProcessReplayGuard()
+    assert checked_guard(given, None, shared) is given

@@ -14,7 +14,14 @@ from dataclasses import dataclass
 
 from codemode.authz import Authorizer, CatalogPolicy, VisibilityPolicy
 from codemode.capabilities import Capability
-from codemode.continuations import InProcessReplayGuard, ReplayGuard
+from codemode.continuations import (
+    InProcessReplayGuard,
+    MemoryStore,
+    RedisStore,
+    ReplayGuard,
+    Store,
+    StoreReplayGuard,
+)
 from codemode.events import EventHandler
 from codemode.limits import Limits
 from codemode.runtime import Clock
@@ -91,11 +98,31 @@ def checked_disabled(disabled: Iterable[str]) -> Iterable[str]:
     return disabled
 
 
-def checked_guard(replay_guard: ReplayGuard | None, clock: Clock | None) -> ReplayGuard:
-    """The replay guard given, or one of this process; TypeError for one that is not.
+def checked_store(store: Store | str | None, clock: Clock | None) -> Store:
+    """The store given (a Redis URL makes a `RedisStore`), or one of this process that
+    tells time by the CodeMode's clock; TypeError for one that is not a store, ValueError
+    for a URL that names no Redis server."""
+    if store is None:
+        return MemoryStore() if clock is None else MemoryStore(clock.now)
+    if isinstance(store, str):
+        return RedisStore(store)
+    if not isinstance(store, Store):
+        raise TypeError(
+            "store must be a Redis URL or have async epoch(), get(), claim(), release(), "
+            "put(), delete() and admit() (codemode.continuations.Store)"
+        )
+    return store
+
+
+def checked_guard(
+    replay_guard: ReplayGuard | None, clock: Clock | None, store: Store | None = None
+) -> ReplayGuard:
+    """The replay guard given, or one over `store` when replicas share it, else one of
+    this process; TypeError for one that is not a guard.
 
     The default guard forgets its claims by the CodeMode's clock, as every other moment
-    of a paused program's life is read (`codemode.clock.wall`)."""
+    of a paused program's life is read (`codemode.clock.wall`). A store of this process
+    (`MemoryStore`) keeps the process's own guard, whose scope is the same."""
     if replay_guard is not None and not isinstance(replay_guard, ReplayGuard):
         raise TypeError(
             "replay_guard must have async scope(), claim(state_id, scope, seconds) and "
@@ -103,7 +130,16 @@ def checked_guard(replay_guard: ReplayGuard | None, clock: Clock | None) -> Repl
         )
     if replay_guard is not None:
         return replay_guard
+    if store is not None and not isinstance(store, MemoryStore):
+        return StoreReplayGuard(store)
     return InProcessReplayGuard() if clock is None else InProcessReplayGuard(clock.now)
 
 
-__all__ = ["Options", "check_authorizer", "checked_disabled", "checked_guard", "checked_limits"]
+__all__ = [
+    "Options",
+    "check_authorizer",
+    "checked_disabled",
+    "checked_guard",
+    "checked_limits",
+    "checked_store",
+]

@@ -81,9 +81,14 @@ class ServeConfig:
     own setting)."""
     audit_log: str | None = None
     """Append every audit event to this file as a JSON line (None keeps the app's sink)."""
+    store: str | None = None
+    """A Redis URL of the store replicas share (`codemode.continuations.RedisStore`): the
+    replay guard keeps its claims there, and what is kept there is sealed with the app's
+    request-state key, which every replica must hold (None keeps the app's own)."""
     replay_guard: str | None = None
-    """A Redis URL where replicas record the paused programs they resumed, so each resumes
-    once (`codemode.approvals.RedisReplayGuard`; None keeps the app's guard)."""
+    """The name `store` had while the replay guard was its only user: alone, it is the
+    store (and, as it always did, serves without the key too); with a `store`, it must
+    be the same URL."""
     app: Callable[[], CodeMode] | None = None
     """Builds the app again, as each server process of `serve_reloading` does, so that a
     changed file is read; only `serve_reloading` needs it."""
@@ -115,6 +120,20 @@ class ServeConfig:
             from codemode.approvals import RedisReplayGuard
 
             RedisReplayGuard.check_url(self.replay_guard)
+        if self.store is not None:
+            from codemode.continuations import RedisStore
+
+            RedisStore.check_url(self.store)
+            if self.replay_guard not in (None, self.store):
+                raise ValueError(
+                    "the store and the replay guard name different Redis servers: give the "
+                    "store alone (the replay guard keeps its claims there)"
+                )
+
+    @property
+    def shared_store(self) -> str | None:
+        """The URL of the store replicas share: `store`, else `replay_guard`."""
+        return self.store or self.replay_guard
 
     def bearer_tokens(self) -> dict[str, str] | None:
         """The tokens to check: `tokens`, or what `token_file` holds now."""
@@ -372,18 +391,36 @@ def reloaded_app() -> Starlette:
 # -- shared steps -----------------------------------------------------------------------
 
 
-def _configure(cm: CodeMode, config: ServeConfig) -> None:
-    """Apply the replay guard, policy and audit log of `config` to `cm`; nothing when it
-    has none (a CodeMode in use refuses `configure`)."""
-    if config.replay_guard is not None:
-        from codemode.approvals import RedisReplayGuard
+def check_store_key(cm: CodeMode, config: ServeConfig) -> None:
+    """ValueError when `config` names a `store` and `cm` has no key to seal what it keeps
+    there: every replica must hold the same one, and a key made at start would leave
+    nothing it sealed readable by another replica, or by this one after a restart. (A
+    `replay_guard` alone serves without one, as it always has, with the warning the MCP
+    server gives.)"""
+    from codemode.continuations import KEY_VARIABLE, given_key
 
-        cm.replay_guard = RedisReplayGuard.from_url(config.replay_guard)
-        problem = RedisReplayGuard.unreachable(config.replay_guard)
+    if config.store is not None and given_key(cm.request_state_key) is None:
+        raise ValueError(
+            f"a store shared by replicas needs {KEY_VARIABLE}, the same secret of at least "
+            '32 bytes on every replica; make one with: python -c "import secrets; '
+            'print(secrets.token_hex(32))"'
+        )
+
+
+def _configure(cm: CodeMode, config: ServeConfig) -> None:
+    """Apply the store, policy and audit log of `config` to `cm`; nothing when it has
+    none (a CodeMode in use refuses `configure`). ValueError for a shared store without
+    a key (`check_store_key`)."""
+    if (url := config.shared_store) is not None:
+        from codemode.continuations import RedisStore, StoreReplayGuard
+
+        check_store_key(cm, config)
+        cm.replay_guard = StoreReplayGuard(RedisStore.from_url(url))
+        problem = RedisStore.unreachable(url)
         if problem is not None:
             log.warning(
-                "the replay guard cannot reach Redis now (%s): programs paused for an "
-                "approval cannot resume until it can",
+                "the store cannot reach Redis now (%s): programs paused for an approval "
+                "cannot resume until it can",
                 problem,
             )
     if config.policy is None and not config.hide_forbidden and config.audit_log is None:
@@ -439,6 +476,7 @@ __all__ = [
     "ServingError",
     "Transport",
     "asgi_app",
+    "check_store_key",
     "close_aside",
     "http_app",
     "listen",

@@ -19,6 +19,7 @@ from codemode.approvals import (
     ReplayGuard,
     claim_seconds,
 )
+from codemode.continuations import MemoryStore, RedisStore, StoreReplayGuard
 from codemode.errors import ResumeRefusedError
 from codemode.runtime import ExecutionResult
 from tests.approvals.host import build, paused, ran
@@ -41,6 +42,56 @@ def test_a_replay_guard_remembers_a_state_until_it_expires() -> None:
     asyncio.run(guard.release("a"))
     assert asyncio.run(guard.claim("a", scope, 10)) is True
     assert asyncio.run(guard.claim("b", "process:other:1", 10)) is None
+
+
+def test_a_guard_over_a_store_claims_there_under_its_epoch() -> None:
+    """Replicas that share a store share its guard; a store of this process gives the
+    same guarantees as this process's own guard."""
+    now = [0.0]
+    store = MemoryStore(clock=lambda: now[0])
+    guard, beside = StoreReplayGuard(store), StoreReplayGuard(store)
+    assert (
+        isinstance(guard, ReplayGuard)
+        and repr(guard) == "StoreReplayGuard(MemoryStore(max_bytes=268435456))"
+    )
+    scope = asyncio.run(guard.scope())
+    assert scope == asyncio.run(beside.scope()) == asyncio.run(store.epoch())
+    assert asyncio.run(guard.claim("a", scope, 10)) is True
+    assert asyncio.run(beside.claim("a", scope, 10)) is False
+    assert asyncio.run(store.get(StoreReplayGuard.PREFIX + "a")) == b"1"
+    now[0] = 10.0
+    assert asyncio.run(beside.claim("a", scope, 10)) is True
+    asyncio.run(guard.release("a"))
+    assert asyncio.run(guard.claim("a", scope, 10)) is True
+    assert asyncio.run(guard.claim("b", "process:other:1", 10)) is None
+    assert asyncio.run(guard.claim("b", "redis:other", 10)) is None
+
+
+def test_the_redis_guard_keeps_its_keys_in_the_store(redis_url: str) -> None:
+    """Deployments that name only a replay guard keep it where they always had it: the
+    epoch at `codemode:guard:epoch`, each claim at `codemode:resumed:<state id>`, and a
+    guard over a `RedisStore` of the same server is the very same guard."""
+
+    async def claims() -> tuple[list[bool | None], str, int, bytes | None]:
+        guard = RedisReplayGuard.from_url(redis_url)
+        over_store = StoreReplayGuard(RedisStore(redis_url))
+        scope = await guard.scope()
+        won = [await guard.claim("kept-1", scope, 30), await over_store.claim("kept-1", scope, 30)]
+        async with redis.asyncio.Redis.from_url(redis_url) as client:
+            epoch = await client.get("codemode:guard:epoch")
+            held = await client.pttl("codemode:resumed:kept-1")
+            value = await client.get("codemode:resumed:kept-1")
+        return won, f"redis:{epoch.decode()}" if epoch else "", held, value
+
+    won, epoch, held, value = asyncio.run(claims())
+    assert won == [True, False]
+    assert epoch == asyncio.run(RedisReplayGuard(redis_url).scope())
+    assert 29_000 < held <= 30_000 and value == b"1"
+    assert isinstance(RedisReplayGuard(redis_url), StoreReplayGuard)
+    assert (RedisReplayGuard.PREFIX, RedisReplayGuard.EPOCH) == (
+        "codemode:resumed:",
+        "codemode:guard:epoch",
+    )
 
 
 def test_a_worker_forked_after_the_guard_is_another_process(

@@ -227,6 +227,7 @@ def _start(
             policy=_policy(options),
             hide_forbidden=options["hide_forbidden"],
             audit_log=options["audit_log"],
+            store=options["store"],
             replay_guard=options["replay_guard"],
             app=None if reload_app is None else _Reloaded(reload_app, _log_level()),
         )
@@ -238,6 +239,7 @@ def _start(
 
     try:
         sealing(cm)  # a key that cannot seal is refused now, not at the first pause
+        serving.check_store_key(cm, config)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     stdio_args = [*command, "--transport", "stdio", "--subject", subject]

@@ -155,12 +155,21 @@ def serve_options(command: Any) -> Any:
             "--audit-log", type=click.Path(dir_okay=False), help="Append audit events (JSON lines)."
         ),
         click.option(
+            "--store",
+            metavar="REDIS_URL",
+            envvar="CODEMODE_STORE",
+            show_envvar=True,
+            help="The Redis server (redis://host:6379/0) where replicas keep what they share: "
+            "which programs paused for an approval resumed, so each resumes once (default: "
+            "this process only). Every replica needs the same CODEMODE_REQUEST_STATE_KEY, "
+            "which seals what is kept there. Needs the codemode[redis] extra.",
+        ),
+        click.option(
             "--replay-guard",
             metavar="REDIS_URL",
-            help="Record the programs paused for an approval that resumed in this Redis "
-            "server (redis://host:6379/0), so replicas share it and each resumes once "
-            "(default: in this process only); give every replica the same "
-            "CODEMODE_REQUEST_STATE_KEY too. Needs the codemode[redis] extra.",
+            help="The name --store had while the replay guard was its only user: alone it "
+            "is --store (and serves without CODEMODE_REQUEST_STATE_KEY, as it did); with "
+            "--store it must be the same URL.",
         ),
         click.option("--web", is_flag=True, help="Serve the playground at / (HTTP only)."),
         MCP_PATH,

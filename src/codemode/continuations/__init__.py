@@ -8,7 +8,9 @@ and restore:
 
 - `state`: the sealed state (its format, the versions that wrote it, the catalog
   digest, how long it is valid, the size bound checked before anything is made of it);
-- `guards`: the replay guards (in this process, in Redis) and how long a claim lasts;
+- `store`: the bytes replicas share, kept by key for a while (in this process, in Redis);
+- `sealing`: what a store keeps, encrypted and bound to its key, named by a digest;
+- `guards`: the replay guards (in this process, over a store) and how long a claim lasts;
 - `resume`: the resume protocol, which knows the engine only through a small protocol;
 - `approvals`: its first user, a person's approval of a call (`codemode.approvals` is
   the public front door).
@@ -33,6 +35,7 @@ from codemode.continuations.guards import (
     InProcessReplayGuard,
     RedisReplayGuard,
     ReplayGuard,
+    StoreReplayGuard,
     claim_seconds,
 )
 from codemode.continuations.resume import (
@@ -47,6 +50,7 @@ from codemode.continuations.resume import (
     Opened,
     Resumer,
 )
+from codemode.continuations.sealing import KEY_VARIABLE, Sealer, given_key
 from codemode.continuations.state import (
     COMPRESSION,
     FORMAT,
@@ -68,6 +72,7 @@ from codemode.continuations.state import (
     state_seconds,
     thaw,
 )
+from codemode.continuations.store import MEMORY_STORE_BYTES, MemoryStore, RedisStore, Store
 
 __all__ = [
     "CLOCK_SKEW_SECONDS",
@@ -76,6 +81,8 @@ __all__ = [
     "FORMAT",
     "GUARD_SECONDS",
     "INFLATION",
+    "KEY_VARIABLE",
+    "MEMORY_STORE_BYTES",
     "NOT_YOURS",
     "OTHER_CATALOG",
     "OTHER_PROCESS",
@@ -92,18 +99,24 @@ __all__ = [
     "Engine",
     "InProcessReplayGuard",
     "Injected",
+    "MemoryStore",
     "Opened",
     "Paused",
     "PausedState",
     "RedisReplayGuard",
+    "RedisStore",
     "ReplayGuard",
     "Resumer",
+    "Sealer",
+    "Store",
+    "StoreReplayGuard",
     "Verdict",
     "ask_each",
     "catalog_digest",
     "claim_seconds",
     "decide",
     "freeze",
+    "given_key",
     "new_id",
     "over_bound",
     "over_inflation",

@@ -1,21 +1,23 @@
 """Replay guards: a paused state goes on at most once, on whichever replica takes it.
 
 A guard remembers each state it let resume, in this process (`InProcessReplayGuard`, the
-default) or, for several replicas, in Redis (`RedisReplayGuard`, the `codemode[redis]`
-extra). A state is stamped with the scope of the guard it was paused under, and only a
-guard of that scope vouches for it; a claim is kept as long as the state could be taken
-anywhere (`claim_seconds`), never just as long as the resuming replica's own setting.
+default) or, for several replicas, in the store they share (`StoreReplayGuard`; over Redis,
+`RedisReplayGuard`, the `codemode[redis]` extra). A state is stamped with the scope of the
+guard it was paused under, and only a guard of that scope vouches for it; a claim is kept
+as long as the state could be taken anywhere (`claim_seconds`), never just as long as the
+resuming replica's own setting.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Callable
+from typing import Protocol, runtime_checkable
+
+from codemode.continuations.store import RedisStore, Store
 
 CLOCK_SKEW_SECONDS = 300.0
 """How far apart the clocks of the replicas may be. A claim on a paused state is kept
@@ -87,25 +89,43 @@ class InProcessReplayGuard:
             self._seen.pop(state_id, None)
 
 
-_SCHEMES = ("redis", "rediss", "unix")
+class StoreReplayGuard:
+    """A replay guard over a store (`codemode.continuations.store`): replicas that share
+    the store share the guard.
+
+    Its scope is the store's epoch, so a store that forgot what it held (a flushed or
+    restarted Redis) refuses the states paused before rather than resume them again. A
+    claim is the store's `claim` under that epoch, kept at `PREFIX` and the state's id.
+    """
+
+    PREFIX = "codemode:resumed:"
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        """Where the claims are kept."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.store!r})"
+
+    async def scope(self) -> str:
+        """The store's epoch now (made now if it has none), read for each program that
+        pauses: a store that forgot has a new one at once."""
+        return await self.store.epoch()
+
+    async def claim(self, state_id: str, scope: str, seconds: float) -> bool | None:
+        """True for the one replica that stored the claim, False for the others; None for
+        a state of another epoch."""
+        return await self.store.claim(self.PREFIX + state_id, "1", seconds, epoch=scope)
+
+    async def release(self, state_id: str) -> None:
+        """Forget a claim whose program never started."""
+        await self.store.delete(self.PREFIX + state_id)
 
 
-_EPOCH = """
-redis.call('SET', KEYS[1], ARGV[1], 'NX')
-return redis.call('GET', KEYS[1])
-"""
-"""The epoch, made by the first replica to ask (one exchange)."""
-_CLAIM = """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
-if redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[2]) then return 1 end
-return 0
-"""
-"""One state's claim, atomic: refused (-1) unless the epoch is the state's, then won (1)
-by the first replica alone, lost (0) by the others."""
-
-
-class RedisReplayGuard:
-    """A replay guard shared by replicas, in Redis (`pip install 'codemode[redis]'`).
+class RedisReplayGuard(StoreReplayGuard):
+    """A replay guard shared by replicas, in Redis (`pip install 'codemode[redis]'`): a
+    `StoreReplayGuard` over a `RedisStore`, as replicas that name only a replay guard
+    have always had it.
 
     Its scope is an epoch kept in Redis (`codemode:guard:epoch`, made by the first
     replica): a Redis that lost what it remembered (restarted without persistence,
@@ -115,34 +135,20 @@ class RedisReplayGuard:
     `maxmemory-policy noeviction`: an evicted claim could be claimed again.
     """
 
-    PREFIX = "codemode:resumed:"
-    EPOCH = "codemode:guard:epoch"
-    TIMEOUT_SECONDS = 5.0
+    EPOCH = RedisStore.EPOCH
+    TIMEOUT_SECONDS = RedisStore.TIMEOUT_SECONDS
     """How long one exchange with Redis may take (then the state is refused)."""
 
     def __init__(self, url: str) -> None:
         self.check_url(url)
-        self._url = url
+        super().__init__(RedisStore(url, timeout=self.TIMEOUT_SECONDS))
 
     @classmethod
     def from_url(cls, url: str) -> RedisReplayGuard:
         """A guard over the Redis server at `url` (`redis://localhost:6379/0`). It
-        connects for each exchange, on the loop that asks (a pool would belong to one
-        event loop), and an exchange waits at most `TIMEOUT_SECONDS`."""
+        connects for each exchange, on the loop that asks, and an exchange waits at most
+        `TIMEOUT_SECONDS`."""
         return cls(url)
-
-    @contextlib.asynccontextmanager
-    async def _client(self) -> AsyncIterator[Any]:
-        import redis.asyncio
-
-        timeout = self.TIMEOUT_SECONDS
-        client = redis.asyncio.Redis.from_url(
-            self._url, socket_timeout=timeout, socket_connect_timeout=timeout
-        )
-        try:
-            yield client
-        finally:
-            await client.aclose()
 
     def __repr__(self) -> str:
         return "RedisReplayGuard()"  # the URL may hold a password
@@ -150,52 +156,12 @@ class RedisReplayGuard:
     @staticmethod
     def check_url(url: str) -> None:
         """ValueError for a URL that names no Redis server, or without the extra."""
-        if not isinstance(url, str) or url.split("://", 1)[0] not in _SCHEMES:
-            raise ValueError(
-                "the replay guard must be a Redis URL: redis://host:6379/0 (or rediss://, unix://)"
-            )
-        try:
-            import redis  # noqa: F401
-        except ImportError:
-            raise ValueError(
-                "the Redis replay guard needs the redis extra: pip install 'codemode[redis]'"
-            ) from None
+        RedisStore.check_url(url, "the replay guard")
 
     @staticmethod
     def unreachable(url: str) -> str | None:
         """Why the Redis server at `url` cannot be reached now (None when it answers)."""
-        import redis
-
-        try:
-            with redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2) as client:
-                client.ping()
-        except redis.RedisError as error:
-            return type(error).__name__
-        return None
-
-    async def scope(self) -> str:
-        """The epoch of what Redis remembers now (made now if it has none), read for each
-        program that pauses: one that forgot (flushed, restarted) has a new one at once."""
-        async with self._client() as client:
-            epoch = await client.eval(_EPOCH, 1, self.EPOCH, uuid.uuid4().hex)
-        return f"redis:{epoch.decode() if isinstance(epoch, bytes) else epoch}"
-
-    async def claim(self, state_id: str, scope: str, seconds: float) -> bool | None:
-        """True for the one replica whose `SET NX` stored the claim, False for the others;
-        None for a state of another epoch."""
-        kind, _, epoch = scope.partition(":")
-        if kind != "redis":
-            return None
-        async with self._client() as client:
-            won = await client.eval(
-                _CLAIM, 2, self.EPOCH, self.PREFIX + state_id, epoch, max(int(seconds * 1000), 1)
-            )
-        return None if won == -1 else bool(won == 1)
-
-    async def release(self, state_id: str) -> None:
-        """Forget a claim whose program never started."""
-        async with self._client() as client:
-            await client.delete(self.PREFIX + state_id)
+        return RedisStore.unreachable(url)
 
 
 __all__ = [
@@ -203,5 +169,6 @@ __all__ = [
     "InProcessReplayGuard",
     "RedisReplayGuard",
     "ReplayGuard",
+    "StoreReplayGuard",
     "claim_seconds",
 ]
