@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from codemode import CodeMode, ExecutionCanceledError, UnauthenticatedError
+from codemode import CodeMode, ExecutionCanceledError, ExecutionResult, UnauthenticatedError
 from codemode.authz import AllowAll
+from codemode.continuations import SessionSlot
 from codemode.engine_slot import EngineSlot, build_execution
 from codemode.errors import InvalidRequestError
 from codemode.options import Options
@@ -95,3 +96,24 @@ def test_an_execution_is_built_only_for_a_program_as_text() -> None:
             options, "def main():\n    return 1\n", "a", engine, snapshot, snapshot.enabled
         )
         assert execution.subject == "a" and execution.disclose_limits is False
+
+
+def test_an_execution_in_a_session_leaves_the_session_s_new_state_in_its_slot() -> None:
+    with scripted() as cm:
+        engine = running_engine(cm)
+        snapshot = cm.catalog.current
+        options = Options(authorizer=AllowAll())
+        slot = SessionSlot(state=b"before")
+        execution = build_execution(
+            options,
+            "def main():\n    return 1\n",
+            "a",
+            engine,
+            snapshot,
+            snapshot.enabled,
+            session=slot,
+        )
+        assert execution.session is slot
+        result = engine.execute(execution)
+        assert isinstance(result, ExecutionResult) and result.value == 1
+        assert slot.kept == b"before"  # the script left the state it started from

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from codemode.capabilities import Snapshot, View
-from codemode.continuations import PausedState, Verdict
+from codemode.continuations import PausedState, SessionSlot, Verdict
 from codemode.errors import ExecutionCanceledError, InvalidRequestError, UnauthenticatedError
 from codemode.limits import Limits
 from codemode.options import Options
@@ -123,9 +123,11 @@ def build_execution(
     *,
     execution_id: str | None = None,
     spent: float = 0.0,
+    session: SessionSlot | None = None,
 ) -> Execution:
     """An execution that reads one snapshot to its end: its capabilities, their hints
-    and the authorizer built for them. `spent`: the time its request took already."""
+    and the authorizer built for them. `spent`: the time its request took already;
+    `session`: the session it runs in."""
     if not isinstance(source, str):
         raise InvalidRequestError("the program must be a string")
     return Execution(
@@ -142,6 +144,7 @@ def build_execution(
         verdicts=verdicts,
         execution_id=execution_id,
         spent=spent,
+        session=session,
     )
 
 

@@ -41,6 +41,8 @@ class LimitKind(StrEnum):
     """Calls of one execution sent to a person for approval."""
     PAUSED_SIZE = "paused program size"
     """What a program paused for an approval holds (its interpreter's state and more)."""
+    SESSION_SIZE = "session size"
+    """What a session keeps after a program (its interpreter's state, before compression)."""
 
 
 WORK_THREADS = 16
@@ -100,6 +102,12 @@ class Limits:
     - `max_paused_bytes` (1 MiB): what a program paused for an approval may carry as it
       is sealed into the reply (its interpreter's state compressed, its output and its
       record of calls); before compression it may hold 8 times that.
+    - `max_session_bytes` (1 MiB): what a session keeps after each program (its
+      interpreter's state, before anything is compressed or stored); a program that would
+      leave more fails, and the session stays as it was.
+    - `max_sessions_per_subject` (16): sessions one subject keeps; a new one past it
+      ends that subject's least recently used.
+    - `session_idle_seconds` (3600): how long a session no program ran in is kept.
     """
 
     max_source_bytes: int = 64 * KIB
@@ -120,6 +128,9 @@ class Limits:
     max_approvals: int = 10
     max_approval_wait_seconds: float = 600.0
     max_paused_bytes: int = 1 * MIB
+    max_session_bytes: int = 1 * MIB
+    max_sessions_per_subject: int = 16
+    session_idle_seconds: float = 3600.0
 
     def __post_init__(self) -> None:
         for field in fields(self):
@@ -148,6 +159,7 @@ _FIELDS: dict[LimitKind, str] = {
     LimitKind.PRINTED_OUTPUT: "max_printed_bytes",
     LimitKind.APPROVALS: "max_approvals",
     LimitKind.PAUSED_SIZE: "max_paused_bytes",
+    LimitKind.SESSION_SIZE: "max_session_bytes",
 }
 """The `Limits` field behind each kind but `HOST_CALLS` (derived from the capability calls)
 and `CALLS_LEFT_RUNNING` and `PROGRAMS_WAITING` (shares of the engine's bounds);

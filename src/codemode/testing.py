@@ -8,7 +8,8 @@ nowhere in what the model would be sent.
 stands for the network): each execution runs a Python generator that plays the program,
 yielding the capability calls it makes and receiving their answers. Everything else
 (preflight, binding, authorization, handlers, projection, limits, classification, audit)
-runs for real.
+runs for real. In a session, a script reads the state its program starts from
+(`program.session`) and sets what the session keeps if it succeeds (`program.kept`).
 
 `ManualClock` stands for time: `CodeMode(clock=ManualClock())` makes every deadline,
 budget and sleep wait until the test calls `advance()`, so a test asserts the order of
@@ -103,10 +104,15 @@ class Gather:
 class ScriptedProgram:
     """What a script uses to act as the program: its calls, prints and failures."""
 
-    def __init__(self, code: str, printer: Printer) -> None:
+    def __init__(self, code: str, printer: Printer, session: bytes | None = None) -> None:
         self.code = code
         self.lines = code.split("\n")
         self.printer = printer
+        self.session = session
+        """The state of the session the program runs in (None outside one, or new)."""
+        self.kept = b"" if session is None else session
+        """What the session keeps if the program succeeds: the state it started from
+        unless the script sets another."""
         self._ids = itertools.count(1)
 
     def call(self, name: str, *, line: int, **kwargs: Any) -> Call:
@@ -150,9 +156,10 @@ class ScriptedRun:
         """Calls of the current gather: the call while it runs, then its answer."""
         self.killed = False
 
-    def start(self, code: str) -> Step:
-        """Begin the script with the program's text; its first step."""
-        self.program = ScriptedProgram(code, self.printer)
+    def start(self, code: str, session: bytes | None = None) -> Step:
+        """Begin the script with the program's text (and its session's state); its first
+        step."""
+        self.program = ScriptedProgram(code, self.printer, session)
         self.generator = self.script(self.program)
         return self._advance(lambda generator: next(generator))
 
@@ -190,6 +197,11 @@ class ScriptedRun:
             return self._advance(lambda generator: generator.throw(error))
         values = [r.value for r in results if isinstance(r, Returned)]
         return self._advance(lambda generator: generator.send(values))
+
+    def keep(self) -> bytes:
+        """What the script left its session (`ScriptedProgram.kept`)."""
+        assert self.program is not None
+        return self.program.kept
 
     def dump(self) -> bytes:
         """A script cannot pause (a generator has no state to carry elsewhere): test

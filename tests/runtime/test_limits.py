@@ -202,3 +202,16 @@ def test_sleeps_and_vars_count_as_host_calls_not_capability_calls() -> None:
             + "    for _ in range(5000):\n        vars(P(1))\n",
         )
     assert str(error) == "resource limit exceeded: host calls (limit 4100) at <codemode>:7:9"
+
+
+def test_session_limits_have_documented_defaults_and_are_validated() -> None:
+    limits = Limits()
+    assert (limits.max_session_bytes, limits.max_sessions_per_subject) == (1024 * 1024, 16)
+    assert limits.session_idle_seconds == 3600.0
+    for field in ("max_session_bytes", "max_sessions_per_subject", "session_idle_seconds"):
+        with pytest.raises(ValueError, match=f"Limits.{field} must be positive"):
+            Limits(**{field: 0})
+    with pytest.raises(TypeError, match=r"^Limits\.max_sessions_per_subject must be an integer"):
+        Limits(max_sessions_per_subject=2.5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^Limits\.session_idle_seconds must be a number"):
+        Limits(session_idle_seconds=True)

@@ -13,7 +13,8 @@ and restore:
 - `guards`: the replay guards (in this process, over a store) and how long a claim lasts;
 - `resume`: the resume protocol, which knows the engine only through a small protocol;
 - `approvals`: its first user, a person's approval of a call (`codemode.approvals` is
-  the public front door).
+  the public front door);
+- `sessions`: a session's kept state, as one execution sees it and as it is stored.
 """
 
 from __future__ import annotations
@@ -51,6 +52,16 @@ from codemode.continuations.resume import (
     Resumer,
 )
 from codemode.continuations.sealing import KEY_VARIABLE, Sealer, given_key
+from codemode.continuations.sessions import (
+    OTHER_SESSION_LIMITS,
+    OTHER_SESSION_VERSION,
+    SESSION_FORMAT,
+    SESSION_FULL,
+    SESSION_UNREADABLE,
+    SessionRecord,
+    SessionSlot,
+    fingerprint,
+)
 from codemode.continuations.state import (
     COMPRESSION,
     FORMAT,
@@ -86,8 +97,13 @@ __all__ = [
     "NOT_YOURS",
     "OTHER_CATALOG",
     "OTHER_PROCESS",
+    "OTHER_SESSION_LIMITS",
+    "OTHER_SESSION_VERSION",
     "OTHER_VERSION",
     "RESUMED",
+    "SESSION_FORMAT",
+    "SESSION_FULL",
+    "SESSION_UNREADABLE",
     "STATE_GRACE_SECONDS",
     "UNGUARDED",
     "UNREADABLE",
@@ -110,11 +126,14 @@ __all__ = [
     "Sealer",
     "Store",
     "StoreReplayGuard",
+    "SessionRecord",
+    "SessionSlot",
     "Verdict",
     "ask_each",
     "catalog_digest",
     "claim_seconds",
     "decide",
+    "fingerprint",
     "freeze",
     "given_key",
     "new_id",

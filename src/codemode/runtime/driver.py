@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from codemode.capabilities import Capability
+from codemode.continuations import SESSION_FULL, SessionSlot
 from codemode.errors import (
     UNCAUGHT_CALL,
     CodeModeError,
@@ -51,7 +52,7 @@ from codemode.runtime.sandbox import (
     Wait,
 )
 from codemode.runtime.setup import Setup
-from codemode.runtime.state import State, Status
+from codemode.runtime.state import Answered, State, Status
 from codemode.runtime.waits import BLOCKING, SLEPT, Pending, Resume, Waits
 
 
@@ -87,6 +88,7 @@ class Driver:
         submit: Callable[[Callable[[], None]], object],
         settle: Callable[[ExecutionResult], None],
         elapsed: Callable[[], float],
+        session: SessionSlot | None = None,
     ) -> None:
         self.status = status
         self.source = source
@@ -104,6 +106,9 @@ class Driver:
         """Runs work as the program's next job (under the execution's last-resort net)."""
         self._settle = settle
         self._elapsed = elapsed
+        self.session = session
+        """The session the program runs in: its state read at the start, the state it
+        leaves written when it succeeds."""
         self.run: Run | None = None
         """The interpreter's run of the program, once it started."""
         self.program: Program | None = None
@@ -141,8 +146,9 @@ class Driver:
             self.status.check()
             self.run = run
         snapshot = self.pausing.snapshot
-        if snapshot is None:
-            self._advance(lambda: run.start(program.code), here=here)
+        if snapshot is None:  # a paused program's snapshot holds its session's state already
+            state = None if self.session is None else self.session.state
+            self._advance(lambda: run.start(program.code, state), here=here)
             return
         if program.is_async:  # the calls a person answered for run as they would have
             for call in self.pausing.resumed_calls():
@@ -182,7 +188,7 @@ class Driver:
         (`here`), only until a step that runs host code or converts a value, which the
         pool takes on, so that the deadline answers the caller whatever that does."""
         while step is not None:
-            if here and not _light(step):
+            if here and not _light(step, kept=self.session is not None):
                 self._submit(functools.partial(self._go_on, step))
                 return
             if isinstance(step, Call):
@@ -287,8 +293,26 @@ class Driver:
         limits = self.setup.limits
         value, written = returned(done.value, program, run, self.setup.capabilities, limits)
         usage = self.calls.usage(self._elapsed(), written)
-        self._settle(ExecutionResult(value, self.printed.text, usage, self.execution_id))
+        session = self.session
+        if session is not None:
+            session.kept = self._keep(run)
+        try:
+            self._settle(ExecutionResult(value, self.printed.text, usage, self.execution_id))
+        except Answered:
+            if session is not None:  # answered already (its time ran out): nothing is kept
+                session.kept = None
+            raise
         return None
+
+    def _keep(self, run: Run) -> bytes:
+        """The session's state after the program, measured the moment the worker hands it
+        over: past `max_session_bytes`, the program fails and the session stays as it was."""
+        kept = run.keep()
+        limits = self.setup.limits
+        if len(kept) > limits.max_session_bytes:
+            error = exceeded(LimitKind.SESSION_SIZE, limits, amount=size(len(kept)))
+            raise StopError(error.replace(note=SESSION_FULL))
+        return kept
 
     # -- calls and sleeps -------------------------------------------------------------------
 
@@ -418,10 +442,13 @@ class Driver:
         return None if program is None else program.where_at(*call.span)
 
 
-def _light(step: Step) -> bool:
+def _light(step: Step, *, kept: bool = False) -> bool:
     """Whether answering the step runs no host code and no work that grows with the data:
-    a sleep, a wait, or the end of a program whose value is a small scalar."""
+    a sleep, a wait, or the end of a program whose value is a small scalar (and whose
+    session, when `kept`, is not dumped: that grows with what the session holds)."""
     if isinstance(step, Done):
+        if kept:
+            return False
         value, kind = step.value, type(step.value)
         return (
             value is None

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from codemode.authz import Authorizer
 from codemode.clock import Clock
-from codemode.continuations import Paused, PausedState, Verdict
+from codemode.continuations import Paused, PausedState, SessionSlot, Verdict
 from codemode.errors import (
     CodeModeError,
     ExecutionCanceledError,
@@ -86,10 +86,12 @@ class Execution:
         restored: PausedState | None = None,
         verdicts: Mapping[str, Verdict] | None = None,
         spent: float = 0.0,
+        session: SessionSlot | None = None,
     ) -> None:
         """`spent`: the time its request took before it (asking `can_see`), which counts
         against its execution time. `restored`, `verdicts`: the paused program it goes
-        on from, and how a person answered for each call they were asked about."""
+        on from, and how a person answered for each call they were asked about.
+        `session`: the session it runs in (its state in; out, the state it leaves)."""
         self.source = source
         self.subject = subject
         self.setup = setup
@@ -99,6 +101,8 @@ class Execution:
         """Whether a limit error names the bound and the amount (else only the kind)."""
         self.restored = restored
         """The paused program this execution goes on from, if it resumes one."""
+        self.session = session
+        """The session it runs in, if any (`SessionSlot.kept` is set when it succeeds)."""
         if restored is not None:
             execution_id = restored.execution_id
         self.execution_id = execution_id or new_execution_id()
@@ -192,6 +196,7 @@ class Execution:
             submit=link.submit,
             settle=link.settle,
             elapsed=elapsed,
+            session=session,
         )
         if restored is not None:
             self.pausing.restore(verdicts or {})

@@ -10,13 +10,13 @@ stand in for fast unit tests.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
+import re
 import signal
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
 
@@ -25,6 +25,8 @@ import pydantic_monty as pm
 from codemode.errors import PROGRAM_FILE
 from codemode.limits import Limits, host_calls, work_threads
 from codemode.runtime.loops import LOOPS, Marked, mark
+from codemode.runtime.program import RETURNED
+from codemode.runtime.records import GuestRecord, record_id
 from codemode.values import RecordValue
 
 Printer = Callable[[str, str], None]
@@ -152,8 +154,14 @@ class Run(Protocol):
     busy: bool
     """Whether the interpreter is running the program right now (a stop will end it)."""
 
-    def start(self, code: str) -> Step:
-        """Run the fed code until its first step."""
+    def start(self, code: str, session: bytes | None = None) -> Step:
+        """Run the fed code until its first step; in a session, on the globals of
+        `session` (what an earlier run's `keep` gave)."""
+        ...
+
+    def keep(self) -> bytes:
+        """After the program finished: its globals, for a later run's `start` (main()'s
+        value and the loop markers' list let go first)."""
         ...
 
     def answer(self, answer: Answer) -> Step:
@@ -234,7 +242,11 @@ def translate(error: pm.MontyError, marked: Marked | None = None) -> SandboxFail
     inner = error.exception()
     marked = marked or Marked("")
     frames = []
-    for f in error.traceback():
+    traceback = error.traceback()
+    fed = traceback[0].filename if traceback else ""  # the outermost frame: this feed's
+    for f in traceback:
+        if f.filename != fed:
+            continue  # a function an earlier program of the session defined: not this code
         start = marked.position(f.line, f.column)
         if start is None:
             continue  # the markers' own code, never the program's
@@ -345,10 +357,44 @@ class MontyRun:
         self.marked = Marked("")
         self._lock = threading.Lock()
         self._pid = session.worker_pid
+        self._fed = ""
+        """The name the interpreter gives this program's feed, in a session (else "")."""
+        self._nowhere = (0, 0)
+        """A span past the program's last line: where a call made in an earlier program's
+        function is placed (no line of this program is its)."""
 
-    def start(self, code: str) -> Step:
+    def start(self, code: str, session: bytes | None = None) -> Step:
         self.marked = marked = mark(code)
+        if session is not None:
+            self._load_session(session)
+            end = len(code.encode("utf-8", errors="surrogatepass"))
+            self._nowhere = (end, end)
         return self._step(lambda: self.session.feed_start(marked.code, print_callback=self.printer))
+
+    def keep(self) -> bytes:
+        try:
+            self.session.feed_run(_LET_GO, print_callback=_silent)
+            return self.session.dump()
+        except (pm.MontyError, RuntimeError):
+            raise SandboxFailure(FailureKind.HOST) from None
+
+    def _load_session(self, session: bytes) -> None:
+        """Load a session's globals, and learn the name of the feed that follows: a dump
+        that cannot be loaded is the host's failure (sealed, it never came from a program).
+        """
+        try:
+            self.session.load_session(session)
+        except (pm.MontyError, RuntimeError):
+            raise SandboxFailure(FailureKind.HOST) from None
+        try:
+            self.session.feed_run("raise ValueError", print_callback=_silent)
+        except pm.MontyRuntimeError as probe:
+            frames = probe.traceback()
+            found = _FEED.fullmatch(frames[0].filename) if frames else None
+            if found is not None:  # the interpreter names each feed of a session in turn
+                self._fed = f"<python-input-{int(found[1]) + 1}>"
+        except (pm.MontyError, RuntimeError):
+            raise SandboxFailure(FailureKind.HOST) from None
 
     def answer(self, answer: Answer) -> Step:
         return self._step(self._resume, answer)
@@ -417,8 +463,7 @@ class MontyRun:
                         seconds = snapshot.args[0] if snapshot.args else None
                         awaitable = name in ("system.async_sleep", "asyncio.sleep")
                         call_id = snapshot.call_id if awaitable else None
-                        span = self.marked.span(position.start, position.end)
-                        return Sleep(seconds, span, call_id)
+                        return Sleep(seconds, self._span(position), call_id)
                     else:
                         self.snapshot = snapshot
                         position = snapshot.position
@@ -427,7 +472,7 @@ class MontyRun:
                             snapshot.args,
                             snapshot.kwargs,
                             snapshot.call_id,
-                            self.marked.span(position.start, position.end),
+                            self._span(position),
                         )
                 elif isinstance(snapshot, pm.MontyComplete):
                     return Done(snapshot.output)
@@ -440,6 +485,13 @@ class MontyRun:
             raise self._failure(error) from None
         finally:
             self.busy = False
+
+    def _span(self, position: pm.SourceRange) -> tuple[int, int]:
+        """The code's own span of a call or sleep: none of it for one an earlier program's
+        function makes (its position is in that program's code)."""
+        if self._fed and position.filename != self._fed:
+            return self._nowhere
+        return self.marked.span(position.start, position.end)
 
     def _failure(self, error: pm.MontyError) -> SandboxFailure:
         failure = translate(error, self.marked)
@@ -472,12 +524,12 @@ class MontyRun:
         if kind is str or kind is int or kind is bool or kind is float or value is None:
             return value
         if isinstance(value, RecordValue):
-            return _Record(
+            return GuestRecord(
                 value,
                 eager_attrs=value.__match_args__,
                 class_type=self.record_type(kind),
                 guest=self._guest,
-                id=_record_id(),
+                id=record_id(),
             )
         if isinstance(value, list):
             return [self._guest(item) for item in value]
@@ -488,43 +540,11 @@ class MontyRun:
         return value
 
 
-@dataclass
-class _Record(pm.ClassInstance):
-    """A projected record in the program: declared fields only, read by attribute."""
+_LET_GO = f"{RETURNED} = None; {LOOPS} = None"
+"""Fed before a session's globals are kept: main()'s value and the loop markers' list are
+the run's, not the session's (there is no `del`: the names stay, as None)."""
 
-    _: KW_ONLY
-    guest: Callable[[Any], Any] = lambda value: value
-
-    def get_eager_attrs(self) -> dict[str, Any]:
-        """The declared fields, as the base class sends them (through `convert_value`), but
-        without a call for each str, int, bool or None: most fields are those."""
-        names, value, guest = self.eager_attrs, self.value, self.guest
-        assert isinstance(names, tuple)
-        attributes = {}
-        for name in names:
-            field = getattr(value, name)
-            kind = type(field)
-            if kind is str or kind is int or kind is bool or field is None:
-                attributes[name] = field
-            else:
-                attributes[name] = guest(field)
-        return attributes
-
-    def convert_value(self, /, name: str, value: Any) -> Any:
-        return self.guest(value)
-
-
-_RECORD_IDS = itertools.count(int.from_bytes(os.urandom(8), "big") << 64)
-"""Ids of records sent into the program: unique in the process, from a random start."""
-
-
-def _record_id() -> uuid.UUID:
-    """A fresh record id, at half the cost of a uuid4 (which reads the OS's randomness each
-    time): a big result hands thousands of records over at once."""
-    return uuid.UUID(int=next(_RECORD_IDS) & _UUID_MASK)
-
-
-_UUID_MASK = (1 << 128) - 1
+_FEED = re.compile(r"<python-input-(\d+)>")
 
 
 def _silent(stream: str, text: str) -> None:
