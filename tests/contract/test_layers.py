@@ -1,7 +1,7 @@
 """Imports flow one way, down this order of layers (each may import its own and the ones
 before it, never one after it):
 
-1. base: `types`, `errors`, `limits`, `values`, `syntax`, `language`, `context`,
+1. base: `types`, `errors`, `facts`, `limits`, `values`, `syntax`, `language`, `context`,
    `tracing`, `events`, `clock`: the shared vocabulary, importing nothing else of
    codemode;
 2. capabilities: registration, names, type notation, schemas, search;
@@ -65,6 +65,7 @@ LAYERS = (
             "codemode.types",
             "codemode.clock",
             "codemode.errors",
+            "codemode.facts",
             "codemode.reports",
             "codemode.limits",
             "codemode.values",
