@@ -12,6 +12,8 @@ from codemode.errors import (
     AgentError,
     CallRecord,
     PermissionDeniedError,
+    SessionBusyError,
+    SessionNotFoundError,
     bounded_fields,
     capability_failed,
     progress,
@@ -275,3 +277,16 @@ def test_fields_past_their_bound_or_not_json_are_left_out_whole(fields: object) 
     assert bounded_fields({"a": "x" * (MAX_FIELDS_BYTES - 8)}) == {
         "a": "x" * (MAX_FIELDS_BYTES - 8)
     }
+
+
+def test_a_session_not_found_and_a_busy_session_say_what_to_do() -> None:
+    assert str(SessionNotFoundError()) == (
+        "session not found: no session of yours has this handle (it may have expired); "
+        'start one with session "new"'
+    )
+    assert str(SessionBusyError()) == (
+        "session busy: another program is running (or waiting for an approval) in this "
+        "session; send this one when it has ended"
+    )
+    assert SessionNotFoundError().code == "session_not_found"
+    assert SessionBusyError().code == "session_busy"

@@ -42,6 +42,8 @@ from codemode.errors import (
     RegistrationError,
     ResourceLimitError,
     ResumeRefusedError,
+    SessionBusyError,
+    SessionNotFoundError,
     UnauthenticatedError,
     Where,
 )
@@ -85,6 +87,8 @@ __all__ = [
     "ResumeRefusedError",
     "SearchHit",
     "SearchResult",
+    "SessionBusyError",
+    "SessionNotFoundError",
     "Shape",
     "Snapshot",
     "UnauthenticatedError",

@@ -15,7 +15,9 @@
     ├── ApprovalDeclinedError      a person declined a call that needed approval
     ├── ApprovalUnavailableError   a call needed approval and no one could be asked
     ├── ApprovalTimedOutError      no one answered an approval within its bound
-    └── ResumeRefusedError         a paused program cannot resume here
+    ├── ResumeRefusedError         a paused program cannot resume here
+    ├── SessionNotFoundError       no session of the caller's has the handle
+    └── SessionBusyError           another program holds the session
 
 Only `detail` built from what the program owns ever reaches the model; host text stays in
 the host log. `report()` is the whole text a model is shown: the message, the failing line
@@ -91,6 +93,8 @@ class ErrorCode(StrEnum):
     APPROVAL_UNAVAILABLE = "approval_unavailable"
     APPROVAL_TIMED_OUT = "approval_timed_out"
     RESUME_REFUSED = "resume_refused"
+    SESSION_NOT_FOUND = "session_not_found"
+    SESSION_BUSY = "session_busy"
 
 
 @dataclass(frozen=True, slots=True)
@@ -401,6 +405,42 @@ class ResumeRefusedError(CodeModeError):
     sentinel = "resume refused"
 
 
+class SessionNotFoundError(CodeModeError):
+    """No session of the caller's has the handle: made up, expired, evicted or another
+    caller's all read the same, so the answer tells nothing of whose handles exist."""
+
+    code = ErrorCode.SESSION_NOT_FOUND
+    sentinel = "session not found"
+
+    def __init__(
+        self,
+        detail: str | None = (
+            "no session of yours has this handle (it may have expired); "
+            'start one with session "new"'
+        ),
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(detail, **kwargs)
+
+
+class SessionBusyError(CodeModeError):
+    """Another program runs in the session, or waits there for a person's approval: one
+    program at a time, so no two write the same state."""
+
+    code = ErrorCode.SESSION_BUSY
+    sentinel = "session busy"
+
+    def __init__(
+        self,
+        detail: str | None = (
+            "another program is running (or waiting for an approval) in this session; "
+            "send this one when it has ended"
+        ),
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(detail, **kwargs)
+
+
 ERROR_CLASSES: dict[ErrorCode, type[CodeModeError]] = {
     cls.code: cls
     for cls in (
@@ -419,6 +459,8 @@ ERROR_CLASSES: dict[ErrorCode, type[CodeModeError]] = {
         ApprovalUnavailableError,
         ApprovalTimedOutError,
         ResumeRefusedError,
+        SessionNotFoundError,
+        SessionBusyError,
     )
 }
 """One class per code; a contract test keeps this, the enum and the docs in step."""
@@ -531,6 +573,8 @@ __all__ = [
     "RegistrationError",
     "ResourceLimitError",
     "ResumeRefusedError",
+    "SessionBusyError",
+    "SessionNotFoundError",
     "UnauthenticatedError",
     "Where",
     "bounded",

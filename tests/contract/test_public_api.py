@@ -57,6 +57,8 @@ def test_codemode_exports() -> None:
         "ResumeRefusedError",
         "SearchHit",
         "SearchResult",
+        "SessionBusyError",
+        "SessionNotFoundError",
         "Shape",
         "Snapshot",
         "UnauthenticatedError",
