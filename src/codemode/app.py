@@ -17,15 +17,22 @@ from codemode.capabilities import (
     build_capability,
 )
 from codemode.clock import Clock
-from codemode.continuations import Approver, Paused, ReplayGuard
+from codemode.continuations import Approver, Paused, ReplayGuard, Store
 from codemode.discovery import Discovery, describe
 from codemode.engine_slot import EngineSlot
 from codemode.errors import CodeModeError
 from codemode.events import EventHandler
 from codemode.limits import Limits
-from codemode.options import Options, checked_disabled, checked_guard, checked_limits
+from codemode.options import (
+    Options,
+    checked_disabled,
+    checked_guard,
+    checked_limits,
+    checked_store,
+)
 from codemode.running import Runner, last_resort
 from codemode.runtime import ExecutionResult, Sandbox
+from codemode.sessions import Sessions
 from codemode.sources import Source
 from codemode.sourcing import Sources
 
@@ -39,42 +46,28 @@ class CodeMode:
 
     - `authorizer`: decides every capability call; required (use `AllowAll()` explicitly).
     - `limits`: what one execution may use (`Limits()` defaults when omitted).
-    - `disabled`: ids of registered capabilities that programs, search and describe
-      must not see (for example per deployment).
+    - `disabled`: ids of registered capabilities no program, search or describe sees.
     - `name`: the server name shown to MCP clients.
     - `on_event`: receives every audit event (`codemode.events`), e.g. a `JsonLinesSink`.
     - `hide_forbidden`: search and describe show a subject only the capabilities its
-      authorizer could allow (it must be a `codemode.authz.VisibilityPolicy`, whose
-      `can_see` answers like an authorizer: None or True shows); a hidden capability looks
-      exactly like one that does not exist, to discovery and to programs alike. What a
-      subject sees is remembered for 30 s; the checks of one request share one deadline
+      authorizer (a `codemode.authz.VisibilityPolicy`) could allow; a hidden one looks
+      exactly like one that does not exist, to discovery and to programs alike
       (docs/guides/authorization.md).
-    - `trace_arguments`: record argument values on OpenTelemetry call spans (off by
-      default: arguments may be sensitive).
-    - `worker_binary`: the program that starts a sandbox worker, e.g. a wrapper that
-      adds a network namespace and no-new-privileges before it execs the real `monty`
-      (see docs/reference/security.md).
-    - `sandbox`: where programs run; the pydantic-monty worker pool unless given (tests
-      pass a `codemode.testing.ScriptedSandbox`).
+    - `trace_arguments`: record argument values on call spans (they may be sensitive).
+    - `worker_binary`: what starts a sandbox worker, e.g. a wrapper that confines it
+      before it execs the real `monty` (docs/reference/security.md).
+    - `sandbox`: where programs run (tests pass a `codemode.testing.ScriptedSandbox`).
     - `disclose_limits`: a limit error names the bound and the amount reached
-      (`capability calls (limit 100)`), as a limit is the program's own budget; False
-      names only the kind of limit.
+      (`capability calls (limit 100)`); False names only the kind of limit.
     - `host_loop`: the event loop async handlers, async authorizers and an async
-      `can_see` run on; by default the engine's own loop, on a thread of its own, never
-      the caller's. Give it when host coroutines use objects bound to one loop (a client
-      made in a web app's lifespan): they run there, and are still cancelled on time.
-      Call `execute_async` from that loop, never the sync `execute` (it would block the
-      loop the handlers need). It is read when the engine starts (the first search,
-      describe or execution): in a lifespan, assign `cm.host_loop` before that.
-    - `clock`: the time deadlines, budgets and sleeps go by; the system's unless given
-      (tests pass a `codemode.testing.ManualClock`).
-    - `replay_guard`: remembers the paused programs that resumed, so each resumes at
-      most once (`codemode.approvals`): in this process unless given; replicas behind a
-      load balancer share a `RedisReplayGuard`.
-    - `request_state_key`: the secret (32 bytes or more) the MCP server seals a paused
-      program's state with; every replica must hold the same one. The
-      `CODEMODE_REQUEST_STATE_KEY` environment variable when omitted, else a key made
-      at start (and a warning that paused programs then resume only on this process).
+      `can_see` run on (the engine's own by default); call `execute_async` from it, and
+      assign it before the engine starts (docs/guides/capabilities.md).
+    - `clock`: what deadlines and sleeps go by (tests pass a `codemode.testing.ManualClock`).
+    - `store`, `replay_guard`, `request_state_key`: what replicas share (a Redis URL or
+      a `codemode.approvals.Store`), the guard that resumes a paused program once,
+      and the secret (`CODEMODE_REQUEST_STATE_KEY` if omitted) sealing paused programs
+      and sessions; this process's own unless given (docs/guides/deployment.md).
+    - `sessions`: whether programs may run in sessions (`execute(session=...)`).
     """
 
     def __init__(
@@ -94,6 +87,8 @@ class CodeMode:
         clock: Clock | None = None,
         replay_guard: ReplayGuard | None = None,
         request_state_key: str | bytes | None = None,
+        store: Store | str | None = None,
+        sessions: bool = True,
     ) -> None:
         disabled = checked_disabled(disabled)
         self._options = Options(
@@ -109,7 +104,8 @@ class CodeMode:
         self.sandbox = sandbox
         self.host_loop = host_loop
         self.clock = clock
-        self.replay_guard: ReplayGuard = checked_guard(replay_guard, clock)
+        self.store, self.sessions = checked_store(store, clock), sessions
+        self.replay_guard: ReplayGuard = checked_guard(replay_guard, clock, self.store)
         self.request_state_key = request_state_key
         self._frozen = False  # from the first use on, the options are what it was built with
         self.catalog = Catalog(disabled)
@@ -117,6 +113,7 @@ class CodeMode:
         self._discovery = Discovery(self.catalog, self._engines.engine, lambda: self.clock)
         self._runner = Runner(self, lambda: self._options, self._engines, self._discovery)
         self._sources = Sources(self.catalog)  # the host's functions and every added source
+        self._sessions = Sessions(self, self._runner)
 
     def __repr__(self) -> str:
         return f"CodeMode(name={self.name!r}, capabilities={len(self.catalog.enabled)})"
@@ -360,8 +357,10 @@ class CodeMode:
         self._freeze()
         return self._discovery.visible(self._options, subject)[1]
 
-    def execute(self, source: str, *, subject: str) -> ExecutionResult:
+    def execute(self, source: str, *, subject: str, session: str | None = None) -> ExecutionResult:
         """Run a program that defines main(); raises a CodeModeError on any failure.
+        In a `session` ("new", or an earlier result's `session`) it starts from what the
+        session's last program left at top level and, if it succeeds, leaves its own.
 
         Nothing else leaves it: whatever the program, handlers, authorizer or audit sink
         do, an unexpected failure is logged and raised as `InternalError`. The one
@@ -369,10 +368,16 @@ class CodeMode:
         `disabled` id that names nothing, or a policy that does not fit the capabilities.
         """
         self._freeze()
-        return self._runner.execute(source, subject)
+        return self._sessions.execute(source, subject, session)
 
     async def execute_async(
-        self, source: str, *, subject: str, approve: Approver | None = None, unavailable: str = ""
+        self,
+        source: str,
+        *,
+        subject: str,
+        approve: Approver | None = None,
+        unavailable: str = "",
+        session: str | None = None,
     ) -> ExecutionResult:
         """As `execute`, awaiting. Async handlers and authorizers run on the engine's own
         event loop (or on `host_loop`), never on the calling one.
@@ -380,9 +385,10 @@ class CodeMode:
         `approve` asks a person about each call the authorizer answers
         `RequireApproval` for (True runs it); the program pauses meanwhile, holding no
         worker, each answer within `Limits.max_approval_wait_seconds`. Without it such a
-        call fails with `approval unavailable` (fail closed), saying `unavailable` if given."""
+        call fails with `approval unavailable` (fail closed), saying `unavailable` if given;
+        the session (if any) stays busy for others meanwhile."""
         self._freeze()
-        return await self._runner.resumer.execute(source, subject, approve, unavailable or None)
+        return await self._sessions.execute_async(source, subject, session, approve, unavailable)
 
     async def start_async(
         self, source: str, *, subject: str, pausable: bool = True

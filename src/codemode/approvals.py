@@ -9,7 +9,9 @@ on this process or another, from the `Paused` state, with each request's `Verdic
 
 A paused state resumes at most once: a `ReplayGuard` records each state it resumed,
 in this process (`InProcessReplayGuard`, the default) or, for several replicas, in Redis
-(`RedisReplayGuard`, the `codemode[redis]` extra).
+(`RedisReplayGuard`, the `codemode[redis]` extra). What replicas share (the replay guard's
+claims, sessions) lives in a `Store`: `MemoryStore` (this process's, the default) or
+`RedisStore`, and `CodeMode(store=...)` takes either, or a Redis URL.
 
 This is the public front door; the mechanism (the sealed state, the guards, the resume
 protocol) is `codemode.continuations`, of which approvals are the first user.
@@ -23,9 +25,12 @@ from codemode.continuations import (
     ApprovalRequest,
     Approver,
     InProcessReplayGuard,
+    MemoryStore,
     Paused,
     RedisReplayGuard,
+    RedisStore,
     ReplayGuard,
+    Store,
     Verdict,
     ask_each,
     claim_seconds,
@@ -39,9 +44,12 @@ __all__ = [
     "ApprovalRequest",
     "Approver",
     "InProcessReplayGuard",
+    "MemoryStore",
     "Paused",
     "RedisReplayGuard",
+    "RedisStore",
     "ReplayGuard",
+    "Store",
     "Verdict",
     "ask_each",
     "claim_seconds",

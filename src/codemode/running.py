@@ -20,7 +20,15 @@ import anyio
 
 from codemode.capabilities import Snapshot, View
 from codemode.clock import Clock
-from codemode.continuations import Opened, Paused, PausedState, ReplayGuard, Resumer, Verdict
+from codemode.continuations import (
+    Opened,
+    Paused,
+    PausedState,
+    ReplayGuard,
+    Resumer,
+    SessionSlot,
+    Verdict,
+)
 from codemode.discovery import Discovery
 from codemode.engine_slot import EngineSlot, build_execution
 from codemode.errors import CodeModeError, InternalError, InvalidRequestError
@@ -50,7 +58,8 @@ class Runner:
     """Runs programs on a CodeMode's engine, each over what its subject sees now.
 
     It is also the engine the resume protocol knows (`codemode.continuations.Engine`):
-    `admit`, `start`, `open` and `last_resort`, with the settings it reads."""
+    `admit`, `start`, `open` and `last_resort`, with the settings it reads. A runner
+    `in_session` runs every program it starts or goes on with in that session."""
 
     def __init__(
         self,
@@ -58,11 +67,17 @@ class Runner:
         options: Callable[[], Options],
         engines: EngineSlot,
         discovery: Discovery,
+        session: SessionSlot | None = None,
     ) -> None:
         self._settings = settings
         self._options = options
         self._engines = engines
         self._discovery = discovery
+        self._session = session
+
+    def in_session(self, session: SessionSlot | None) -> Runner:
+        """This runner, its programs run in `session` (its state in, the state left out)."""
+        return Runner(self._settings, self._options, self._engines, self._discovery, session)
 
     @property
     def limits(self) -> Limits:
@@ -162,6 +177,7 @@ class Runner:
             verdicts,
             execution_id=execution_id,
             spent=spent,
+            session=self._session,
         )
 
 

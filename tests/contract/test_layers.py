@@ -20,8 +20,8 @@ before it, never one after it):
 7. sources: where capabilities come from (the host's functions, upstream MCP servers,
    REST APIs), one shape, still core (they serve nothing);
 8. app: `CodeMode` and the `codemode` package, with the parts it delegates to (`options`,
-   `discovery`, `engine_slot`, `running`, `sourcing`), `payloads` (the one structured form every
-   adapter renders) and `testing` (helpers for hosts' tests);
+   `discovery`, `engine_slot`, `running`, `sessions`, `sourcing`), `payloads` (the one
+   structured form every adapter renders) and `testing` (helpers for hosts' tests);
 9. http: the security layer every HTTP route shares, and the uvicorn settings: above the
    whole core, so no core module imports HTTP serving at any level;
 10. adapters: `mcp`, `web` and the `demo` host, peers that share only what lies below;
@@ -95,6 +95,7 @@ LAYERS = (
             "codemode.discovery",
             "codemode.engine_slot",
             "codemode.running",
+            "codemode.sessions",
             "codemode.sourcing",
             "codemode.payloads",
             "codemode.testing",

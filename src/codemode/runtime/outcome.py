@@ -56,6 +56,9 @@ class ExecutionResult:
     """Captured print() output, bounded; "" when nothing was printed."""
     usage: Usage
     execution_id: str
+    session: str | None = None
+    """The handle of the session the program ran in, which keeps what it left at top
+    level; None outside a session."""
 
 
 __all__ = ["ExecutionResult", "Usage"]

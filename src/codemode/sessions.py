@@ -1,0 +1,244 @@
+"""Sessions: what programs leave at top level, kept behind a handle any replica continues.
+
+A program run with `session="new"` or a handle a result gave starts from the globals the
+session's last successful program left and, only when it succeeds, leaves its own. The
+state is sealed (`codemode.continuations.Sealer`) under a key derived from the subject and
+the handle, so the store holds neither, another subject's lookup finds nothing, and a
+made-up, expired or evicted handle reads exactly as another subject's: `session not
+found`, with no way to tell which. One program runs in a session at a time: it holds the
+session's lease (`session busy` for another meanwhile), and writes its state fenced by it,
+so a run that outlived its lease cannot overwrite the next holder's state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+import re
+import secrets
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+from typing import Protocol, TypeVar
+
+from cryptography.exceptions import InvalidTag
+
+from codemode.clock import Clock, wall
+from codemode.continuations import (
+    Approver,
+    MemoryStore,
+    Sealer,
+    SessionRecord,
+    SessionSlot,
+    Store,
+    given_key,
+)
+from codemode.errors import (
+    InvalidRequestError,
+    SessionBusyError,
+    SessionNotFoundError,
+    UnauthenticatedError,
+)
+from codemode.limits import Limits
+from codemode.running import Runner, last_resort
+from codemode.runtime import ExecutionResult
+
+log = logging.getLogger("codemode")
+
+NEW = "new"
+"""The `session` that starts one."""
+HANDLE = re.compile(r"s-[A-Za-z0-9_-]{22}")
+"""A handle: `s-` and 16 random bytes in unpadded base64url."""
+LEASE_GRACE_SECONDS = 5.0
+"""How long a session's lease outlasts the longest its program may run."""
+SESSIONS_OFF = "sessions are off on this server; send the program without a session"
+
+R = TypeVar("R")
+
+
+class SessionSettings(Protocol):
+    """What sessions read of their CodeMode at each use."""
+
+    @property
+    def limits(self) -> Limits: ...
+
+    @property
+    def sessions(self) -> bool: ...
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def request_state_key(self) -> str | bytes | None: ...
+
+    @property
+    def clock(self) -> Clock | None: ...
+
+
+@dataclass(slots=True)
+class _Held:
+    """A session as one program holds it: its handle, store keys, lease token and slot."""
+
+    handle: str
+    key: str
+    group: str
+    token: str | None
+    """The lease's token; None for a new session, which no one else can name yet."""
+    slot: SessionSlot
+
+    @property
+    def lease(self) -> str:
+        return self.key + ":lease"
+
+
+class Sessions:
+    """Runs programs in sessions over a CodeMode's store, sealed under its key."""
+
+    def __init__(self, settings: SessionSettings, runner: Runner) -> None:
+        self._settings = settings
+        self._runner = runner
+        self._sealer: Sealer | None = None
+
+    def execute(self, source: str, subject: str, session: str | None) -> ExecutionResult:
+        """`CodeMode.execute`: a new program to its end, in `session` if given."""
+        with last_resort("execute"):
+            return self.run_sync(
+                subject,
+                session,
+                lambda slot: self._runner.in_session(slot).execute(source, subject),
+            )
+
+    async def execute_async(
+        self,
+        source: str,
+        subject: str,
+        session: str | None,
+        approve: Approver | None,
+        unavailable: str,
+    ) -> ExecutionResult:
+        """`CodeMode.execute_async`: to its end, asking `approve` about calls that need a
+        person, in `session` if given (busy for others meanwhile)."""
+        with last_resort("execute_async"):
+            return await self.run(
+                subject,
+                session,
+                lambda slot: self._runner.in_session(slot).resumer.execute(
+                    source, subject, approve, unavailable or None
+                ),
+                approve is not None,
+            )
+
+    async def run(
+        self,
+        subject: str,
+        session: str | None,
+        start: Callable[[SessionSlot | None], Awaitable[R]],
+        approving: bool = False,
+    ) -> R:
+        """`start` the program in `session` (None: in none); a result of a program that
+        succeeded leaves its state and carries the handle. `approving`: the program may
+        wait for a person meanwhile, so its lease lasts the waits too."""
+        if session is None:
+            return await start(None)
+        held = await self._hold(subject, session, approving)
+        try:
+            outcome = await start(held.slot)
+            return await self._keep(held, outcome)
+        finally:
+            await self._let_go(held)
+
+    def run_sync(
+        self,
+        subject: str,
+        session: str | None,
+        execute: Callable[[SessionSlot | None], ExecutionResult],
+    ) -> ExecutionResult:
+        """As `run`, on the caller's thread: the store is asked on a loop of its own."""
+        if session is None:
+            return execute(None)
+        held = asyncio.run(self._hold(subject, session, False))
+        try:
+            return asyncio.run(self._keep(held, execute(held.slot)))
+        finally:
+            asyncio.run(self._let_go(held))
+
+    async def _hold(self, subject: str, session: str, approving: bool) -> _Held:
+        """The session, its lease held: a new one, or the stored one's state; refused
+        (nothing run) as `session not found`, `session busy` or `resume refused`."""
+        settings = self._settings
+        if not isinstance(session, str):
+            raise InvalidRequestError('the session must be "new" or a handle a result gave')
+        if not settings.sessions:
+            raise InvalidRequestError(SESSIONS_OFF)
+        if not isinstance(subject, str) or not subject.strip():
+            raise UnauthenticatedError()
+        sealer = self._sealed()
+        group = "codemode:sessions:" + sealer.index(subject, "")
+        if session == NEW:
+            handle = "s-" + base64.urlsafe_b64encode(secrets.token_bytes(16)).decode()[:22]
+            key = "codemode:session:" + sealer.index(subject, handle)
+            return _Held(handle, key, group, None, SessionSlot())
+        if HANDLE.fullmatch(session) is None:
+            raise SessionNotFoundError()
+        key = "codemode:session:" + sealer.index(subject, session)
+        held = _Held(session, key, group, uuid.uuid4().hex, SessionSlot())
+        assert held.token is not None
+        store, limits = settings.store, settings.limits
+        if not await store.claim(held.lease, held.token, _lease_seconds(limits, approving)):
+            raise SessionBusyError()
+        try:
+            blob = await store.get(key)
+            if blob is None:
+                raise SessionNotFoundError()
+            try:
+                encoded = sealer.open(blob, key)
+            except InvalidTag:
+                raise SessionNotFoundError() from None
+            held.slot.state = SessionRecord.decode(encoded, limits).dump
+        except BaseException:
+            await self._let_go(held)
+            raise
+        return held
+
+    async def _keep(self, held: _Held, outcome: R) -> R:
+        """Store what a program that succeeded left, fenced by its lease, and count the
+        session used now (the subject's least recently used past its bound is let go)."""
+        kept = held.slot.kept
+        if not isinstance(outcome, ExecutionResult) or kept is None:
+            return outcome
+        settings = self._settings
+        store, limits = settings.store, settings.limits
+        now = time.time() if settings.clock is None else wall(settings.clock)
+        record = SessionRecord.kept(kept, limits, now)
+        encoded = record.encode(compress=not isinstance(store, MemoryStore))
+        blob = self._sealed().seal(encoded, held.key)
+        idle = limits.session_idle_seconds
+        holder = None if held.token is None else (held.lease, held.token)
+        if not await store.put(held.key, blob, idle, holder=holder):
+            log.warning("a session's lease lapsed before its program ended; its state was not kept")
+            return outcome
+        await store.admit(held.group, held.key, limits.max_sessions_per_subject, idle)
+        return replace(outcome, session=held.handle)
+
+    async def _let_go(self, held: _Held) -> None:
+        if held.token is not None:
+            with contextlib.suppress(Exception):
+                await self._settings.store.release(held.lease, held.token)
+
+    def _sealed(self) -> Sealer:
+        """The sealer, made on first use from the key the CodeMode holds then."""
+        if self._sealer is None:
+            self._sealer = Sealer(given_key(self._settings.request_state_key))
+        return self._sealer
+
+
+def _lease_seconds(limits: Limits, approving: bool) -> float:
+    """How long a program may hold its session: its run, and every wait for a person."""
+    waits = limits.max_approvals * limits.max_approval_wait_seconds if approving else 0.0
+    return limits.max_execution_seconds + waits + LEASE_GRACE_SECONDS
+
+
+__all__ = ["HANDLE", "LEASE_GRACE_SECONDS", "NEW", "SESSIONS_OFF", "SessionSettings", "Sessions"]

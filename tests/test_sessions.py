@@ -1,0 +1,207 @@
+"""Sessions: a program starts from what the session's last successful program left, and a
+handle that is not the caller's reads as one that never was."""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import concurrent.futures
+import inspect
+import threading
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+from codemode import (
+    CodeMode,
+    InvalidRequestError,
+    Limits,
+    ResumeRefusedError,
+    SessionBusyError,
+    SessionNotFoundError,
+)
+from codemode.authz import AllowAll
+from codemode.continuations import MemoryStore
+from codemode.payloads import error_payload
+from codemode.testing import ManualClock, ScriptedProgram, ScriptedSandbox
+from tests.conftest import CANARY, assert_no_canary
+
+KEY = "k" * 32
+SOURCE = "def main():\n    return 1\n"
+FAILING = "def main():\n    raise ValueError('no')\n"
+WAITS = "def main():\n    return jobs.wait()\n"
+
+
+def counts(program: ScriptedProgram) -> Generator[Any, Any, Any]:
+    """Plays a program that adds one to a counter the session keeps (and fails when its
+    text says so, after changing the counter, as a failed run in a real worker would)."""
+    count = int(program.session or b"0") + 1
+    program.kept = str(count).encode()
+    if "raise" in program.code:
+        raise program.raised("ValueError", "no", 2)
+    if "jobs.wait" in program.code:
+        yield program.call("jobs.wait", line=2)
+    return count
+
+
+def make(
+    clock: ManualClock | None = None,
+    store: MemoryStore | None = None,
+    limits: Limits | None = None,
+    sessions: bool = True,
+) -> CodeMode:
+    return CodeMode(
+        authorizer=AllowAll(),
+        sandbox=ScriptedSandbox(counts),
+        clock=clock,
+        store=store,
+        limits=limits,
+        sessions=sessions,
+        request_state_key=KEY,
+    )
+
+
+def test_a_new_session_gives_a_handle_and_the_next_program_goes_on_from_it() -> None:
+    cm = make()
+    first = cm.execute(SOURCE, subject="alice", session="new")
+    assert first.value == 1
+    assert first.session is not None and first.session.startswith("s-")
+    second = cm.execute(SOURCE, subject="alice", session=first.session)
+    assert (second.value, second.session) == (2, first.session)
+    third = asyncio.run(cm.execute_async(SOURCE, subject="alice", session=first.session))
+    assert (third.value, third.session) == (3, first.session)
+
+
+def test_a_program_outside_a_session_has_no_handle_and_starts_from_nothing() -> None:
+    cm = make()
+    kept = cm.execute(SOURCE, subject="alice", session="new").session
+    assert cm.execute(SOURCE, subject="alice").session is None
+    assert cm.execute(SOURCE, subject="alice").value == 1
+    assert cm.execute(SOURCE, subject="alice", session=kept).value == 2
+
+
+def test_each_new_session_is_its_own() -> None:
+    cm = make()
+    one = cm.execute(SOURCE, subject="alice", session="new").session
+    two = cm.execute(SOURCE, subject="alice", session="new").session
+    assert one != two
+    assert cm.execute(SOURCE, subject="alice", session=one).value == 2
+    assert cm.execute(SOURCE, subject="alice", session=two).value == 2
+
+
+def test_a_failed_program_leaves_the_session_as_it_was() -> None:
+    cm = make()
+    handle = cm.execute(SOURCE, subject="alice", session="new").session
+    with pytest.raises(Exception, match="ValueError: no"):
+        cm.execute(FAILING, subject="alice", session=handle)
+    assert cm.execute(SOURCE, subject="alice", session=handle).value == 2
+
+
+def test_a_failed_first_program_keeps_no_session() -> None:
+    cm = make(limits=Limits(max_sessions_per_subject=1))
+    kept = cm.execute(SOURCE, subject="alice", session="new").session
+    with pytest.raises(Exception, match="ValueError: no"):
+        cm.execute(FAILING, subject="alice", session="new")
+    assert cm.execute(SOURCE, subject="alice", session=kept).value == 2  # nothing evicted it
+
+
+def not_found(cm: CodeMode, handle: str, subject: str = "alice") -> SessionNotFoundError:
+    with pytest.raises(SessionNotFoundError) as raised:
+        cm.execute(SOURCE, subject=subject, session=handle)
+    return raised.value
+
+
+def test_another_subjects_a_made_up_an_expired_and_an_evicted_handle_read_the_same() -> None:
+    clock = ManualClock()
+    cm = make(clock, limits=Limits(max_sessions_per_subject=2))
+    mallory = cm.execute(SOURCE, subject="mallory", session="new").session
+    assert mallory is not None
+    expiring = cm.execute(SOURCE, subject="alice", session="new").session
+    assert expiring is not None
+    clock.advance(Limits().session_idle_seconds + 1)
+    evicted = cm.execute(SOURCE, subject="alice", session="new").session
+    assert evicted is not None
+    cm.execute(SOURCE, subject="alice", session="new")
+    cm.execute(SOURCE, subject="alice", session="new")  # the third past 2: the oldest goes
+    errors = [
+        not_found(cm, mallory),
+        not_found(cm, "s-" + "A" * 22),
+        not_found(cm, CANARY),
+        not_found(cm, expiring),
+        not_found(cm, evicted),
+    ]
+    expected = error_payload(SessionNotFoundError())
+    assert [error_payload(e) for e in errors] == [expected] * len(errors)
+    assert str(errors[0]) == (
+        "session not found: no session of yours has this handle (it may have expired); "
+        'start one with session "new"'
+    )
+    assert_no_canary(*errors)
+
+
+def test_a_session_in_use_is_busy_for_another_program_until_the_first_ends() -> None:
+    cm = make()
+    entered, go = threading.Event(), threading.Event()
+
+    @cm.capability("jobs.wait", summary="Wait for the test.")
+    def wait() -> int:
+        entered.set()
+        go.wait(10)
+        return 0
+
+    handle = cm.execute(SOURCE, subject="alice", session="new").session
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        first = pool.submit(cm.execute, WAITS, subject="alice", session=handle)
+        assert entered.wait(10)
+        with pytest.raises(SessionBusyError) as raised:
+            cm.execute(SOURCE, subject="alice", session=handle)
+        assert cm.execute(SOURCE, subject="bob", session="new").value == 1  # others go on
+        go.set()
+        assert first.result(10).value == 2
+    assert str(raised.value) == (
+        "session busy: another program is running (or waiting for an approval) in this "
+        "session; send this one when it has ended"
+    )
+    assert cm.execute(SOURCE, subject="alice", session=handle).value == 3
+
+
+def test_sessions_off_refuse_a_session_and_run_the_rest() -> None:
+    cm = make(sessions=False)
+    with pytest.raises(InvalidRequestError, match="sessions are off"):
+        cm.execute(SOURCE, subject="alice", session="new")
+    assert cm.execute(SOURCE, subject="alice").value == 1
+
+
+def test_a_session_kept_under_other_limits_is_refused_by_name() -> None:
+    clock = ManualClock()
+    store = MemoryStore(clock.now)
+    handle = make(clock, store).execute(SOURCE, subject="alice", session="new").session
+    assert handle is not None
+    same = make(clock, store)
+    assert same.execute(SOURCE, subject="alice", session=handle).value == 2
+    other = make(clock, store, Limits(max_memory_bytes=64 * 1024 * 1024))
+    with pytest.raises(ResumeRefusedError, match="kept under other limits; start a new one"):
+        other.execute(SOURCE, subject="alice", session=handle)
+    assert same.execute(SOURCE, subject="alice", session=handle).value == 3  # lease let go
+
+
+def test_a_session_sealed_under_another_key_is_not_found() -> None:
+    clock = ManualClock()
+    store = MemoryStore(clock.now)
+    handle = make(clock, store).execute(SOURCE, subject="alice", session="new").session
+    assert handle is not None
+    other = CodeMode(
+        authorizer=AllowAll(),
+        sandbox=ScriptedSandbox(counts),
+        clock=clock,
+        store=store,
+        request_state_key="x" * 32,
+    )
+    not_found(other, handle)
+
+
+def test_the_codemode_class_stays_within_400_lines() -> None:
+    source = inspect.getsource(CodeMode)
+    node = ast.parse(source).body[0]
+    assert node.end_lineno is not None and node.end_lineno - node.lineno + 1 <= 400
