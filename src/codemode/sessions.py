@@ -146,9 +146,10 @@ class Sessions:
         held = await self._hold(subject, session, approving)
         try:
             outcome = await start(held.slot)
-            return await self._keep(held, outcome)
-        finally:
+        except BaseException:
             await self._let_go(held)
+            raise
+        return await self._ended(held, outcome)
 
     def run_sync(
         self,
@@ -156,14 +157,23 @@ class Sessions:
         session: str | None,
         execute: Callable[[SessionSlot | None], ExecutionResult],
     ) -> ExecutionResult:
-        """As `run`, on the caller's thread: the store is asked on a loop of its own."""
+        """As `run`, on the caller's thread: the store is asked on one loop of its own,
+        made once per program and bare (`asyncio.run` would make one per exchange and,
+        on the main thread, swap the SIGINT handler each time, which formats the repr of
+        every result, a session's whole state among them)."""
         if session is None:
             return execute(None)
-        held = asyncio.run(self._hold(subject, session, False))
+        loop = asyncio.new_event_loop()
         try:
-            return asyncio.run(self._keep(held, execute(held.slot)))
+            held = loop.run_until_complete(self._hold(subject, session, False))
+            try:
+                outcome = execute(held.slot)
+            except BaseException:
+                loop.run_until_complete(self._let_go(held))
+                raise
+            return loop.run_until_complete(self._ended(held, outcome))
         finally:
-            asyncio.run(self._let_go(held))
+            loop.close()
 
     async def _hold(self, subject: str, session: str, approving: bool) -> _Held:
         """The session, its lease held: a new one, or the stored one's state; refused
@@ -202,6 +212,12 @@ class Sessions:
             await self._let_go(held)
             raise
         return held
+
+    async def _ended(self, held: _Held, outcome: R) -> R:
+        try:
+            return await self._keep(held, outcome)
+        finally:
+            await self._let_go(held)
 
     async def _keep(self, held: _Held, outcome: R) -> R:
         """Store what a program that succeeded left, fenced by its lease, and count the
