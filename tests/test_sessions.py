@@ -21,10 +21,12 @@ from codemode import (
     SessionBusyError,
     SessionNotFoundError,
 )
+from codemode.approvals import ApprovalRequest
 from codemode.authz import AllowAll
 from codemode.continuations import MemoryStore
 from codemode.payloads import error_payload
 from codemode.testing import ManualClock, ScriptedProgram, ScriptedSandbox
+from tests.approvals.host import build
 from tests.conftest import CANARY, assert_no_canary
 
 KEY = "k" * 32
@@ -205,3 +207,36 @@ def test_the_codemode_class_stays_within_400_lines() -> None:
     source = inspect.getsource(CodeMode)
     node = ast.parse(source).body[0]
     assert node.end_lineno is not None and node.end_lineno - node.lineno + 1 <= 400
+
+
+KEEPS = "done = []\ndef main():\n    return len(done)\n"
+DELETES = (
+    "def main():\n    global done\n    done = done + [tickets.delete(id=1)]\n    return len(done)\n"
+)
+
+
+def test_a_program_waiting_for_a_person_holds_its_session_and_keeps_what_it_left() -> None:
+    asked, answer = asyncio.Event(), asyncio.Event()
+
+    async def approve(request: ApprovalRequest) -> bool:
+        asked.set()
+        await answer.wait()
+        return True
+
+    async def scenario(cm: CodeMode) -> tuple[Any, ...]:
+        handle = (await cm.execute_async(KEEPS, subject="alice", session="new")).session
+        waiting = asyncio.create_task(
+            cm.execute_async(DELETES, subject="alice", session=handle, approve=approve)
+        )
+        await asyncio.wait_for(asked.wait(), 30)
+        with pytest.raises(SessionBusyError):
+            await cm.execute_async(KEEPS.split("\n", 1)[1], subject="alice", session=handle)
+        answer.set()
+        deleted = await asyncio.wait_for(waiting, 30)
+        after = await cm.execute_async(
+            "def main():\n    return done\n", subject="alice", session=handle
+        )
+        return deleted.value, deleted.session == handle, after.value
+
+    with build() as cm:
+        assert asyncio.run(scenario(cm)) == (1, True, [True])
