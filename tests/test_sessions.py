@@ -15,13 +15,14 @@ import pytest
 
 from codemode import (
     CodeMode,
+    ExecutionResult,
     InvalidRequestError,
     Limits,
     ResumeRefusedError,
     SessionBusyError,
     SessionNotFoundError,
 )
-from codemode.approvals import ApprovalRequest
+from codemode.approvals import ApprovalRequest, Paused
 from codemode.authz import AllowAll
 from codemode.continuations import MemoryStore
 from codemode.payloads import error_payload
@@ -240,3 +241,39 @@ def test_a_program_waiting_for_a_person_holds_its_session_and_keeps_what_it_left
 
     with build() as cm:
         assert asyncio.run(scenario(cm)) == (1, True, [True])
+
+
+def test_a_paused_program_holds_its_session_until_it_resumes_and_then_writes_it() -> None:
+    async def scenario(cm: CodeMode) -> tuple[Any, ...]:
+        handle = (await cm.execute_async(KEEPS, subject="alice", session="new")).session
+        paused = await cm.start_async(DELETES, subject="alice", session=handle)
+        assert isinstance(paused, Paused)
+        with pytest.raises(SessionBusyError):
+            await cm.execute_async(KEEPS, subject="alice", session=handle)
+        answers = {request.key: True for request in paused.requests}
+        resumed = await cm.resume_async(paused.state, subject="alice", answers=answers)
+        assert isinstance(resumed, ExecutionResult)
+        after = await cm.execute_async(
+            "def main():\n    return done\n", subject="alice", session=handle
+        )
+        return resumed.value, resumed.session == handle, after.value
+
+    with build() as cm:
+        assert asyncio.run(scenario(cm)) == (1, True, [True])
+
+
+def test_a_paused_new_session_is_kept_once_it_resumes() -> None:
+    async def scenario(cm: CodeMode) -> tuple[Any, ...]:
+        source = "done = []\n" + DELETES
+        paused = await cm.start_async(source, subject="alice", session="new")
+        assert isinstance(paused, Paused)
+        answers = {request.key: True for request in paused.requests}
+        resumed = await cm.resume_async(paused.state, subject="alice", answers=answers)
+        assert isinstance(resumed, ExecutionResult) and resumed.session is not None
+        after = await cm.execute_async(
+            "def main():\n    return done\n", subject="alice", session=resumed.session
+        )
+        return resumed.value, after.value
+
+    with build() as cm:
+        assert asyncio.run(scenario(cm)) == (1, [True])

@@ -391,13 +391,13 @@ class CodeMode:
         return await self._sessions.execute_async(source, subject, session, approve, unavailable)
 
     async def start_async(
-        self, source: str, *, subject: str, pausable: bool = True
+        self, source: str, *, subject: str, pausable: bool = True, session: str | None = None
     ) -> ExecutionResult | Paused:
         """As `execute_async`, for a caller that asks a person itself: a program that
         reaches a call needing approval pauses and is answered `Paused`, for
         `resume_async` (here or on another replica) once the person has answered."""
         self._freeze()
-        return await self._runner.resumer.start(source, subject, pausable)
+        return await self._sessions.start(source, subject, session, pausable)
 
     async def resume_async(
         self,
@@ -416,7 +416,7 @@ class CodeMode:
         `pausable`: whether a later call that needs approval may pause it again (else
         it fails with `approval unavailable`)."""
         self._freeze()
-        return await self._runner.resumer.resume(state, subject, answers, pausable)
+        return await self._sessions.resume(state, subject, answers, pausable)
 
     def check(self, source: str, *, subject: str | None = None) -> list[CodeModeError]:
         """What the static preflight finds in a program, without running anything: each

@@ -20,24 +20,29 @@ import re
 import secrets
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Protocol, TypeVar
+from typing import Protocol
 
 from cryptography.exceptions import InvalidTag
 
 from codemode.clock import Clock, wall
 from codemode.continuations import (
+    INFLATION,
     Approver,
     MemoryStore,
+    Paused,
+    PausedState,
     Sealer,
     SessionRecord,
     SessionSlot,
     Store,
+    claim_seconds,
     given_key,
 )
 from codemode.errors import (
     InvalidRequestError,
+    ResumeRefusedError,
     SessionBusyError,
     SessionNotFoundError,
     UnauthenticatedError,
@@ -55,8 +60,6 @@ HANDLE = re.compile(r"s-[A-Za-z0-9_-]{22}")
 LEASE_GRACE_SECONDS = 5.0
 """How long a session's lease outlasts the longest its program may run."""
 SESSIONS_OFF = "sessions are off on this server; send the program without a session"
-
-R = TypeVar("R")
 
 
 class SessionSettings(Protocol):
@@ -131,13 +134,57 @@ class Sessions:
                 approve is not None,
             )
 
+    async def start(
+        self, source: str, subject: str, session: str | None, pausable: bool
+    ) -> ExecutionResult | Paused:
+        """`CodeMode.start_async`: to its end or its first pause, in `session` if given. A
+        paused program holds its session (busy for others) until it resumes or expires,
+        and its state names the session its resume writes."""
+        with last_resort("execute_async"):
+            if session is None:
+                return await self._runner.resumer.start(source, subject, pausable)
+            held = await self._hold(subject, session, pausable)
+            try:
+                outcome = await self._runner.in_session(held.slot).resumer.start(
+                    source, subject, pausable
+                )
+            except BaseException:
+                await self._let_go(held)
+                raise
+            return await self._ended(held, outcome)
+
+    async def resume(
+        self, state: bytes, subject: str, answers: Mapping[str, bool], pausable: bool
+    ) -> ExecutionResult | Paused:
+        """`CodeMode.resume_async`: a paused program goes on; one paused in a session
+        writes its state there when it succeeds, fenced by the lease its pause holds."""
+        with last_resort("resume_async"):
+            resumer = self._runner.resumer
+            paused = await resumer.read(state)
+            if not paused.session:
+                return await resumer.resume(state, subject, answers, pausable)
+            sealer = self._sealed()
+            key = "codemode:session:" + sealer.index(subject, paused.session)
+            group = "codemode:sessions:" + sealer.index(subject, "")
+            held = _Held(paused.session, key, group, paused.id, SessionSlot())
+            try:
+                outcome = await self._runner.in_session(held.slot).resumer.resume(
+                    state, subject, answers, pausable
+                )
+            except ResumeRefusedError:
+                raise  # nothing ran: the lease stays its own resume's (or lapses)
+            except BaseException:
+                await self._let_go(held)
+                raise
+            return await self._ended(held, outcome)
+
     async def run(
         self,
         subject: str,
         session: str | None,
-        start: Callable[[SessionSlot | None], Awaitable[R]],
+        start: Callable[[SessionSlot | None], Awaitable[ExecutionResult]],
         approving: bool = False,
-    ) -> R:
+    ) -> ExecutionResult:
         """`start` the program in `session` (None: in none); a result of a program that
         succeeded leaves its state and carries the handle. `approving`: the program may
         wait for a person meanwhile, so its lease lasts the waits too."""
@@ -149,7 +196,7 @@ class Sessions:
         except BaseException:
             await self._let_go(held)
             raise
-        return await self._ended(held, outcome)
+        return await self._kept(held, outcome)
 
     def run_sync(
         self,
@@ -171,7 +218,7 @@ class Sessions:
             except BaseException:
                 loop.run_until_complete(self._let_go(held))
                 raise
-            return loop.run_until_complete(self._ended(held, outcome))
+            return loop.run_until_complete(self._kept(held, outcome))
         finally:
             loop.close()
 
@@ -213,17 +260,46 @@ class Sessions:
             raise
         return held
 
-    async def _ended(self, held: _Held, outcome: R) -> R:
+    async def _ended(
+        self, held: _Held, outcome: ExecutionResult | Paused
+    ) -> ExecutionResult | Paused:
+        """A paused program keeps the session held; an answer lets it go."""
+        if isinstance(outcome, Paused):
+            return await self._paused(held, outcome)
+        return await self._kept(held, outcome)
+
+    async def _kept(self, held: _Held, outcome: ExecutionResult) -> ExecutionResult:
         try:
             return await self._keep(held, outcome)
         finally:
             await self._let_go(held)
 
-    async def _keep(self, held: _Held, outcome: R) -> R:
+    async def _paused(self, held: _Held, outcome: Paused) -> Paused:
+        """The paused program's state, naming its session, whose lease passes to the
+        state's id until the state expires (a pause left unanswered lets it lapse, the
+        session as it was)."""
+        settings = self._settings
+        limit = settings.limits.max_paused_bytes
+        state = PausedState.decode(outcome.state, limit, INFLATION * limit)
+        now = time.time() if settings.clock is None else wall(settings.clock)
+        seconds = claim_seconds(state.expires_at, now)
+        store = settings.store
+        if held.token is None:
+            taken = await store.claim(held.lease, state.id, seconds)
+        else:
+            taken = await store.put(
+                held.lease, state.id.encode(), seconds, holder=(held.lease, held.token)
+            )
+        if not taken:
+            raise SessionBusyError()
+        stamped_state = replace(state, session=held.handle).encode()
+        return Paused(outcome.requests, stamped_state)
+
+    async def _keep(self, held: _Held, outcome: ExecutionResult) -> ExecutionResult:
         """Store what a program that succeeded left, fenced by its lease, and count the
         session used now (the subject's least recently used past its bound is let go)."""
         kept = held.slot.kept
-        if not isinstance(outcome, ExecutionResult) or kept is None:
+        if kept is None:
             return outcome
         settings = self._settings
         store, limits = settings.store, settings.limits

@@ -58,7 +58,12 @@ def test_a_state_of_another_format_or_version_is_refused() -> None:
     without the loop markers the time limit's line is read from: its positions would not
     map back, so it is refused as another version's."""
     scope, body = stamped(a_state().encode(), "s").split(b"\n", 1)
-    for change in ({"format": 2}, {"format": 1}, {"versions": {"codemode": "0.0.1"}}):
+    for change in (
+        {"format": 3},
+        {"format": 2},
+        {"format": 1},
+        {"versions": {"codemode": "0.0.1"}},
+    ):
         data = json.loads(body) | change
         with pytest.raises(ResumeRefusedError) as raised:
             PausedState.decode(scope + b"\n" + json.dumps(data).encode(), 1 << 20)

@@ -250,6 +250,11 @@ class Resumer(Generic[R]):
         (False when the audit sink failed: then no one is)."""
         return await anyio.to_thread.run_sync(record_asked, paused, self.engine.on_event)
 
+    async def read(self, state: bytes) -> PausedState:
+        """A paused program's state as `resume` reads it first (refused as it would be)."""
+        with self.engine.last_resort("resume_async"):
+            return await self._decode(state)
+
     async def _decode(self, state: bytes) -> PausedState:
         """The state read off the event loop (its dump may inflate to megabytes)."""
         if not isinstance(state, bytes):

@@ -45,7 +45,7 @@ from codemode.limits import LimitKind, Limits, exceeded, size
 from codemode.types import JSONObject
 from codemode.values import object_fields
 
-FORMAT = 3
+FORMAT = 4
 
 VERSIONS = {"codemode": version("codemode"), "pydantic-monty": version("pydantic-monty")}
 """What wrote a state: a replica of another version refuses it."""
@@ -186,6 +186,9 @@ class PausedState:
     guard: str = ""
     """The scope of the replay guard that must vouch it resumes once (`ReplayGuard.scope`),
     stamped when the program pauses: it heads the state, a line of its own."""
+    session: str = ""
+    """The handle of the session the program runs in ("" in none): its resume writes
+    what the program leaves there."""
 
     def encode(self) -> bytes:
         data: dict[str, Any] = asdict(self)
