@@ -138,15 +138,17 @@ def build_host(limits: Limits | None = None) -> CodeMode:
 
 
 def monty_workers() -> list[int]:
-    """Process ids of this process's children (the sandbox workers)."""
+    """Process ids of this process's sandbox workers: its children that run the monty
+    worker, never the servers a session-wide fixture started (redis-server, nginx)."""
     me = str(os.getpid())
     pids = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
+            command = (stat.parent / "cmdline").read_bytes()
         except OSError:
             continue
-        if fields[1] == me:
+        if fields[1] == me and b"monty" in command:
             pids.append(int(stat.parent.name))
     return pids
 
