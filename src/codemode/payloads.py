@@ -91,11 +91,14 @@ def effects(annotations: Mapping[str, bool]) -> str:
 
 
 def execute_payload(result: ExecutionResult) -> JSONObject:
-    """What execute answers: the value, what was printed (when anything was), and usage."""
+    """What execute answers: the value, what was printed (when anything was), usage, and
+    the session's handle when the program ran in one (the model sends it to continue)."""
     structured: JSONObject = {"result": result.value}
     if result.printed:
         structured["printed"] = result.printed
     structured["usage"] = result.usage.to_dict()
+    if result.session is not None:
+        structured["session"] = result.session
     return structured
 
 

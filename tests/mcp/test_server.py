@@ -212,7 +212,7 @@ async def test_the_execute_description_gives_the_budget_unless_the_host_keeps_it
     description = next(t.description for t in listed.tools if t.name == "execute") or ""
     budget = (
         "Budget per program: 7 capability calls, 10 s in all (5 s running code), 1 MiB "
-        "returned, 2 KiB printed, 256 MiB of memory."
+        "returned, 2 KiB printed, 256 MiB of memory, session state 1 MiB, idle 1 h."
     )
     assert description.endswith(budget) is disclose
     assert "Budget" in description or not disclose

@@ -21,8 +21,18 @@ from mcp.types import CallToolResult
 from codemode import CodeMode
 from codemode.authz import AllowAll
 from codemode.errors import ExecutionCanceledError, InvalidRequestError
+from codemode.limits import Limits
 from codemode.mcp import build_server
-from codemode.mcp.tools import REPLIES, TOOLS, check_arguments, failed, ok
+from codemode.mcp.tools import (
+    EXECUTE_DESCRIPTION,
+    REPLIES,
+    TOOLS,
+    budget,
+    check_arguments,
+    failed,
+    ok,
+    tools,
+)
 
 pytestmark = pytest.mark.anyio
 BY_NAME = {tool.name: tool for tool in TOOLS}
@@ -48,6 +58,12 @@ def refusal(tool: str, arguments: Any) -> str | None:
         ("execute", {"code": "x"}, 'unknown property "code"; the program goes in "source"'),
         ("execute", {"Python": "x"}, 'unknown property "Python"; the program goes in "source"'),
         ("execute", {"sourc": "x"}, 'unknown property "sourc"; did you mean "source"?'),
+        ("execute", {"source": "x", "session": 5}, 'property "session" must be a string'),
+        (
+            "execute",
+            {"source": "x", "session": "s" * 65},
+            'property "session" must be a string of at most 64 characters',
+        ),
         ("search_api", {"querry": "x"}, 'unknown property "querry"; did you mean "query"?'),
         (
             "search_api",
@@ -82,11 +98,12 @@ def test_well_formed_arguments_pass_through_unchanged() -> None:
         ("describe_api", {}),
         ("describe_api", {"names": ["a", "b"]}),
         ("execute", {"source": "def main():\n    return 1"}),
+        ("execute", {"source": "def main():\n    return 1", "session": "new"}),
     ):
         assert check_arguments(BY_NAME[tool], arguments) == arguments
 
 
-KEYS = ["query", "offset", "name", "names", "source", "code", "querry", "extra"]
+KEYS = ["query", "offset", "name", "names", "source", "session", "code", "querry", "extra"]
 value = st.one_of(
     st.none(),
     st.booleans(),
@@ -168,6 +185,7 @@ async def replies(mode: str) -> list[tuple[str, CallToolResult]]:
         ("describe_api", {"name": "books.gte"}),
         ("execute", {"source": 'def main():\n    print("hi")\n    return [1, {"a": None}]'}),
         ("execute", {"source": 'def main():\n    books.get(isbn="1")\n    print("x")\n    [][1]'}),
+        ("execute", {"source": "rows = [1]\ndef main():\n    return rows", "session": "new"}),
     ]
     with host() as cm:
         async with Client(build_server(cm, subject="a"), mode=mode) as client:
@@ -191,6 +209,7 @@ async def test_every_reply_shape_matches_its_type_and_listed_schema(mode: str) -
         "describe_api.example",
         "describe_api.not_found",
         "execute.printed",
+        "execute.session",
         "execute.error.calls",
     } <= seen
 
@@ -290,3 +309,81 @@ async def test_dates_decimals_and_uuids_cross_over_mcp() -> None:
         "date",
         "0.30",
     ]
+
+
+SESSIONS_TEXT = (
+    'With session "new" (or a handle a reply gave), what the program leaves at top level '
+    "\u2014 its assignments outside main(), names main() declares global, imports and "
+    "functions \u2014 is kept for the next program in that session. A program that fails "
+    "leaves the session as it was."
+)
+
+
+def test_execute_says_what_a_session_keeps_and_its_budget() -> None:
+    execute = tools(Limits())[2]
+    assert execute.description == (
+        f"{EXECUTE_DESCRIPTION}\n{SESSIONS_TEXT}\n"
+        "Budget per program: 100 capability calls, 10 s in all (5 s running code), 1 MiB "
+        "returned, 64 KiB printed, 256 MiB of memory, session state 1 MiB, idle 1 h."
+    )
+    assert execute.input_schema["properties"]["session"] == {
+        "type": "string",
+        "maxLength": 64,
+        "description": "new to start a session; a handle from a reply to continue one",
+    }
+    assert budget(Limits(session_idle_seconds=90), sessions=True).endswith(
+        "session state 1 MiB, idle 90 s."
+    )
+
+
+def test_without_sessions_execute_takes_no_session_and_says_nothing_of_them() -> None:
+    execute = tools(Limits(), sessions=False)[2]
+    assert "session" not in execute.input_schema["properties"]
+    assert execute.description == f"{EXECUTE_DESCRIPTION}\n{budget(Limits())}"
+    assert tools(None, sessions=False)[2].description == EXECUTE_DESCRIPTION
+    with pytest.raises(InvalidRequestError) as caught:
+        check_arguments(execute, {"source": "x", "session": "new"})
+    assert str(caught.value) == (
+        'invalid request: unknown property "session"; this tool takes "source"'
+    )
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_session_handle_comes_back_in_the_reply_and_continues_it(mode: str) -> None:
+    with host() as cm:
+        async with Client(build_server(cm, subject="a"), mode=mode) as client:
+            first = await client.call_tool(
+                "execute", {"source": "rows = [1]\ndef main():\n    return 0", "session": "new"}
+            )
+            handle = (first.structured_content or {})["session"]
+            assert handle.startswith("s-") and f'"session": "{handle}"' in first.content[0].text
+            second = await client.call_tool(
+                "execute",
+                {"source": "rows.append(2)\ndef main():\n    return rows", "session": handle},
+            )
+            plain = await client.call_tool("execute", {"source": "def main():\n    return 1"})
+    assert second.structured_content is not None
+    assert (second.structured_content["result"], second.structured_content["session"]) == (
+        [1, 2],
+        handle,
+    )
+    assert plain.structured_content is not None and "session" not in plain.structured_content
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_an_unknown_handle_gets_the_documented_error_without_a_session(mode: str) -> None:
+    with host() as cm:
+        async with Client(build_server(cm, subject="a"), mode=mode) as client:
+            result = await client.call_tool(
+                "execute", {"source": "def main():\n    return 1", "session": "s-made-up"}
+            )
+    assert result.is_error and result.structured_content == {
+        "error": {
+            "code": "session_not_found",
+            "message": (
+                "session not found: no session of yours has this handle (it may have expired); "
+                'start one with session "new"'
+            ),
+            "where": None,
+        }
+    }

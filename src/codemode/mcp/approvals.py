@@ -179,10 +179,12 @@ async def execute(
     cm: CodeMode,
     ctx: ServerRequestContext[Any],
     params: CallToolRequestParams,
-    source: str,
+    arguments: dict[str, Any],
     subject: str,
 ) -> ToolResult | InputRequiredResult:
-    """`execute`, asking a person however this request's channel can."""
+    """`execute`, asking a person however this request's channel can; a 2026-era retry
+    needs no `session`, since its paused state carries the handle."""
+    source, session = arguments["source"], arguments.get("session")
     if _modern(ctx):
         if params.request_state is not None:  # the boundary verified and unsealed it
             answers = {
@@ -196,15 +198,19 @@ async def execute(
                 pausable=_elicits(ctx),
             )
         else:
-            outcome = await cm.start_async(source, subject=subject, pausable=_elicits(ctx))
+            outcome = await cm.start_async(
+                source, subject=subject, pausable=_elicits(ctx), session=session
+            )
         if isinstance(outcome, Paused):
             return input_required(outcome)
         return ok(execute_payload(outcome))
     if not ctx.session.can_send_request:  # stateless HTTP: no session, nothing declared
-        result = await cm.execute_async(source, subject=subject, unavailable=NO_SESSION)
+        result = await cm.execute_async(
+            source, subject=subject, unavailable=NO_SESSION, session=session
+        )
     else:
         approve = live_approver(ctx) if _elicits(ctx) else None
-        result = await cm.execute_async(source, subject=subject, approve=approve)
+        result = await cm.execute_async(source, subject=subject, approve=approve, session=session)
     return ok(execute_payload(result))
 
 

@@ -107,7 +107,7 @@ def build_server(
     it (over stdio the SDK's session does that).
     """
     handlers = Handlers(cm)
-    listed = tools(cm.limits if cm.disclose_limits else None)
+    listed = tools(cm.limits if cm.disclose_limits else None, sessions=cm.sessions)
     by_name = {tool.name: tool for tool in listed}
     # Every caller is listed the same tools: the SDK checks a 2026-era call's
     # `Mcp-Param-*` headers against these, not a tools/list run again for each call.
@@ -133,7 +133,7 @@ def build_server(
                 if who is None:
                     raise UnauthenticatedError()
                 if handler is None:
-                    return await approvals.execute(cm, ctx, params, arguments["source"], who)
+                    return await approvals.execute(cm, ctx, params, arguments, who)
                 return await handler(arguments, who)
             except CodeModeError as error:
                 return failed(error)

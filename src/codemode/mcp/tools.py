@@ -102,6 +102,20 @@ class ExecuteArguments(TypedDict):
     source: Annotated[Text, Field(description="The program: Python that defines def main():")]
 
 
+@with_config(_CLOSED)
+class ExecuteSessionArguments(TypedDict):
+    source: Annotated[Text, Field(description="The program: Python that defines def main():")]
+    session: NotRequired[
+        Annotated[
+            Text,
+            Field(
+                max_length=64,
+                description="new to start a session; a handle from a reply to continue one",
+            ),
+        ]
+    ]
+
+
 @with_config(ConfigDict(extra="allow", strict=True))
 class Where(TypedDict, total=False):
     """The place in the program an error names (`Where.to_dict()`), or null."""
@@ -207,6 +221,7 @@ class ExecuteReply(TypedDict):
     result: AnyJSON
     printed: NotRequired[str]
     usage: NotRequired[Object]
+    session: NotRequired[str]
 
 
 def _outcome(reply: Any) -> str:
@@ -265,9 +280,12 @@ def wire_schema(adapter: TypeAdapter[Any]) -> Schema:
 ARGUMENTS: dict[str, TypeAdapter[Any]] = {
     "search_api": TypeAdapter(SearchArguments),
     "describe_api": TypeAdapter(DescribeArguments),
-    "execute": TypeAdapter(ExecuteArguments),
+    "execute": TypeAdapter(ExecuteSessionArguments),
 }
-"""Each tool's argument type: what check_arguments applies and what its input schema is."""
+"""Each tool's argument type: what check_arguments applies and what its input schema is
+(`execute`'s as a host with sessions lists it; `WITHOUT_SESSIONS` for one without)."""
+WITHOUT_SESSIONS = TypeAdapter(ExecuteArguments)
+"""`execute`'s argument type when the host runs no sessions: a `session` is refused."""
 
 
 def _adapter(form: Any) -> TypeAdapter[Any]:
@@ -306,13 +324,21 @@ EXECUTE_DESCRIPTION = (
     + "\nOn failure the reply is an error with a code and, for mistakes in the program, the "
     "line and column to fix."
 )
+SESSIONS_DESCRIPTION = (
+    'With session "new" (or a handle a reply gave), what the program leaves at top level '
+    "— its assignments outside main(), names main() declares global, imports and "
+    "functions — is kept for the next program in that session. A program that fails "
+    "leaves the session as it was."
+)
 
 
-def _tool(name: str, description: str, annotations: ToolAnnotations) -> Tool:
+def _tool(
+    name: str, description: str, annotations: ToolAnnotations, arguments: TypeAdapter[Any]
+) -> Tool:
     return Tool(
         name=name,
         description=description,
-        input_schema=wire_schema(ARGUMENTS[name]),
+        input_schema=wire_schema(arguments),
         output_schema=wire_schema(REPLIES[name]),
         annotations=annotations,
     )
@@ -320,43 +346,68 @@ def _tool(name: str, description: str, annotations: ToolAnnotations) -> Tool:
 
 _READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 TOOLS = [
-    _tool("search_api", SEARCH_DESCRIPTION, _READ_ONLY),
-    _tool("describe_api", DESCRIBE_DESCRIPTION, _READ_ONLY),
+    _tool("search_api", SEARCH_DESCRIPTION, _READ_ONLY, ARGUMENTS["search_api"]),
+    _tool("describe_api", DESCRIBE_DESCRIPTION, _READ_ONLY, ARGUMENTS["describe_api"]),
     _tool(
         "execute",
-        EXECUTE_DESCRIPTION,
+        f"{EXECUTE_DESCRIPTION}\n{SESSIONS_DESCRIPTION}",
         ToolAnnotations(
             read_only_hint=False,
             destructive_hint=True,
             idempotent_hint=False,
             open_world_hint=False,
         ),
+        ARGUMENTS["execute"],
     ),
 ]
+"""The three tools as a host with sessions (the default) lists them."""
 
 
-def budget(limits: Limits) -> str:
+def budget(limits: Limits, *, sessions: bool = False) -> str:
     """The limits a program runs under, as one line of the execute description: the
-    program's own budget, given up front so it need not find it by failing."""
+    program's own budget, given up front so it need not find it by failing; with
+    `sessions`, what a session may keep and how long it waits unused."""
+    kept = (
+        f", session state {size(limits.max_session_bytes)}, "
+        f"idle {_duration(limits.session_idle_seconds)}"
+        if sessions
+        else ""
+    )
     return (
         f"Budget per program: {limits.max_capability_calls} capability calls, "
         f"{seconds(limits.max_execution_seconds)} in all "
         f"({seconds(limits.max_interpreter_seconds)} running code), "
         f"{size(limits.max_return_bytes)} returned, {size(limits.max_printed_bytes)} printed, "
-        f"{size(limits.max_memory_bytes)} of memory."
+        f"{size(limits.max_memory_bytes)} of memory{kept}."
     )
 
 
-def tools(limits: Limits | None) -> list[Tool]:
+def _duration(value: float) -> str:
+    """An idle time as a person says it: `1 h`, `30 min`, else seconds."""
+    if value >= 3600 and value % 3600 == 0:
+        return f"{int(value // 3600)} h"
+    if value >= 60 and value % 60 == 0:
+        return f"{int(value // 60)} min"
+    return seconds(value)
+
+
+def tools(limits: Limits | None, *, sessions: bool = True) -> list[Tool]:
     """The three tools; the execute description ends with the budget of `limits` (none
-    for a host that keeps its bounds to itself)."""
+    for a host that keeps its bounds to itself). Without `sessions`, execute takes no
+    `session` and says nothing of sessions."""
     execute = TOOLS[2]
-    if limits is None:
-        return TOOLS
-    described = execute.model_copy(
-        update={"description": f"{execute.description}\n{budget(limits)}"}
-    )
-    return [*TOOLS[:2], described]
+    if not sessions:
+        execute = execute.model_copy(
+            update={
+                "description": EXECUTE_DESCRIPTION,
+                "input_schema": wire_schema(WITHOUT_SESSIONS),
+            }
+        )
+    if limits is not None:
+        execute = execute.model_copy(
+            update={"description": f"{execute.description}\n{budget(limits, sessions=sessions)}"}
+        )
+    return [*TOOLS[:2], execute]
 
 
 ToolResult = dict[str, Any]
@@ -393,7 +444,10 @@ def check_arguments(tool: Tool, arguments: Any) -> dict[str, Any]:
     """The tool's arguments, checked against its argument type, or InvalidRequestError
     naming the first problem."""
     try:
-        checked: dict[str, Any] = ARGUMENTS[tool.name].validate_python(arguments)
+        adapter = ARGUMENTS[tool.name]
+        if tool.name == "execute" and "session" not in tool.input_schema["properties"]:
+            adapter = WITHOUT_SESSIONS
+        checked: dict[str, Any] = adapter.validate_python(arguments)
     except ValidationError as error:
         properties = tool.input_schema["properties"]
         details = error.errors(include_url=False, include_input=False)
@@ -437,6 +491,8 @@ def _problem(details: list[ErrorDetails], properties: Schema, arguments: Any) ->
         return f'property "{key}" must be a non-negative integer'
     if expected["type"] == "boolean":
         return f'property "{key}" must be true or false'
+    if "maxLength" in expected:
+        return f'property "{key}" must be a string of at most {expected["maxLength"]} characters'
     return f'property "{key}" must be a string'
 
 
@@ -497,12 +553,15 @@ __all__ = [
     "ARGUMENTS",
     "MAX_DESCRIBE_NAMES",
     "REPLIES",
+    "SESSIONS_DESCRIPTION",
     "TOOLS",
+    "WITHOUT_SESSIONS",
     "DescribeArguments",
     "DescribeReply",
     "ErrorReply",
     "ExecuteArguments",
     "ExecuteReply",
+    "ExecuteSessionArguments",
     "Handlers",
     "Schema",
     "SearchArguments",
