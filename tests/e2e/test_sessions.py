@@ -1,0 +1,212 @@
+"""Sessions end to end: a real `codemode serve` over stdio and streamable HTTP, in both
+protocol eras, keeps what a program left at top level for the next program that names
+its handle, and answers every handle it cannot use alike."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+from mcp import Client, ClientSession, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import CallToolResult, TextContent
+
+from codemode import CodeMode, Limits
+from tests.conftest import build_host
+from tests.e2e.conftest import ROOT, TOKENS, free_port, start_codemode
+
+pytestmark = pytest.mark.anyio
+ROWS = "rows = [1, 2]\ndef main():\n    return len(rows)\n"
+READ = "def main():\n    return rows\n"
+NOT_FOUND = {
+    "code": "session_not_found",
+    "message": (
+        "session not found: no session of yours has this handle (it may have expired); "
+        'start one with session "new"'
+    ),
+    "where": None,
+}
+IDLE = 1.0
+
+
+def brief_host() -> CodeMode:
+    """The test host, whose sessions end after a second unused."""
+    return build_host(Limits(session_idle_seconds=IDLE))
+
+
+class Caller:
+    """One connected client, whichever transport and era."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+
+    async def execute(self, source: str, session: str | None = None) -> CallToolResult:
+        arguments = (
+            {"source": source} if session is None else {"source": source, "session": session}
+        )
+        result: CallToolResult = await self.session.call_tool("execute", arguments)
+        return result
+
+
+@asynccontextmanager
+async def connected(
+    era: str, *, stdio: list[str] | None = None, url: str = "", token: str = "tok-alice"
+) -> AsyncIterator[Caller]:
+    """A client of a stdio server started with `stdio`'s arguments, or of the HTTP server
+    at `url` as `token`'s subject; a 2025-era handshake or a 2026-era client."""
+    if stdio is not None:
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "codemode", "serve", *stdio],
+            cwd=str(ROOT),
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        if era == "2025":
+            async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
+                await s.initialize()
+                yield Caller(s)
+        else:
+            async with Client(params) as client:
+                yield Caller(client)
+        return
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http:
+        if era == "2025":
+            async with (
+                streamable_http_client(url, http_client=http) as (read, write),
+                ClientSession(read, write) as s,
+            ):
+                await s.initialize()
+                yield Caller(s)
+        else:
+            async with Client(streamable_http_client(url, http_client=http)) as client:
+                yield Caller(client)
+
+
+def serve_http(folder: Path, spec: str) -> Iterator[str]:
+    tokens = folder / "tokens"
+    tokens.write_text("".join(f"{subject}:{token}\n" for token, subject in TOKENS.items()))
+    port = free_port()
+    process: subprocess.Popen[bytes] = start_codemode(
+        "serve",
+        spec,
+        "--transport",
+        "http",
+        "--token-file",
+        str(tokens),
+        port=port,
+        log=folder / "server.log",
+    )
+    try:
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+@pytest.fixture(scope="module")
+def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    yield from serve_http(tmp_path_factory.mktemp("sessions"), "tests.conftest:build_host")
+
+
+@pytest.fixture(scope="module")
+def brief_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    yield from serve_http(tmp_path_factory.mktemp("brief"), "tests.e2e.test_sessions:brief_host")
+
+
+WAYS = ["stdio-2025", "stdio-2026", "http-2025", "http-2026"]
+
+
+@pytest.fixture(scope="module", params=WAYS)
+async def caller(request: pytest.FixtureRequest, url: str) -> AsyncIterator[Caller]:
+    transport, era = request.param.split("-")
+    stdio = ["tests.conftest:build_host", "--subject", "alice"] if transport == "stdio" else None
+    async with connected(era, stdio=stdio, url=url) as client:
+        yield client
+
+
+def structured(result: CallToolResult) -> dict[str, Any]:
+    assert result.structured_content is not None
+    return result.structured_content
+
+
+def error_of(result: CallToolResult) -> dict[str, Any]:
+    """The error payload of a reply that is one, which names no session."""
+    assert result.is_error and "session" not in structured(result)
+    item = result.content[0]
+    assert isinstance(item, TextContent) and item.text.startswith(
+        structured(result)["error"]["message"]
+    )
+    error: dict[str, Any] = structured(result)["error"]
+    return error
+
+
+async def start(caller: Caller) -> str:
+    """A new session holding `rows = [1, 2]`, and its handle."""
+    reply = structured(await caller.execute(ROWS, "new"))
+    assert reply["result"] == 2
+    handle: str = reply["session"]
+    assert handle.startswith("s-")
+    return handle
+
+
+async def test_new_gives_a_handle_and_the_next_program_reads_the_list(caller: Caller) -> None:
+    handle = await start(caller)
+    result = await caller.execute(READ, handle)
+    assert not result.is_error
+    assert (structured(result)["result"], structured(result)["session"]) == ([1, 2], handle)
+    item = result.content[0]
+    assert isinstance(item, TextContent) and f'"session": "{handle}"' in item.text
+    appended = await caller.execute("rows.append(3)\ndef main():\n    return rows\n", handle)
+    assert structured(appended)["result"] == [1, 2, 3]
+    assert structured(await caller.execute(READ, handle))["result"] == [1, 2, 3]
+
+
+async def test_a_program_that_appends_then_raises_leaves_the_list(caller: Caller) -> None:
+    handle = await start(caller)
+    failing = "rows.append(3)\ndef main():\n    rows.append(4)\n    raise ValueError('no')\n"
+    assert error_of(await caller.execute(failing, handle))["code"] == "invalid_program"
+    assert structured(await caller.execute(READ, handle))["result"] == [1, 2]
+
+
+async def test_a_made_up_handle_gets_the_documented_error(caller: Caller) -> None:
+    await start(caller)
+    for handle in ("s-" + "A" * 22, "nonsense"):
+        assert error_of(await caller.execute(READ, handle)) == NOT_FOUND
+
+
+async def test_over_the_bound_fails_and_the_session_is_unchanged(caller: Caller) -> None:
+    handle = await start(caller)
+    big = "rows.append(3)\nbig = 'x' * 2_000_000\ndef main():\n    return 1\n"
+    error = error_of(await caller.execute(big, handle))
+    assert error["code"] == "resource_limit"
+    assert "session size (limit 1 MiB" in error["message"]
+    assert structured(await caller.execute(READ, handle))["result"] == [1, 2]
+
+
+@pytest.mark.parametrize("era", ["2025", "2026"])
+async def test_another_subjects_handle_gets_the_same_error(url: str, era: str) -> None:
+    async with connected(era, url=url) as alice:
+        handle = await start(alice)
+    async with connected(era, url=url, token="tok-bob") as bob:
+        assert error_of(await bob.execute(READ, handle)) == NOT_FOUND
+        assert error_of(await bob.execute(READ, "s-" + "B" * 22)) == NOT_FOUND
+    async with connected(era, url=url) as alice:
+        assert structured(await alice.execute(READ, handle))["result"] == [1, 2]
+
+
+@pytest.mark.parametrize("way", WAYS)
+async def test_an_expired_handle_gets_the_same_error(brief_url: str, way: str) -> None:
+    transport, era = way.split("-")
+    stdio = ["tests.e2e.test_sessions:brief_host", "--subject", "alice"]
+    async with connected(era, stdio=stdio if transport == "stdio" else None, url=brief_url) as c:
+        handle = await start(c)
+        await anyio.sleep(IDLE * 1.5)  # the idle bound is the server's wall clock
+        assert error_of(await c.execute(READ, handle)) == NOT_FOUND
