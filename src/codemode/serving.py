@@ -412,10 +412,15 @@ def _configure(cm: CodeMode, config: ServeConfig) -> None:
     none (a CodeMode in use refuses `configure`). ValueError for a shared store without
     a key (`check_store_key`)."""
     if (url := config.shared_store) is not None:
-        from codemode.continuations import RedisStore, StoreReplayGuard
+        from codemode.continuations import RedisStore, StoreReplayGuard, given_key
 
         check_store_key(cm, config)
-        cm.replay_guard = StoreReplayGuard(RedisStore.from_url(url))
+        store = RedisStore.from_url(url)
+        if given_key(cm.request_state_key) is not None:
+            # sessions live there too, or another replica would not find them; without a
+            # key (the replay guard's old spelling) no replica could open another's
+            cm.store = store
+        cm.replay_guard = StoreReplayGuard(store)
         problem = RedisStore.unreachable(url)
         if problem is not None:
             log.warning(

@@ -5,6 +5,7 @@ its handle, and answers every handle it cannot use alike."""
 from __future__ import annotations
 
 import os
+import secrets
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -15,13 +16,17 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
+from cryptography.exceptions import InvalidTag
 from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, TextContent
+from redis.asyncio import Redis
 
 from codemode import CodeMode, Limits
-from tests.conftest import build_host
-from tests.e2e.conftest import ROOT, TOKENS, free_port, start_codemode
+from codemode.continuations import Sealer
+from tests.conftest import build_host, system_tool
+from tests.e2e.conftest import ROOT, TOKENS, free_port, start_codemode, wait_for_port
+from tests.reliability.test_load import NGINX, NGINX_CONF
 
 pytestmark = pytest.mark.anyio
 ROWS = "rows = [1, 2]\ndef main():\n    return len(rows)\n"
@@ -90,7 +95,7 @@ async def connected(
                 yield Caller(client)
 
 
-def serve_http(folder: Path, spec: str) -> Iterator[str]:
+def serve_http(folder: Path, spec: str, *options: str, **env: str) -> Iterator[str]:
     tokens = folder / "tokens"
     tokens.write_text("".join(f"{subject}:{token}\n" for token, subject in TOKENS.items()))
     port = free_port()
@@ -101,8 +106,10 @@ def serve_http(folder: Path, spec: str) -> Iterator[str]:
         "http",
         "--token-file",
         str(tokens),
+        *options,
         port=port,
-        log=folder / "server.log",
+        log=folder / f"server-{port}.log",
+        **env,
     )
     try:
         yield f"http://127.0.0.1:{port}/mcp"
@@ -210,3 +217,79 @@ async def test_an_expired_handle_gets_the_same_error(brief_url: str, way: str) -
         handle = await start(c)
         await anyio.sleep(IDLE * 1.5)  # the idle bound is the server's wall clock
         assert error_of(await c.execute(READ, handle)) == NOT_FOUND
+
+
+ROW = "row-text-5c1e"
+
+
+@pytest.fixture
+def replicas(tmp_path: Path, redis_url: str) -> Iterator[tuple[str, str, str]]:
+    """Two `codemode serve --store <redis>` replicas with one sealing key, as the
+    deployment guide runs them: their URLs and the key."""
+    key = secrets.token_hex(32)
+    spec, store = "tests.conftest:build_host", ("--store", redis_url)
+    env = {"CODEMODE_REQUEST_STATE_KEY": key}
+    first = serve_http(tmp_path, spec, *store, **env)
+    second = serve_http(tmp_path, spec, *store, **env)
+    try:
+        yield next(first), next(second), key
+    finally:
+        first.close()
+        second.close()
+
+
+async def test_a_session_started_on_one_replica_continues_on_the_other(
+    replicas: tuple[str, str, str], redis_url: str, tmp_path: Path
+) -> None:
+    a, b, key = replicas
+    keep = f"rows = [{{'name': '{ROW}'}}]\ndef main():\n    return len(rows)\n"
+    append = f"rows.append({{'name': '{ROW}'}})\ndef main():\n    return len(rows)\n"
+    async with connected("2026", url=a) as on_a:
+        handle = structured(await on_a.execute(keep, "new"))["session"]
+    async with connected("2026", url=b) as on_b:
+        continued = structured(await on_b.execute(append, handle))
+        assert continued.get("result") == 2, continued
+    async with connected("2025", url=a) as on_a:
+        assert structured(await on_a.execute(append, handle))["result"] == 3
+    # behind nginx, round robin: whichever replica takes each call, the list grows by one
+    nginx_binary = system_tool(NGINX, "apt-get install nginx (or run scripts/install-test-tools)")
+    port = free_port()
+    ports = (httpx2.URL(a).port, httpx2.URL(b).port)
+    config = tmp_path / "nginx.conf"
+    config.write_text(NGINX_CONF.format(tmp=tmp_path, a=ports[0], b=ports[1], port=port))
+    nginx = subprocess.Popen(
+        [str(nginx_binary), "-c", str(config), "-p", str(tmp_path), "-g", "daemon off;"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_port(port, nginx)
+        async with connected("2026", url=f"http://127.0.0.1:{port}/mcp") as balanced:
+            for count in (4, 5, 6, 7):
+                assert structured(await balanced.execute(append, handle))["result"] == count
+    finally:
+        nginx.terminate()
+        nginx.wait(10)
+    # the store holds neither the subject, nor the handle, nor a row in the clear
+    redis = Redis.from_url(redis_url)
+    try:
+        stored = b""
+        async for name in redis.scan_iter(match="codemode:session*"):
+            stored += name
+            kind = await redis.type(name)
+            if kind == b"string":
+                stored += await redis.get(name) or b""
+            elif kind == b"zset":
+                stored += b"".join(await redis.zrange(name, 0, -1))
+        blob = await redis.get("codemode:session:" + Sealer(key).index("alice", handle))
+    finally:
+        await redis.aclose()
+    assert stored and blob is not None
+    for clear in ("alice", handle, ROW, ROW.encode().hex()):
+        assert clear.encode() not in stored
+    store_key = "codemode:session:" + Sealer(key).index("alice", handle)
+    assert Sealer(key).open(blob, store_key)
+    with pytest.raises(InvalidTag):
+        Sealer(secrets.token_hex(32)).open(blob, store_key)
+    with pytest.raises(InvalidTag):
+        Sealer(key).open(blob, "codemode:session:" + Sealer(key).index("bob", handle))
