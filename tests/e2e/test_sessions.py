@@ -8,7 +8,7 @@ import os
 import secrets
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -95,7 +95,7 @@ async def connected(
                 yield Caller(client)
 
 
-def serve_http(folder: Path, spec: str, *options: str, **env: str) -> Iterator[str]:
+def serve_http(folder: Path, spec: str, *options: str, **env: str) -> Generator[str, None, None]:
     tokens = folder / "tokens"
     tokens.write_text("".join(f"{subject}:{token}\n" for token, subject in TOKENS.items()))
     port = free_port()
@@ -140,8 +140,9 @@ async def caller(request: pytest.FixtureRequest, url: str) -> AsyncIterator[Call
 
 
 def structured(result: CallToolResult) -> dict[str, Any]:
-    assert result.structured_content is not None
-    return result.structured_content
+    content: dict[str, Any] | None = result.structured_content
+    assert content is not None
+    return content
 
 
 def error_of(result: CallToolResult) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from mcp import Client
-from mcp.types import CallToolResult
+from mcp.types import CallToolResult, TextContent
 
 from codemode import CodeMode
 from codemode.authz import AllowAll
@@ -356,7 +356,9 @@ async def test_a_session_handle_comes_back_in_the_reply_and_continues_it(mode: s
                 "execute", {"source": "rows = [1]\ndef main():\n    return 0", "session": "new"}
             )
             handle = (first.structured_content or {})["session"]
-            assert handle.startswith("s-") and f'"session": "{handle}"' in first.content[0].text
+            item = first.content[0]
+            assert isinstance(item, TextContent) and handle.startswith("s-")
+            assert f'"session": "{handle}"' in item.text
             second = await client.call_tool(
                 "execute",
                 {"source": "rows.append(2)\ndef main():\n    return rows", "session": handle},
