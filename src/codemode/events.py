@@ -108,6 +108,9 @@ class ExecutionStarted(Event):
     """The SHA-256 of the program's UTF-8 text, hex: the program itself is not recorded."""
     source_bytes: int
     """The program's size in UTF-8 bytes."""
+    session: str | None = None
+    """The session the program runs in, as its digest (the first 12 hex digits of the
+    handle's SHA-256: the handle would let a log reader continue it); None outside one."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -123,6 +126,8 @@ class ExecutionFinished(Event):
     """The names of the capabilities called, in call order."""
     result_bytes: int = 0
     """JSON size of every capability result together."""
+    session: str | None = None
+    """The session's digest, as `ExecutionStarted.session` gives it; None outside one."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -39,6 +39,7 @@ from codemode.continuations import (
     Store,
     claim_seconds,
     given_key,
+    session_digest,
 )
 from codemode.errors import (
     InvalidRequestError,
@@ -166,7 +167,7 @@ class Sessions:
             sealer = self._sealed()
             key = "codemode:session:" + sealer.index(subject, paused.session)
             group = "codemode:sessions:" + sealer.index(subject, "")
-            held = _Held(paused.session, key, group, paused.id, SessionSlot())
+            held = _Held(paused.session, key, group, paused.id, _slot(paused.session))
             try:
                 outcome = await self._runner.in_session(held.slot).resumer.resume(
                     state, subject, answers, pausable
@@ -237,11 +238,11 @@ class Sessions:
         if session == NEW:
             handle = "s-" + base64.urlsafe_b64encode(secrets.token_bytes(16)).decode()[:22]
             key = "codemode:session:" + sealer.index(subject, handle)
-            return _Held(handle, key, group, None, SessionSlot())
+            return _Held(handle, key, group, None, _slot(handle))
         if HANDLE.fullmatch(session) is None:
             raise SessionNotFoundError()
         key = "codemode:session:" + sealer.index(subject, session)
-        held = _Held(session, key, group, uuid.uuid4().hex, SessionSlot())
+        held = _Held(session, key, group, uuid.uuid4().hex, _slot(session))
         assert held.token is not None
         store, limits = settings.store, settings.limits
         if not await store.claim(held.lease, held.token, _lease_seconds(limits, approving)):
@@ -325,6 +326,11 @@ class Sessions:
         if self._sealer is None:
             self._sealer = Sealer(given_key(self._settings.request_state_key))
         return self._sealer
+
+
+def _slot(handle: str) -> SessionSlot:
+    """An empty slot for the session `handle`, named in the audit by its digest only."""
+    return SessionSlot(digest=session_digest(handle))
 
 
 def _lease_seconds(limits: Limits, approving: bool) -> float:

@@ -82,13 +82,17 @@ def enabled() -> bool:
     return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
 
 
-def execution_span(execution_id: str, subject: str) -> Span:
-    """A started span for one execution (ended with `Span.end`, on any thread)."""
+def execution_span(execution_id: str, subject: str, session: str | None = None) -> Span:
+    """A started span for one execution (ended with `Span.end`, on any thread); `session`:
+    the digest of the session it runs in (`codemode.session`), never the handle."""
     if trace is None or not enabled():
         return NO_SPAN
+    attributes = {"codemode.execution_id": execution_id, "codemode.subject": subject}
+    if session is not None:
+        attributes["codemode.session"] = session
     span = trace.get_tracer("codemode").start_span(
         "codemode.execute",
-        attributes={"codemode.execution_id": execution_id, "codemode.subject": subject},
+        attributes=attributes,
         record_exception=False,
         set_status_on_exception=False,
     )

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import threading
+from collections import Counter
 from collections.abc import Generator, Iterator
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from codemode import CodeMode
 from codemode.authz import AuthorizationRequest
@@ -18,7 +21,7 @@ from codemode.limits import LimitKind, Limits
 from codemode.runtime import Engine
 from codemode.runtime.audit import Audit, abandoned_because
 from codemode.testing import ManualClock, ScriptedSandbox
-from tests.conftest import eventually, run_error
+from tests.conftest import CANARY, assert_no_canary, build_host, eventually, run_error
 
 SOURCE = "def main():\n    return 1\n"
 
@@ -174,3 +177,36 @@ def test_a_call_left_in_the_authorizer_when_the_program_fails_says_so(
         "a capability call left running in host code after the program ended without it "
         "(1 threads abandoned now in this CodeMode, across subjects)"
     ]
+
+
+def test_events_and_spans_name_a_session_by_its_digest_never_its_handle_or_contents(
+    spans: InMemorySpanExporter,
+) -> None:
+    events: list[Event] = []
+    cm = build_host()
+    cm.configure(on_event=events.append)
+    with cm:
+        kept = f"kept = {CANARY!r}\n\ndef main():\n    return 1\n"
+        handle = cm.execute(kept, subject="alice", session="new").session
+        assert handle is not None
+        later = cm.execute("def main():\n    return len(kept)\n", subject="alice", session=handle)
+        assert later.value == len(CANARY)
+        cm.execute(SOURCE, subject="alice")
+    digest = hashlib.sha256(handle.encode()).hexdigest()[:12]
+    ends = [e for e in events if isinstance(e, ExecutionStarted | ExecutionFinished)]
+    assert Counter((e.kind, e.session) for e in ends) == {
+        ("execution_started", digest): 2,
+        ("execution_finished", digest): 2,
+        ("execution_started", None): 1,
+        ("execution_finished", None): 1,
+    }
+    executes = [s for s in spans.get_finished_spans() if s.name == "codemode.execute"]
+    assert Counter((s.attributes or {}).get("codemode.session") for s in executes) == {
+        digest: 2,
+        None: 1,
+    }
+    written = [json.dumps(e.to_dict()) for e in events] + [
+        json.dumps(dict(s.attributes or {})) for s in spans.get_finished_spans()
+    ]
+    assert_no_canary(*written)
+    assert not [text for text in written if handle in text]

@@ -61,6 +61,7 @@ from codemode.continuations.sessions import (
     SessionRecord,
     SessionSlot,
     fingerprint,
+    session_digest,
 )
 from codemode.continuations.state import (
     COMPRESSION,
@@ -141,6 +142,7 @@ __all__ = [
     "over_inflation",
     "paused_as",
     "record_asked",
+    "session_digest",
     "stamped",
     "state_seconds",
     "thaw",

@@ -15,6 +15,7 @@ state, a record trusts its reader: it must be sealed before it leaves the proces
 
 from __future__ import annotations
 
+import hashlib
 import json
 import zlib
 from dataclasses import dataclass, field
@@ -52,6 +53,15 @@ class SessionSlot:
     kept: bytes | None = None
     """The dump after the program succeeded (already within `max_session_bytes`); None
     until then, and after any failure or pause."""
+    digest: str = ""
+    """The session as audit events and spans name it (`session_digest` of its handle):
+    enough to tell one session's programs from another's, never the handle that opens it."""
+
+
+def session_digest(handle: str) -> str:
+    """The first 12 hex digits of the handle's SHA-256: a name for a session in audit
+    events and spans that cannot be used to continue it (the handle is the only key)."""
+    return hashlib.sha256(handle.encode("utf-8")).hexdigest()[:12]
 
 
 def fingerprint(limits: Limits) -> list[float]:
@@ -142,4 +152,5 @@ __all__ = [
     "SessionRecord",
     "SessionSlot",
     "fingerprint",
+    "session_digest",
 ]

@@ -55,8 +55,11 @@ class Audit:
         clock: Clock,
         pool: WorkPool,
         notices: Notices,
+        session: str | None = None,
     ) -> None:
         self.execution_id = execution_id
+        self.session = session
+        """The session's digest (never its handle), or None outside one."""
         self.subject = subject
         self.emit = emit
         self.span = NO_SPAN
@@ -71,7 +74,7 @@ class Audit:
         """Open the execution's span and record that it started; False when the sink
         failed (an execution that cannot be audited does not run). `announce`: False for
         a program that goes on from a pause (it started before it paused)."""
-        self.span = execution_span(self.execution_id, self.subject)
+        self.span = execution_span(self.execution_id, self.subject, self.session)
         self.began = self._clock.now()
         if self.emit is None or not announce:
             return True
@@ -82,6 +85,7 @@ class Audit:
             time=time.time(),
             source_sha256=hashlib.sha256(encoded).hexdigest(),
             source_bytes=len(encoded),
+            session=self.session,
         )
         return self.deliver(event)
 
@@ -108,6 +112,7 @@ class Audit:
                 duration_seconds=duration,
                 capability_calls=calls,
                 result_bytes=result_bytes,
+                session=self.session,
             )
         )
 

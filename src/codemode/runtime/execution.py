@@ -143,6 +143,7 @@ class Execution:
             clock=clock,
             pool=services.pool,
             notices=services.notices,
+            session=session.digest if session is not None and session.digest else None,
         )
         self.waits = Waits(
             self.status,
