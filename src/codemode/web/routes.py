@@ -159,11 +159,13 @@ def web_routes(cm: CodeMode) -> list[BaseRoute]:
                 "call_order": list(outcome.usage.capability_calls),
             },
             "model_text": model_text(execute_payload(outcome)),
+            **({"session": outcome.session} if outcome.session else {}),
         }
 
     async def execute(who: str, data: dict[str, Any]) -> dict[str, Any]:
         source = text_argument("source", data.get("source"))
-        return reply(who, await cm.start_async(source, subject=who))
+        session = data.get("session")  # "keep variables": "new", then the handle it gave
+        return reply(who, await cm.start_async(source, subject=who, session=session))
 
     async def resume(who: str, data: dict[str, Any]) -> dict[str, Any]:
         token, answers = str(data.get("id")), data.get("answers")

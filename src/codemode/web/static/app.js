@@ -10,6 +10,7 @@ let lastError = null;
 let selected = null;
 let tabMovesFocus = false;
 let running = null;
+let session = null;  // the handle of the session "Keep variables" runs in, once one is kept
 const TEMPLATE = "def main():\n    return 1\n";
 
 // -- talking to the server --------------------------------------------------------------
@@ -403,7 +404,8 @@ async function run() {
   const timer = setInterval(tick, 100);
   let answer;
   try {
-    answer = await api("execute", { source }, { signal: running.signal });
+    const body = $("keep").checked ? { source, session: session || "new" } : { source };
+    answer = await api("execute", body, { signal: running.signal });
     while (answer && answer.ok && answer.approval) {  // paused until a person answers
       clearInterval(timer);
       $("status").textContent = "Waiting for your approval…";
@@ -428,6 +430,9 @@ async function run() {
     return;
   }
   lastError = answer.ok ? null : answer.error;
+  if (answer.ok && answer.session) session = answer.session;
+  if (!answer.ok && answer.error.code === "session_not_found") session = null;  // expired: start anew
+  showSession();
   if (answer.ok) showResult(answer); else showError(answer.error, answer.printed);
   // The exact text an MCP client hands the model for this run.
   $("model-view").hidden = false;
@@ -437,6 +442,19 @@ async function run() {
   remember(source, answer.ok ? "ok" : answer.error.code, seconds);
   if (window.innerWidth < 1000) $("outcome").scrollIntoView({ block: "start" });
 }
+// Which session the next run continues: what the last successful one left at top level.
+function showSession() {
+  $("session").hidden = !($("keep").checked && session);
+  $("session").textContent = session
+    ? `Session ${session}: the next run starts from the variables, functions and imports this one left at top level.`
+    : "";
+}
+
+$("keep").addEventListener("change", () => {
+  if (!$("keep").checked) session = null;  // unticked: the next run starts empty
+  showSession();
+});
+
 // Ask the person about each call the authorizer sent for approval, one dialog at a time,
 // each within the wait: a dialog left open past it closes (and the call times out).
 async function approve(requests, wait) {

@@ -1,0 +1,43 @@
+"""The playground's "Keep variables": runs in a session, shows its handle, forgets it when unticked."""
+
+from __future__ import annotations
+
+import re
+
+from playwright.sync_api import Page, expect
+
+from tests.e2e.test_web import SHOTS, run
+
+FILL = "rows = [1, 2, 3]\n\ndef main():\n    return len(rows)\n"
+USE = "def main():\n    return sum(rows)\n"
+
+
+def test_keep_variables_runs_in_a_session_and_shows_its_handle(page: Page) -> None:
+    handle = page.locator("#session")
+    expect(handle).to_be_hidden()
+    page.check("#keep")
+    run(page, FILL)
+    expect(page.locator("#status")).to_have_text("Finished.")
+    expect(handle).to_be_visible()
+    expect(handle).to_have_text(re.compile(r"^Session s-[A-Za-z0-9_-]{22}: the next run starts"))
+    shown = handle.text_content()
+    run(page, USE)
+    expect(page.locator("#status")).to_have_text("Finished.")
+    expect(page.locator("#result-tree")).to_contain_text("6")
+    expect(handle).to_have_text(shown or "")
+    page.screenshot(path=SHOTS / "sessions-kept.png")
+    page.uncheck("#keep")
+    expect(handle).to_be_hidden()
+    run(page, USE)
+    expect(page.locator("#status")).to_have_text("Failed.")
+    expect(page.locator("#error-message")).to_contain_text("rows")
+
+
+def test_a_failed_run_in_a_session_leaves_its_variables(page: Page) -> None:
+    page.check("#keep")
+    run(page, FILL)
+    run(page, "rows = []\n\ndef main():\n    return rows[0]\n")
+    expect(page.locator("#status")).to_have_text("Failed.")
+    run(page, USE)
+    expect(page.locator("#status")).to_have_text("Finished.")
+    expect(page.locator("#result-tree")).to_contain_text("6")
