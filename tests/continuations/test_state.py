@@ -56,9 +56,11 @@ def test_a_state_reads_back_as_it_was_written_headed_by_its_scope() -> None:
 def test_a_state_of_another_format_or_version_is_refused() -> None:
     """Format 2 held no effects flags or failure data, and its snapshot ran the program
     without the loop markers the time limit's line is read from: its positions would not
-    map back, so it is refused as another version's."""
+    map back, so it is refused as another version's; format 4's snapshot did not name
+    its session's feed, which placing a call in an earlier program's function needs."""
     scope, body = stamped(a_state().encode(), "s").split(b"\n", 1)
     for change in (
+        {"format": 4},
         {"format": 3},
         {"format": 2},
         {"format": 1},

@@ -277,3 +277,60 @@ def go_scripted(on: Engine, source: str, slot: SessionSlot) -> Any:
     outcome = on.execute(execution(on, source, [], session=slot))
     assert isinstance(outcome, ExecutionResult)
     return outcome.value
+
+
+HELPERS = (
+    "def fetch(**kw):\n    return records.rows(**kw)\n"
+    "\n\n\n\n\ndef divide(n):\n    return 1 / n\n"
+    "def main():\n    return 0\n"
+)
+"""An earlier program's helpers: a call at its line 2, a division at its line 9."""
+
+
+@pytest.mark.parametrize(
+    ("call", "line"),
+    [("fetch(extra=1)", None), ("divide(0)", 10)],
+    ids=["a-call-in-a-helper", "an-error-in-a-helper"],
+)
+def test_a_resumed_program_places_an_earlier_helper_as_the_run_that_paused_would(
+    call: str, line: int | None
+) -> None:
+    """Resumed from its dump (as on another replica), the program still knows which
+    feed is its own: the helper's call is given no line of this program, and an error in
+    the helper points at this program's call of it, as without the pause."""
+    limits = Limits()
+    source = (
+        "def main():\n    tickets.delete(id=1)\n"
+        + "".join(f"    v{n} = {n}\n" for n in range(7))
+        + f"    return {call}\n"
+    )
+    both = CAPABILITIES + TICKETS
+    with engine(MontySandbox(limits), limits=limits) as on:
+        first = SessionSlot()
+        on.execute(execution(on, HELPERS, both, session=first))
+        with pytest.raises(CodeModeError) as unpaused:
+            on.execute(execution(on, source, both, session=then(first)))
+        paused = on.execute(
+            execution(
+                on, source, both, authorizer=ask_before_deleting, pausable=True, session=then(first)
+            )
+        )
+        assert isinstance(paused, Paused)
+        state = PausedState.decode(paused.state, limits.max_paused_bytes)
+    with engine(MontySandbox(limits), limits=limits) as other:  # another replica's workers
+        resumed = execution(
+            other,
+            source,
+            both,
+            authorizer=ask_before_deleting,
+            restored=state,
+            verdicts={"approval-1": Verdict.APPROVED},
+            session=SessionSlot(),
+        )
+        with pytest.raises(CodeModeError) as after:
+            other.execute(resumed)
+    for error in (unpaused.value, after.value):
+        assert (None if error.where is None else error.where.line) == line
+        assert [w.line for w in error.traceback] == ([] if line is None else [line])
+    assert str(after.value) == str(unpaused.value)
+    assert [c.line for c in after.value.calls][-1] == [c.line for c in unpaused.value.calls][-1]

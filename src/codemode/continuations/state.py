@@ -45,7 +45,7 @@ from codemode.limits import LimitKind, Limits, exceeded, size
 from codemode.types import JSONObject
 from codemode.values import object_fields
 
-FORMAT = 4
+FORMAT = 5
 
 VERSIONS = {"codemode": version("codemode"), "pydantic-monty": version("pydantic-monty")}
 """What wrote a state: a replica of another version refuses it."""
@@ -164,6 +164,9 @@ class PausedState:
     subject: str
     source: str
     snapshot: bytes
+    """The run's dump (`Run.dump`): from format 5, the interpreter's after the name it
+    gives the program's feed in a session, so a call an earlier program's function makes
+    is placed nowhere in this one after the resume too."""
     catalog: str
     asks: tuple[Ask, ...]
     calls: tuple[str, ...]

@@ -367,8 +367,7 @@ class MontyRun:
         self.marked = marked = mark(code)
         if session is not None:
             self._load_session(session)
-            end = len(code.encode("utf-8", errors="surrogatepass"))
-            self._nowhere = (end, end)
+            self._nowhere = _past(code)
         return self._step(lambda: self.session.feed_start(marked.code, print_callback=self.printer))
 
     def keep(self) -> bytes:
@@ -409,15 +408,21 @@ class MontyRun:
         return self._step(lambda: snapshot.resume(results))
 
     def dump(self) -> bytes:
+        """The snapshot, after the name of this program's feed (ended by a NUL, which no
+        name holds): a run that goes on from it places calls as this one does."""
         try:
             state: bytes = self.snapshot.dump()
         except pm.MontyError as error:
             raise translate(error) from None
-        return state
+        return self._fed.encode() + b"\0" + state
 
     def load(self, state: bytes, code: str) -> Step:
         self.marked = mark(code)
-        return self._step(lambda: self.session.load_snapshot(state, print_callback=self.printer))
+        fed, _, snapshot = state.partition(b"\0")
+        self._fed = fed.decode(errors="replace")
+        if self._fed:
+            self._nowhere = _past(code)
+        return self._step(lambda: self.session.load_snapshot(snapshot, print_callback=self.printer))
 
     def type_names(self, expressions: list[str]) -> list[str] | None:
         code = "[" + ", ".join(f"type({e}).__name__" for e in expressions) + "]"
@@ -545,6 +550,12 @@ _LET_GO = f"{RETURNED} = None; {LOOPS} = None"
 the run's, not the session's (there is no `del`: the names stay, as None)."""
 
 _FEED = re.compile(r"<python-input-(\d+)>")
+
+
+def _past(code: str) -> tuple[int, int]:
+    """The empty span just past `code`'s last byte."""
+    end = len(code.encode("utf-8", errors="surrogatepass"))
+    return (end, end)
 
 
 def _silent(stream: str, text: str) -> None:
