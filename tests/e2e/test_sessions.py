@@ -1,6 +1,7 @@
 """Sessions end to end: a real `codemode serve` over stdio and streamable HTTP, in both
 protocol eras, keeps what a program left at top level for the next program that names
-its handle, and answers every handle it cannot use alike."""
+its handle, and answers every handle it cannot use alike; a program paused there for a
+person's approval holds the session until it ends."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import pytest
 from cryptography.exceptions import InvalidTag
 from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.types import CallToolResult, TextContent
+from mcp.types import CallToolResult, ElicitResult, InputRequiredResult, TextContent
 from redis.asyncio import Redis
 
 from codemode import CodeMode, Limits
@@ -63,10 +64,16 @@ class Caller:
 
 @asynccontextmanager
 async def connected(
-    era: str, *, stdio: list[str] | None = None, url: str = "", token: str = "tok-alice"
+    era: str,
+    *,
+    stdio: list[str] | None = None,
+    url: str = "",
+    token: str = "tok-alice",
+    person: Any = None,
 ) -> AsyncIterator[Caller]:
     """A client of a stdio server started with `stdio`'s arguments, or of the HTTP server
-    at `url` as `token`'s subject; a 2025-era handshake or a 2026-era client."""
+    at `url` as `token`'s subject; a 2025-era handshake or a 2026-era client; `person`
+    answers what the server asks, if anyone does."""
     if stdio is not None:
         params = StdioServerParameters(
             command=sys.executable,
@@ -75,23 +82,28 @@ async def connected(
             env={**os.environ, "PYTHONPATH": str(ROOT)},
         )
         if era == "2025":
-            async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
+            async with (
+                stdio_client(params) as (read, write),
+                ClientSession(read, write, elicitation_callback=person) as s,
+            ):
                 await s.initialize()
                 yield Caller(s)
         else:
-            async with Client(params) as client:
+            async with Client(params, elicitation_callback=person) as client:
                 yield Caller(client)
         return
     async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http:
         if era == "2025":
             async with (
                 streamable_http_client(url, http_client=http) as (read, write),
-                ClientSession(read, write) as s,
+                ClientSession(read, write, elicitation_callback=person) as s,
             ):
                 await s.initialize()
                 yield Caller(s)
         else:
-            async with Client(streamable_http_client(url, http_client=http)) as client:
+            async with Client(
+                streamable_http_client(url, http_client=http), elicitation_callback=person
+            ) as client:
                 yield Caller(client)
 
 
@@ -218,6 +230,101 @@ async def test_an_expired_handle_gets_the_same_error(brief_url: str, way: str) -
         handle = await start(c)
         await anyio.sleep(IDLE * 1.5)  # the idle bound is the server's wall clock
         assert error_of(await c.execute(READ, handle)) == NOT_FOUND
+
+
+APPROVALS = "tests.approvals.host:build"
+"""The host whose `tickets.delete` needs a person's approval."""
+SEEN = "seen = ['a']\ndef main():\n    return len(seen)\n"
+ADD = (
+    "def main():\n    global seen\n    seen = seen + ['b']\n"
+    "    tickets.delete(id=1)\n    return seen\n"
+)
+LOOK = "def main():\n    return seen\n"
+BUSY = {
+    "code": "session_busy",
+    "message": (
+        "session busy: another program is running (or waiting for an approval) in this "
+        "session; send this one when it has ended"
+    ),
+    "where": None,
+}
+
+
+@pytest.fixture(scope="module")
+def approvals_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    yield from serve_http(tmp_path_factory.mktemp("approvals"), APPROVALS)
+
+
+class Person:
+    """Answers each approval with `action`, after sending `LOOK` to the session the
+    paused program holds (the client's own requests go on while it is asked)."""
+
+    def __init__(self, action: str) -> None:
+        self.action = action
+        self.caller: Caller | None = None
+        self.handle = ""
+        self.meanwhile: list[CallToolResult] = []
+
+    async def __call__(self, context: Any, params: Any) -> ElicitResult:
+        assert self.caller is not None
+        self.meanwhile.append(await self.caller.execute(LOOK, self.handle))
+        return ElicitResult(action=self.action)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("action", ["accept", "decline"])
+@pytest.mark.parametrize("way", ["stdio-2025", "stdio-2026", "http-2026"])
+async def test_a_program_paused_for_approval_holds_its_session_until_answered(
+    approvals_url: str, way: str, action: str
+) -> None:
+    """Everywhere a person can be asked (a 2025-era client over stateless HTTP cannot
+    be): while they decide, the session is busy; approved, what the program assigned is
+    kept; declined, the program fails and the session is as it was."""
+    transport, era = way.split("-")
+    stdio = [APPROVALS, "--subject", "alice"] if transport == "stdio" else None
+    person = Person(action)
+    async with connected(era, stdio=stdio, url=approvals_url, person=person) as caller:
+        person.caller = caller
+        handle = person.handle = structured(await caller.execute(SEEN, "new"))["session"]
+        result = await caller.execute(ADD, handle)
+        if action == "accept":
+            assert (structured(result)["result"], structured(result)["session"]) == (
+                ["a", "b"],
+                handle,
+            )
+        else:
+            assert error_of(result)["code"] == "approval_declined"
+        after = structured(await caller.execute(LOOK, handle))
+    assert (after["result"], after["session"]) == (
+        ["a", "b"] if action == "accept" else ["a"],
+        handle,
+    )
+    assert [error_of(meanwhile) for meanwhile in person.meanwhile] == [BUSY]
+
+
+async def test_a_2026_client_that_sends_another_program_before_its_retry_is_told_busy(
+    approvals_url: str,
+) -> None:
+    """Between the input-required result and the retry that answers it, driven by hand:
+    another program sent to the session is refused, the retry then completes it."""
+    async with connected("2026", url=approvals_url, person=Person("accept")) as caller:
+        client = caller.session  # declares elicitation; its rounds are driven here
+        handle = structured(await caller.execute(SEEN, "new"))["session"]
+        arguments = {"source": ADD, "session": handle}
+        paused = await client.session.call_tool("execute", arguments, allow_input_required=True)
+        assert isinstance(paused, InputRequiredResult) and paused.request_state is not None
+        assert paused.input_requests is not None
+        assert error_of(await caller.execute(LOOK, handle)) == BUSY
+        answers = {key: ElicitResult(action="accept") for key in paused.input_requests}
+        done = await client.session.call_tool(
+            "execute",
+            arguments,
+            input_responses=answers,
+            request_state=paused.request_state,
+            allow_input_required=True,
+        )
+        assert isinstance(done, CallToolResult)
+        assert (structured(done)["result"], structured(done)["session"]) == (["a", "b"], handle)
+        assert structured(await caller.execute(LOOK, handle))["result"] == ["a", "b"]
 
 
 ROW = "row-text-5c1e"
