@@ -17,6 +17,7 @@ from codemode import (
     CodeMode,
     ExecutionResult,
     InvalidRequestError,
+    KeptState,
     Limits,
     ResumeRefusedError,
     SessionBusyError,
@@ -41,6 +42,7 @@ def counts(program: ScriptedProgram) -> Generator[Any, Any, Any]:
     text says so, after changing the counter, as a failed run in a real worker would)."""
     count = int(program.session or b"0") + 1
     program.kept = str(count).encode()
+    program.names = {"count": "int"}
     if "raise" in program.code:
         raise program.raised("ValueError", "no", 2)
     if "jobs.wait" in program.code:
@@ -74,6 +76,17 @@ def test_a_new_session_gives_a_handle_and_the_next_program_goes_on_from_it() -> 
     assert (second.value, second.session) == (2, first.session)
     third = asyncio.run(cm.execute_async(SOURCE, subject="alice", session=first.session))
     assert (third.value, third.session) == (3, first.session)
+
+
+def test_a_result_in_a_session_says_what_the_session_holds_now() -> None:
+    cm = make()
+    first = cm.execute(SOURCE, subject="alice", session="new")
+    assert first.kept == KeptState({"count": "int"}, len(b"1"))
+    tenth = first
+    for _ in range(9):
+        tenth = cm.execute(SOURCE, subject="alice", session=first.session)
+    assert tenth.kept == KeptState({"count": "int"}, len(b"10"))
+    assert cm.execute(SOURCE, subject="alice").kept is None
 
 
 def test_a_program_outside_a_session_has_no_handle_and_starts_from_nothing() -> None:
@@ -256,10 +269,11 @@ def test_a_paused_program_holds_its_session_until_it_resumes_and_then_writes_it(
         after = await cm.execute_async(
             "def main():\n    return done\n", subject="alice", session=handle
         )
-        return resumed.value, resumed.session == handle, after.value
+        held = None if resumed.kept is None else resumed.kept.names
+        return resumed.value, resumed.session == handle, held, after.value
 
-    with build() as cm:
-        assert asyncio.run(scenario(cm)) == (1, True, [True])
+    with build() as cm:  # tickets, the namespace the trailer imports, is not state
+        assert asyncio.run(scenario(cm)) == (1, True, {"done": "list of 1"}, [True])
 
 
 def test_a_paused_new_session_is_kept_once_it_resumes() -> None:

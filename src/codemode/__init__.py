@@ -48,7 +48,7 @@ from codemode.errors import (
     Where,
 )
 from codemode.limits import Limits
-from codemode.runtime import ExecutionResult, Usage
+from codemode.runtime import ExecutionResult, KeptState, Usage
 
 try:
     __version__ = version("codemode")
@@ -75,6 +75,7 @@ __all__ = [
     "InvalidArgumentsError",
     "InvalidProgramError",
     "InvalidRequestError",
+    "KeptState",
     "Limits",
     "NotFoundError",
     "Parameter",

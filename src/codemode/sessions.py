@@ -50,7 +50,7 @@ from codemode.errors import (
 )
 from codemode.limits import Limits
 from codemode.running import Runner, last_resort
-from codemode.runtime import ExecutionResult
+from codemode.runtime import ExecutionResult, KeptState
 
 log = logging.getLogger("codemode")
 
@@ -298,7 +298,8 @@ class Sessions:
 
     async def _keep(self, held: _Held, outcome: ExecutionResult) -> ExecutionResult:
         """Store what a program that succeeded left, fenced by its lease, and count the
-        session used now (the subject's least recently used past its bound is let go)."""
+        session used now (the subject's least recently used past its bound is let go); the
+        result names the session and says what it holds."""
         kept = held.slot.kept
         if kept is None:
             return outcome
@@ -314,7 +315,8 @@ class Sessions:
             log.warning("a session's lease lapsed before its program ended; its state was not kept")
             return outcome
         await store.admit(held.group, held.key, limits.max_sessions_per_subject, idle)
-        return replace(outcome, session=held.handle)
+        names = dict(held.slot.names or {})
+        return replace(outcome, session=held.handle, kept=KeptState(names, len(kept)))
 
     async def _let_go(self, held: _Held) -> None:
         if held.token is not None:

@@ -9,7 +9,8 @@ stands for the network): each execution runs a Python generator that plays the p
 yielding the capability calls it makes and receiving their answers. Everything else
 (preflight, binding, authorization, handlers, projection, limits, classification, audit)
 runs for real. In a session, a script reads the state its program starts from
-(`program.session`) and sets what the session keeps if it succeeds (`program.kept`).
+(`program.session`) and sets what the session keeps if it succeeds (`program.kept`, and
+`program.names` for what the result says it holds).
 
 `ManualClock` stands for time: `CodeMode(clock=ManualClock())` makes every deadline,
 budget and sleep wait until the test calls `advance()`, so a test asserts the order of
@@ -41,8 +42,8 @@ part of the host API (`__all__`), and what they return may change with the runti
 The protocols these stand in for are exported here too, as their public home: `Sandbox`
 and `Clock` (what `CodeMode(sandbox=..., clock=...)` takes), `Run` and `Timer`, and the
 steps and answers a run exchanges (`Call`, `Sleep`, `Wait`, `Done`; `Returned`,
-`Injected`; `SandboxFailure` with its `FailureKind` and `Frame`s), so a host can write a
-stand-in of its own.
+`Injected`; `SandboxFailure` with its `FailureKind` and `Frame`s; `Kept`, what a run in a
+session leaves), so a host can write a stand-in of its own.
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ from codemode.runtime import (
     FailureKind,
     Frame,
     Injected,
+    Kept,
     Printer,
     Returned,
     Run,
@@ -113,6 +115,9 @@ class ScriptedProgram:
         self.kept = b"" if session is None else session
         """What the session keeps if the program succeeds: the state it started from
         unless the script sets another."""
+        self.names: dict[str, str] = {}
+        """What the kept state holds by name, as the real sandbox lists it (`Kept.names`):
+        none unless the script says."""
         self._ids = itertools.count(1)
 
     def call(self, name: str, *, line: int, **kwargs: Any) -> Call:
@@ -198,10 +203,10 @@ class ScriptedRun:
         values = [r.value for r in results if isinstance(r, Returned)]
         return self._advance(lambda generator: generator.send(values))
 
-    def keep(self) -> bytes:
-        """What the script left its session (`ScriptedProgram.kept`)."""
+    def keep(self) -> Kept:
+        """What the script left its session (`ScriptedProgram.kept` and `.names`)."""
         assert self.program is not None
-        return self.program.kept
+        return Kept(self.program.kept, dict(self.program.names))
 
     def dump(self) -> bytes:
         """A script cannot pause (a generator has no state to carry elsewhere): test
@@ -410,6 +415,7 @@ __all__ = [
     "Frame",
     "Gather",
     "Injected",
+    "Kept",
     "ManualClock",
     "ProgramRaised",
     "RecordValue",

@@ -1,4 +1,5 @@
-"""The playground's "Keep variables": runs in a session, shows its handle, forgets it when unticked."""
+"""The playground's "Keep variables": runs in a session, shows its handle and what the session
+holds, forgets it when unticked."""
 
 from __future__ import annotations
 
@@ -41,3 +42,31 @@ def test_a_failed_run_in_a_session_leaves_its_variables(page: Page) -> None:
     run(page, USE)
     expect(page.locator("#status")).to_have_text("Finished.")
     expect(page.locator("#result-tree")).to_contain_text("6")
+
+
+MORE = "import json\n\ndef double(n):\n    return 2 * n\n\ndef main():\n    global total\n    total = sum(rows)\n    return total\n"
+
+
+def test_the_page_lists_what_the_session_holds_and_a_failed_run_leaves_the_list(
+    page: Page,
+) -> None:
+    names = page.locator("#session-names li")
+    page.check("#keep")
+    run(page, FILL)
+    expect(names).to_have_text(["rows: list of 3"])
+    run(page, MORE)
+    expect(page.locator("#status")).to_have_text("Finished.")
+    listed = ["rows: list of 3", "json: module", "double: function", "total: int"]
+    expect(names).to_have_text(listed)
+    expect(page.locator("#session-size")).to_have_text(
+        re.compile(r"^4 names, [0-9.]+ (bytes|KiB) of 1 MiB$")
+    )
+    size = page.locator("#session-size").text_content()
+    page.screenshot(path=SHOTS / "sessions-names.png")
+    run(page, "extra = [1]\n\ndef main():\n    rows.append(4)\n    return rows[9]\n")
+    expect(page.locator("#status")).to_have_text("Failed.")
+    expect(names).to_have_text(listed)
+    expect(page.locator("#session-size")).to_have_text(size or "")
+    page.uncheck("#keep")
+    expect(page.locator("#session-state")).to_be_hidden()
+    expect(names).to_have_count(0)

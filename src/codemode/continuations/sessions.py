@@ -53,6 +53,10 @@ class SessionSlot:
     kept: bytes | None = None
     """The dump after the program succeeded (already within `max_session_bytes`); None
     until then, and after any failure or pause."""
+    names: dict[str, str] | None = None
+    """What `kept` holds, as a person reads it: each name the programs left at top level
+    -> its type, and its length where it has one (`rows` -> `list of 1000`). Set with
+    `kept`, for the result to show; never stored (the next success lists them again)."""
     digest: str = ""
     """The session as audit events and spans name it (`session_digest` of its handle):
     enough to tell one session's programs from another's, never the handle that opens it."""

@@ -8,7 +8,8 @@ exchange) and the `Clock` are what `codemode.testing` stands in for.
 from codemode.clock import Clock, Timer
 from codemode.runtime.engine import Engine
 from codemode.runtime.execution import Execution, new_execution_id
-from codemode.runtime.outcome import ExecutionResult, Usage
+from codemode.runtime.kept import Kept
+from codemode.runtime.outcome import ExecutionResult, KeptState, Usage
 from codemode.runtime.program import Programs
 from codemode.runtime.sandbox import (
     Answer,
@@ -42,6 +43,8 @@ __all__ = [
     "FailureKind",
     "Frame",
     "Injected",
+    "Kept",
+    "KeptState",
     "MontySandbox",
     "Printer",
     "Programs",

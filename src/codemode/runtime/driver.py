@@ -295,24 +295,25 @@ class Driver:
         usage = self.calls.usage(self._elapsed(), written)
         session = self.session
         if session is not None:
-            session.kept = self._keep(run)
+            session.kept, session.names = self._keep(run)
         try:
             self._settle(ExecutionResult(value, self.printed.text, usage, self.execution_id))
         except Answered:
             if session is not None:  # answered already (its time ran out): nothing is kept
-                session.kept = None
+                session.kept = session.names = None
             raise
         return None
 
-    def _keep(self, run: Run) -> bytes:
-        """The session's state after the program, measured the moment the worker hands it
-        over: past `max_session_bytes`, the program fails and the session stays as it was."""
+    def _keep(self, run: Run) -> tuple[bytes, dict[str, str]]:
+        """The session's state after the program and its names, measured the moment the
+        worker hands it over: past `max_session_bytes`, the program fails and the session
+        stays as it was."""
         kept = run.keep()
         limits = self.setup.limits
-        if len(kept) > limits.max_session_bytes:
-            error = exceeded(LimitKind.SESSION_SIZE, limits, amount=size(len(kept)))
+        if len(kept.state) > limits.max_session_bytes:
+            error = exceeded(LimitKind.SESSION_SIZE, limits, amount=size(len(kept.state)))
             raise StopError(error.replace(note=SESSION_FULL))
-        return kept
+        return kept.state, kept.names
 
     # -- calls and sleeps -------------------------------------------------------------------
 

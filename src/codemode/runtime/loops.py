@@ -23,6 +23,7 @@ import ast
 import bisect
 import functools
 import io
+import re
 import tokenize
 from dataclasses import dataclass
 
@@ -34,6 +35,9 @@ LOOPS = "codemode_loops_"
 _LENGTH = "codemode_len_"
 """The global the markers measure the list with: the program may name its own `len`."""
 _PRELUDE = f"{LOOPS} = []; {_LENGTH} = len"
+MARKERS = re.compile(rf"{LOOPS}|{_LENGTH}|codemode_[0-9]+_")
+"""Every global the markers may leave: their list, their `len`, the length a loop outside
+any function measured the list at. None of it is the program's state."""
 _LOOP_NODES = (ast.For, ast.AsyncFor, ast.While)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
@@ -232,4 +236,4 @@ def _starts(lines: list[str]) -> tuple[int, ...]:
     return tuple(offsets)
 
 
-__all__ = ["LOOPS", "Marked", "mark"]
+__all__ = ["LOOPS", "MARKERS", "Marked", "mark"]

@@ -47,6 +47,21 @@ class Usage:
 
 
 @dataclass(frozen=True, slots=True)
+class KeptState:
+    """What a session holds after the program that just succeeded: what the next program
+    in it will find, for a host or its playground to show a person. Names and sizes only:
+    no value a program kept leaves the worker to be described."""
+
+    names: dict[str, str]
+    """Each name the session's programs left at top level -> its type, with its length
+    where it has one: `{"rows": "list of 1000", "double": "function", "json": "module"}`
+    (codemode's own names, the capability namespaces and `main` are not state)."""
+    size: int
+    """Bytes of the interpreter's state as kept, the figure `Limits.max_session_bytes`
+    bounds (it also grows a little with each program's text, which the session keeps)."""
+
+
+@dataclass(frozen=True, slots=True)
 class ExecutionResult:
     """The outcome of a successful execution."""
 
@@ -59,6 +74,8 @@ class ExecutionResult:
     session: str | None = None
     """The handle of the session the program ran in, which keeps what it left at top
     level; None outside a session."""
+    kept: KeptState | None = None
+    """What that session holds now, by name and size; None outside a session."""
 
 
-__all__ = ["ExecutionResult", "Usage"]
+__all__ = ["ExecutionResult", "KeptState", "Usage"]

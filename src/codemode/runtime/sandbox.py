@@ -24,6 +24,7 @@ import pydantic_monty as pm
 
 from codemode.errors import PROGRAM_FILE
 from codemode.limits import Limits, host_calls, work_threads
+from codemode.runtime.kept import LISTING, Kept, held
 from codemode.runtime.loops import LOOPS, Marked, mark
 from codemode.runtime.program import RETURNED
 from codemode.runtime.records import GuestRecord, record_id
@@ -159,9 +160,9 @@ class Run(Protocol):
         `session` (what an earlier run's `keep` gave)."""
         ...
 
-    def keep(self) -> bytes:
+    def keep(self) -> Kept:
         """After the program finished: its globals, for a later run's `start` (main()'s
-        value and the loop markers' list let go first)."""
+        value and the loop markers' list let go first), and what they hold by name."""
         ...
 
     def answer(self, answer: Answer) -> Step:
@@ -315,7 +316,7 @@ class MontySandbox:
                 external_modules={root: modules[root] for root in roots},
             )
             with session:
-                run = MontyRun(session, printer, self._record_type)
+                run = MontyRun(session, printer, self._record_type, frozenset(modules))
                 try:
                     yield run
                 except BaseException:
@@ -348,8 +349,11 @@ class MontyRun:
         session: pm.MontySession,
         printer: Printer,
         record_type: Callable[[type[Any]], pm.ClassType],
+        namespaces: frozenset[str] = frozenset(),
     ) -> None:
         self.session = session
+        self.namespaces = namespaces
+        """The view's capability roots: modules by these names are not a session's state."""
         self.printer = printer
         self.record_type = record_type
         self.snapshot: Any = None
@@ -370,12 +374,15 @@ class MontyRun:
             self._nowhere = _past(code)
         return self._step(lambda: self.session.feed_start(marked.code, print_callback=self.printer))
 
-    def keep(self) -> bytes:
+    def keep(self) -> Kept:
         try:
             self.session.feed_run(_LET_GO, print_callback=_silent)
-            return self.session.dump()
+            state = self.session.dump()
+            # listed after the dump: the session keeps every fed text, and not this one
+            listing = self.session.feed_run(LISTING, print_callback=_silent)
         except (pm.MontyError, RuntimeError):
             raise SandboxFailure(FailureKind.HOST) from None
+        return Kept(state, held(listing, self.namespaces))
 
     def _load_session(self, session: bytes) -> None:
         """Load a session's globals, and learn the name of the feed that follows: a dump

@@ -42,7 +42,7 @@ from codemode.payloads import (
     text_argument,
 )
 from codemode.questions import arguments_text
-from codemode.runtime import ExecutionResult
+from codemode.runtime import ExecutionResult, KeptState
 
 log = logging.getLogger("codemode")
 STATIC = Path(__file__).parent / "static"
@@ -160,7 +160,13 @@ def web_routes(cm: CodeMode) -> list[BaseRoute]:
             },
             "model_text": model_text(execute_payload(outcome)),
             **({"session": outcome.session} if outcome.session else {}),
+            **({"kept": kept(outcome.kept)} if outcome.kept else {}),
         }
+
+    def kept(state: KeptState) -> dict[str, Any]:
+        """What the session holds now, for the page to list under its handle (the names
+        and sizes a host sees; the model's reply carries only the handle)."""
+        return {"names": state.names, "size": state.size, "bound": cm.limits.max_session_bytes}
 
     async def execute(who: str, data: dict[str, Any]) -> dict[str, Any]:
         source = text_argument("source", data.get("source"))

@@ -11,6 +11,7 @@ let selected = null;
 let tabMovesFocus = false;
 let running = null;
 let session = null;  // the handle of the session "Keep variables" runs in, once one is kept
+let kept = null;  // what that session holds: { names: {name: description}, size, bound }
 const TEMPLATE = "def main():\n    return 1\n";
 
 // -- talking to the server --------------------------------------------------------------
@@ -430,8 +431,8 @@ async function run() {
     return;
   }
   lastError = answer.ok ? null : answer.error;
-  if (answer.ok && answer.session) session = answer.session;
-  if (!answer.ok && answer.error.code === "session_not_found") session = null;  // expired: start anew
+  if (answer.ok && answer.session) { session = answer.session; kept = answer.kept || null; }
+  if (!answer.ok && answer.error.code === "session_not_found") session = kept = null;  // expired: start anew
   showSession();
   if (answer.ok) showResult(answer); else showError(answer.error, answer.printed);
   // The exact text an MCP client hands the model for this run.
@@ -448,10 +449,32 @@ function showSession() {
   $("session").textContent = session
     ? `Session ${session}: the next run starts from the variables, functions and imports this one left at top level.`
     : "";
+  // What it holds, by name: a failed run leaves the list as it was, as it leaves the session.
+  // The names are the program's own: set as text, never parsed as markup.
+  $("session-state").hidden = $("session").hidden || !kept;
+  const names = Object.entries(kept ? kept.names : {});
+  $("session-size").textContent = kept
+    ? `${names.length} ${names.length === 1 ? "name" : "names"}, ${size(kept.size)} of ${size(kept.bound)}`
+    : "";
+  $("session-names").replaceChildren(...names.map(([name, what]) => {
+    const item = document.createElement("li");
+    const code = document.createElement("code");
+    code.textContent = name;
+    item.append(code, `: ${what}`);
+    return item;
+  }));
+}
+
+// Bytes as the server's messages write them: 512 bytes, 64 KiB, 1.5 MiB.
+function size(n) {
+  for (const [unit, scale] of [["GiB", 1024 ** 3], ["MiB", 1024 ** 2], ["KiB", 1024]]) {
+    if (n >= scale) return `${Math.round((n / scale) * 100) / 100} ${unit}`;
+  }
+  return `${n} bytes`;
 }
 
 $("keep").addEventListener("change", () => {
-  if (!$("keep").checked) session = null;  // unticked: the next run starts empty
+  if (!$("keep").checked) session = kept = null;  // unticked: the next run starts empty
   showSession();
 });
 

@@ -1,0 +1,68 @@
+"""What a session's state holds, by name: told by the worker without a value leaving it.
+
+A person trying sessions (the playground's "Keep variables") and a host showing one want
+to see what the next program will find: `rows: list of 1000`, `double: function`. After a
+program in a session succeeds, the worker evaluates `LISTING` over its globals (`locals()`
+at top level: pydantic-monty 1.4.0 has no `globals()` or `dir()`), which yields for each
+name only its type's name and, for a string, bytes or a built-in container, its length; so
+the listing is as small as the names and never carries the values a program keeps.
+
+What codemode itself leaves there is not the program's state and is left out: main()'s
+value and the loop markers (let go before the state is kept, but their names stay, as
+there is no `del`), the capability namespaces (each program's trailer imports those it
+uses) and `main`, which every program must define again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from codemode.runtime.loops import MARKERS
+from codemode.runtime.program import RETURNED
+
+LISTING = (
+    "[(k, type(v).__name__, len(v) if isinstance(v, (str, bytes, list, tuple, dict, set,"
+    " frozenset)) else None) for k, v in locals().items()]"
+)
+"""Fed to a worker whose program succeeded: (name, type name, length or None) per global."""
+
+
+@dataclass(frozen=True, slots=True)
+class Kept:
+    """What a run in a session leaves: its globals as the next run loads them, and what
+    they hold by name (see `held`)."""
+
+    state: bytes
+    names: dict[str, str] = field(default_factory=dict)
+    """Each name the program's state holds -> what it is (`described`)."""
+
+
+def described(type_name: str, length: int | None) -> str:
+    """A value as a person reads it from the listing: `list of 1000`, `int`, `module`."""
+    return type_name if length is None else f"{type_name} of {length}"
+
+
+def held(listing: object, namespaces: Iterable[str]) -> dict[str, str]:
+    """The program's own names in what `LISTING` gave, each described; `namespaces` are the
+    view's capability roots, left out while they are still modules. A row that is not
+    the listing's shape is skipped (it can only come from this module's expression)."""
+    roots = frozenset(namespaces)
+    names: dict[str, str] = {}
+    for row in listing if isinstance(listing, list) else ():
+        if not (isinstance(row, tuple) and len(row) == 3):
+            continue
+        name, type_name, length = row
+        if not (isinstance(name, str) and isinstance(type_name, str)):
+            continue
+        if not (length is None or type(length) is int):
+            continue
+        if name in (RETURNED, "main") or MARKERS.fullmatch(name):
+            continue
+        if name in roots and type_name == "module":
+            continue
+        names[name] = described(type_name, length)
+    return names
+
+
+__all__ = ["LISTING", "Kept", "described", "held"]
