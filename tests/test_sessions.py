@@ -291,3 +291,39 @@ def test_a_paused_new_session_is_kept_once_it_resumes() -> None:
 
     with build() as cm:
         assert asyncio.run(scenario(cm)) == (1, [True])
+
+
+def test_a_store_that_fails_as_a_program_ends_answers_its_result_without_the_session(
+    redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Redis refuses writes (full, under noeviction) while the second program runs: its
+    result is answered, with no handle, and the session goes on from the first program's
+    state once Redis takes writes again."""
+    import redis
+
+    from codemode.continuations import RedisStore
+
+    admin = redis.Redis.from_url(redis_url)
+    cm = CodeMode(authorizer=AllowAll(), store=RedisStore(redis_url), request_state_key=KEY)
+
+    @cm.capability("store.fill", summary="Make Redis refuse writes.")
+    def fill() -> int:
+        admin.config_set("maxmemory-policy", "noeviction")
+        admin.config_set("maxmemory", 1)
+        return 2
+
+    with cm:
+        first = cm.execute("n = 1\ndef main():\n    return n\n", subject="a", session="new")
+        try:
+            with caplog.at_level("WARNING", logger="codemode"):
+                second = cm.execute(
+                    "def main():\n    global n\n    n = store.fill()\n    return n\n",
+                    subject="a",
+                    session=first.session,
+                )
+        finally:
+            admin.config_set("maxmemory", 0)
+        third = cm.execute("def main():\n    return n\n", subject="a", session=first.session)
+    assert (second.value, second.session, second.kept) == (2, None, None)
+    assert "a session's state was not kept" in caplog.text
+    assert (third.value, third.session) == (1, first.session)

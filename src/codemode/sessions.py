@@ -311,10 +311,17 @@ class Sessions:
         blob = self._sealed().seal(encoded, held.key)
         idle = limits.session_idle_seconds
         holder = None if held.token is None else (held.lease, held.token)
-        if not await store.put(held.key, blob, idle, holder=holder):
-            log.warning("a session's lease lapsed before its program ended; its state was not kept")
+        try:
+            # Counted first: a session whose state is stored is always one the bound
+            # counts (a count whose state never came lapses on its own).
+            await store.admit(held.group, held.key, limits.max_sessions_per_subject, idle)
+            stored = await store.put(held.key, blob, idle, holder=holder)
+        except Exception:
+            log.warning("the store failed while keeping a session's state", exc_info=True)
+            stored = False
+        if not stored:
+            log.warning("a session's state was not kept; the result is answered without it")
             return outcome
-        await store.admit(held.group, held.key, limits.max_sessions_per_subject, idle)
         names = dict(held.slot.names or {})
         return replace(outcome, session=held.handle, kept=KeptState(names, len(kept)))
 

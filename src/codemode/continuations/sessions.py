@@ -33,7 +33,8 @@ SESSION_UNREADABLE = "the session cannot be read; start a new one"
 
 SESSION_FULL = (
     "The session is full: what this program left at top level was not kept, and the "
-    'session is as it was. Keep less at top level, or start a new one with session "new".'
+    "session is as it was. A session holds the text of each program run in it as well as "
+    'what they left: keep less at top level, or start a new one with session "new".'
 )
 """The report's word on a program whose session would pass `Limits.max_session_bytes`."""
 

@@ -1,4 +1,4 @@
-"""What a session's state holds, by name: told by the worker without a value leaving it.
+"""A session in the worker: its state loaded, kept, and told by name without a value leaving it.
 
 A person trying sessions (the playground's "Keep variables") and a host showing one want
 to see what the next program will find: `rows: list of 1000`, `double: function`. After a
@@ -15,10 +15,13 @@ uses) and `main`, which every program must define again.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from codemode.runtime.loops import MARKERS
+import pydantic_monty as pm
+
+from codemode.runtime.loops import LOOPS, MARKERS
 from codemode.runtime.program import RETURNED
 
 LISTING = (
@@ -65,4 +68,41 @@ def held(listing: object, namespaces: Iterable[str]) -> dict[str, str]:
     return names
 
 
-__all__ = ["LISTING", "Kept", "described", "held"]
+LET_GO = f"{RETURNED} = None; {LOOPS} = None"
+"""Fed before a session's globals are kept: main()'s value and the loop markers' list are
+the run's, not the session's (there is no `del`: the names stay, as None)."""
+
+_FEED = re.compile(r"<python-input-(\d+)>")
+
+
+def load_session(session: pm.MontySession, state: bytes) -> str:
+    """Load a session's globals into `session`; the name the interpreter will give the
+    program fed next ("" when it cannot tell), learned by a probe: it names each feed of a
+    session in turn, and a call whose position is in another feed was made in a function
+    an earlier program defined. The worker's own errors pass."""
+    session.load_session(state)
+    try:
+        session.feed_run("raise ValueError", print_callback=_silent)
+    except pm.MontyRuntimeError as probe:
+        frames = probe.traceback()
+        found = _FEED.fullmatch(frames[0].filename) if frames else None
+        if found is not None:
+            return f"<python-input-{int(found[1]) + 1}>"
+    return ""
+
+
+def keep_session(session: pm.MontySession, namespaces: Iterable[str]) -> Kept:
+    """After the program succeeded: the globals the next run loads, and what they hold
+    (`namespaces`: the view's capability roots). The worker's own errors pass."""
+    session.feed_run(LET_GO, print_callback=_silent)
+    state = session.dump()
+    # listed after the dump: the session keeps every text it is fed, and not this one
+    listing = session.feed_run(LISTING, print_callback=_silent)
+    return Kept(state, held(listing, namespaces))
+
+
+def _silent(stream: str, text: str) -> None:
+    """Output of the feeds codemode makes (none is expected; none is kept)."""
+
+
+__all__ = ["LET_GO", "LISTING", "Kept", "described", "held", "keep_session", "load_session"]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import signal
 import threading
 import uuid
@@ -24,9 +23,8 @@ import pydantic_monty as pm
 
 from codemode.errors import PROGRAM_FILE
 from codemode.limits import Limits, host_calls, work_threads
-from codemode.runtime.kept import LISTING, Kept, held
+from codemode.runtime.kept import Kept, keep_session, load_session
 from codemode.runtime.loops import LOOPS, Marked, mark
-from codemode.runtime.program import RETURNED
 from codemode.runtime.records import GuestRecord, record_id
 from codemode.values import RecordValue
 
@@ -370,35 +368,16 @@ class MontyRun:
     def start(self, code: str, session: bytes | None = None) -> Step:
         self.marked = marked = mark(code)
         if session is not None:
-            self._load_session(session)
+            try:
+                self._fed = load_session(self.session, session)
+            except (pm.MontyError, RuntimeError):  # sealed: the host's failure, never a program's
+                raise SandboxFailure(FailureKind.HOST) from None
             self._nowhere = _past(code)
         return self._step(lambda: self.session.feed_start(marked.code, print_callback=self.printer))
 
     def keep(self) -> Kept:
         try:
-            self.session.feed_run(_LET_GO, print_callback=_silent)
-            state = self.session.dump()
-            # listed after the dump: the session keeps every fed text, and not this one
-            listing = self.session.feed_run(LISTING, print_callback=_silent)
-        except (pm.MontyError, RuntimeError):
-            raise SandboxFailure(FailureKind.HOST) from None
-        return Kept(state, held(listing, self.namespaces))
-
-    def _load_session(self, session: bytes) -> None:
-        """Load a session's globals, and learn the name of the feed that follows: a dump
-        that cannot be loaded is the host's failure (sealed, it never came from a program).
-        """
-        try:
-            self.session.load_session(session)
-        except (pm.MontyError, RuntimeError):
-            raise SandboxFailure(FailureKind.HOST) from None
-        try:
-            self.session.feed_run("raise ValueError", print_callback=_silent)
-        except pm.MontyRuntimeError as probe:
-            frames = probe.traceback()
-            found = _FEED.fullmatch(frames[0].filename) if frames else None
-            if found is not None:  # the interpreter names each feed of a session in turn
-                self._fed = f"<python-input-{int(found[1]) + 1}>"
+            return keep_session(self.session, self.namespaces)
         except (pm.MontyError, RuntimeError):
             raise SandboxFailure(FailureKind.HOST) from None
 
@@ -550,13 +529,6 @@ class MontyRun:
         if isinstance(value, dict):
             return {key: self._guest(item) for key, item in value.items()}
         return value
-
-
-_LET_GO = f"{RETURNED} = None; {LOOPS} = None"
-"""Fed before a session's globals are kept: main()'s value and the loop markers' list are
-the run's, not the session's (there is no `del`: the names stay, as None)."""
-
-_FEED = re.compile(r"<python-input-(\d+)>")
 
 
 def _past(code: str) -> tuple[int, int]:
