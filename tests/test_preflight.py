@@ -437,3 +437,152 @@ def test_a_deep_base_class_expression_is_a_clean_error() -> None:
         "invalid program: <codemode>:1:9: "
         "the program is too deeply nested: use variables or helper functions"
     )
+
+
+def shadows(name: str) -> str:
+    return (
+        f'"{name}" is a capability namespace, which replaces any global of that name before '
+        "main() runs, so neither this program nor a session could keep it: give the variable "
+        "another name"
+    )
+
+
+MAIN = "def main():\n    return 1\n"
+
+
+@pytest.mark.parametrize(
+    ("source", "where"),
+    [
+        ("records = []\ndef main():\n    return records\n", "1:1"),
+        ("records = 0\nrecords += 1\n" + MAIN, "1:1"),
+        ("records: list[int] = []\n" + MAIN, "1:1"),
+        ("for records in range(3):\n    pass\n" + MAIN, "1:5"),
+        ("with x as records:\n    pass\n" + MAIN, "1:11"),
+        ("def records():\n    return 1\n" + MAIN, "1:1"),
+        ("class records:\n    pass\n" + MAIN, "1:1"),
+        ("import json as records\n" + MAIN, "1:8"),
+        ("from json import loads as records\n" + MAIN, "1:18"),
+        ("if (records := 3):\n    pass\n" + MAIN, "1:5"),
+        ("xs = [(records := i) for i in range(3)]\n" + MAIN, "1:8"),
+        ("try:\n    pass\nexcept ValueError as records:\n    pass\n" + MAIN, "3:1"),
+        ("match 1:\n    case records:\n        pass\n" + MAIN, "2:10"),
+        (
+            "def main():\n    global records\n    records = records.lookup(key='a')\n"
+            "    return records\n",
+            "3:5",
+        ),
+        ("def main():\n    global records\n    for records in [1]:\n        pass\n", "3:9"),
+        (
+            "def main():\n    def inner():\n        global records\n        records = 1\n"
+            "    inner()\n    return 1\n",
+            "4:9",
+        ),
+    ],
+    ids=[
+        "assign",
+        "augmented",
+        "annotated",
+        "for",
+        "with",
+        "def",
+        "class",
+        "import-as",
+        "from-import-as",
+        "walrus",
+        "walrus-in-comprehension",
+        "except-as",
+        "match",
+        "global-assigned",
+        "global-for",
+        "global-in-nested-function",
+    ],
+)
+def test_a_global_named_as_a_namespace_is_refused_where_it_is_bound(
+    cm: CodeMode, source: str, where: str
+) -> None:
+    """The namespaces replace the program's globals of their names before main() runs."""
+    error = run_error(cm, source)
+    assert error.code.value == "invalid_program"
+    assert error.detail == f"<codemode>:{where}: {shadows('records')}"
+    assert [str(e) for e in cm.check(source)] == [
+        f"invalid program: <codemode>:{where}: {shadows('records')}"
+    ]
+
+
+def test_a_def_named_as_a_namespace_is_placed_on_its_first_line(cm: CodeMode) -> None:
+    (error,) = cm.check("@staticmethod\ndef records():\n    return 1\n" + MAIN)
+    assert error.where is not None
+    assert (error.where.line, error.where.column, error.where.end_line) == (2, 1, 2)
+    assert error.where.end_column == len("def records():") + 1
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # read after `global`, never assigned: it is the namespace
+        "def main():\n    global records\n    return records.lookup(key='a')\n",
+        # a local variable: its hint comes at run time, if it fails
+        "def main():\n    records = 5\n    return records\n",
+        "def helper(records):\n    return records\ndef main():\n    return helper(5)\n",
+        # a comprehension's target and a class attribute are not globals
+        "xs = [records for records in range(3)]\ndef main():\n    return xs\n",
+        "class C:\n    records = 1\ndef main():\n    return C.records\n",
+    ],
+    ids=["global-read", "local", "parameter", "comprehension-target", "class-attribute"],
+)
+def test_a_name_named_as_a_namespace_but_not_a_global_runs(cm: CodeMode, source: str) -> None:
+    assert cm.check(source) == []
+    cm.execute(source, subject="alice")
+
+
+def test_the_import_of_a_namespace_is_refused_once() -> None:
+    with bounded_host([]) as cm:
+        assert [str(e) for e in cm.check("import customers\n" + MAIN)] == [
+            "invalid program: <codemode>:1:1: customers is a capability namespace, ready to "
+            "use: remove the import"
+        ]
+
+
+def test_each_global_named_as_a_namespace_is_reported_with_the_other_problems() -> None:
+    source = (
+        "customers = []\n"
+        "def helper():\n"
+        "    yield 1\n"
+        "def main():\n"
+        "    global customers\n"
+        "    customers = customers + [1]\n"  # the same name: its first binding says it
+        "    return customers\n"
+    )
+    with bounded_host([]) as cm:
+        assert [str(e) for e in cm.check(source)] == [
+            f"invalid program: <codemode>:1:1: {shadows('customers')}",
+            "invalid program: <codemode>:3:5: yield is not supported: build a list and "
+            "return or loop over it",
+        ]
+
+
+def test_a_hidden_namespace_is_never_named_and_its_name_stays_free() -> None:
+    class SecretForAdmins(AllowAll):
+        def can_see(self, subject: str, capability_id: str, capability_name: str) -> bool:
+            return subject == "admin" or not capability_name.startswith("vault.")
+
+    with CodeMode(authorizer=SecretForAdmins(), hide_forbidden=True) as cm:
+
+        @cm.capability("customers.search", summary="Find customers.")
+        def search(*, text: str) -> list[str]:
+            return []
+
+        @cm.capability("vault.read", summary="Read the vault.")
+        def read() -> str:
+            return "s"
+
+        source = "vault = 1\ncustomers = 2\ndef main():\n    return vault\n"
+        guest = [str(e) for e in cm.check(source, subject="guest")]
+        assert guest == [f"invalid program: <codemode>:2:1: {shadows('customers')}"]
+        assert "vault" not in str(run_error(cm, source, subject="guest"))
+        assert [str(e) for e in cm.check(source, subject="admin")] == [
+            f"invalid program: <codemode>:1:1: {shadows('vault')}",
+            f"invalid program: <codemode>:2:1: {shadows('customers')}",
+        ]
+        kept = "vault = 1\ndef main():\n    return vault\n"
+        assert cm.execute(kept, subject="guest").value == 1

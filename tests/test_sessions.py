@@ -16,6 +16,7 @@ import pytest
 from codemode import (
     CodeMode,
     ExecutionResult,
+    InvalidProgramError,
     InvalidRequestError,
     KeptState,
     Limits,
@@ -327,3 +328,32 @@ def test_a_store_that_fails_as_a_program_ends_answers_its_result_without_the_ses
     assert (second.value, second.session, second.kept) == (2, None, None)
     assert "a session's state was not kept" in caplog.text
     assert (third.value, third.session) == (1, first.session)
+
+
+def test_a_program_keeping_a_global_named_as_a_namespace_is_refused_before_it_runs() -> None:
+    """The next program would find the namespace under that name, not the value: the
+    preflight refuses it, no call is made, and the session stays as it was."""
+    calls: list[str] = []
+    with CodeMode(authorizer=AllowAll(), request_state_key=KEY) as cm:
+
+        @cm.capability("rows.fetch", summary="Rows.")
+        def fetch() -> list[int]:
+            calls.append("rows.fetch")
+            return [1, 2, 3]
+
+        keeps = "def main():\n    global data\n    data = rows.fetch()\n    return len(data)\n"
+        handle = cm.execute(keeps, subject="alice", session="new").session
+        shadows = keeps.replace("data", "rows")
+        for session in (handle, "new"):
+            with pytest.raises(InvalidProgramError) as raised:
+                cm.execute(shadows, subject="alice", session=session)
+            assert str(raised.value) == (
+                'invalid program: <codemode>:3:5: "rows" is a capability namespace, which '
+                "replaces any global of that name before main() runs, so neither this program "
+                "nor a session could keep it: give the variable another name"
+            )
+        assert calls == ["rows.fetch"]
+        after = cm.execute(
+            "def main():\n    return [data, rows.fetch()]\n", subject="alice", session=handle
+        )
+        assert (after.value, after.session) == ([[1, 2, 3], [1, 2, 3]], handle)

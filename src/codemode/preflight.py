@@ -7,7 +7,11 @@ the module loads, constructs the sandbox does not support, and what Python's own
 refuses (`await` outside `async def`, `return` outside a function, ...), and nesting past the
 interpreter's own bound (`too_deep`). Where a check cannot be sure (a namespace name the program
 rebinds, `**kwargs`, values only known at run time) it stays silent and the runtime decides:
-the preflight never rejects a program that would have run correctly.
+the preflight never rejects a program that would have run correctly, but for one rule, the
+same in every program: a global named as a capability namespace is refused wherever it is
+bound. The namespace replaces it before main() runs, so it is lost at module level, and a
+function's `global` of that name, which works within one program, would be lost to the next
+program of a session.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from codemode import syntax
 from codemode.binding import closest_name, literal_problem, unknown_argument
 from codemode.capabilities import Capability, Parameter, capability_hint
 from codemode.language import MISSING_MODULES, MODULES
+from codemode.scopes import global_bindings
 
 SANDBOX_MODULES = frozenset(MODULES) | {"os", "sys", "pathlib"}
 
@@ -34,6 +39,17 @@ def load_message(name: str) -> str:
     return (
         f"{name} can only be called while main() runs, not when the module loads: "
         "move the call into main()"
+    )
+
+
+def global_namespace(name: str) -> str:
+    """The error for a global the program binds under a namespace's name: the namespaces
+    take their names before main() runs, so the value is lost, in this program and in the
+    next ones of a session."""
+    return (
+        f'"{name}" is a capability namespace, which replaces any global of that name before '
+        "main() runs, so neither this program nor a session could keep it: give the variable "
+        "another name"
     )
 
 
@@ -83,6 +99,8 @@ class Scan:
     """Every name the program binds anywhere (assignments, parameters, imports, defs)."""
     keys: set[str] = field(default_factory=set)
     """String keys the program writes: `x["key"]` and `{"key": ...}`."""
+    declared: set[str] = field(default_factory=set)
+    """The names `global` statements declare."""
     unsupported: list[tuple[ast.AST, str]] = field(default_factory=list)
 
 
@@ -119,9 +137,14 @@ def scan(tree: ast.Module) -> Scan:
             )
         elif isinstance(node, ast.Global | ast.Nonlocal):
             bound.update(node.names)
+            if isinstance(node, ast.Global):
+                found.declared.update(node.names)
         elif isinstance(node, ast.ExceptHandler | ast.MatchAs | ast.MatchStar):
             if node.name:
                 bound.add(node.name)
+        elif isinstance(node, ast.MatchMapping):
+            if node.rest:
+                bound.add(node.rest)
         elif isinstance(node, ast.ImportFrom):
             if any(alias.name == "*" for alias in node.names):
                 found.unsupported.append((node, _STAR_IMPORT))
@@ -143,6 +166,8 @@ def check(
     checker = _Checker(lines, capabilities, namespaces, roots - found.bound, roots)
     for statement in tree.body:
         checker.top_level(statement)
+    if roots & found.bound:  # a name bound nowhere is bound in no scope
+        checker.globals_named_as_namespaces(tree, functions=bool(roots & found.declared))
     for node, message in found.unsupported:
         checker.report(node, message)
     for call in found.calls:
@@ -174,12 +199,20 @@ class _Checker:
         """(parameter, literal type) pairs known to fit by kind."""
 
     def report(
-        self, node: ast.AST, message: str, kind: Literal["arguments", "program"] = "program"
+        self,
+        node: ast.AST,
+        message: str,
+        kind: Literal["arguments", "program"] = "program",
+        *,
+        first_line: bool = False,
     ) -> None:
         line = getattr(node, "lineno", 1)
-        end_line = getattr(node, "end_lineno", None) or line
+        end_line = line if first_line else getattr(node, "end_lineno", None) or line
         column = self._column(line, getattr(node, "col_offset", 0))
-        end_column = self._column(end_line, getattr(node, "end_col_offset", None) or 0)
+        if first_line:
+            end_column = len(self.lines[line - 1]) + 1 if line <= len(self.lines) else column
+        else:
+            end_column = self._column(end_line, getattr(node, "end_col_offset", None) or 0)
         self.problems.append(Problem(line, column, end_line, end_column, message, kind))
 
     def _column(self, line: int, byte_offset: int) -> int:
@@ -231,6 +264,19 @@ class _Checker:
             return
         if root in MISSING_MODULES or root not in sys.stdlib_module_names:
             self.report(node, f'module "{root}" is not available in the sandbox')
+
+    def globals_named_as_namespaces(self, tree: ast.Module, functions: bool) -> None:
+        """The first binding of each global named as a namespace the program sees (looked
+        for in the functions only when one declares such a name `global`)."""
+        first: dict[str, ast.AST] = {}
+        found = global_bindings(tree, functions)
+        for name, node in sorted(found, key=_position, reverse=True):
+            if name in self.all_roots:
+                first[name] = node  # the earliest, as it comes last
+        for name, node in first.items():
+            # a def, a class or an except clause: its first line, not its body
+            header = isinstance(node, ast.stmt | ast.excepthandler)
+            self.report(node, global_namespace(name), first_line=header)
 
     # -- capability calls ------------------------------------------------------------------
 
@@ -484,6 +530,10 @@ def _nodes(tree: ast.AST) -> Iterator[ast.AST]:
                 stack.extend(item for item in value if isinstance(item, ast.AST))
 
 
+def _position(binding: tuple[str, ast.AST]) -> tuple[int, int]:
+    return getattr(binding[1], "lineno", 0), getattr(binding[1], "col_offset", 0)
+
+
 def _walk_outside_functions(node: ast.AST) -> Iterator[ast.AST]:
     """Nodes under `node` that run right away (not inside a def or lambda body)."""
     stack = [node]
@@ -503,6 +553,7 @@ __all__ = [
     "Problem",
     "Scan",
     "check",
+    "global_namespace",
     "load_message",
     "scan",
     "too_deep",

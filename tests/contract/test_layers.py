@@ -1,9 +1,9 @@
 """Imports flow one way, down this order of layers (each may import its own and the ones
 before it, never one after it):
 
-1. base: `types`, `errors`, `facts`, `limits`, `values`, `syntax`, `language`, `context`,
-   `tracing`, `events`, `clock`: the shared vocabulary, importing nothing else of
-   codemode;
+1. base: `types`, `errors`, `facts`, `limits`, `values`, `syntax`, `scopes`, `language`,
+   `context`, `tracing`, `events`, `clock`: the shared vocabulary, importing nothing else
+   of codemode;
 2. capabilities: registration, names, type notation, schemas, search;
 3. binding: keyword arguments -> handler arguments, and `preflight`, which checks a
    program's calls against the same signatures before it runs;
@@ -70,6 +70,7 @@ LAYERS = (
             "codemode.limits",
             "codemode.values",
             "codemode.syntax",
+            "codemode.scopes",
             "codemode.inert",
             "codemode.language",
             "codemode.context",
