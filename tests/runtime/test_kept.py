@@ -128,3 +128,24 @@ def test_only_rows_of_the_listing_s_shape_count() -> None:
     expected = {"a": "int", "b": "list of 2", "codemode_x_": "int", "other": "list of 3"}
     assert held(listing, ["records", "other"]) == expected
     assert held("not a list", []) == {}
+
+
+def test_a_program_that_rebinds_a_built_in_the_listing_calls_is_kept_and_its_names_told(
+    on: Engine,
+) -> None:
+    """`type`, `list`, `str`, `isinstance`, `len`: names a program may well give its own
+    variables. The listing calls them after the state is kept; the state is kept all the
+    same (the next program sees it) and the names are told without their types."""
+    first = SessionSlot()
+    go(on, "type = 'user'\nlist = [1, 2]\ndef main():\n    return type\n", first)
+    assert first.names == {"type": "?", "list": "?"}
+    second = SessionSlot(state=first.kept)
+    go(
+        on,
+        "def isinstance(v, t):\n    return 1 / 0\ndef main():\n    return [type, list]\n",
+        second,
+    )
+    assert second.names == {"type": "?", "list": "?", "isinstance": "?"}
+    third = SessionSlot(state=second.kept)
+    go(on, "locals = 0\ndef main():\n    return type\n", third)
+    assert third.kept is not None and third.names == {}

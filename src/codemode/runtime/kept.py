@@ -5,7 +5,10 @@ to see what the next program will find: `rows: list of 1000`, `double: function`
 program in a session succeeds, the worker evaluates `LISTING` over its globals (`locals()`
 at top level: pydantic-monty 1.4.0 has no `globals()` or `dir()`), which yields for each
 name only its type's name and, for a string, bytes or a built-in container, its length; so
-the listing is as small as the names and never carries the values a program keeps.
+the listing is as small as the names and never carries the values a program keeps. It runs
+after the state is kept and calls built-ins by name, which a program may have rebound at top
+level: then it tells the names alone (`NAMES`), and what a function of the program returns
+in a built-in's place is the program's own word on its own values.
 
 What codemode itself leaves there is not the program's state and is left out: main()'s
 value and the loop markers (let go before the state is kept, but their names stay, as
@@ -29,6 +32,12 @@ LISTING = (
     " frozenset)) else None) for k, v in locals().items()]"
 )
 """Fed to a worker whose program succeeded: (name, type name, length or None) per global."""
+NAMES = "[(k, '?', None) for k in locals()]"
+"""The listing when `LISTING` fails, the names alone: it calls built-ins a program may
+rebind at top level (`type = "user"`, `list = [...]`, `len = 3`), and such a program's
+state is kept all the same."""
+UNREAD = "?"
+"""What a name is, as `NAMES` tells it: the listing could not read its type."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +57,8 @@ def described(type_name: str, length: int | None) -> str:
 
 def held(listing: object, namespaces: Iterable[str]) -> dict[str, str]:
     """The program's own names in what `LISTING` gave, each described; `namespaces` are the
-    view's capability roots, left out while they are still modules. A row that is not
+    view's capability roots, left out while they are still modules (or of a type unread: the
+    preflight lets no program keep a global by such a name). A row that is not
     the listing's shape is skipped (it can only come from this module's expression)."""
     roots = frozenset(namespaces)
     names: dict[str, str] = {}
@@ -62,7 +72,7 @@ def held(listing: object, namespaces: Iterable[str]) -> dict[str, str]:
             continue
         if name in (RETURNED, "main") or MARKERS.fullmatch(name):
             continue
-        if name in roots and type_name == "module":
+        if name in roots and type_name in ("module", UNREAD):
             continue
         names[name] = described(type_name, length)
     return names
@@ -96,8 +106,15 @@ def keep_session(session: pm.MontySession, namespaces: Iterable[str]) -> Kept:
     (`namespaces`: the view's capability roots). The worker's own errors pass."""
     session.feed_run(LET_GO, print_callback=_silent)
     state = session.dump()
-    # listed after the dump: the session keeps every text it is fed, and not this one
-    listing = session.feed_run(LISTING, print_callback=_silent)
+    # listed after the dump: the session keeps every text it is fed, and not this one, nor
+    # anything a program's own function does when the listing calls it by a built-in's name
+    listing: object = []
+    for feed in (LISTING, NAMES):
+        try:
+            listing = session.feed_run(feed, print_callback=_silent)
+            break
+        except pm.MontyRuntimeError:  # a name it calls is the program's (`type = "user"`)
+            continue
     return Kept(state, held(listing, namespaces))
 
 
@@ -105,4 +122,14 @@ def _silent(stream: str, text: str) -> None:
     """Output of the feeds codemode makes (none is expected; none is kept)."""
 
 
-__all__ = ["LET_GO", "LISTING", "Kept", "described", "held", "keep_session", "load_session"]
+__all__ = [
+    "LET_GO",
+    "LISTING",
+    "NAMES",
+    "UNREAD",
+    "Kept",
+    "described",
+    "held",
+    "keep_session",
+    "load_session",
+]
