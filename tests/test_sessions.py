@@ -357,3 +357,47 @@ def test_a_program_keeping_a_global_named_as_a_namespace_is_refused_before_it_ru
             "def main():\n    return [data, rows.fetch()]\n", subject="alice", session=handle
         )
         assert (after.value, after.session) == ([[1, 2, 3], [1, 2, 3]], handle)
+
+
+def test_a_program_whose_caller_gives_up_lets_its_session_go_at_once(redis_url: str) -> None:
+    """An MCP client cancels its call (or goes away) while the program waits on a call: the
+    caller's cancel scope ends the execute, and the session's lease, held in Redis, is let
+    go all the same. Else the session stays busy for as long as its lease would have
+    lasted: with a person to ask, every approval's wait (100 minutes by default), past the
+    hour an idle session is kept."""
+    import anyio
+
+    from codemode.continuations import RedisStore
+
+    started, release = threading.Event(), threading.Event()
+    cm = CodeMode(authorizer=AllowAll(), store=RedisStore(redis_url), request_state_key=KEY)
+
+    @cm.capability("gate.wait", summary="Wait until the test lets go.")
+    def wait() -> int:
+        started.set()
+        release.wait(10)
+        return 2
+
+    async def approve(requests: list[ApprovalRequest]) -> dict[str, bool]:
+        return {request.key: True for request in requests}
+
+    async def scenario() -> list[Any]:
+        first = await cm.execute_async(
+            "n = 1\ndef main():\n    return n\n", subject="a", session="new"
+        )
+        handle = first.session
+        waiting = "def main():\n    global n\n    n = gate.wait()\n    return n\n"
+        async with anyio.create_task_group() as group:
+
+            async def given_up() -> None:
+                await cm.execute_async(waiting, subject="a", session=handle, approve=approve)
+
+            group.start_soon(given_up)
+            await anyio.to_thread.run_sync(started.wait, 10)
+            group.cancel_scope.cancel()
+        release.set()
+        after = await cm.execute_async("def main():\n    return n\n", subject="a", session=handle)
+        return [after.value, after.session == handle]
+
+    with cm:
+        assert asyncio.run(scenario()) == [1, True]

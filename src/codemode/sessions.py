@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+import anyio
 from cryptography.exceptions import InvalidTag
 
 from codemode.clock import Clock, wall
@@ -326,8 +327,12 @@ class Sessions:
         return replace(outcome, session=held.handle, kept=KeptState(names, len(kept)))
 
     async def _let_go(self, held: _Held) -> None:
+        """Release the lease, even for a caller that gave up (an MCP client's cancel):
+        shielded, since its cancel scope would cancel the release too, and the session
+        would stay busy as long as the lease lasts (a run with a person to ask: every
+        approval's wait)."""
         if held.token is not None:
-            with contextlib.suppress(Exception):
+            with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
                 await self._settings.store.release(held.lease, held.token)
 
     def _sealed(self) -> Sealer:
