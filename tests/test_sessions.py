@@ -401,3 +401,16 @@ def test_a_program_whose_caller_gives_up_lets_its_session_go_at_once(redis_url: 
 
     with cm:
         assert asyncio.run(scenario()) == [1, True]
+
+
+def test_a_notebook_cell_runs_a_session_with_the_synchronous_api() -> None:
+    """A notebook runs its cells inside its own event loop: `execute` in a session works
+    there as it does outside one (the store is asked on a thread of its own then)."""
+    cm = make()
+
+    async def cell() -> list[Any]:
+        first = cm.execute(SOURCE, subject="alice", session="new")
+        second = cm.execute(SOURCE, subject="alice", session=first.session)
+        return [first.value, second.value, second.session == first.session]
+
+    assert asyncio.run(cell()) == [1, 2, True]

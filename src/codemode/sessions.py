@@ -14,15 +14,16 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import concurrent.futures
 import contextlib
 import logging
 import re
 import secrets
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 import anyio
 from cryptography.exceptions import InvalidTag
@@ -54,6 +55,7 @@ from codemode.running import Runner, last_resort
 from codemode.runtime import ExecutionResult, KeptState
 
 log = logging.getLogger("codemode")
+T = TypeVar("T")
 
 NEW = "new"
 """The `session` that starts one."""
@@ -214,13 +216,13 @@ class Sessions:
             return execute(None)
         loop = asyncio.new_event_loop()
         try:
-            held = loop.run_until_complete(self._hold(subject, session, False))
+            held = _asked(loop, self._hold(subject, session, False))
             try:
                 outcome = execute(held.slot)
             except BaseException:
-                loop.run_until_complete(self._let_go(held))
+                _asked(loop, self._let_go(held))
                 raise
-            return loop.run_until_complete(self._kept(held, outcome))
+            return _asked(loop, self._kept(held, outcome))
         finally:
             loop.close()
 
@@ -340,6 +342,18 @@ class Sessions:
         if self._sealer is None:
             self._sealer = Sealer(given_key(self._settings.request_state_key))
         return self._sealer
+
+
+def _asked(loop: asyncio.AbstractEventLoop, exchange: Coroutine[Any, Any, T]) -> T:
+    """What `exchange` with the store gives, run on `loop`: on this thread, or on a thread
+    of its own when a loop runs on this one already (a notebook's, whose cells call
+    `execute`), as a thread runs one loop at a time."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return loop.run_until_complete(exchange)
+    with concurrent.futures.ThreadPoolExecutor(1, "codemode-session") as thread:
+        return thread.submit(loop.run_until_complete, exchange).result()
 
 
 def _slot(handle: str) -> SessionSlot:
