@@ -15,6 +15,7 @@ import pytest
 
 from codemode import (
     CodeMode,
+    CodeModeError,
     ExecutionResult,
     InvalidProgramError,
     InvalidRequestError,
@@ -414,3 +415,46 @@ def test_a_notebook_cell_runs_a_session_with_the_synchronous_api() -> None:
         return [first.value, second.value, second.session == first.session]
 
     assert asyncio.run(cell()) == [1, 2, True]
+
+
+def test_a_store_that_fails_as_a_program_pauses_lets_its_session_go(redis_url: str) -> None:
+    """Redis refuses writes from the moment a person is asked (the audit sink fills it):
+    the pause cannot hand the session's lease on to the paused state, so the program is
+    answered with an error, and the session is free again once Redis takes writes, rather
+    than busy for every approval's wait its lease was taken for."""
+    import redis
+
+    from codemode.continuations import RedisStore
+    from codemode.events import ApprovalAsked, Event
+    from tests.approvals.host import ask_before_deleting
+
+    admin = redis.Redis.from_url(redis_url)
+
+    def sink(event: Event) -> None:
+        if isinstance(event, ApprovalAsked):
+            admin.config_set("maxmemory-policy", "noeviction")
+            admin.config_set("maxmemory", 1)
+
+    cm = CodeMode(
+        authorizer=ask_before_deleting,
+        store=RedisStore(redis_url),
+        request_state_key=KEY,
+        on_event=sink,
+    )
+
+    @cm.capability("tickets.delete", summary="Delete a ticket.")
+    def delete(*, id: int) -> bool:
+        return True
+
+    async def scenario() -> list[Any]:
+        handle = (await cm.execute_async(KEEPS, subject="a", session="new")).session
+        try:
+            with pytest.raises(CodeModeError):
+                await cm.start_async(DELETES, subject="a", session=handle)
+        finally:
+            admin.config_set("maxmemory", 0)
+        after = await cm.execute_async(KEEPS, subject="a", session=handle)
+        return [after.value, after.session == handle]
+
+    with cm:
+        assert asyncio.run(scenario()) == [0, True]

@@ -267,9 +267,14 @@ class Sessions:
     async def _ended(
         self, held: _Held, outcome: ExecutionResult | Paused
     ) -> ExecutionResult | Paused:
-        """A paused program keeps the session held; an answer lets it go."""
+        """A paused program keeps the session held; an answer lets it go, and so does a
+        pause whose lease the store would not hand on (its program is answered an error)."""
         if isinstance(outcome, Paused):
-            return await self._paused(held, outcome)
+            try:
+                return await self._paused(held, outcome)
+            except BaseException:
+                await self._let_go(held)
+                raise
         return await self._kept(held, outcome)
 
     async def _kept(self, held: _Held, outcome: ExecutionResult) -> ExecutionResult:
