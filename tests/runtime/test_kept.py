@@ -38,6 +38,8 @@ def go(on: Engine, source: str, slot: SessionSlot) -> None:
     assert isinstance(outcome, ExecutionResult)
 
 
+MAIN = "def main():\n    return 0\n"
+
 FIRST = (
     "import json\n"
     "from dataclasses import dataclass\n"
@@ -149,3 +151,36 @@ def test_a_program_that_rebinds_a_built_in_the_listing_calls_is_kept_and_its_nam
     third = SessionSlot(state=second.kept)
     go(on, "locals = 0\ndef main():\n    return type\n", third)
     assert third.kept is not None and third.names == {}
+
+
+def test_a_listing_that_runs_out_of_time_tells_no_names_and_the_state_is_kept() -> None:
+    """A program's `locals` that never returns: the listing runs out of the interpreter's
+    time, and the program's state is kept all the same."""
+    limits = Limits(max_interpreter_seconds=0.2)
+    with engine(MontySandbox(limits), limits=limits) as own:
+        first = SessionSlot()
+        go(
+            own,
+            "def locals():\n    while True:\n        pass\nn = 1\ndef main():\n    return n\n",
+            first,
+        )
+        assert first.kept is not None and first.names == {}
+        second = SessionSlot(state=first.kept)
+        outcome = own.execute(execution(own, "def main():\n    return n + 1\n", [], session=second))
+        assert isinstance(outcome, ExecutionResult) and outcome.value == 2
+
+
+def test_a_function_with_a_loop_works_in_a_later_program_without_one(on: Engine) -> None:
+    """The loop in `total` is marked: it pushes onto the markers' list, which a later
+    program with no loop of its own does not make again."""
+    first = SessionSlot()
+    go(
+        on,
+        "def total(xs):\n    t = 0\n    for x in xs:\n        t += x\n    return t\n" + MAIN,
+        first,
+    )
+    second = SessionSlot(state=first.kept)
+    outcome = on.execute(
+        execution(on, "def main():\n    return total([1, 2, 3])\n", [], session=second)
+    )
+    assert isinstance(outcome, ExecutionResult) and outcome.value == 6

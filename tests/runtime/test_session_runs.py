@@ -112,7 +112,7 @@ def test_main_s_value_and_the_loop_markers_are_not_kept(on: Engine) -> None:
         first,
     )
     names = "[codemode_returned_, codemode_loops_]"
-    assert go(on, f"def main():\n    return {names}\n", then(first)).value == [None, None]
+    assert go(on, f"def main():\n    return {names}\n", then(first)).value == [None, []]
     assert first.kept is not None and len(first.kept) < 40000  # the value was let go
 
 

@@ -78,9 +78,11 @@ def held(listing: object, namespaces: Iterable[str]) -> dict[str, str]:
     return names
 
 
-LET_GO = f"{RETURNED} = None; {LOOPS} = None"
-"""Fed before a session's globals are kept: main()'s value and the loop markers' list are
-the run's, not the session's (there is no `del`: the names stay, as None)."""
+LET_GO = f"{RETURNED} = None; {LOOPS} = []"
+"""Fed before a session's globals are kept: main()'s value and the loop markers' entries are
+the run's, not the session's (there is no `del`: the names stay). The list stays a list: a
+function an earlier program defined with a loop in it pushes onto it when a later program
+calls it, and a later program without a loop of its own makes no new one."""
 
 _FEED = re.compile(r"<python-input-(\d+)>")
 
@@ -113,8 +115,9 @@ def keep_session(session: pm.MontySession, namespaces: Iterable[str]) -> Kept:
         try:
             listing = session.feed_run(feed, print_callback=_silent)
             break
-        except pm.MontyRuntimeError:  # a name it calls is the program's (`type = "user"`)
-            continue
+        except pm.MontyRuntimeError as error:  # a name it calls is the program's
+            if isinstance(error.exception(), TimeoutError):
+                break  # and never returns: the names go untold, not at twice the cost
     return Kept(state, held(listing, namespaces))
 
 
