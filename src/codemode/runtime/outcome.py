@@ -55,7 +55,8 @@ class KeptState:
     names: dict[str, str]
     """Each name the session's programs left at top level -> its type, with its length
     where it has one: `{"rows": "list of 1000", "double": "function", "json": "module"}`
-    (codemode's own names, the capability namespaces and `main` are not state)."""
+    (codemode's own names, the capability namespaces and `main` are not state), or `"?"`
+    for each when a program rebound a built-in the listing calls (`type = "user"`)."""
     size: int
     """Bytes of the interpreter's state as kept, the figure `Limits.max_session_bytes`
     bounds (it also grows a little with each program's text, which the session keeps)."""
