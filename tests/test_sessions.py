@@ -379,8 +379,8 @@ def test_a_program_whose_caller_gives_up_lets_its_session_go_at_once(redis_url: 
         release.wait(10)
         return 2
 
-    async def approve(requests: list[ApprovalRequest]) -> dict[str, bool]:
-        return {request.key: True for request in requests}
+    async def approve(request: ApprovalRequest) -> bool:
+        return True
 
     async def scenario() -> list[Any]:
         first = await cm.execute_async(
