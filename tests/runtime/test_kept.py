@@ -184,3 +184,17 @@ def test_a_function_with_a_loop_works_in_a_later_program_without_one(on: Engine)
         execution(on, "def main():\n    return total([1, 2, 3])\n", [], session=second)
     )
     assert isinstance(outcome, ExecutionResult) and outcome.value == 6
+
+
+def test_a_listing_past_the_worker_s_memory_tells_no_names_and_the_state_is_kept() -> None:
+    """A program's `locals` that builds more than the worker may hold: the worker is let
+    go with the listing, after the state was kept."""
+    limits = Limits()  # 256 MiB: the dict is built, the listing's rows are not
+    source = "n = 5\ndef locals():\n    return {str(i): 0 for i in range(300000)}\n" + MAIN
+    with engine(MontySandbox(limits), limits=limits) as own:
+        first = SessionSlot()
+        go(own, source, first)
+        assert first.kept is not None and first.names == {}
+        second = SessionSlot(state=first.kept)
+        outcome = own.execute(execution(own, "def main():\n    return n\n", [], session=second))
+        assert isinstance(outcome, ExecutionResult) and outcome.value == 5

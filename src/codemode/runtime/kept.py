@@ -116,8 +116,8 @@ def keep_session(session: pm.MontySession, namespaces: Iterable[str]) -> Kept:
             listing = session.feed_run(feed, print_callback=_silent)
             break
         except pm.MontyRuntimeError as error:  # a name it calls is the program's
-            if isinstance(error.exception(), TimeoutError):
-                break  # and never returns: the names go untold, not at twice the cost
+            if isinstance(error.exception(), TimeoutError | MemoryError):
+                break  # and spent the run's time or memory: the names go untold
     return Kept(state, held(listing, namespaces))
 
 
