@@ -164,7 +164,7 @@ class ScriptedRun:
     def start(self, code: str, session: bytes | None = None) -> Step:
         """Begin the script with the program's text (and its session's state); its first
         step."""
-        self.program = ScriptedProgram(code, self.printer, session)
+        self.program = ScriptedProgram(code, self.printer, session or None)
         self.generator = self.script(self.program)
         return self._advance(lambda generator: next(generator))
 

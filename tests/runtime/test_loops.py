@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from codemode import Limits
-from codemode.runtime.loops import mark
+from codemode.runtime.loops import going_on, mark
 from codemode.runtime.sandbox import (
     Call,
     Done,
@@ -254,3 +254,27 @@ def test_a_return_on_a_handlers_line_cuts_every_loop_it_leaves(
     )
     failure = failure_of(sandbox, code)
     assert (failure.exc_type, failure.loops) == ("TimeoutError", ())
+
+
+def test_a_program_going_on_from_a_session_is_placed_as_written(sandbox: MontySandbox) -> None:
+    """Its prelude keeps the `len` bound before the session's first program (which rebound
+    it) and the prelude's length: a call's span and a time trip's loops are as written."""
+    with running(sandbox) as run:
+        assert isinstance(run.start("len = 3\ncodemode_returned_ = None", b""), Done)
+        state = run.keep().state
+    code = "import records\ndef main():\n    for é in 'ab':\n        records.get(é)\nmain()"
+    start = code.encode().index(b"records.get(")
+    with running(sandbox) as run:
+        step = run.start(code, state)
+        assert isinstance(step, Call)
+        assert step.span == (start, start + len("records.get(é)".encode()))
+    with pytest.raises(SandboxFailure) as caught, running(sandbox) as run:
+        run.start("while len:\n    for i in range(10**12):\n        pass\n", state)
+    assert (caught.value.exc_type, caught.value.loops) == ("TimeoutError", (1, 2))
+
+
+def test_only_a_marked_program_s_prelude_changes_going_on() -> None:
+    marked = mark("def main():\n    for i in range(2):\n        pass\n").code
+    prelude, rest = marked.split("\n", 1)
+    assert going_on(marked) == "codemode_loops_ = []".ljust(len(prelude)) + "\n" + rest
+    assert going_on("x = 1\n") == "x = 1\n"

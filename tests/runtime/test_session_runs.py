@@ -334,3 +334,22 @@ def test_a_resumed_program_places_an_earlier_helper_as_the_run_that_paused_would
         assert [w.line for w in error.traceback] == ([] if line is None else [line])
     assert str(after.value) == str(unpaused.value)
     assert [c.line for c in after.value.calls][-1] == [c.line for c in unpaused.value.calls][-1]
+
+
+def test_a_len_an_earlier_program_rebound_leaves_a_later_program_s_loops_working(
+    on: Engine,
+) -> None:
+    """The markers measure their list with the `len` the session bound before its first
+    program, not the one a later program finds (an earlier program's own)."""
+    first = SessionSlot()
+    go(on, "len = 3\ndef main():\n    return len\n", first)
+    looping = (
+        "def main():\n    t = 0\n    for i in range(3):\n        t += i\n    return [t, len]\n"
+    )
+    second = then(first)
+    assert go(on, looping, second).value == [3, 3]
+    assert go(on, "def main():\n    return [i for i in range(len)]\n", then(second)).value == [
+        0,
+        1,
+        2,
+    ]

@@ -147,7 +147,7 @@ class Driver:
             self.run = run
         snapshot = self.pausing.snapshot
         if snapshot is None:  # a paused program's snapshot holds its session's state already
-            state = None if self.session is None else self.session.state
+            state = None if self.session is None else self.session.state or b""
             self._advance(lambda: run.start(program.code, state), here=here)
             return
         if program.is_async:  # the calls a person answered for run as they would have

@@ -35,6 +35,10 @@ LOOPS = "codemode_loops_"
 _LENGTH = "codemode_len_"
 """The global the markers measure the list with: the program may name its own `len`."""
 _PRELUDE = f"{LOOPS} = []; {_LENGTH} = len"
+BIND_LENGTH = f"{_LENGTH} = len"
+"""Fed before a new session's first program, while `len` is still the built-in: a later
+program of the session may find `len` rebound by an earlier one, so its markers measure
+with this one (`going_on`)."""
 MARKERS = re.compile(rf"{LOOPS}|{_LENGTH}|codemode_[0-9]+_")
 """Every global the markers may leave: their list, their `len`, the length a loop outside
 any function measured the list at. None of it is the program's state."""
@@ -236,4 +240,13 @@ def _starts(lines: list[str]) -> tuple[int, ...]:
     return tuple(offsets)
 
 
-__all__ = ["LOOPS", "MARKERS", "Marked", "mark"]
+def going_on(code: str) -> str:
+    """Marked `code` as a program that goes on from a session's state is fed: its prelude
+    keeps the `len` the session bound first (`BIND_LENGTH`), and the line keeps its
+    length, so every position after it stays where it was."""
+    if not code.startswith(_PRELUDE + "\n"):
+        return code
+    return f"{LOOPS} = []".ljust(len(_PRELUDE)) + code[len(_PRELUDE) :]
+
+
+__all__ = ["BIND_LENGTH", "LOOPS", "MARKERS", "Marked", "going_on", "mark"]

@@ -24,7 +24,7 @@ import pydantic_monty as pm
 from codemode.errors import PROGRAM_FILE
 from codemode.limits import Limits, host_calls, work_threads
 from codemode.runtime.kept import Kept, keep_session, load_session
-from codemode.runtime.loops import LOOPS, Marked, mark
+from codemode.runtime.loops import BIND_LENGTH, LOOPS, Marked, going_on, mark
 from codemode.runtime.records import GuestRecord, record_id
 from codemode.values import RecordValue
 
@@ -155,7 +155,7 @@ class Run(Protocol):
 
     def start(self, code: str, session: bytes | None = None) -> Step:
         """Run the fed code until its first step; in a session, on the globals of
-        `session` (what an earlier run's `keep` gave)."""
+        `session` (what an earlier run's `keep` gave; empty for a new session)."""
         ...
 
     def keep(self) -> Kept:
@@ -367,13 +367,19 @@ class MontyRun:
 
     def start(self, code: str, session: bytes | None = None) -> Step:
         self.marked = marked = mark(code)
+        fed = marked.code
         if session is not None:
             try:
-                self._fed = load_session(self.session, session)
+                if session:
+                    self._fed = load_session(self.session, session)
+                else:  # a new session: the markers' `len`, before any program rebinds it
+                    self.session.feed_run(BIND_LENGTH, print_callback=_silent)
             except (pm.MontyError, RuntimeError):  # sealed: the host's failure, never a program's
                 raise SandboxFailure(FailureKind.HOST) from None
-            self._nowhere = _past(code)
-        return self._step(lambda: self.session.feed_start(marked.code, print_callback=self.printer))
+            if session:
+                self._nowhere = _past(code)
+                fed = going_on(fed)
+        return self._step(lambda: self.session.feed_start(fed, print_callback=self.printer))
 
     def keep(self) -> Kept:
         try:
