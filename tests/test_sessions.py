@@ -458,3 +458,38 @@ def test_a_store_that_fails_as_a_program_pauses_lets_its_session_go(redis_url: s
 
     with cm:
         assert asyncio.run(scenario()) == [0, True]
+
+
+def test_a_program_that_would_pause_rather_than_wait_holds_its_session_for_its_run_only(
+    redis_url: str,
+) -> None:
+    """`start_async` (the 2026 era's execute) never waits for a person: a call that needs
+    one pauses the program, and the pause holds the session from then on. So while it
+    runs, its lease lasts the run's time and the grace, not every approval's wait (a
+    replica that stops meanwhile would leave the session busy that long)."""
+    import redis
+
+    from codemode.continuations import RedisStore
+    from codemode.sessions import LEASE_GRACE_SECONDS
+
+    admin = redis.Redis.from_url(redis_url)
+    leases: list[int] = []
+    cm = CodeMode(authorizer=AllowAll(), store=RedisStore(redis_url), request_state_key=KEY)
+
+    @cm.capability("lease.left", summary="How long the session's lease has left, in ms.")
+    def left() -> int:
+        leases.extend(admin.pttl(key) for key in admin.scan_iter("codemode:session:*:lease"))
+        return len(leases)
+
+    async def scenario() -> list[Any]:
+        handle = (await cm.execute_async(KEEPS, subject="a", session="new")).session
+        ran = await cm.start_async(
+            "def main():\n    return lease.left()\n", subject="a", session=handle
+        )
+        assert isinstance(ran, ExecutionResult)
+        return [ran.value, ran.session == handle]
+
+    with cm:
+        assert asyncio.run(scenario()) == [1, True]
+    bound = (cm.limits.max_execution_seconds + LEASE_GRACE_SECONDS) * 1000
+    assert 0 < leases[0] <= bound

@@ -143,11 +143,12 @@ class Sessions:
     ) -> ExecutionResult | Paused:
         """`CodeMode.start_async`: to its end or its first pause, in `session` if given. A
         paused program holds its session (busy for others) until it resumes or expires,
-        and its state names the session its resume writes."""
+        and its state names the session its resume writes. It never waits for a person
+        (it pauses instead), so its lease lasts its run alone."""
         with last_resort("execute_async"):
             if session is None:
                 return await self._runner.resumer.start(source, subject, pausable)
-            held = await self._hold(subject, session, pausable)
+            held = await self._hold(subject, session, False)
             try:
                 outcome = await self._runner.in_session(held.slot).resumer.start(
                     source, subject, pausable
