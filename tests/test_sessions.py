@@ -8,7 +8,7 @@ import asyncio
 import concurrent.futures
 import inspect
 import threading
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 import pytest
@@ -417,18 +417,25 @@ def test_a_notebook_cell_runs_a_session_with_the_synchronous_api() -> None:
     assert asyncio.run(cell()) == [1, 2, True]
 
 
-def test_a_store_that_fails_as_a_program_pauses_lets_its_session_go(redis_url: str) -> None:
+@pytest.fixture
+def admin(redis_url: str) -> Iterator[Any]:
+    """A client of the test's Redis, to look into it or make it refuse writes."""
+    import redis
+
+    with redis.Redis.from_url(redis_url) as client:
+        yield client
+
+
+def test_a_store_that_fails_as_a_program_pauses_lets_its_session_go(
+    redis_url: str, admin: Any
+) -> None:
     """Redis refuses writes from the moment a person is asked (the audit sink fills it):
     the pause cannot hand the session's lease on to the paused state, so the program is
     answered with an error, and the session is free again once Redis takes writes, rather
     than busy for every approval's wait its lease was taken for."""
-    import redis
-
     from codemode.continuations import RedisStore
     from codemode.events import ApprovalAsked, Event
     from tests.approvals.host import ask_before_deleting
-
-    admin = redis.Redis.from_url(redis_url)
 
     def sink(event: Event) -> None:
         if isinstance(event, ApprovalAsked):
@@ -460,25 +467,27 @@ def test_a_store_that_fails_as_a_program_pauses_lets_its_session_go(redis_url: s
         assert asyncio.run(scenario()) == [0, True]
 
 
+def leases_left(admin: Any) -> list[int]:
+    """The milliseconds each session lease in Redis has left (`admin`: a Redis client)."""
+    return [admin.pttl(key) for key in admin.scan_iter("codemode:session:*:lease")]
+
+
 def test_a_program_that_would_pause_rather_than_wait_holds_its_session_for_its_run_only(
-    redis_url: str,
+    redis_url: str, admin: Any
 ) -> None:
     """`start_async` (the 2026 era's execute) never waits for a person: a call that needs
     one pauses the program, and the pause holds the session from then on. So while it
     runs, its lease lasts the run's time and the grace, not every approval's wait (a
     replica that stops meanwhile would leave the session busy that long)."""
-    import redis
-
     from codemode.continuations import RedisStore
     from codemode.sessions import LEASE_GRACE_SECONDS
 
-    admin = redis.Redis.from_url(redis_url)
     leases: list[int] = []
     cm = CodeMode(authorizer=AllowAll(), store=RedisStore(redis_url), request_state_key=KEY)
 
     @cm.capability("lease.left", summary="How long the session's lease has left, in ms.")
     def left() -> int:
-        leases.extend(admin.pttl(key) for key in admin.scan_iter("codemode:session:*:lease"))
+        leases.extend(leases_left(admin))
         return len(leases)
 
     async def scenario() -> list[Any]:
@@ -493,3 +502,47 @@ def test_a_program_that_would_pause_rather_than_wait_holds_its_session_for_its_r
         assert asyncio.run(scenario()) == [1, True]
     bound = (cm.limits.max_execution_seconds + LEASE_GRACE_SECONDS) * 1000
     assert 0 < leases[0] <= bound
+
+
+def test_a_program_asking_a_person_holds_its_session_for_each_wait_as_it_comes(
+    redis_url: str, admin: Any
+) -> None:
+    """`execute_async` with a person to ask: the lease lasts the run while it runs, and is
+    held on for the wait (and the run after it) when a person is asked; not for every
+    approval's wait from the start, which a replica that stopped would leave behind."""
+    from codemode.continuations import RedisStore
+    from codemode.sessions import LEASE_GRACE_SECONDS
+    from tests.approvals.host import ask_before_deleting
+
+    leases: list[int] = []
+
+    def lease_left() -> int:
+        leases.extend(leases_left(admin))
+        return len(leases)
+
+    cm = CodeMode(
+        authorizer=ask_before_deleting, store=RedisStore(redis_url), request_state_key=KEY
+    )
+    cm.capability("lease.left", summary="How long the session's lease has left, in ms.")(lease_left)
+
+    @cm.capability("tickets.delete", summary="Delete a ticket.")
+    def delete(*, id: int) -> bool:
+        return True
+
+    async def approve(request: ApprovalRequest) -> bool:
+        lease_left()
+        return True
+
+    async def scenario() -> list[Any]:
+        handle = (await cm.execute_async(KEEPS, subject="a", session="new")).session
+        source = "def main():\n    lease.left()\n    return tickets.delete(id=1)\n"
+        ran = await cm.execute_async(source, subject="a", session=handle, approve=approve)
+        after = await cm.execute_async(KEEPS, subject="a", session=handle)
+        return [ran.value, ran.session == handle, after.value]
+
+    with cm:
+        assert asyncio.run(scenario()) == [True, True, 0]
+    run = (cm.limits.max_execution_seconds + LEASE_GRACE_SECONDS) * 1000
+    wait = cm.limits.max_approval_wait_seconds * 1000
+    assert len(leases) == 2
+    assert 0 < leases[0] <= run < leases[1] <= run + wait

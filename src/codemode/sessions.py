@@ -16,14 +16,15 @@ import asyncio
 import base64
 import concurrent.futures
 import contextlib
+import inspect
 import logging
 import re
 import secrets
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 import anyio
 from cryptography.exceptions import InvalidTag
@@ -31,6 +32,7 @@ from cryptography.exceptions import InvalidTag
 from codemode.clock import Clock, wall
 from codemode.continuations import (
     INFLATION,
+    ApprovalRequest,
     Approver,
     MemoryStore,
     Paused,
@@ -129,14 +131,18 @@ class Sessions:
         """`CodeMode.execute_async`: to its end, asking `approve` about calls that need a
         person, in `session` if given (busy for others meanwhile)."""
         with last_resort("execute_async"):
-            return await self.run(
-                subject,
-                session,
-                lambda slot: self._runner.in_session(slot).resumer.execute(
-                    source, subject, approve, unavailable or None
-                ),
-                approve is not None,
-            )
+            if session is None:
+                resumer = self._runner.resumer
+                return await resumer.execute(source, subject, approve, unavailable or None)
+            held = await self._hold(subject, session)
+            try:
+                outcome = await self._runner.in_session(held.slot).resumer.execute(
+                    source, subject, self._holding(held, approve), unavailable or None
+                )
+            except BaseException:
+                await self._let_go(held)
+                raise
+            return await self._kept(held, outcome)
 
     async def start(
         self, source: str, subject: str, session: str | None, pausable: bool
@@ -148,7 +154,7 @@ class Sessions:
         with last_resort("execute_async"):
             if session is None:
                 return await self._runner.resumer.start(source, subject, pausable)
-            held = await self._hold(subject, session, False)
+            held = await self._hold(subject, session)
             try:
                 outcome = await self._runner.in_session(held.slot).resumer.start(
                     source, subject, pausable
@@ -183,25 +189,27 @@ class Sessions:
                 raise
             return await self._ended(held, outcome)
 
-    async def run(
-        self,
-        subject: str,
-        session: str | None,
-        start: Callable[[SessionSlot | None], Awaitable[ExecutionResult]],
-        approving: bool = False,
-    ) -> ExecutionResult:
-        """`start` the program in `session` (None: in none); a result of a program that
-        succeeded leaves its state and carries the handle. `approving`: the program may
-        wait for a person meanwhile, so its lease lasts the waits too."""
-        if session is None:
-            return await start(None)
-        held = await self._hold(subject, session, approving)
-        try:
-            outcome = await start(held.slot)
-        except BaseException:
-            await self._let_go(held)
-            raise
-        return await self._kept(held, outcome)
+    def _holding(self, held: _Held, approve: Approver | None) -> Approver | None:
+        """`approve`, which holds the session's lease on for the person's wait, and the
+        run after it, each time a person is asked: a lease taken for every wait at the
+        start would keep the session busy that long after a replica that stopped."""
+        if approve is None or held.token is None:
+            return approve
+        token = held.token
+        limits, store = self._settings.limits, self._settings.store
+        seconds = limits.max_approval_wait_seconds + _lease_seconds(limits)
+        on_a_thread = not inspect.iscoroutinefunction(approve)
+
+        async def asking(request: ApprovalRequest) -> object:
+            with contextlib.suppress(Exception):  # a store that fails: the lease as it was
+                await store.put(held.lease, token.encode(), seconds, holder=(held.lease, token))
+            if on_a_thread:  # as `ask_each` runs it; its answer passes untouched
+                answer = await anyio.to_thread.run_sync(approve, request, abandon_on_cancel=True)
+            else:
+                answer = approve(request)
+            return await answer if inspect.isawaitable(answer) else answer
+
+        return cast(Approver, asking)
 
     def run_sync(
         self,
@@ -209,7 +217,8 @@ class Sessions:
         session: str | None,
         execute: Callable[[SessionSlot | None], ExecutionResult],
     ) -> ExecutionResult:
-        """As `run`, on the caller's thread: the store is asked on one loop of its own,
+        """A program in `session` (None: in none) on the caller's thread, as
+        `execute_async` runs one: the store is asked on one loop of its own,
         made once per program and bare (`asyncio.run` would make one per exchange and,
         on the main thread, swap the SIGINT handler each time, which formats the repr of
         every result, a session's whole state among them)."""
@@ -217,7 +226,7 @@ class Sessions:
             return execute(None)
         loop = asyncio.new_event_loop()
         try:
-            held = _asked(loop, self._hold(subject, session, False))
+            held = _asked(loop, self._hold(subject, session))
             try:
                 outcome = execute(held.slot)
             except BaseException:
@@ -227,7 +236,7 @@ class Sessions:
         finally:
             loop.close()
 
-    async def _hold(self, subject: str, session: str, approving: bool) -> _Held:
+    async def _hold(self, subject: str, session: str) -> _Held:
         """The session, its lease held: a new one, or the stored one's state; refused
         (nothing run) as `session not found`, `session busy` or `resume refused`."""
         settings = self._settings
@@ -249,7 +258,7 @@ class Sessions:
         held = _Held(session, key, group, uuid.uuid4().hex, _slot(session))
         assert held.token is not None
         store, limits = settings.store, settings.limits
-        if not await store.claim(held.lease, held.token, _lease_seconds(limits, approving)):
+        if not await store.claim(held.lease, held.token, _lease_seconds(limits)):
             raise SessionBusyError()
         try:
             blob = await store.get(key)
@@ -367,10 +376,10 @@ def _slot(handle: str) -> SessionSlot:
     return SessionSlot(digest=session_digest(handle))
 
 
-def _lease_seconds(limits: Limits, approving: bool) -> float:
-    """How long a program may hold its session: its run, and every wait for a person."""
-    waits = limits.max_approvals * limits.max_approval_wait_seconds if approving else 0.0
-    return limits.max_execution_seconds + waits + LEASE_GRACE_SECONDS
+def _lease_seconds(limits: Limits) -> float:
+    """How long a program may hold its session at a time: its run (and, once a person is
+    asked, the wait as well: `Sessions._holding`)."""
+    return limits.max_execution_seconds + LEASE_GRACE_SECONDS
 
 
 __all__ = ["HANDLE", "LEASE_GRACE_SECONDS", "NEW", "SESSIONS_OFF", "SessionSettings", "Sessions"]
