@@ -11,6 +11,7 @@ from codemode import CodeMode
 from codemode.authz import AllowAll, AuthorizationRequest, Authorizer
 from codemode.capabilities import Capability
 from codemode.continuations import (
+    KEY_VARIABLE,
     InProcessReplayGuard,
     MemoryStore,
     RedisStore,
@@ -100,13 +101,32 @@ def test_the_other_constructor_arguments_are_checked_by_type() -> None:
 def test_the_store_is_the_one_given_a_redis_url_or_this_processs_own() -> None:
     given = MemoryStore()
     assert checked_store(given, None) is given
-    assert isinstance(checked_store("redis://127.0.0.1:1/0", None), RedisStore)
+    assert isinstance(checked_store("redis://127.0.0.1:1/0", None, "k" * 32), RedisStore)
     assert isinstance(checked_store(None, None), MemoryStore)
     assert checked_store(None, None) is not checked_store(None, None)  # each CodeMode its own
     with pytest.raises(TypeError, match=r"store must be a Redis URL or have async epoch\(\)"):
         checked_store(object(), None)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="the store must be a Redis URL"):
         checked_store("localhost:6379", None)
+
+
+def test_a_shared_store_without_a_key_and_a_short_key_are_refused_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What one replica sealed under a secret it made up no other could open; a short key
+    would fail the first program that seals something, so both are refused when built."""
+    monkeypatch.delenv(KEY_VARIABLE, raising=False)
+    with pytest.raises(ValueError) as caught:
+        checked_store("redis://127.0.0.1:1/0", None)
+    assert str(caught.value) == (
+        "a store shared by replicas needs request_state_key (or CODEMODE_REQUEST_STATE_KEY), "
+        "the same secret of at least 32 bytes on every replica; make one with: "
+        'python -c "import secrets; print(secrets.token_hex(32))"'
+    )
+    with pytest.raises(ValueError, match="must be a secret of at least 32 bytes"):
+        checked_store(None, None, "short")
+    monkeypatch.setenv(KEY_VARIABLE, "k" * 32)
+    assert isinstance(checked_store("redis://127.0.0.1:1/0", None), RedisStore)
 
 
 def test_the_default_store_tells_time_by_the_codemodes_clock() -> None:

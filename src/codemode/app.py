@@ -104,7 +104,7 @@ class CodeMode:
         self.sandbox = sandbox
         self.host_loop = host_loop
         self.clock = clock
-        self.store, self.sessions = checked_store(store, clock), sessions
+        self.store, self.sessions = checked_store(store, clock, request_state_key), sessions
         self.replay_guard: ReplayGuard = checked_guard(replay_guard, clock, self.store)
         self.request_state_key = request_state_key
         self._frozen = False  # from the first use on, the options are what it was built with

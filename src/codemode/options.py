@@ -15,12 +15,16 @@ from dataclasses import dataclass
 from codemode.authz import Authorizer, CatalogPolicy, VisibilityPolicy
 from codemode.capabilities import Capability
 from codemode.continuations import (
+    KEY_VARIABLE,
+    MIN_KEY_BYTES,
     InProcessReplayGuard,
     MemoryStore,
     RedisStore,
     ReplayGuard,
+    Sealer,
     Store,
     StoreReplayGuard,
+    given_key,
 )
 from codemode.events import EventHandler
 from codemode.limits import Limits
@@ -98,18 +102,34 @@ def checked_disabled(disabled: Iterable[str]) -> Iterable[str]:
     return disabled
 
 
-def checked_store(store: Store | str | None, clock: Clock | None) -> Store:
+def checked_store(
+    store: Store | str | None, clock: Clock | None, key: str | bytes | None = None
+) -> Store:
     """The store given (a Redis URL makes a `RedisStore`), or one of this process that
     tells time by the CodeMode's clock; TypeError for one that is not a store, ValueError
-    for a URL that names no Redis server."""
+    for a URL that names no Redis server.
+
+    `key` is the request-state key the host gave (else `CODEMODE_REQUEST_STATE_KEY`), which
+    seals what the store keeps: a short one is refused now, not at the first program that
+    seals something, and a store shared by replicas without one too, since what one
+    replica sealed under a secret it made up no other could open."""
+    given = given_key(key)
+    if given is not None:
+        Sealer(given)  # ValueError for a key too short
     if store is None:
         return MemoryStore() if clock is None else MemoryStore(clock.now)
     if isinstance(store, str):
-        return RedisStore(store)
+        store = RedisStore(store)
     if not isinstance(store, Store):
         raise TypeError(
             "store must be a Redis URL or have async epoch(), get(), claim(), release(), "
             "put(), delete() and admit() (codemode.continuations.Store)"
+        )
+    if given is None and not isinstance(store, MemoryStore):
+        raise ValueError(
+            f"a store shared by replicas needs request_state_key (or {KEY_VARIABLE}), the "
+            f"same secret of at least {MIN_KEY_BYTES} bytes on every replica; make one with: "
+            'python -c "import secrets; print(secrets.token_hex(32))"'
         )
     return store
 

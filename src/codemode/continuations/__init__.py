@@ -51,7 +51,7 @@ from codemode.continuations.resume import (
     Opened,
     Resumer,
 )
-from codemode.continuations.sealing import KEY_VARIABLE, Sealer, given_key
+from codemode.continuations.sealing import KEY_VARIABLE, MIN_KEY_BYTES, Sealer, given_key
 from codemode.continuations.sessions import (
     OTHER_SESSION_LIMITS,
     OTHER_SESSION_VERSION,
@@ -95,6 +95,7 @@ __all__ = [
     "INFLATION",
     "KEY_VARIABLE",
     "MEMORY_STORE_BYTES",
+    "MIN_KEY_BYTES",
     "NOT_YOURS",
     "OTHER_CATALOG",
     "OTHER_PROCESS",
