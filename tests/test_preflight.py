@@ -442,8 +442,7 @@ def test_a_deep_base_class_expression_is_a_clean_error() -> None:
 def shadows(name: str) -> str:
     return (
         f'"{name}" is a capability namespace, which replaces any global of that name before '
-        "main() runs, so neither this program nor a session could keep it: give the variable "
-        "another name"
+        "main() runs, so neither this program nor a session could keep it: use another name"
     )
 
 
@@ -527,8 +526,17 @@ def test_a_def_named_as_a_namespace_is_placed_on_its_first_line(cm: CodeMode) ->
         # a comprehension's target and a class attribute are not globals
         "xs = [records for records in range(3)]\ndef main():\n    return xs\n",
         "class C:\n    records = 1\ndef main():\n    return C.records\n",
+        # an annotation alone binds nothing
+        "records: int\ndef main():\n    return 1\n",
     ],
-    ids=["global-read", "local", "parameter", "comprehension-target", "class-attribute"],
+    ids=[
+        "global-read",
+        "local",
+        "parameter",
+        "comprehension-target",
+        "class-attribute",
+        "bare-annotation",
+    ],
 )
 def test_a_name_named_as_a_namespace_but_not_a_global_runs(cm: CodeMode, source: str) -> None:
     assert cm.check(source) == []

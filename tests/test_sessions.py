@@ -29,6 +29,7 @@ from codemode.approvals import ApprovalRequest, Paused
 from codemode.authz import AllowAll
 from codemode.continuations import MemoryStore
 from codemode.payloads import error_payload
+from codemode.sessions import LEASE_GRACE_SECONDS
 from codemode.testing import ManualClock, ScriptedProgram, ScriptedSandbox
 from tests.approvals.host import build
 from tests.conftest import CANARY, assert_no_canary
@@ -351,7 +352,7 @@ def test_a_program_keeping_a_global_named_as_a_namespace_is_refused_before_it_ru
             assert str(raised.value) == (
                 'invalid program: <codemode>:3:5: "rows" is a capability namespace, which '
                 "replaces any global of that name before main() runs, so neither this program "
-                "nor a session could keep it: give the variable another name"
+                "nor a session could keep it: use another name"
             )
         assert calls == ["rows.fetch"]
         after = cm.execute(
@@ -546,3 +547,36 @@ def test_a_program_asking_a_person_holds_its_session_for_each_wait_as_it_comes(
     wait = cm.limits.max_approval_wait_seconds * 1000
     assert len(leases) == 2
     assert 0 < leases[0] <= run < leases[1] <= run + wait
+
+
+def test_a_program_that_may_pause_holds_its_session_no_longer_than_it_may_run() -> None:
+    """A pause hands the session to the paused state, so a program that may pause never
+    waits for a person while it holds it: a replica that hangs (or dies) mid-program frees
+    the session once the longest a program may run has passed, not after every approval
+    it could have waited for."""
+    store_clock, clock = ManualClock(), ManualClock()
+    store = MemoryStore(store_clock.now)
+    hung, other = make(clock, store), make(clock, store)
+    entered, go = threading.Event(), threading.Event()
+
+    @hung.capability("jobs.wait", summary="Wait for the test.")
+    def wait() -> int:
+        entered.set()
+        go.wait(10)
+        return 0
+
+    handle = hung.execute(SOURCE, subject="alice", session="new").session
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        stuck = pool.submit(
+            asyncio.run, hung.start_async(WAITS, subject="alice", session=handle, pausable=True)
+        )
+        assert entered.wait(10)
+        with pytest.raises(SessionBusyError):
+            other.execute(SOURCE, subject="alice", session=handle)
+        store_clock.skip(Limits().max_execution_seconds + LEASE_GRACE_SECONDS)
+        taken = other.execute(SOURCE, subject="alice", session=handle)
+        go.set()
+        late = stuck.result(10)
+    assert (taken.value, taken.session) == (2, handle)
+    assert isinstance(late, ExecutionResult) and late.session is None  # its lease was gone
+    assert other.execute(SOURCE, subject="alice", session=handle).value == 3

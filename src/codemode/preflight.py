@@ -48,8 +48,7 @@ def global_namespace(name: str) -> str:
     next ones of a session."""
     return (
         f'"{name}" is a capability namespace, which replaces any global of that name before '
-        "main() runs, so neither this program nor a session could keep it: give the variable "
-        "another name"
+        "main() runs, so neither this program nor a session could keep it: use another name"
     )
 
 

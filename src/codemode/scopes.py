@@ -49,6 +49,8 @@ def _in_scope(body: list[ast.AST]) -> Iterator[ast.AST]:
             stack.extend([*node.decorator_list, *node.bases, *node.keywords])
         elif isinstance(node, ast.Import):  # without `as`, a name binds only its own module
             stack.extend(alias for alias in node.names if alias.asname)
+        elif isinstance(node, ast.AnnAssign) and node.value is None:
+            stack.append(node.annotation)  # `x: int` alone binds nothing
         elif isinstance(node, ast.comprehension):
             stack.extend([node.iter, *node.ifs])
         else:

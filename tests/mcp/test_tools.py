@@ -313,8 +313,8 @@ async def test_dates_decimals_and_uuids_cross_over_mcp() -> None:
 
 SESSIONS_TEXT = (
     'With session "new" (or a handle a reply gave), what the program leaves at top level '
-    "\u2014 its assignments outside main(), names main() declares global, imports and "
-    "functions \u2014 is kept for the next program in that session. A program that fails "
+    "\u2014 its assignments outside main(), names main() declares global, imports, "
+    "functions and classes \u2014 is kept for the next program in that session. A program that fails "
     "leaves the session as it was."
 )
 

@@ -326,8 +326,8 @@ EXECUTE_DESCRIPTION = (
 )
 SESSIONS_DESCRIPTION = (
     'With session "new" (or a handle a reply gave), what the program leaves at top level '
-    "— its assignments outside main(), names main() declares global, imports and "
-    "functions — is kept for the next program in that session. A program that fails "
+    "— its assignments outside main(), names main() declares global, imports, "
+    "functions and classes — is kept for the next program in that session. A program that fails "
     "leaves the session as it was."
 )
 
