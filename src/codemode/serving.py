@@ -89,6 +89,8 @@ class ServeConfig:
     """The name `store` had while the replay guard was its only user: alone, it is the
     store (and, as it always did, serves without the key too); with a `store`, it must
     be the same URL."""
+    sessions: bool = True
+    """False turns the app's sessions off (True keeps the app's own setting)."""
     app: Callable[[], CodeMode] | None = None
     """Builds the app again, as each server process of `serve_reloading` does, so that a
     changed file is read; only `serve_reloading` needs it."""
@@ -424,10 +426,12 @@ def _configure(cm: CodeMode, config: ServeConfig) -> None:
         problem = RedisStore.unreachable(url)
         if problem is not None:
             log.warning(
-                "the store cannot reach Redis now (%s): programs paused for an approval "
-                "cannot resume until it can",
+                "the store cannot reach Redis now (%s): sessions cannot go on, and programs "
+                "paused for an approval cannot resume, until it can",
                 problem,
             )
+    if not config.sessions:
+        cm.sessions = False
     if config.policy is None and not config.hide_forbidden and config.audit_log is None:
         return
     authorizer = None if config.policy is None else config.policy(cm)

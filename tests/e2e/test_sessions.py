@@ -401,3 +401,17 @@ async def test_a_session_started_on_one_replica_continues_on_the_other(
         Sealer(secrets.token_hex(32)).open(blob, store_key)
     with pytest.raises(InvalidTag):
         Sealer(key).open(blob, "codemode:session:" + Sealer(key).index("bob", handle))
+
+
+@pytest.mark.parametrize("era", ["2025", "2026"])
+async def test_serve_no_sessions_lists_execute_without_a_session_and_refuses_one(era: str) -> None:
+    stdio = ["tests.conftest:build_host", "--subject", "alice", "--no-sessions"]
+    async with connected(era, stdio=stdio) as caller:
+        tools = await caller.session.list_tools()
+        refused = await caller.execute(ROWS, "new")
+        plain = await caller.execute(ROWS)
+    (execute,) = [tool for tool in tools.tools if tool.name == "execute"]
+    assert "session" not in execute.input_schema["properties"]
+    assert "session" not in (execute.description or "")
+    assert error_of(refused)["code"] == "invalid_request"
+    assert structured(plain)["result"] == 2 and "session" not in structured(plain)

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import re
 
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Browser, Page, expect
 
+from tests.approvals.conftest import served
 from tests.e2e.test_web import SHOTS, run
 
 FILL = "rows = [1, 2, 3]\n\ndef main():\n    return len(rows)\n"
@@ -70,3 +71,14 @@ def test_the_page_lists_what_the_session_holds_and_a_failed_run_leaves_the_list(
     page.uncheck("#keep")
     expect(page.locator("#session-state")).to_be_hidden()
     expect(names).to_have_count(0)
+
+
+def test_a_server_without_sessions_offers_no_keep_variables(browser: Browser) -> None:
+    with served("--web", "--no-sessions") as (base, _):
+        page = browser.new_page()
+        try:
+            page.goto(f"{base}/")
+            expect(page.locator("#source")).to_be_visible()
+            expect(page.locator("#keep")).to_be_hidden()
+        finally:
+            page.close()

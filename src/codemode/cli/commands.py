@@ -229,6 +229,7 @@ def _start(
             audit_log=options["audit_log"],
             store=options["store"],
             replay_guard=options["replay_guard"],
+            sessions=not options["no_sessions"],
             app=None if reload_app is None else _Reloaded(reload_app, _log_level()),
         )
     except ValueError as exc:

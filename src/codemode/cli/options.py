@@ -160,9 +160,15 @@ def serve_options(command: Any) -> Any:
             envvar="CODEMODE_STORE",
             show_envvar=True,
             help="The Redis server (redis://host:6379/0) where replicas keep what they share: "
-            "which programs paused for an approval resumed, so each resumes once (default: "
-            "this process only). Every replica needs the same CODEMODE_REQUEST_STATE_KEY, "
-            "which seals what is kept there. Needs the codemode[redis] extra.",
+            "the sessions programs run in, and which programs paused for an approval "
+            "resumed, so each resumes once (default: this process only). Every replica needs "
+            "the same CODEMODE_REQUEST_STATE_KEY, which seals what is kept there. Needs the "
+            "codemode[redis] extra.",
+        ),
+        click.option(
+            "--no-sessions",
+            is_flag=True,
+            help="Run every program from nothing: execute takes no session.",
         ),
         click.option(
             "--replay-guard",
@@ -191,7 +197,7 @@ POLICY_OPTIONS = (
     "hide_forbidden",
 )
 """The options of `serve` that name the policy (`PolicyFiles`)."""
-SETUP = ("token_file", *POLICY_OPTIONS, "audit_log")
+SETUP = ("token_file", *POLICY_OPTIONS, "audit_log", "no_sessions")
 """The options of `serve` that configure the app rather than the server."""
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import anyio
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -184,7 +184,11 @@ def web_routes(cm: CodeMode) -> list[BaseRoute]:
         return reply(who, await cm.resume_async(found.state, subject=who, answers=answered))
 
     async def page(request: Request) -> Response:
-        return FileResponse(STATIC / "index.html", media_type="text/html")
+        if cm.sessions:
+            return FileResponse(STATIC / "index.html", media_type="text/html")
+        # no "Keep variables" where every run would be refused for asking for a session
+        html = (STATIC / "index.html").read_text(encoding="utf-8")
+        return HTMLResponse(html.replace('<label class="keep">', '<label class="keep" hidden>'))
 
     return [
         Route("/", page),

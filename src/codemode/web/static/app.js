@@ -447,7 +447,7 @@ async function run() {
 function showSession() {
   $("session").hidden = !($("keep").checked && session);
   $("session").textContent = session
-    ? `Session ${session}: the next run starts from the variables, functions and imports this one left at top level.`
+    ? `Session ${session}: the next run starts from the variables, functions and imports the last successful run left at top level.`
     : "";
   // What it holds, by name: a failed run leaves the list as it was, as it leaves the session.
   // The names are the program's own: set as text, never parsed as markup.
