@@ -95,6 +95,8 @@ def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     # `python` in the pages' commands is the one with the project installed, as under uv.
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    # The key the guides have every replica export before it names a shared store.
+    monkeypatch.setenv("CODEMODE_REQUEST_STATE_KEY", "docs-" + "0" * 59)
     monkeypatch.syspath_prepend(str(tmp_path))
     yield tmp_path
 

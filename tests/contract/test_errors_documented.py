@@ -47,3 +47,32 @@ def test_both_pages_show_the_same_error_table() -> None:
         return text[start : text.index("\n\n", start)]
 
     assert table("errors.md") == table("mcp-tools.md")
+
+
+def test_the_session_refusals_are_documented_verbatim() -> None:
+    """A session another replica kept under other limits or by another version, and one
+    sent to a host whose sessions are off, read in the references and the guide as the
+    code words them."""
+    from codemode.continuations import MEMORY_STORE_BYTES
+    from codemode.continuations.sessions import (
+        OTHER_SESSION_LIMITS,
+        OTHER_SESSION_VERSION,
+        SESSION_UNREADABLE,
+    )
+    from codemode.sessions import LEASE_GRACE_SECONDS, SESSIONS_OFF
+
+    refusals = (OTHER_SESSION_LIMITS, OTHER_SESSION_VERSION, SESSION_UNREADABLE)
+    for page in ("errors.md", "mcp-tools.md"):
+        text = (DOCS / page).read_text()
+        (resumed,) = re.findall(r"^\| `resume_refused` \|.*$", text, re.MULTILINE)
+        assert all(f"`{refusal}`" in resumed for refusal in refusals), page
+        (invalid,) = re.findall(r"^\| `invalid_request` \|.*$", text, re.MULTILINE)
+        assert f"`{SESSIONS_OFF}`" in invalid, page
+        (missing,) = re.findall(r"^\| `session_not_found` \|.*$", text, re.MULTILINE)
+        assert "in-process store passed its 256 MiB" in missing, page
+    assert MEMORY_STORE_BYTES == 256 * 2**20 and LEASE_GRACE_SECONDS == 5.0
+    guide = " ".join((DOCS.parent / "guides" / "sessions.md").read_text().split())
+    for refusal in (OTHER_SESSION_LIMITS, OTHER_SESSION_VERSION, SESSION_UNREADABLE):
+        assert f"`resume refused: {refusal}`" in guide
+    assert f"`invalid request: {SESSIONS_OFF}`" in guide
+    assert "256 MiB" in guide and "and 5 s more" in guide
