@@ -70,6 +70,20 @@ def make(
     )
 
 
+def blocking(cm: CodeMode) -> tuple[threading.Event, threading.Event]:
+    """Adds `jobs.wait`, which waits for the test: set `go` to let it return; `entered` is
+    set once a program called it."""
+    entered, go = threading.Event(), threading.Event()
+
+    @cm.capability("jobs.wait", summary="Wait for the test.")
+    def wait() -> int:
+        entered.set()
+        go.wait(10)
+        return 0
+
+    return entered, go
+
+
 def test_a_new_session_gives_a_handle_and_the_next_program_goes_on_from_it() -> None:
     cm = make()
     first = cm.execute(SOURCE, subject="alice", session="new")
@@ -161,14 +175,7 @@ def test_another_subjects_a_made_up_an_expired_and_an_evicted_handle_read_the_sa
 
 def test_a_session_in_use_is_busy_for_another_program_until_the_first_ends() -> None:
     cm = make()
-    entered, go = threading.Event(), threading.Event()
-
-    @cm.capability("jobs.wait", summary="Wait for the test.")
-    def wait() -> int:
-        entered.set()
-        go.wait(10)
-        return 0
-
+    entered, go = blocking(cm)
     handle = cm.execute(SOURCE, subject="alice", session="new").session
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         first = pool.submit(cm.execute, WAITS, subject="alice", session=handle)
@@ -557,14 +564,7 @@ def test_a_program_that_may_pause_holds_its_session_no_longer_than_it_may_run() 
     store_clock, clock = ManualClock(), ManualClock()
     store = MemoryStore(store_clock.now)
     hung, other = make(clock, store), make(clock, store)
-    entered, go = threading.Event(), threading.Event()
-
-    @hung.capability("jobs.wait", summary="Wait for the test.")
-    def wait() -> int:
-        entered.set()
-        go.wait(10)
-        return 0
-
+    entered, go = blocking(hung)
     handle = hung.execute(SOURCE, subject="alice", session="new").session
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         stuck = pool.submit(
