@@ -1,4 +1,4 @@
-"""Capabilities: registration, type hints and their notation, the catalog and search.
+"""Capabilities: registration, type hints, their notation, learned shapes, catalog, search.
 
 The front door of the package: every other part of codemode takes what it uses of
 capabilities from here, never from a module inside it, so the modules can move freely.
@@ -15,6 +15,32 @@ from codemode.capabilities.naming import (
     check_name,
     namespace_hint,
 )
+from codemode.capabilities.observed import (
+    MAX_DEPTH,
+    MAX_FIELDS,
+    MAX_KEY_CHARS,
+    MAX_NODES,
+    MAX_SCHEMA_BYTES,
+    MAX_SUBJECTS,
+    Field,
+    Kind,
+    Node,
+    Shown,
+    bounded,
+    is_field_name,
+    merge,
+    same_form,
+    shown_to,
+    subject_digest,
+)
+from codemode.capabilities.observed_schema import (
+    NOTATION_CHARS,
+    from_schema,
+    observed_notation,
+    to_schema,
+)
+from codemode.capabilities.observing import OBSERVE_NODES, SAMPLE_ITEMS, SCAN_ITEMS, observe
+from codemode.capabilities.outlines import outline
 from codemode.capabilities.registry import REQUIRED, Capability, Parameter, build_capability
 from codemode.capabilities.rendering import Shape, expected, notation, shapes
 from codemode.capabilities.results import Projected, Projection
@@ -35,14 +61,27 @@ from codemode.capabilities.typehints import (
 
 __all__ = [
     "HINTS",
+    "MAX_DEPTH",
+    "MAX_FIELDS",
+    "MAX_KEY_CHARS",
+    "MAX_NODES",
+    "MAX_SCHEMA_BYTES",
+    "MAX_SUBJECTS",
     "NONE_AVAILABLE",
+    "NOTATION_CHARS",
+    "OBSERVE_NODES",
     "REQUIRED",
     "RESERVED_ROOTS",
+    "SAMPLE_ITEMS",
+    "SCAN_ITEMS",
     "Capability",
     "CapabilityInfo",
     "Catalog",
     "Declared",
     "Entity",
+    "Field",
+    "Kind",
+    "Node",
     "Parameter",
     "ParameterInfo",
     "Projected",
@@ -53,9 +92,11 @@ __all__ = [
     "SearchIndex",
     "SearchResult",
     "Shape",
+    "Shown",
     "Snapshot",
     "UnsupportedTypeError",
     "View",
+    "bounded",
     "build_capability",
     "capability_hint",
     "check_name",
@@ -65,16 +106,26 @@ __all__ = [
     "expected",
     "fields_of",
     "fits_kind",
+    "from_schema",
     "is_enum",
+    "is_field_name",
     "is_record",
     "is_scalar",
     "is_union",
     "json_kind",
+    "merge",
     "namespace_hint",
     "notation",
+    "observe",
+    "observed_notation",
+    "outline",
+    "same_form",
     "shapes",
     "shown",
+    "shown_to",
     "strip_annotated",
+    "subject_digest",
     "text_format",
+    "to_schema",
     "walk",
 ]
