@@ -42,6 +42,20 @@ def test_a_blob_opens_nowhere_else() -> None:
             opener.open(sealed, key)
 
 
+def test_a_purpose_seals_and_names_apart_from_another() -> None:
+    """A learned shape's sealer shares the secret with a session's and nothing else."""
+    sessions, shapes = Sealer(KEY), Sealer(KEY, purpose="shapes")
+    blob = shapes.seal(b"shape", STORE_KEY)
+    assert Sealer(KEY.encode(), purpose="shapes").open(blob, STORE_KEY) == b"shape"
+    with pytest.raises(InvalidTag):
+        sessions.open(blob, STORE_KEY)
+    with pytest.raises(InvalidTag):
+        shapes.open(sessions.seal(b"state", STORE_KEY), STORE_KEY)
+    assert shapes.index("fs.stat", "0123") != sessions.index("fs.stat", "0123")
+    with pytest.raises(ValueError, match=r"a sealer's purpose is one of \['session', 'shapes'\]"):
+        Sealer(KEY, purpose="other")
+
+
 def test_the_index_names_a_pair_and_nothing_else() -> None:
     sealer = Sealer(KEY)
     index = sealer.index("alice", "s-abc")

@@ -45,6 +45,14 @@ from codemode.capabilities.registry import REQUIRED, Capability, Parameter, buil
 from codemode.capabilities.rendering import Shape, expected, notation, shapes
 from codemode.capabilities.results import Projected, Projection
 from codemode.capabilities.search import NONE_AVAILABLE, SearchHit, SearchIndex, SearchResult
+from codemode.capabilities.shapebook import (
+    CHECKED_AFTER,
+    MAX_SHAPES,
+    Learned,
+    ShapeBook,
+    combined,
+    shape_digest,
+)
 from codemode.capabilities.support import UnsupportedTypeError, check_supported
 from codemode.capabilities.typehints import (
     fields_of,
@@ -60,12 +68,14 @@ from codemode.capabilities.typehints import (
 )
 
 __all__ = [
+    "CHECKED_AFTER",
     "HINTS",
     "MAX_DEPTH",
     "MAX_FIELDS",
     "MAX_KEY_CHARS",
     "MAX_NODES",
     "MAX_SCHEMA_BYTES",
+    "MAX_SHAPES",
     "MAX_SUBJECTS",
     "NONE_AVAILABLE",
     "NOTATION_CHARS",
@@ -81,6 +91,7 @@ __all__ = [
     "Entity",
     "Field",
     "Kind",
+    "Learned",
     "Node",
     "Parameter",
     "ParameterInfo",
@@ -92,6 +103,7 @@ __all__ = [
     "SearchIndex",
     "SearchResult",
     "Shape",
+    "ShapeBook",
     "Shown",
     "Snapshot",
     "UnsupportedTypeError",
@@ -101,6 +113,7 @@ __all__ = [
     "capability_hint",
     "check_name",
     "check_supported",
+    "combined",
     "complete_hints",
     "declared",
     "expected",
@@ -120,6 +133,7 @@ __all__ = [
     "observed_notation",
     "outline",
     "same_form",
+    "shape_digest",
     "shapes",
     "shown",
     "shown_to",

@@ -14,7 +14,8 @@ and restore:
 - `resume`: the resume protocol, which knows the engine only through a small protocol;
 - `approvals`: its first user, a person's approval of a call (`codemode.approvals` is
   the public front door);
-- `sessions`: a session's kept state, as one execution sees it and as it is stored.
+- `sessions`: a session's kept state, as one execution sees it and as it is stored;
+- `shapes`: learned result shapes kept between runs, in a file and shared in a store.
 """
 
 from __future__ import annotations
@@ -63,6 +64,13 @@ from codemode.continuations.sessions import (
     fingerprint,
     session_digest,
 )
+from codemode.continuations.shapes import (
+    SHAPES_FORMAT,
+    ShapeFile,
+    ShapeSync,
+    read_shapes,
+    write_shapes,
+)
 from codemode.continuations.state import (
     COMPRESSION,
     FORMAT,
@@ -106,6 +114,7 @@ __all__ = [
     "SESSION_FORMAT",
     "SESSION_FULL",
     "SESSION_UNREADABLE",
+    "SHAPES_FORMAT",
     "STATE_GRACE_SECONDS",
     "UNGUARDED",
     "UNREADABLE",
@@ -128,6 +137,8 @@ __all__ = [
     "Sealer",
     "SessionRecord",
     "SessionSlot",
+    "ShapeFile",
+    "ShapeSync",
     "Store",
     "StoreReplayGuard",
     "Verdict",
@@ -142,6 +153,7 @@ __all__ = [
     "over_bound",
     "over_inflation",
     "paused_as",
+    "read_shapes",
     "record_asked",
     "session_digest",
     "stamped",
@@ -149,4 +161,5 @@ __all__ = [
     "thaw",
     "unavailable",
     "verdicts",
+    "write_shapes",
 ]

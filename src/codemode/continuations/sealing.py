@@ -30,6 +30,12 @@ SEAL_INFO = b"codemode/session/v1"
 """The HKDF label of the encryption key (request-state tokens use another)."""
 INDEX_INFO = b"codemode/session-index/v1"
 """The HKDF label of the index key, so the digest never reveals the encryption key's use."""
+PURPOSES: dict[str, tuple[bytes, bytes]] = {
+    "session": (SEAL_INFO, INDEX_INFO),
+    "shapes": (b"codemode/shapes/v1", b"codemode/shapes-index/v1"),
+}
+"""The HKDF labels (encryption, index) of each use of the secret: what one use sealed
+never opens as another's, and its digests are unrelated."""
 _VERSION = b"\x01"
 _NONCE_BYTES = 12
 _TAG_BYTES = 16
@@ -55,12 +61,15 @@ class Sealer:
     Without a secret it makes one now: what it seals then opens only in this process,
     which is right for a store of this process alone (`is_ephemeral` says so, and a shared
     store refuses such a sealer). A blob is a version byte, a 12-byte random nonce and the
-    AES-GCM ciphertext with its tag.
+    AES-GCM ciphertext with its tag. `purpose` picks the derivation labels (`PURPOSES`):
+    a session's and a learned shape's sealers share a secret and nothing else.
     """
 
-    def __init__(self, key: str | bytes | None) -> None:
+    def __init__(self, key: str | bytes | None, *, purpose: str = "session") -> None:
         if key is not None and not isinstance(key, str | bytes):
             raise TypeError("the sealing key must be a str or bytes")
+        if purpose not in PURPOSES:
+            raise ValueError(f"a sealer's purpose is one of {sorted(PURPOSES)}")
         secret = os.urandom(MIN_KEY_BYTES) if key is None else key
         material = _utf8(secret) if isinstance(secret, str) else bytes(secret)
         if len(material) < MIN_KEY_BYTES:
@@ -71,8 +80,9 @@ class Sealer:
             )
         self.is_ephemeral = key is None
         """Whether the secret was made here (nothing sealed opens in another process)."""
-        self._aead = AESGCM(_derive(material, SEAL_INFO))
-        self._index_key = _derive(material, INDEX_INFO)
+        seal_info, index_info = PURPOSES[purpose]
+        self._aead = AESGCM(_derive(material, seal_info))
+        self._index_key = _derive(material, index_info)
 
     def __repr__(self) -> str:
         return "Sealer(ephemeral)" if self.is_ephemeral else "Sealer()"  # never the secret
@@ -102,6 +112,7 @@ __all__ = [
     "INDEX_INFO",
     "KEY_VARIABLE",
     "MIN_KEY_BYTES",
+    "PURPOSES",
     "SEAL_INFO",
     "Sealer",
     "given_key",
