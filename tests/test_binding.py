@@ -16,7 +16,7 @@ from typing_extensions import TypedDict
 
 from codemode import CodeMode, CodeModeError, ErrorCode
 from codemode.authz import AllowAll, AuthorizationRequest
-from codemode.binding import explain
+from codemode.binding import close_key, explain
 from tests.conftest import run_error
 
 LOOKUP = "records.lookup"
@@ -308,3 +308,12 @@ def test_a_long_pattern_is_cut_and_a_regex_reads_as_a_raw_string() -> None:
     assert str(long) == (
         f"invalid capability arguments: argument \"long\" must match the pattern '^{'a' * 199}'..."
     )
+
+
+def test_one_did_you_mean_serves_the_preflight_and_the_runtime() -> None:
+    """The key, field and attribute hints of both come from `close_key`: the likely name
+    among those given (never the name itself), printable, else None."""
+    assert close_key("totl", ["items", "total"]) == 'did you mean "total"?'
+    assert close_key("total", ["total"]) is None
+    assert close_key("count", ["items", "total"]) is None
+    assert close_key("nme", ["n\u202eme"]) == 'did you mean "n\\u202eme"?'

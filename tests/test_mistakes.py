@@ -237,15 +237,16 @@ def test_two_mistakes_at_once_are_both_named(demo: CodeMode) -> None:
 def test_a_write_before_a_mistake_is_reported_as_done(demo: CodeMode, tmp_path: Path) -> None:
     source = (
         M + '    tags = instances.tag(sandbox="dev", name="db", tags=["seen"])\n'
-        "    page = instances.list()\n"
-        "    return page['count']\n"
-    )
+        "    page = instances.list(); rows = page\n"
+        "    return rows['count']\n"
+    )  # another name for the result: a mistake only the run finds (the preflight follows
+    # one name; tests/test_preflight_results.py has the same mistake refused before any call)
     with pytest.raises(CodeModeError) as caught:
         demo.execute(source, subject="model")
     assert caught.value.report() == (
         "invalid program: <codemode>:4:12: KeyError: 'count'; InstancePage has: items, total, "
         "next_offset\n"
-        "    return page['count']\n"
+        "    return rows['count']\n"
         "           ^^^^^^^^^^^^^\n"
         "After 2 completed capability calls: instances.tag(sandbox='dev', name='db', "
         "tags=['seen']) (line 2), instances.list (line 3); its effects stand."
@@ -260,19 +261,21 @@ def last_report_line(cm: CodeMode, body: str) -> str:
     return caught.value.report().splitlines()[-1]
 
 
+# Each body fails on a key only known as it runs (`str('count')`): a constant key the
+# result's declared shape lacks is refused before any call (tests/test_preflight_results.py).
 @pytest.mark.parametrize(
     ("body", "says"),
     [
         (  # a paging loop that never advanced: read-only, all the same, no effects
             "    for _ in range(3):\n        page = instances.list(sandbox='dev')\n"
-            "    return page['count']\n",
+            "    return page[str('count')]\n",
             "After 3 completed capability calls: instances.list x3 (line 3), all with the same "
             "arguments.",
         ),
         (  # a loop of writes: each one named, so a retry can skip them
             "    for name in ['api', 'db']:\n"
             "        instances.tag(sandbox='dev', name=name, tags=['x'])\n"
-            "    return instances.list()['count']\n",
+            "    return instances.list()[str('count')]\n",
             "After 3 completed capability calls: instances.tag(sandbox='dev', name='api', "
             "tags=['x']) (line 3), instances.tag(sandbox='dev', name='db', tags=['x']) (line 3), "
             "instances.list (line 4); their effects stand.",
@@ -280,7 +283,7 @@ def last_report_line(cm: CodeMode, body: str) -> str:
         (  # the same write twice: one entry, counted
             "    for _ in range(2):\n"
             "        instances.tag(sandbox='dev', name='api', tags=['x'])\n"
-            "    return instances.list()['count']\n",
+            "    return instances.list()[str('count')]\n",
             "After 3 completed capability calls: instances.tag(sandbox='dev', name='api', "
             "tags=['x']) x2 (line 3), instances.list (line 4); their effects stand.",
         ),
@@ -301,7 +304,7 @@ def last_report_line(cm: CodeMode, body: str) -> str:
         (  # offsets that only grow: no repeat to speak of
             "    for offset in range(3):\n"
             "        page = instances.list(sandbox='dev', offset=offset)\n"
-            "    return page['count']\n",
+            "    return page[str('count')]\n",
             "After 3 completed capability calls: instances.list x3 (line 3).",
         ),
     ],

@@ -57,6 +57,16 @@ def closest_name(name: str, declared: Iterable[str]) -> str | None:
     return matches[0] if matches else None
 
 
+def close_key(name: str, candidates: Iterable[str]) -> str | None:
+    """`did you mean "total"?` for the candidate `name` most likely meant, else None.
+
+    One function for every key, field and attribute hint, so the preflight and the
+    runtime word a mistake alike; the caller passes only names the reader may see.
+    """
+    found = difflib.get_close_matches(name, sorted(set(candidates) - {name}), n=1, cutoff=0.7)
+    return f'did you mean "{printable(found[0])}"?' if found else None
+
+
 def unknown_argument(name: str, hint: str | None, capability: Capability) -> str:
     """`unknown argument "nam"; did you mean "name"?`, else what the capability takes."""
     message = f"unknown argument {_quote(name)}"
@@ -463,6 +473,7 @@ __all__ = [
     "ValidatorError",
     "bind",
     "canonical",
+    "close_key",
     "closest_name",
     "explain",
     "literal_problem",

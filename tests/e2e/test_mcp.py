@@ -212,9 +212,9 @@ async def test_the_error_text_is_complete_for_clients_that_show_only_text(
 ) -> None:
     """The one text item carries the message, the line and caret, the program's frames,
     the calls that completed and what it printed; the structured form keeps the data."""
-    source = (
-        "def total(key):\n"
-        '    return records.lookup(key=key)["total"]\n'
+    source = (  # a key the preflight cannot know (a parameter's): the run finds it
+        'def total(key, field="total"):\n'
+        "    return records.lookup(key=key)[field]\n"
         "def main():\n"
         '    record = records.lookup(key="x", limit=2)\n'
         '    print("looked up", record["key"])\n'
@@ -226,11 +226,11 @@ async def test_the_error_text_is_complete_for_clients_that_show_only_text(
     assert isinstance(item, TextContent)
     assert item.text == (
         "invalid program: <codemode>:2:12: KeyError: 'total'; Record has: key, count\n"
-        '    return records.lookup(key=key)["total"]\n'
-        "           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+        "    return records.lookup(key=key)[field]\n"
+        "           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
         "Traceback (innermost last):\n"
         '  <codemode>:6:12 in main: return total("y")\n'
-        '  <codemode>:2:12 in total: return records.lookup(key=key)["total"]\n'
+        "  <codemode>:2:12 in total: return records.lookup(key=key)[field]\n"
         "After 2 completed capability calls: records.lookup x2 (lines 2, 4).\n"
         "Printed before the failure:\n"
         "looked up x"

@@ -126,6 +126,8 @@ class Node:
     past a budget is never closed."""
     record: str | None = None
     """Declared only: the class of a record, read by attribute (`r.field`)."""
+    title: str | None = None
+    """Declared only: the name of the TypedDict or record class, which messages name."""
     declared: bool = False
     """From a declared type: every name the level may have is known."""
 
@@ -200,6 +202,7 @@ def merge(a: Node, b: Node) -> Node:
         items=items,
         complete=a.complete and b.complete,
         record=a.record if a.record == b.record else None,
+        title=a.title if a.title == b.title else None,
         declared=a.declared and b.declared,
     )
     if is_map:

@@ -84,6 +84,7 @@ def _made(tp: Any, depth: int, memo: dict[tuple[int, int], tuple[Any, Node]]) ->
             keyed=1,
             fields=fields,
             record=tp.__name__ if is_record(tp) else None,
+            title=tp.__name__,
             declared=True,
         )
     return Node()

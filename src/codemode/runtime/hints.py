@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ast
 import builtins
-import difflib
 import importlib
 import re
 from collections.abc import Iterable, Mapping
@@ -22,6 +21,7 @@ from typing_extensions import is_typeddict
 
 from codemode import capabilities as t
 from codemode import syntax
+from codemode.binding import close_key
 from codemode.capabilities import NONE_AVAILABLE, Capability, namespace_hint
 from codemode.errors import Where, printable
 from codemode.language import INSTEAD, MODULES
@@ -161,14 +161,14 @@ def _hint(exc_type: str, message: str, known: Known, where: Where | None) -> str
             declared = _type_of(failing[0].value, failing[1], known.capabilities, 0)
         if is_typeddict(declared):
             keys = [f.name for f in t.fields_of(declared, result=True)]
-            close = _did_you_mean(found[1], keys)
+            close = close_key(found[1], keys)
             return close or f"{declared.__name__} has: {printable(', '.join(keys))}"
         held = None if failing is None else _held_keys(known, failing, found[1])
         if held is not None:
-            close = _did_you_mean(found[1], held)  # and the keys: a near name may not be meant
+            close = close_key(found[1], held)  # and the keys: a near name may not be meant
             listed = "the result has: " + printable(", ".join(held))
             return f"{close} {listed}" if close else listed
-        return _did_you_mean(found[1], known.vocabulary.keys | known.keys)
+        return close_key(found[1], known.vocabulary.keys | known.keys)
     if exc_type == "TypeError" and (found := _NOT_SUBSCRIPTABLE.match(message)):
         fields = known.vocabulary.objects.get(found[1])
         if fields:
@@ -208,7 +208,7 @@ def _name(name: str, known: Known, where: Where | None) -> str | None:
     candidates = known.names | known.roots | frozenset(MODULES)
     if not used_as_namespace:  # `x.attr` is a namespace, a module or a value, not a builtin
         candidates |= _builtin_names()
-    close = _did_you_mean(name, candidates)
+    close = close_key(name, candidates)
     if close is None and used_as_namespace and known.roots:
         return "the capability namespaces are " + ", ".join(sorted(known.roots))
     return close
@@ -279,7 +279,7 @@ def _module_attribute(module: str, attribute: str, known: Known) -> str | None:
         return None
     if attribute in real:
         return _unsupported(f"{module}.{attribute}", f"{module}.{attribute}")
-    return _did_you_mean(attribute, real)
+    return close_key(attribute, real)
 
 
 def _attribute(owner: str, attribute: str, known: Known, where: Where | None) -> str | None:
@@ -287,7 +287,7 @@ def _attribute(owner: str, attribute: str, known: Known, where: Where | None) ->
     if fields is not None:
         if attribute == "__dict__":
             return "turn a result object into a dict with vars(x)"
-        close = _did_you_mean(attribute, fields)
+        close = close_key(attribute, fields)
         return close or f"{owner} has: {printable(', '.join(fields))}"
     kind = _BUILTIN_TYPES.get(owner)
     if kind is None:
@@ -305,7 +305,7 @@ def _attribute(owner: str, attribute: str, known: Known, where: Where | None) ->
         if not called:  # the sandbox calls methods; it does not hand them out as values
             return f"{owner}.{attribute} is a method: call it, {value}.{attribute}(...)"
         return _unsupported(f"{owner}.{attribute}()", f"{owner}.{attribute}")
-    return _did_you_mean(attribute, [a for a in dir(kind) if not a.startswith("_")])
+    return close_key(attribute, [a for a in dir(kind) if not a.startswith("_")])
 
 
 def _written(text: str) -> str:
@@ -348,11 +348,6 @@ def _unsupported(what: str, key: str) -> str:
     instead = INSTEAD.get(key)
     text = f"{what} is not supported in the sandbox"
     return f"{text}: {instead}" if instead else text
-
-
-def _did_you_mean(name: str, candidates: Iterable[str]) -> str | None:
-    found = difflib.get_close_matches(name, sorted(set(candidates) - {name}), n=1, cutoff=0.7)
-    return f'did you mean "{printable(found[0])}"?' if found else None
 
 
 def _held_keys(known: Known, failing: tuple[ast.Subscript, ast.AST], key: str) -> list[str] | None:

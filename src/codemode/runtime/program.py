@@ -14,12 +14,12 @@ import functools
 import re
 import types
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from codemode import preflight, syntax
-from codemode.capabilities import Capability
+from codemode.capabilities import Capability, Shown, outline
 from codemode.errors import (
     PROGRAM_FILE,
     UNCAUGHT_CHECK,
@@ -132,14 +132,51 @@ class Refused:
     each: tuple[CodeModeError, ...]
 
 
-class Programs:
-    """Prepared programs by source, for one set of capabilities (small LRU cache)."""
+Learned = Callable[[], tuple[int, Mapping[str, preflight.Outline]]]
+"""The learned shapes worth checking, by capability name, and their version: a program
+checked under one version is checked again once the version changes."""
 
-    def __init__(self, capabilities: Mapping[str, Capability], size: int = 256) -> None:
+
+class Programs:
+    """Prepared programs by source, for one set of capabilities (small LRU cache).
+
+    The preflight checks a result's reads by its capability's declared type (outlined
+    once per set of capabilities) and by the shapes `outlines` answers, if given; a
+    declared shape is the one checked where both exist. `shown` says which learned
+    names the subject may read in a message.
+    """
+
+    def __init__(
+        self,
+        capabilities: Mapping[str, Capability],
+        size: int = 256,
+        outlines: Learned | None = None,
+        shown: Shown | None = None,
+    ) -> None:
         self.capabilities = capabilities
         self.roots = frozenset(name.split(".", 1)[0] for name in capabilities)
         self.size = size
-        self._cache: OrderedDict[str, Program | Refused] = OrderedDict()
+        self.outlines = outlines
+        self.shown = shown
+        self._cache: OrderedDict[tuple[str, int], Program | Refused] = OrderedDict()
+
+    @functools.cached_property
+    def declared(self) -> Mapping[str, preflight.Outline]:
+        """The outline of every declared result type that has a level to check."""
+        found = {}
+        for name, capability in self.capabilities.items():
+            node = outline(capability.result_annotation)
+            if node is not None:
+                found[name] = preflight.Outline(node)
+        return types.MappingProxyType(found)
+
+    def _shapes(self) -> tuple[int, Mapping[str, preflight.Outline]]:
+        if self.outlines is None:
+            return 0, self.declared
+        version, learned = self.outlines()
+        if not learned:
+            return version, self.declared
+        return version, {**learned, **self.declared}
 
     @functools.cached_property
     def vocabulary(self) -> Vocabulary:
@@ -177,17 +214,19 @@ class Programs:
         return [] if problem is None else [problem]
 
     def _prepared(self, source: str) -> Program | Refused:
-        found = self._cache.get(source)
+        version, shapes = self._shapes()
+        key = (source, version)
+        found = self._cache.get(key)
         if found is None:
-            found = self._prepare(source)
-            self._cache[source] = found
+            found = self._prepare(source, shapes)
+            self._cache[key] = found
             if len(self._cache) > self.size:
                 self._cache.popitem(last=False)
         else:
-            self._cache.move_to_end(source)
+            self._cache.move_to_end(key)
         return found
 
-    def _prepare(self, source: str) -> Program | Refused:
+    def _prepare(self, source: str, shapes: Mapping[str, preflight.Outline]) -> Program | Refused:
         lines = split_lines(source)
         if "\x00" in source:
             error = InvalidProgramError("the program contains a NUL character")
@@ -216,7 +255,9 @@ class Programs:
                 return _error([nested], lines, (), no_main=False)
             found = preflight.scan(tree)
             main, problems = _entry_point(tree, lines)
-            problems += preflight.check(tree, lines, self.capabilities, found)
+            problems += preflight.check(
+                tree, lines, self.capabilities, found, outlines=shapes, shown=self.shown
+            )
             functions = tuple(found.functions)
             if problems or main is None:
                 ordered = sorted(dict.fromkeys(problems), key=lambda p: (p.line, p.column))
@@ -386,4 +427,4 @@ def _syntax_error(source: str) -> CodeModeError | None:
     return None
 
 
-__all__ = ["NO_MAIN", "Program", "Programs", "Refused", "normalized", "split_lines"]
+__all__ = ["NO_MAIN", "Learned", "Program", "Programs", "Refused", "normalized", "split_lines"]

@@ -3,9 +3,10 @@
 Python's own parser reads the program; the checks look for what would certainly fail:
 calls to names under a capability namespace that are not capabilities, keyword arguments
 that do not match a signature, literal arguments of the wrong type, capability calls while
-the module loads, constructs the sandbox does not support, and what Python's own compiler
-refuses (`await` outside `async def`, `return` outside a function, ...), and nesting past the
-interpreter's own bound (`too_deep`). Where a check cannot be sure (a namespace name the program
+the module loads, a key or field a result's shape lacks (`results`), constructs the
+sandbox does not support, and what Python's own compiler refuses (`await` outside
+`async def`, `return` outside a function, ...), and nesting past the interpreter's own
+bound (`too_deep`). Where a check cannot be sure (a namespace name the program
 rebinds, `**kwargs`, values only known at run time) it stays silent and the runtime decides:
 the preflight never rejects a program that would have run correctly, but for one rule, the
 same in every program: a global named as a capability namespace is refused wherever it is
@@ -27,8 +28,9 @@ from typing import Any, Literal, get_args, get_origin
 from codemode import capabilities as t
 from codemode import syntax
 from codemode.binding import closest_name, literal_problem, unknown_argument
-from codemode.capabilities import Capability, Parameter, capability_hint
+from codemode.capabilities import Capability, Parameter, Shown, capability_hint
 from codemode.language import MISSING_MODULES, MODULES
+from codemode.preflight.results import Outline, check_results
 from codemode.scopes import global_bindings
 
 SANDBOX_MODULES = frozenset(MODULES) | {"os", "sys", "pathlib"}
@@ -157,8 +159,12 @@ def check(
     lines: tuple[str, ...],
     capabilities: Mapping[str, Capability],
     found: Scan | None = None,
+    outlines: Mapping[str, Outline] | None = None,
+    shown: Shown | None = None,
 ) -> list[Problem]:
-    """Every problem the preflight is sure of, in source order."""
+    """Every problem the preflight is sure of, in source order: with `outlines`, the
+    reads of a result its shape says fail too (`results.check_results`), beside the
+    argument mistakes, so one reply names them all."""
     found = found or scan(tree)
     roots = {name.split(".", 1)[0] for name in capabilities}
     namespaces = {n.rsplit(".", i)[0] for n in capabilities for i in range(1, n.count(".") + 1)}
@@ -171,6 +177,9 @@ def check(
         checker.report(node, message)
     for call in found.calls:
         checker.check_call(call)
+    if outlines and found.calls:
+        for read in check_results(tree, lines, outlines, checker.roots, shown, found.calls):
+            checker.report(read.node, read.message)
     if not checker.problems:  # a compiler message beside the checks' own would be noise
         checker.compiles(tree)
     unique = list(dict.fromkeys(checker.problems))
@@ -549,6 +558,7 @@ __all__ = [
     "MAX_NESTING",
     "NESTED_TOO_DEEPLY",
     "PARSER_NESTING",
+    "Outline",
     "Problem",
     "Scan",
     "check",
