@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any, NotRequired
 
 import pytest
+from click.testing import CliRunner
 from typing_extensions import TypedDict
 
 from codemode import CodeMode, CodeModeError, InvalidProgramError, preflight, syntax
 from codemode.authz import AllowAll
 from codemode.capabilities import Capability, Node, merge, observe, shown_to, subject_digest
+from codemode.cli import main
 from codemode.demo import create
 from codemode.preflight import Outline
 from codemode.runtime.program import Programs, split_lines
@@ -319,7 +322,7 @@ def test_an_argument_and_a_result_key_mistake_come_in_one_reply_before_any_call(
     assert calls == ["tag", "page"]
 
 
-def test_a_write_before_a_wrong_key_no_longer_runs(tmp_path: Any) -> None:
+def test_a_write_before_a_wrong_key_no_longer_runs(tmp_path: Path) -> None:
     """What once failed after its write (tests/test_mistakes.py) is refused before it."""
     source = (
         M + '    tags = instances.tag(sandbox="dev", name="db", tags=["seen"])\n'
@@ -335,3 +338,15 @@ def test_a_write_before_a_wrong_key_no_longer_runs(tmp_path: Any) -> None:
             "    return page['count']\n"
             "           ^^^^^^^^^^^^^"
         )
+
+
+def test_codemode_check_reports_a_result_key_as_execute_refuses_it(tmp_path: Path) -> None:
+    path = tmp_path / "program.py"
+    path.write_text('def main():\n    r = records.lookup(key="a")\n    return r["cont"]\n')
+    result = CliRunner().invoke(main, ["check", "tests.conftest:build_host", str(path)])
+    assert (result.exit_code, result.stderr) == (1, "")
+    assert result.stdout == (
+        "invalid program: <codemode>:3:12: KeyError: 'cont'; did you mean \"count\"?\n"
+        '    return r["cont"]\n'
+        "           ^^^^^^^^^\n"
+    )
