@@ -1,7 +1,7 @@
 """Run the benchmarks, print the summaries, write results/latest.json, results.md and a plot.
 
 `uv run python -m benchmarks [suite ...]` (suites: engine, authoring, catalog, mcp, shape, gateway, context, policy, openapi,
-approvals, sessions, peers).
+approvals, sessions, peers, shapes).
 Every figure is a median of at least 30 samples after a warm-up, and every claim is a
 ratio taken in the same run, because these machines are small and shared.
 
@@ -55,6 +55,7 @@ SUITES = {
     "approvals": Suite("approvals"),
     "sessions": Suite("sessions"),
     "peers": Suite("peers", needs=("fastmcp", "smolagents")),
+    "shapes": Suite("shapes"),
 }
 PLOT_NEEDS = ("matplotlib",)
 

@@ -1,7 +1,10 @@
 """What a model reads before its first execute: the tools list, one search and the
-describes of what the task needs, for the demo and for the npm filesystem server behind
-code mode; the compact describe beside the one with JSON Schemas (the form before it was
-compact), in one run."""
+describes of what the task needs, for the demo and for the npm filesystem and memory
+servers behind code mode; the compact describe beside the one with JSON Schemas (the form
+before it was compact), in one run. Where code mode learns result shapes, a third figure:
+the compact describe of the same servers behind the relay that declares no result shape
+(`benchmarks.undeclared`), after the `shapes` suite's tasks ran once, so describe shows
+what was observed."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from benchmarks import shapes
 from benchmarks.gateway import BIN
 from codemode import CodeMode
 from codemode.authz import AllowAll
@@ -20,6 +24,9 @@ from codemode.types import JSONObject, JSONValue
 
 DEMO_NEEDS = ("instances.list", "instances.get", "owners.get", "sandboxes.list")
 FS_NEEDS = ("fs.list_directory", "fs.read_text_file", "fs.write_file", "fs.search_files")
+MEMORY_NEEDS = ("memory.read_graph", "memory.open_nodes", "memory.add_observations")
+NEEDS = {"demo": DEMO_NEEDS, "filesystem": FS_NEEDS, "memory": MEMORY_NEEDS}
+QUERIES = {"demo": "instances", "filesystem": "read file", "memory": "graph"}
 
 
 def _read(cm: CodeMode, query: str, names: tuple[str, ...], *, schemas: bool) -> dict[str, int]:
@@ -46,22 +53,54 @@ def _both(cm: CodeMode, query: str, names: tuple[str, ...]) -> dict[str, Any]:
     }
 
 
+def _observed(results: dict[str, Any]) -> None:
+    """Add the compact figures of the relayed servers once the tasks taught their shapes."""
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder).resolve()
+        with shapes.servers(root, relayed=True, learning=True) as cm:
+            shapes.run_tasks(cm, root)
+            for name in ("filesystem", "memory"):
+                observed = _read(cm, QUERIES[name], NEEDS[name], schemas=False)
+                results[name] |= {"observed": observed, "observed_total": sum(observed.values())}
+
+
 def run() -> dict[str, Any]:
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as folder:
         with create(Path(folder) / "demo.sqlite3") as demo:
-            results["demo"] = _both(demo, "instances", DEMO_NEEDS)
+            results["demo"] = _both(demo, QUERIES["demo"], DEMO_NEEDS)
         server = BIN / "mcp-server-filesystem"
         if server.exists():
             with CodeMode(authorizer=AllowAll()) as fs:
                 fs.add_mcp_server("fs", command=str(server), args=[folder])
-                results["filesystem"] = _both(fs, "read file", FS_NEEDS)
+                results["filesystem"] = _both(fs, QUERIES["filesystem"], FS_NEEDS)
+        server = BIN / "mcp-server-memory"
+        if server.exists():
+            with CodeMode(authorizer=AllowAll()) as memory:
+                env = {"MEMORY_FILE_PATH": str(Path(folder) / "memory.jsonl")}
+                memory.add_mcp_server("memory", command=str(server), env=env)
+                results["memory"] = _both(memory, QUERIES["memory"], MEMORY_NEEDS)
     summary = [
         f"context a model reads for the {name} (tools/list + 1 search + 1 describe of "
-        f"{len(DEMO_NEEDS if name == 'demo' else FS_NEEDS)}): {r['compact_total']} bytes, "
+        f"{len(NEEDS[name])}): {r['compact_total']} bytes, "
         f"{r['with_schemas_total']} with JSON Schemas in describe ({r['ratio']:.2f}x)"
         for name, r in results.items()
     ]
-    if "filesystem" not in results:
-        summary.append("filesystem: skipped (the npm filesystem server is not installed)")
+    summary += [
+        f"{name}: skipped (the npm {name} server is not installed)"
+        for name in ("filesystem", "memory")
+        if name not in results
+    ]
+    if shapes.LEARNS and {"filesystem", "memory"} <= results.keys():
+        _observed(results)
+        summary += [
+            f"{name} with no result shape declared, after the shapes tasks ran once: "
+            f"{results[name]['observed_total']} bytes, describe showing the observed shapes"
+            for name in ("filesystem", "memory")
+        ]
+    else:
+        summary.append(
+            "observed: not measured: this codemode does not learn result shapes yet "
+            "(no `CodeMode(shapes=...)`)"
+        )
     return {**results, "summary": summary}
