@@ -12,6 +12,7 @@ import importlib
 import json
 import os
 import sys
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,32 @@ def load_proxy(config: str) -> CodeMode:
             cm.close()
             raise
     return cm
+
+
+class _Blank(Mapping[str, str]):
+    """An environment where every variable is set and empty (a default applies)."""
+
+    def __getitem__(self, name: str) -> str:
+        return ""
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+def proxy_namespaces(config: str) -> list[str]:
+    """The namespaces of an `mcpServers` file's enabled servers and REST APIs, in file
+    order, starting or reading none of them, and without the environment: `${VAR}` reads
+    as empty, so whoever lists what was learned under them needs none of their secrets."""
+    from codemode.sources import ConfigError, load_config
+
+    try:
+        entries = load_config(config, _Blank())
+    except ConfigError as exc:
+        raise LoadError(str(exc)) from None
+    return [entry.namespace for entry in entries]
 
 
 def load_cedar(cm: CodeMode, policy_file: str, entities_file: str | None) -> Authorizer:
@@ -189,4 +216,5 @@ __all__ = [
     "load_cedar",
     "load_proxy",
     "load_rego",
+    "proxy_namespaces",
 ]

@@ -91,6 +91,10 @@ class ServeConfig:
     be the same URL."""
     sessions: bool = True
     """False turns the app's sessions off (True keeps the app's own setting)."""
+    shapes: str | None = None
+    """The file the app keeps the result shapes it learns in (`CodeMode(shapes=...)`):
+    read at the start, so a restarted server knows what it learned (None keeps the
+    app's own)."""
     app: Callable[[], CodeMode] | None = None
     """Builds the app again, as each server process of `serve_reloading` does, so that a
     changed file is read; only `serve_reloading` needs it."""
@@ -410,9 +414,9 @@ def check_store_key(cm: CodeMode, config: ServeConfig) -> None:
 
 
 def _configure(cm: CodeMode, config: ServeConfig) -> None:
-    """Apply the store, policy and audit log of `config` to `cm`; nothing when it has
-    none (a CodeMode in use refuses `configure`). ValueError for a shared store without
-    a key (`check_store_key`)."""
+    """Apply the store, sessions, shapes file, policy and audit log of `config` to `cm`;
+    nothing when it has none (a CodeMode in use refuses `configure`). ValueError for a
+    shared store without a key (`check_store_key`)."""
     if (url := config.shared_store) is not None:
         from codemode.continuations import RedisStore, StoreReplayGuard, given_key
 
@@ -432,6 +436,8 @@ def _configure(cm: CodeMode, config: ServeConfig) -> None:
             )
     if not config.sessions:
         cm.sessions = False
+    if config.shapes is not None:
+        cm.shapes = config.shapes  # type: ignore[attr-defined]  # CodeMode(shapes=...)
     if config.policy is None and not config.hide_forbidden and config.audit_log is None:
         return
     authorizer = None if config.policy is None else config.policy(cm)

@@ -180,3 +180,17 @@ def test_each_entry_becomes_the_source_its_section_names(tmp_path: Path) -> None
         ("OpenApi", "pets"),
     ]
     assert [isinstance(s, Source) for s in sources] == [True, True]
+
+
+def test_an_entry_knows_the_namespace_its_source_takes(tmp_path: Path) -> None:
+    """What `codemode shapes` lists under, known without making the source."""
+    path = write(
+        tmp_path,
+        {
+            "mcpServers": {"my-fs": {"command": "x"}, "off": {"command": "x", "disabled": True}},
+            "openApi": {"2pets": {"spec": "missing.yaml"}},
+        },
+    )
+    entries = load_config(path, {})
+    assert [e.namespace for e in entries] == ["my_fs", "api_2pets"]
+    assert [e.namespace for e in entries] == [e.source().name for e in entries]

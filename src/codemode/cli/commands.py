@@ -1,5 +1,5 @@
-"""The commands, `codemode serve | proxy | demo | run | check | search | describe`: the only
-module that prints or picks exit codes.
+"""The commands, `codemode serve | proxy | demo | run | check | search | describe | shapes`:
+the only module that prints or picks exit codes.
 
 Streams: a command's answer goes to stdout (a result; the errors a program has, in the
 form the model reads them, for `run`, `check` and `describe` alike; search and describe
@@ -7,10 +7,10 @@ JSON; a server's banner); what is said to the operator goes to stderr (the host 
 usage errors, a subject that sees nothing; the stdio banner, since stdout carries the
 protocol there).
 
-Exit codes: 0 success, 1 the program failed, `check` found problems or `describe` no
-capability (or the server could not start), 2 usage error, 130 stopped by Ctrl-C. Every
-option can also come from the environment: `CODEMODE_<COMMAND>_<OPTION>`, e.g.
-`CODEMODE_SERVE_PORT=9000`.
+Exit codes: 0 success, 1 the program failed, `check` found problems, `describe` no
+capability or `shapes --name` no shape (or the server could not start), 2 usage error or
+a shapes file `shapes` cannot read, 130 stopped by Ctrl-C. Every option can also come
+from the environment: `CODEMODE_<COMMAND>_<OPTION>`, e.g. `CODEMODE_SERVE_PORT=9000`.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from codemode.cli.options import (
     PORT,
     ROOT_PATH,
     SETUP,
+    SHAPES,
     checked_tokens,
     http_only,
     refuse_open,
@@ -59,13 +60,22 @@ from codemode.loading import (
     app_folder,
     load_app,
     load_proxy,
+    proxy_namespaces,
 )
 from codemode.serving import ServeConfig, Transport
 
 
-def _load_app(spec: str) -> CodeMode:
+def _load_app(spec: str, shapes: str | None = None) -> CodeMode:
+    """The app `spec` names, keeping its learned shapes in the file `shapes` when given."""
     with _loading():
-        return load_app(spec)
+        cm = load_app(spec)
+        if shapes is not None:
+            try:
+                cm.shapes = shapes  # type: ignore[attr-defined]  # CodeMode(shapes=...)
+            except BaseException:  # an unreadable file: the app is not used
+                cm.close()
+                raise
+        return cm
 
 
 @contextlib.contextmanager
@@ -306,10 +316,11 @@ class _Reloaded:
 @click.argument("app")
 @click.argument("file", type=click.File("rb"))
 @click.option("--subject", default="local", show_default=True)
-def run(app: str, file: Any, subject: str) -> None:
+@SHAPES
+def run(app: str, file: Any, subject: str, shapes: str | None) -> None:
     """Run the program in FILE against APP and print its result, or the error as the
     model reads it."""
-    cm = _load_app(app)
+    cm = _load_app(app, shapes)
     try:
         with _loading():
             _say_if_blind(cm, subject)
@@ -328,10 +339,12 @@ def run(app: str, file: Any, subject: str) -> None:
 @click.argument("app")
 @click.argument("file", type=click.File("rb"))
 @click.option("--subject", default="local", show_default=True)
-def check(app: str, file: Any, subject: str) -> None:
+@SHAPES
+def check(app: str, file: Any, subject: str, shapes: str | None) -> None:
     """Check the program in FILE against APP without running it (the static preflight),
-    and print each problem as `run` prints an error."""
-    with _load_app(app) as cm, _loading():
+    and print each problem as `run` prints an error; with --shapes, a result key the
+    learned shapes lack too, as execute refuses it."""
+    with _load_app(app, shapes) as cm, _loading():
         _say_if_blind(cm, subject)
         errors = cm.check(_program_text(file), subject=subject)
     for error in errors:
@@ -415,11 +428,13 @@ def search(app: str, query: str, subject: str, offset: int) -> None:
 @click.argument("name")
 @click.option("--subject", default="local", show_default=True)
 @click.option("--schemas", is_flag=True, help="Add the JSON Schemas, as describe_api's schemas.")
-def describe(app: str, name: str, subject: str, schemas: bool) -> None:
-    """Show what describe_api answers for the capability NAME."""
+@SHAPES
+def describe(app: str, name: str, subject: str, schemas: bool, shapes: str | None) -> None:
+    """Show what describe_api answers for the capability NAME (with --shapes, the result
+    shape learned for it too)."""
     from codemode.payloads import describe_payload
 
-    cm = _load_app(app)
+    cm = _load_app(app, shapes)
     try:
         with _loading():
             _say_if_blind(cm, subject)
@@ -430,6 +445,47 @@ def describe(app: str, name: str, subject: str, schemas: bool) -> None:
         sys.exit(1)
     finally:
         cm.close()
+
+
+@main.command()
+@click.argument("config", type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "--shapes",
+    "file",
+    metavar="FILE",
+    required=True,
+    envvar="CODEMODE_SHAPES",
+    show_envvar=True,
+    help="The shapes file a server kept (its --shapes).",
+)
+@click.option(
+    "--name", help="Print this capability's schema alone, ready to paste as its outputSchema."
+)
+def shapes(config: str, file: str, name: str | None) -> None:
+    """Print the result shapes learned in FILE for the capabilities of CONFIG's servers
+    and REST APIs (starting none of them), as JSON Schema by capability, with the number
+    of results each was learned from. A shape whose result is not an object, which MCP's
+    outputSchema must be, is named on stderr."""
+    from codemode.cli.shapes import learned_under, listing, missing
+
+    with _loading():
+        under = proxy_namespaces(config)
+    try:
+        found = learned_under(file, under)
+    except ValueError as exc:  # one line, not a usage text: the file is the problem
+        click.echo(for_terminal(f"Error: {exc}"), err=True)
+        sys.exit(2)
+    if name is not None:
+        named = [printed for printed in found if printed.name == name]
+        if not named:
+            click.echo(for_terminal(f"codemode: {missing(name, file, found)}"), err=True)
+            sys.exit(1)
+        found = named
+    for printed in found:
+        if not printed.is_object:
+            click.echo(for_terminal(f"codemode: {printed.warning()}"), err=True)
+    shown = found[0].schema if name is not None else listing(found)
+    click.echo(json.dumps(shown, indent=2))
 
 
 __all__ = ["main"]

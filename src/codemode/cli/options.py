@@ -100,6 +100,19 @@ ALLOWED_HOST = click.option(
 )
 
 
+SHAPES = click.option(
+    "--shapes",
+    metavar="FILE",
+    type=click.Path(dir_okay=False),
+    envvar="CODEMODE_SHAPES",
+    show_envvar=True,
+    help="The JSON file where the result shapes learned from capabilities that declare "
+    "none (an MCP tool without outputSchema, a REST operation without a response schema) "
+    "are kept: read at the start, so describe and the preflight know them before any "
+    "call, and written as more is learned (default: this process only).",
+)
+
+
 def serve_options(command: Any) -> Any:
     """The options `serve` and `proxy` share."""
     options = [
@@ -165,6 +178,7 @@ def serve_options(command: Any) -> Any:
             "the same CODEMODE_REQUEST_STATE_KEY, which seals what is kept there. Needs the "
             "codemode[redis] extra.",
         ),
+        SHAPES,
         click.option(
             "--no-sessions",
             is_flag=True,
@@ -197,7 +211,7 @@ POLICY_OPTIONS = (
     "hide_forbidden",
 )
 """The options of `serve` that name the policy (`PolicyFiles`)."""
-SETUP = ("token_file", *POLICY_OPTIONS, "audit_log", "no_sessions")
+SETUP = ("token_file", *POLICY_OPTIONS, "audit_log", "shapes", "no_sessions")
 """The options of `serve` that configure the app rather than the server."""
 
 
@@ -223,6 +237,7 @@ __all__ = [
     "PORT",
     "ROOT_PATH",
     "SETUP",
+    "SHAPES",
     "TRANSPORT",
     "checked_tokens",
     "http_only",

@@ -66,6 +66,12 @@ class ServerEntry:
             return OpenApi(self.name, **self.options)
         return McpServer(self.name, **self.options)
 
+    @property
+    def namespace(self) -> str:
+        """The namespace its capabilities are named under (`my-fs` -> `my_fs`): the name
+        its source takes, known without making it."""
+        return namespace(self.name, OpenApi.kind if self.kind == "openapi" else McpServer.kind)
+
 
 _STRING = "a string"
 _STRINGS = "a list of strings"
