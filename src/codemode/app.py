@@ -9,6 +9,7 @@ from typing import Any, Literal, TypeVar
 
 from codemode.authz import Authorizer
 from codemode.capabilities import (
+    CHECKED_AFTER,
     CapabilityInfo,
     Catalog,
     Resolver,
@@ -18,12 +19,13 @@ from codemode.capabilities import (
 )
 from codemode.clock import Clock
 from codemode.continuations import Approver, Paused, ReplayGuard, Store
-from codemode.discovery import Discovery, describe
+from codemode.discovery import Discovery
 from codemode.engine_slot import EngineSlot
 from codemode.errors import CodeModeError
 from codemode.events import EventHandler
 from codemode.limits import Limits
 from codemode.options import (
+    Configured,
     Options,
     checked_disabled,
     checked_guard,
@@ -33,13 +35,14 @@ from codemode.options import (
 from codemode.running import Runner, last_resort
 from codemode.runtime import ExecutionResult, Sandbox
 from codemode.sessions import Sessions
+from codemode.shaping import Shapes
 from codemode.sources import Source
 from codemode.sourcing import Sources
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class CodeMode:
+class CodeMode(Configured):
     """A set of capabilities that programs can call, under an authorizer and limits.
 
     **Parameters:**
@@ -68,6 +71,9 @@ class CodeMode:
       and the secret (`CODEMODE_REQUEST_STATE_KEY` if omitted) sealing paused programs
       and sessions; this process's own unless given (docs/guides/deployment.md).
     - `sessions`: whether programs may run in sessions (`execute(session=...)`).
+    - `shapes`, `shapes_checked_after`: learn the result shapes of capabilities that
+      declare none (True, in memory and the store; False: off), or keep them in this
+      file too; how many results a shape needs before a key it lacks is refused.
     """
 
     def __init__(
@@ -89,6 +95,8 @@ class CodeMode:
         request_state_key: str | bytes | None = None,
         store: Store | str | None = None,
         sessions: bool = True,
+        shapes: bool | str | os.PathLike[str] = True,
+        shapes_checked_after: int = CHECKED_AFTER,
     ) -> None:
         disabled = checked_disabled(disabled)
         self._options = Options(
@@ -109,39 +117,21 @@ class CodeMode:
         self.request_state_key = request_state_key
         self._frozen = False  # from the first use on, the options are what it was built with
         self.catalog = Catalog(disabled)
-        self._engines = EngineSlot(self)
+        self._shapes = Shapes(
+            shapes,
+            checked_after=shapes_checked_after,
+            store=self.store,
+            key=request_state_key,
+            catalog=self.catalog,
+        )
+        self._engines = EngineSlot(self, self._shapes.book)
         self._discovery = Discovery(self.catalog, self._engines.engine, lambda: self.clock)
         self._runner = Runner(self, lambda: self._options, self._engines, self._discovery)
-        self._sources = Sources(self.catalog)  # the host's functions and every added source
+        self._sources = Sources(self.catalog, companion=self._shapes)  # functions, each source
         self._sessions = Sessions(self, self._runner)
 
     def __repr__(self) -> str:
         return f"CodeMode(name={self.name!r}, capabilities={len(self.catalog.enabled)})"
-
-    @property
-    def authorizer(self) -> Authorizer:
-        """Decides every capability call."""
-        return self._options.authorizer
-
-    @property
-    def hide_forbidden(self) -> bool:
-        """Whether discovery shows a subject only what it could be allowed to call."""
-        return self._options.hide_forbidden
-
-    @property
-    def on_event(self) -> EventHandler | None:
-        """Receives every audit event."""
-        return self._options.on_event
-
-    @property
-    def trace_arguments(self) -> bool:
-        """Whether call spans record argument values."""
-        return self._options.trace_arguments
-
-    @property
-    def disclose_limits(self) -> bool:
-        """Whether a limit error names its bound and the amount reached."""
-        return self._options.disclose_limits
 
     @property
     def is_closed(self) -> bool:
@@ -332,7 +322,7 @@ class CodeMode:
         visible name, so a disabled or hidden name gets the same answer as one that never
         existed.
         """
-        return describe(self.visible(subject), name)
+        return self._shapes.described(self.visible(subject), name, subject)
 
     async def search_async(
         self, query: str, *, limit: int = 20, offset: int = 0, subject: str | None = None
@@ -350,7 +340,7 @@ class CodeMode:
         with last_resort("search or describe"):
             self._freeze()
             view = await self._discovery.visible_async(self._options, subject)
-            return describe(view[1], name)
+            return self._shapes.described(view[1], name, subject)
 
     def visible(self, subject: str | None = None) -> View:
         """The capabilities `subject` can see: all enabled ones unless `hide_forbidden`."""

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
-from codemode.capabilities import Snapshot, View
+from codemode.capabilities import ShapeBook, Snapshot, View
 from codemode.continuations import PausedState, SessionSlot, Verdict
 from codemode.errors import ExecutionCanceledError, InvalidRequestError, UnauthenticatedError
 from codemode.limits import Limits
@@ -45,8 +45,10 @@ class EngineSettings(Protocol):
 class EngineSlot:
     """At most one engine, started from `settings` when first needed, until `close()`."""
 
-    def __init__(self, settings: EngineSettings) -> None:
+    def __init__(self, settings: EngineSettings, shapes: ShapeBook | None = None) -> None:
         self._settings = settings
+        self.shapes = shapes
+        """The book the engine's calls learn result shapes into (None: learning is off)."""
         self._lock = threading.Lock()
         self._engine: Engine | None = None
         self._closed = False
@@ -75,7 +77,11 @@ class EngineSlot:
                 settings = self._settings
                 sandbox = settings.sandbox or MontySandbox(settings.limits, settings.worker_binary)
                 self._engine = Engine(
-                    settings.limits, sandbox, clock=settings.clock, host_loop=settings.host_loop
+                    settings.limits,
+                    sandbox,
+                    clock=settings.clock,
+                    host_loop=settings.host_loop,
+                    shapes=self.shapes,
                 )
             return self._engine
 

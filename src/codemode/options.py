@@ -76,6 +76,37 @@ class Options:
         return self.authorizer
 
 
+class Configured:
+    """What a CodeMode reads back of the one `Options` it holds (`configure` replaces it)."""
+
+    _options: Options
+
+    @property
+    def authorizer(self) -> Authorizer:
+        """Decides every capability call."""
+        return self._options.authorizer
+
+    @property
+    def hide_forbidden(self) -> bool:
+        """Whether discovery shows a subject only what it could be allowed to call."""
+        return self._options.hide_forbidden
+
+    @property
+    def on_event(self) -> EventHandler | None:
+        """Receives every audit event."""
+        return self._options.on_event
+
+    @property
+    def trace_arguments(self) -> bool:
+        """Whether call spans record argument values."""
+        return self._options.trace_arguments
+
+    @property
+    def disclose_limits(self) -> bool:
+        """Whether a limit error names its bound and the amount reached."""
+        return self._options.disclose_limits
+
+
 def check_authorizer(authorizer: object, hide_forbidden: bool) -> None:
     """TypeError for an authorizer a CodeMode cannot use."""
     if authorizer is None or not callable(authorizer):
@@ -156,6 +187,7 @@ def checked_guard(
 
 
 __all__ = [
+    "Configured",
     "Options",
     "check_authorizer",
     "checked_disabled",

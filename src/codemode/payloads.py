@@ -62,12 +62,19 @@ def describe_payload(info: CapabilityInfo, *, schemas: bool = False) -> JSONObje
         }
         for p in info.parameters
     ]
-    payload["result"] = {
+    result: JSONObject = {
         "type": info.result.type,
         "read_as": info.result.read_as,
         **({"doc": info.result.doc} if info.result.doc else {}),
         **({"format": info.result.format} if info.result.format else {}),
     }
+    observed = info.result.observed
+    if observed is not None:  # learned from its results: marked as such, never a promise
+        learned: JSONObject = {"shape": observed.shape, "results": observed.results}
+        if schemas:
+            learned["schema"] = observed.schema
+        result["observed"] = learned
+    payload["result"] = result
     payload["shapes"] = list(info.shapes)
     if info.example:
         payload["example"] = info.example

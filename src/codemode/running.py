@@ -119,7 +119,10 @@ class Runner:
         if written > limits.max_source_bytes:
             return [exceeded(LimitKind.SOURCE_SIZE, limits, amount=size(written))]
         view = self._discovery.visible(self._options(), subject)[1]
-        return Programs(view).check(source)
+        book = self._engines.shapes
+        if book is None:
+            return Programs(view).check(source)
+        return Programs.learning(view, book, subject).check(source)
 
     def admit(self, subject: str) -> Clock:
         return self._engines.engine_for(subject).clock

@@ -6,7 +6,9 @@ calls: the source's namespace is checked and taken, it is opened on the sources'
 thread of its own, started with the first source added), and what it offers enters the
 catalog all at once, or it is closed and nothing of it stays. Its change stream is then
 followed on that loop, each offer checked by the policy as it replaces the source's
-capabilities (`Catalog.change`), and `close` ends every stream, then every source.
+capabilities (`Catalog.change`), and `close` ends every stream, then every source. A
+`Companion` (the learned shapes' keeping) lives on the same loop from its start and is
+closed last, after the sources.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import logging
 import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import anyio.abc
@@ -68,6 +70,15 @@ class Functions:
         """Nothing to close: host code is never stopped from here."""
 
 
+class Companion(Protocol):
+    """Work that lives beside the sources: `run` on their loop from the moment it starts
+    (cancelled when it stops), `close` once the sources are closed."""
+
+    async def run(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
 CLOSE_GRACE_SECONDS = 10.0
 """How long closing waits for the sources to close, and then for their loop to stop, before
 it leaves what is still running behind (and says so in the host log): a source is host
@@ -90,8 +101,14 @@ class _Added:
 class Sources:
     """Adds, follows and closes the sources of one catalog (see the module docstring)."""
 
-    def __init__(self, catalog: Catalog, grace: float = CLOSE_GRACE_SECONDS) -> None:
+    def __init__(
+        self,
+        catalog: Catalog,
+        grace: float = CLOSE_GRACE_SECONDS,
+        companion: Companion | None = None,
+    ) -> None:
         self.catalog = catalog
+        self.companion = companion
         self.grace = grace
         """`CLOSE_GRACE_SECONDS`, or less in tests."""
         self.functions = Functions(catalog)
@@ -108,9 +125,15 @@ class Sources:
 
     def _running(self) -> _Portal:
         with self._lock:
-            if self._portal is None:
-                self._portal = _Portal()
-            return self._portal
+            return self._started()
+
+    def _started(self) -> _Portal:
+        """The portal, started now (with the companion's run) if it was not; under the lock."""
+        if self._portal is None:
+            self._portal = _Portal()
+            if self.companion is not None:
+                self._portal.spawn(self.companion.run)
+        return self._portal
 
     def add(self, source: Source) -> list[Capability]:
         """Open `source` and put what it offers in the catalog; RegistrationError (and
@@ -138,9 +161,7 @@ class Sources:
                     f"give the {noun} another name"
                 )
             added = self._added[name] = _Added(source, name, what)
-            if self._portal is None:
-                self._portal = _Portal()
-            portal = self._portal
+            portal = self._started()
         try:
             portal.call(source.open)
             offered = list(source.capabilities())
@@ -215,8 +236,17 @@ class Sources:
             self._closed = True
             added, self._added = list(self._added.values()), {}
             portal, self._portal = self._portal, None
-        if portal is None:
-            return
+        try:
+            if portal is not None:
+                self._close(portal, added)
+        finally:
+            if self.companion is not None:
+                try:
+                    self.companion.close()
+                except Exception:
+                    log.exception("closing beside the sources failed")
+
+    def _close(self, portal: _Portal, added: list[_Added]) -> None:
         portal.stop_following()
         closing = portal.start(_close_all, [a.source for a in added])
         try:
@@ -343,4 +373,4 @@ async def _guarded(function: Callable[..., Any], *args: Any) -> None:
         log.exception("source task %s failed", getattr(function, "__qualname__", function))
 
 
-__all__ = ["CLOSE_GRACE_SECONDS", "Functions", "Sources", "describe"]
+__all__ = ["CLOSE_GRACE_SECONDS", "Companion", "Functions", "Sources", "describe"]

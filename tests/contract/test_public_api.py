@@ -48,6 +48,7 @@ def test_codemode_exports() -> None:
         "KeptState",
         "Limits",
         "NotFoundError",
+        "Observed",
         "Parameter",
         "ParameterInfo",
         "PermissionDeniedError",

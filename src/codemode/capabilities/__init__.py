@@ -8,7 +8,7 @@ from codemode.capabilities.catalog import Catalog, Snapshot, View
 from codemode.capabilities.constraints import Declared, declared, shown
 from codemode.capabilities.entities import Entity, Resolver
 from codemode.capabilities.hints import HINTS, complete_hints
-from codemode.capabilities.info import CapabilityInfo, ParameterInfo, ResultInfo
+from codemode.capabilities.info import CapabilityInfo, Observed, ParameterInfo, ResultInfo
 from codemode.capabilities.naming import (
     RESERVED_ROOTS,
     capability_hint,
@@ -93,6 +93,7 @@ __all__ = [
     "Kind",
     "Learned",
     "Node",
+    "Observed",
     "Parameter",
     "ParameterInfo",
     "Projected",

@@ -106,6 +106,20 @@ class ParameterInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class Observed:
+    """The shape learned from a capability's own results, when it declares none: what
+    came back, not a promise (a name marked `?` was missing from some)."""
+
+    shape: str
+    """The learned shape in notation: `dict {name: str, size: int, tags?: list[str]}`,
+    a map `dict[str, int]` (its keys are data, never shown)."""
+    results: int
+    """How many results it was learned from."""
+    schema: JSONObject
+    """The same as JSON Schema (Draft 2020-12), without counts."""
+
+
+@dataclass(frozen=True, slots=True)
 class ResultInfo:
     """What a call of the capability returns."""
 
@@ -116,6 +130,9 @@ class ResultInfo:
     format: str | None = None
     """Each type in it that crosses as text, and what the program gets for it:
     `date: a datetime.date`."""
+    observed: Observed | None = None
+    """What its results were seen to hold, when it declares no result shape and the
+    server learned one (only in what `CodeMode.describe` answers)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,4 +218,4 @@ def info_of(capability: Described) -> CapabilityInfo:
     )
 
 
-__all__ = ["CapabilityInfo", "ParameterInfo", "ResultInfo", "info_of"]
+__all__ = ["CapabilityInfo", "Observed", "ParameterInfo", "ResultInfo", "info_of"]

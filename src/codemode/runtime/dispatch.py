@@ -178,6 +178,10 @@ class Dispatcher:
     unavailable: str | None = None
     """Why no one can be asked here, as the caller knows it (`approval unavailable` says
     it); None for the general words."""
+    observe: Callable[[Capability, Any, str], None] | None = None
+    """Learns the shape of what a capability that declares none returned, from the
+    value the program receives and who it was for (`ShapeBook.observe`: it never
+    raises); None when learning is off."""
 
     def __post_init__(self) -> None:
         self.span = NO_SPAN
@@ -260,6 +264,8 @@ class Dispatcher:
             if stopped is not None:  # answered meanwhile: what the caller was told stands
                 raise StopError(stopped)
             self.calls.received(projected.size)
+            if self.observe is not None and capability.json_results:  # host functions: never
+                self.observe(capability, projected.value, self.subject)
             span.outcome("ok")
         except (StopError, InjectedError) as failure:
             span.outcome(failure.error.code.value)

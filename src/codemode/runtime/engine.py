@@ -18,7 +18,7 @@ from collections import Counter, OrderedDict, deque
 from collections.abc import Hashable, Iterator
 from typing import Any
 
-from codemode.capabilities import View
+from codemode.capabilities import ShapeBook, View
 from codemode.clock import Clock, SystemClock, Within
 from codemode.continuations import CatalogDigest, Paused
 from codemode.errors import (
@@ -181,8 +181,11 @@ class Engine:
         *,
         clock: Clock | None = None,
         host_loop: asyncio.AbstractEventLoop | None = None,
+        shapes: ShapeBook | None = None,
     ) -> None:
         self.limits = limits
+        self.shapes = shapes
+        """The book learned result shapes go to (None: learning is off)."""
         self.sandbox = sandbox
         self.clock = clock or SystemClock()
         self.pool = WorkPool(work_threads(limits))
@@ -214,12 +217,17 @@ class Engine:
                 return found
             setup = Setup(
                 capabilities=capabilities,
-                programs=Programs(capabilities),
+                programs=(
+                    Programs(capabilities)
+                    if self.shapes is None
+                    else Programs.learning(capabilities, self.shapes)
+                ),
                 modules=self.sandbox.modules(capabilities),
                 sandbox=self.sandbox,
                 limits=self.limits,
                 overdue=exceeded(LimitKind.EXECUTION_TIME, self.limits),
                 digest=CatalogDigest(capabilities.values()),
+                shapes=self.shapes,
             )
             self._setups[key] = setup
             while len(self._setups) > _VIEWS_KEPT:

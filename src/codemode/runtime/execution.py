@@ -164,6 +164,7 @@ class Execution:
             stopped=functools.partial(_killed_for, self.failures),
             emit=emit,
             trace_arguments=trace_arguments,
+            observe=None if setup.shapes is None else setup.shapes.observe,
         )
         self.pausing = Pausing(
             self.status,

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from codemode import preflight, syntax
-from codemode.capabilities import Capability, Shown, outline
+from codemode.capabilities import Capability, ShapeBook, Shown, outline, shown_to
 from codemode.errors import (
     PROGRAM_FILE,
     UNCAUGHT_CHECK,
@@ -137,13 +137,37 @@ Learned = Callable[[], tuple[int, Mapping[str, preflight.Outline]]]
 checked under one version is checked again once the version changes."""
 
 
+def learned_outlines(book: ShapeBook, capabilities: Mapping[str, Capability]) -> Learned:
+    """The shapes `book` learned of these capabilities that the preflight may check
+    (`ShapeBook.reader`), each with the results it was learned from, which a message
+    names (as of the version: counts alone never change it)."""
+    read = book.reader(capabilities)
+    kept: list[tuple[int, Mapping[str, preflight.Outline]]] = []
+
+    def outlines() -> tuple[int, Mapping[str, preflight.Outline]]:
+        version, nodes = read()
+        if kept and kept[0][0] == version:
+            return kept[0]
+        found = {}
+        for name, node in nodes.items():
+            learned = book.learned(capabilities[name])
+            results = book.checked_after if learned is None else learned.results
+            found[name] = preflight.Outline(node, results)
+        kept[:] = [(version, types.MappingProxyType(found))]
+        return kept[0]
+
+    return outlines
+
+
 class Programs:
     """Prepared programs by source, for one set of capabilities (small LRU cache).
 
     The preflight checks a result's reads by its capability's declared type (outlined
     once per set of capabilities) and by the shapes `outlines` answers, if given; a
     declared shape is the one checked where both exist. `shown` says which learned
-    names the subject may read in a message.
+    names the reader may see in a message; with `subjects` (a book's `digest`), a
+    program prepared for a subject names only what that subject may see (a name seen
+    in one other subject's results never reaches it), each subject's verdict kept apart.
     """
 
     def __init__(
@@ -152,13 +176,29 @@ class Programs:
         size: int = 256,
         outlines: Learned | None = None,
         shown: Shown | None = None,
+        subjects: Callable[[str], str] | None = None,
     ) -> None:
         self.capabilities = capabilities
         self.roots = frozenset(name.split(".", 1)[0] for name in capabilities)
         self.size = size
         self.outlines = outlines
         self.shown = shown
-        self._cache: OrderedDict[tuple[str, int], Program | Refused] = OrderedDict()
+        self.subjects = subjects
+        self._cache: OrderedDict[tuple[str, int, str], Program | Refused] = OrderedDict()
+
+    @classmethod
+    def learning(
+        cls, capabilities: Mapping[str, Capability], book: ShapeBook, subject: str | None = None
+    ) -> Programs:
+        """Programs that check the shapes `book` learned of these capabilities too: for
+        `subject` alone when given (what `check` runs), else for whichever subject each
+        `prepare` names (the engine's, one per view)."""
+        if subject is not None:
+            shown = shown_to(book.digest(subject))
+            return cls(capabilities, outlines=learned_outlines(book, capabilities), shown=shown)
+        return cls(
+            capabilities, outlines=learned_outlines(book, capabilities), subjects=book.digest
+        )
 
     @functools.cached_property
     def declared(self) -> Mapping[str, preflight.Outline]:
@@ -170,13 +210,15 @@ class Programs:
                 found[name] = preflight.Outline(node)
         return types.MappingProxyType(found)
 
-    def _shapes(self) -> tuple[int, Mapping[str, preflight.Outline]]:
+    def _shapes(self) -> tuple[int, Mapping[str, preflight.Outline], bool]:
+        """The version of the learned shapes, every outline to check, and whether any
+        of them is learned (so its names depend on who reads them)."""
         if self.outlines is None:
-            return 0, self.declared
+            return 0, self.declared, False
         version, learned = self.outlines()
         if not learned:
-            return version, self.declared
-        return version, {**learned, **self.declared}
+            return version, self.declared, False
+        return version, {**learned, **self.declared}, True
 
     @functools.cached_property
     def vocabulary(self) -> Vocabulary:
@@ -195,9 +237,10 @@ class Programs:
             types.MappingProxyType(dict(results or {})),
         )
 
-    def prepare(self, source: str) -> Program:
-        """The program ready to feed, or the InvalidProgram/InvalidArguments error."""
-        found = self._prepared(normalized(source))
+    def prepare(self, source: str, subject: str | None = None) -> Program:
+        """The program ready to feed, or the InvalidProgram/InvalidArguments error;
+        `subject`: who runs it (the learned names it may read in a message)."""
+        found = self._prepared(normalized(source), subject)
         if isinstance(found, Refused):
             raise found.error.replace()
         return found
@@ -213,12 +256,16 @@ class Programs:
         problem = _syntax_error(source)
         return [] if problem is None else [problem]
 
-    def _prepared(self, source: str) -> Program | Refused:
-        version, shapes = self._shapes()
-        key = (source, version)
+    def _prepared(self, source: str, subject: str | None = None) -> Program | Refused:
+        version, shapes, learned = self._shapes()
+        shown, digest = self.shown, ""
+        if learned and subject is not None and self.subjects is not None:
+            digest = self.subjects(subject)
+            shown = shown_to(digest)
+        key = (source, version, digest)
         found = self._cache.get(key)
         if found is None:
-            found = self._prepare(source, shapes)
+            found = self._prepare(source, shapes, shown)
             self._cache[key] = found
             if len(self._cache) > self.size:
                 self._cache.popitem(last=False)
@@ -226,7 +273,9 @@ class Programs:
             self._cache.move_to_end(key)
         return found
 
-    def _prepare(self, source: str, shapes: Mapping[str, preflight.Outline]) -> Program | Refused:
+    def _prepare(
+        self, source: str, shapes: Mapping[str, preflight.Outline], shown: Shown | None
+    ) -> Program | Refused:
         lines = split_lines(source)
         if "\x00" in source:
             error = InvalidProgramError("the program contains a NUL character")
@@ -256,7 +305,7 @@ class Programs:
             found = preflight.scan(tree)
             main, problems = _entry_point(tree, lines)
             problems += preflight.check(
-                tree, lines, self.capabilities, found, outlines=shapes, shown=self.shown
+                tree, lines, self.capabilities, found, outlines=shapes, shown=shown
             )
             functions = tuple(found.functions)
             if problems or main is None:
@@ -427,4 +476,13 @@ def _syntax_error(source: str) -> CodeModeError | None:
     return None
 
 
-__all__ = ["NO_MAIN", "Learned", "Program", "Programs", "Refused", "normalized", "split_lines"]
+__all__ = [
+    "NO_MAIN",
+    "Learned",
+    "Program",
+    "Programs",
+    "Refused",
+    "learned_outlines",
+    "normalized",
+    "split_lines",
+]

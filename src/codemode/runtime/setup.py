@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from codemode.capabilities import Capability
+from codemode.capabilities import Capability, ShapeBook
 from codemode.continuations import CatalogDigest
 from codemode.errors import ResourceLimitError
 from codemode.limits import Limits
@@ -28,6 +28,9 @@ class Setup:
     """The error for an execution past its own deadline (built once; copied when raised)."""
     digest: CatalogDigest
     """What a paused program names its capabilities by (`codemode.continuations`)."""
+    shapes: ShapeBook | None = None
+    """Where the results of capabilities that declare no shape are learned from (None:
+    learning is off); `programs` checks what it learned."""
 
 
 __all__ = ["Setup"]

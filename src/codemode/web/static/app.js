@@ -120,9 +120,16 @@ async function select(name) {
   if (!selected.parameters.length) params.innerHTML = "<li>none</li>";
   const result = selected.result;
   $("detail-result").textContent = `${result.type}, read as ${result.read_as}` + (result.doc ? ` — ${result.doc}` : "");
+  // A shape learned from the capability's own results: what came back, never a promise.
+  const observed = result.observed;
+  $("detail-observed").hidden = !observed;
+  $("detail-observed").textContent = observed
+    ? `observed in ${observed.results} result${observed.results === 1 ? "" : "s"} (not declared): ${observed.shape}` : "";
   const shapes = $("detail-shapes");
   shapes.replaceChildren(...selected.shapes.map((text) => { const li = document.createElement("li"); li.textContent = text; return li; }));
-  $("detail-schemas").textContent = JSON.stringify({ input: selected.input_schema, output: selected.output_schema }, null, 2);
+  const schemas = { input: selected.input_schema, output: selected.output_schema };
+  if (observed) schemas.observed = observed.schema;
+  $("detail-schemas").textContent = JSON.stringify(schemas, null, 2);
 }
 
 function placeholder(type) {

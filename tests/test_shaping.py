@@ -1,0 +1,114 @@
+"""A CodeMode's learned shapes: the options that turn learning on, off or into a file,
+and what is never learned (a host function's results: the host can annotate them)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from codemode import CodeMode
+from codemode.authz import AllowAll
+from codemode.capabilities import Capability, ShapeBook
+from codemode.errors import RegistrationError
+from codemode.payloads import describe_payload
+from codemode.shaping import Shapes
+from codemode.sources.remote import forwarded
+from codemode.types import JSONObject, JSONValue
+
+
+def test_the_options_are_checked() -> None:
+    with pytest.raises(TypeError, match="shapes must be True, False or the path"):
+        CodeMode(authorizer=AllowAll(), shapes=3)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="shapes_checked_after must be at least 1"):
+        CodeMode(authorizer=AllowAll(), shapes_checked_after=0)
+    with pytest.raises(TypeError, match="shapes_checked_after must be an int"):
+        CodeMode(authorizer=AllowAll(), shapes_checked_after=True)
+
+
+def test_learning_is_on_in_memory_by_default_and_off_with_false(tmp_path: Path) -> None:
+    assert isinstance(Shapes(True).book, ShapeBook)
+    assert Shapes(True).file is None and Shapes(True).sync is None
+    assert Shapes(False).book is None
+    assert Shapes(tmp_path / "s.json", checked_after=5).book is not None
+
+
+def test_a_file_that_is_not_a_shapes_file_is_refused_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "other.json"
+    path.write_text(json.dumps({"format": "something-else"}))
+    with pytest.raises(RegistrationError) as refused:
+        CodeMode(authorizer=AllowAll(), shapes=str(path))
+    assert str(refused.value) == (
+        f'the shapes file {path} cannot be read: its "format" is not "codemode-shapes/1"'
+    )
+
+
+def test_a_file_not_there_yet_is_made_at_close_once_something_was_learned(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "new.json"
+    with CodeMode(authorizer=AllowAll(), shapes=path):
+        pass
+    assert not path.exists()  # nothing learned: nothing written
+
+
+def test_a_host_functions_results_are_never_learned() -> None:
+    with CodeMode(authorizer=AllowAll()) as cm:
+
+        @cm.capability("host.facts", summary="Facts.")
+        def facts() -> Any:
+            return {"kind": "file", "size": 3}
+
+        for _ in range(3):
+            cm.execute("def main():\n    return host.facts()\n", subject="alice")
+        described: Any = describe_payload(cm.describe("host.facts"))
+        assert "observed" not in described["result"]
+        refused = cm.check("def main():\n    return host.facts()['sise']\n", subject="alice")
+        assert refused == []
+
+
+class Relay:
+    """A source of one forwarded capability that declares no result shape."""
+
+    name = "relay"
+
+    def __init__(self) -> None:
+        self.offered: list[Capability] = []
+
+    async def open(self) -> None:
+        async def send(document: JSONObject) -> JSONValue:
+            return {"kind": "file", "size": document.get("n", 0)}
+
+        schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
+        self.offered = [forwarded("relay.facts", send, summary="Facts.", input_schema=schema)]
+
+    def capabilities(self) -> list[Capability]:
+        return self.offered
+
+    def changes(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+
+def test_any_source_of_undeclared_results_is_learned_from_and_checked() -> None:
+    with CodeMode(authorizer=AllowAll()) as cm:
+        cm.add_source(Relay())
+        program = "def main():\n    r = relay.facts(n=2)\n    return r['sise']\n"
+        assert cm.check(program, subject="alice") == []
+        for n in range(3):
+            assert (
+                cm.execute(
+                    f"def main():\n    return relay.facts(n={n})['size']\n", subject="alice"
+                ).value
+                == n
+            )
+        assert [str(e) for e in cm.check(program, subject="alice")] == [
+            "invalid program: <codemode>:3:12: KeyError: 'sise'; did you mean \"size\"? "
+            "the result has: kind, size (observed in 3 results of relay.facts)"
+        ]
+        # the host's own check (no subject) names every name
+        assert "the result has: kind, size" in str(cm.check(program)[0])
