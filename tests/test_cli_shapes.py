@@ -3,7 +3,6 @@ without starting anything, and handed to the app by every command that builds on
 
 from __future__ import annotations
 
-import inspect
 import json
 import sys
 from pathlib import Path
@@ -292,19 +291,12 @@ def test_the_serving_configuration_keeps_the_shapes_file() -> None:
     assert serving.ServeConfig(shapes="shapes.json").shapes == "shapes.json"
 
 
-NEEDS_SHAPES_OPTION = pytest.mark.skipif(
-    "shapes" not in inspect.signature(CodeMode).parameters,
-    reason="needs CodeMode(shapes=...), settable before first use",
-)
-
-
 def observed(payload: JSONObject) -> Any:
     result = payload["result"]
     assert isinstance(result, dict)
     return result.get("observed")
 
 
-@NEEDS_SHAPES_OPTION
 def test_describe_shows_what_the_shapes_file_learned(kept: Path) -> None:
     args = ["describe", "tests.test_cli_shapes:learning_host", "fs.stat"]
     before = CliRunner().invoke(main, args)
@@ -314,7 +306,6 @@ def test_describe_shows_what_the_shapes_file_learned(kept: Path) -> None:
     assert observed(json.loads(after.stdout))["results"] == 3
 
 
-@NEEDS_SHAPES_OPTION
 def test_check_reports_a_key_the_learned_shape_lacks(kept: Path, tmp_path: Path) -> None:
     """`codemode check --shapes` refuses what execute would, before any call."""
     program = tmp_path / "program.py"
@@ -326,11 +317,10 @@ def test_check_reports_a_key_the_learned_shape_lacks(kept: Path, tmp_path: Path)
     assert checked.exit_code == 1
     assert (
         "<codemode>:3:12: KeyError: 'sise'; did you mean \"size\"? the result has: kind, size "
-        "(observed in 3 results of fs.stat)"
+        "(learned from the results of fs.stat, not declared)"
     ) in checked.stdout
 
 
-@NEEDS_SHAPES_OPTION
 def test_a_served_app_describes_what_its_shapes_file_learned(
     served: list[uvicorn.Config], kept: Path
 ) -> None:
@@ -348,7 +338,6 @@ def test_a_served_app_describes_what_its_shapes_file_learned(
     assert observed(answer.json()["capability"])["results"] == 3
 
 
-@NEEDS_SHAPES_OPTION
 def test_a_proxy_describes_what_its_shapes_file_learned(
     served: list[uvicorn.Config], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -388,7 +377,6 @@ def test_a_proxy_describes_what_its_shapes_file_learned(
     assert observed(described.json()["capability"])["results"] == 3
 
 
-@NEEDS_SHAPES_OPTION
 def test_run_keeps_what_its_program_taught_in_the_shapes_file(tmp_path: Path) -> None:
     program, path = tmp_path / "program.py", tmp_path / "shapes.json"
     program.write_text('def main():\n    return fs.stat(path="a")\n')

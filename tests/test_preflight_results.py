@@ -132,12 +132,12 @@ def found(body: str, outlines: Mapping[str, Outline] | None = None, **kw: Any) -
         (  # learned, close
             "    r = fs.get_file_info(path='a')\n    return r['sise']\n",
             "3:12: KeyError: 'sise'; did you mean \"size\"? the result has: kind, size "
-            "(observed in 7 results of fs.get_file_info)",
+            "(learned from the results of fs.get_file_info, not declared)",
         ),
         (  # learned, none close
             "    r = fs.get_file_info(path='a')\n    return r['bytes']\n",
             "3:12: KeyError: 'bytes'; the result has: kind, size "
-            "(observed in 7 results of fs.get_file_info)",
+            "(learned from the results of fs.get_file_info, not declared)",
         ),
         (  # .get of a declared absent key, through a comprehension
             "    r = inst.page()\n    return [e.get('nmae') for e in r['items']]\n",
@@ -148,7 +148,7 @@ def found(body: str, outlines: Mapping[str, Outline] | None = None, **kw: Any) -
             "    g = memory.read_graph()\n    for e in g['entities']:\n"
             "        print(e.get('nmae'))\n",
             "4:15: .get('nmae') gives None: no result had the key 'nmae'; did you mean "
-            '"name"? (observed in 7 results of memory.read_graph)',
+            '"name"? (learned from the results of memory.read_graph, not declared)',
         ),
         (  # followed through a key, an item and await
             "    r = inst.page()\n    first = r['items'][0]\n    return first['type']\n",
@@ -244,7 +244,7 @@ def test_names_hidden_from_the_subject_are_never_printed_nor_offered() -> None:
     for_bob = found(typo, outlines, shown=bob)
     assert for_bob == [
         "3:12: KeyError: 'canary_ownr'; the result has: size "
-        "(observed in 7 results of fs.get_file_info)"
+        "(learned from the results of fs.get_file_info, not declared)"
     ]
     exists = "    r = fs.get_file_info(path='a')\n    return r['canary_owner']\n"
     assert found(exists, outlines, shown=bob) == []
@@ -253,7 +253,7 @@ def test_names_hidden_from_the_subject_are_never_printed_nor_offered() -> None:
     assert 'did you mean "canary_owner"?' in shared[0]
     alone = {"fs.get_file_info": Outline(learned({"canary_owner": 2}), 7)}
     assert found(typo, alone, shown=bob) == [
-        "3:12: KeyError: 'canary_ownr' (observed in 7 results of fs.get_file_info)"
+        "3:12: KeyError: 'canary_ownr' (learned from the results of fs.get_file_info, not declared)"
     ]
 
 
@@ -274,7 +274,7 @@ def test_a_learned_shape_is_checked_from_the_version_it_reached() -> None:
         programs.prepare(source)
     assert str(refused.value) == (
         "invalid program: <codemode>:3:12: KeyError: 'c'; the result has: a "
-        "(observed in 3 results of fs.info)"
+        "(learned from the results of fs.info, not declared)"
     )
 
 

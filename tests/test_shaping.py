@@ -3,14 +3,16 @@ and what is never learned (a host function's results: the host can annotate them
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from codemode import CodeMode
-from codemode.authz import AllowAll
+from codemode import CodeMode, ExecutionResult
+from codemode.approvals import Paused
+from codemode.authz import AllowAll, AuthorizationRequest, RequireApproval
 from codemode.capabilities import Capability, ShapeBook
 from codemode.errors import RegistrationError
 from codemode.payloads import describe_payload
@@ -79,7 +81,8 @@ class Relay:
 
     async def open(self) -> None:
         async def send(document: JSONObject) -> JSONValue:
-            return {"kind": "file", "size": document.get("n", 0)}
+            extra = {"extra": 1} if document.get("n") == 7 else {}  # one result in many
+            return {"kind": "file", "size": document.get("n", 0), **extra}
 
         schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
         self.offered = [forwarded("relay.facts", send, summary="Facts.", input_schema=schema)]
@@ -108,7 +111,40 @@ def test_any_source_of_undeclared_results_is_learned_from_and_checked() -> None:
             )
         assert [str(e) for e in cm.check(program, subject="alice")] == [
             "invalid program: <codemode>:3:12: KeyError: 'sise'; did you mean \"size\"? "
-            "the result has: kind, size (observed in 3 results of relay.facts)"
+            "the result has: kind, size (learned from the results of relay.facts, not declared)"
         ]
         # the host's own check (no subject) names every name
         assert "the result has: kind, size" in str(cm.check(program)[0])
+
+
+class AsksForRisky:
+    """Every call allowed but `ops.risky`, which a person approves."""
+
+    def __call__(self, request: AuthorizationRequest) -> RequireApproval | None:
+        return RequireApproval("Go?") if request.capability_name == "ops.risky" else None
+
+
+def test_a_shape_learned_while_a_program_waits_for_a_person_does_not_refuse_it() -> None:
+    """The program was checked when it started; its resume runs it on, whatever was
+    learned meanwhile (here: three results without `extra`, which its own result has)."""
+    program = "def main():\n    ops.risky()\n    r = relay.facts(n=7)\n    return r['extra']\n"
+
+    async def scenario(cm: CodeMode) -> object:
+        paused = await cm.start_async(program, subject="alice")
+        assert isinstance(paused, Paused)
+        for n in range(3):
+            await cm.execute_async(f"def main():\n    return relay.facts(n={n})\n", subject="alice")
+        assert [e.code for e in cm.check(program, subject="alice")] == ["invalid_program"]
+        answers = {request.key: True for request in paused.requests}
+        resumed = await cm.resume_async(paused.state, subject="alice", answers=answers)
+        assert isinstance(resumed, ExecutionResult)
+        return resumed.value
+
+    with CodeMode(authorizer=AsksForRisky()) as cm:
+        cm.add_source(Relay())
+
+        @cm.capability("ops.risky", summary="Needs a person.")
+        def risky() -> int:
+            return 0
+
+        assert asyncio.run(scenario(cm)) == 1

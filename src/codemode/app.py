@@ -120,7 +120,7 @@ class CodeMode(Configured):
         self._shapes = Shapes(
             shapes,
             checked_after=shapes_checked_after,
-            store=self.store,
+            store=lambda: self.store,
             key=request_state_key,
             catalog=self.catalog,
         )
@@ -146,6 +146,7 @@ class CodeMode(Configured):
         on_event: EventHandler | None = None,
         trace_arguments: bool | None = None,
         disclose_limits: bool | None = None,
+        shapes: bool | str | os.PathLike[str] | None = None,
     ) -> None:
         """Change options given at construction (None keeps one), as a command line does
         after loading an app. Refused with RuntimeError once the CodeMode has searched,
@@ -160,6 +161,9 @@ class CodeMode(Configured):
             trace_arguments=trace_arguments,
             disclose_limits=disclose_limits,
         )
+        if shapes is not None:
+            self._shapes.adopt(shapes)
+            self._engines.shapes = self._shapes.book
 
     def _freeze(self) -> None:
         """Fix the options, check `disabled` names (a likely typo) and the policy once."""

@@ -437,7 +437,7 @@ def _configure(cm: CodeMode, config: ServeConfig) -> None:
     if not config.sessions:
         cm.sessions = False
     if config.shapes is not None:
-        cm.shapes = config.shapes  # type: ignore[attr-defined]  # CodeMode(shapes=...)
+        cm.configure(shapes=config.shapes)
     if config.policy is None and not config.hide_forbidden and config.audit_log is None:
         return
     authorizer = None if config.policy is None else config.policy(cm)

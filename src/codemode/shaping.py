@@ -17,6 +17,7 @@ import dataclasses
 import hashlib
 import logging
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import anyio
@@ -81,40 +82,61 @@ class Shapes:
         option: bool | str | os.PathLike[str],
         *,
         checked_after: int = CHECKED_AFTER,
-        store: Store | None = None,
+        store: Callable[[], Store] | None = None,
         key: str | bytes | None = None,
         clock: Clock | None = None,
         catalog: Catalog | None = None,
     ) -> None:
-        if not isinstance(option, bool | str | os.PathLike):
-            raise TypeError("shapes must be True, False or the path of a shapes file")
         if isinstance(checked_after, bool) or not isinstance(checked_after, int):
             raise TypeError("shapes_checked_after must be an int")
         if checked_after < 1:
             raise ValueError("shapes_checked_after must be at least 1")
+        self._checked_after, self._clock, self._catalog = checked_after, clock, catalog
+        self._store = store
+        self._secret = given_key(key)
+        self._met: object = None
         self.book: ShapeBook | None = None
         """Where results are learned into; None when learning is off."""
         self.file: ShapeFile | None = None
         self.sync: ShapeSync | None = None
-        self._catalog = catalog
-        self._met: object = None
+        """Made when the file and store start being kept (`run`): a store set after the
+        CodeMode was built (`serve --store`) is the one synced."""
+        self.adopt(option)
+
+    def adopt(self, option: bool | str | os.PathLike[str]) -> None:
+        """Learn (True), learn nothing (False), or learn from and into a shapes file: the
+        option given, or one a command line gives before the CodeMode is first used."""
+        if not isinstance(option, bool | str | os.PathLike):
+            raise TypeError("shapes must be True, False or the path of a shapes file")
+        self.book = self.file = None
         if option is False:
             return
-        secret = given_key(key)
-        material = secret.encode("utf-8", "surrogatepass") if isinstance(secret, str) else secret
+        material = (
+            self._secret.encode("utf-8", "surrogatepass")
+            if isinstance(self._secret, str)
+            else self._secret
+        )
         subject_key = (
             None if material is None else hashlib.sha256(_SUBJECT_LABEL + material).digest()
         )
-        self.book = ShapeBook(checked_after=checked_after, subject_key=subject_key)
+        self.book = ShapeBook(checked_after=self._checked_after, subject_key=subject_key)
         if not isinstance(option, bool):
-            self.file = ShapeFile(option, self.book, *([] if clock is None else [clock.now]))
+            clocked = [] if self._clock is None else [self._clock.now]
+            self.file = ShapeFile(option, self.book, *clocked)
             try:
                 self.file.load()
             except ValueError as error:
                 raise RegistrationError(str(error)) from None
-        if store is not None and not isinstance(store, MemoryStore) and secret is not None:
-            clocked = [] if clock is None else [clock.now]
-            self.sync = ShapeSync(self.book, store, Sealer(secret, purpose="shapes"), *clocked)
+
+    def _shared(self) -> ShapeSync | None:
+        """A sync with the CodeMode's store when replicas share it, under its key."""
+        store = None if self._store is None else self._store()
+        if self.book is None or store is None or isinstance(store, MemoryStore):
+            return None
+        if self._secret is None:
+            return None
+        clocked = [] if self._clock is None else [self._clock.now]
+        return ShapeSync(self.book, store, Sealer(self._secret, purpose="shapes"), *clocked)
 
     def __repr__(self) -> str:
         kept = "off" if self.book is None else repr(self.file or self.book)
@@ -147,6 +169,7 @@ class Shapes:
         """Keep the file and the store in step, on the sources' loop until it stops: a
         sync at once (what other replicas learned shows before any call), then each
         `TICK_SECONDS` whatever is due; a last sync when cancelled."""
+        self.sync = self._shared()
         if self.file is None and self.sync is None:
             return
         try:

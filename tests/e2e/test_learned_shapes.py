@@ -32,7 +32,7 @@ MISSING = "def main():\n    r = up.stat()\n    return r['sise']\n"
 PLAYGROUND = "tests.sources.mcp.shapes_server:create"
 MISSING_TEXT = (
     "invalid program: <codemode>:3:12: KeyError: 'sise'; did you mean \"size\"? "
-    "the result has: kind, size, owner (observed in 3 results of up.stat)"
+    "the result has: kind, size, owner (learned from the results of up.stat, not declared)"
 )
 
 

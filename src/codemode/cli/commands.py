@@ -71,7 +71,7 @@ def _load_app(spec: str, shapes: str | None = None) -> CodeMode:
         cm = load_app(spec)
         if shapes is not None:
             try:
-                cm.shapes = shapes  # type: ignore[attr-defined]  # CodeMode(shapes=...)
+                cm.configure(shapes=shapes)
             except BaseException:  # an unreadable file: the app is not used
                 cm.close()
                 raise
@@ -240,6 +240,7 @@ def _start(
             store=options["store"],
             replay_guard=options["replay_guard"],
             sessions=not options["no_sessions"],
+            shapes=options["shapes"],
             app=None if reload_app is None else _Reloaded(reload_app, _log_level()),
         )
     except ValueError as exc:

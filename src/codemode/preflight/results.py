@@ -526,7 +526,7 @@ class _Function:
 
     def _observed(self, group: _Group, node: Node) -> str:
         results = group.outline.results
-        return "" if results is None or node.declared else wording.observed(results, group.name)
+        return "" if results is None or node.declared else wording.observed(group.name)
 
     def _report(self, group: _Group, read: ast.expr, name: str, message: str) -> None:
         if not self._excused(read, name):

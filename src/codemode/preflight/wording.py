@@ -71,9 +71,10 @@ def dict_attribute(attribute: str, value: str, observed: str) -> str:
     )
 
 
-def observed(results: int, capability: str) -> str:
-    """What a learned shape's text ends with: how many results of which capability."""
-    return f" (observed in {results} results of {printable(capability)})"
+def observed(capability: str) -> str:
+    """What a learned shape's text ends with: that the keys were learned, not declared (no
+    count: a refusal is kept for its program while the shape holds, and counts move on)."""
+    return f" (learned from the results of {printable(capability)}, not declared)"
 
 
 def written(text: str) -> str:

@@ -133,7 +133,9 @@ class Driver:
         if source_bytes > limits.max_source_bytes:
             raise StopError(exceeded(LimitKind.SOURCE_SIZE, limits, amount=size(source_bytes)))
         try:
-            program = self.setup.programs.prepare(self.source, self.dispatcher.subject)
+            program = self.setup.programs.prepare(
+                self.source, self.dispatcher.subject, learned=self.pausing.snapshot is None
+            )
         except CodeModeError as error:  # the preflight's own verdict (it runs no host code)
             raise StopError(error) from None
         self.failures.program = self.program = program

@@ -237,10 +237,12 @@ class Programs:
             types.MappingProxyType(dict(results or {})),
         )
 
-    def prepare(self, source: str, subject: str | None = None) -> Program:
+    def prepare(self, source: str, subject: str | None = None, *, learned: bool = True) -> Program:
         """The program ready to feed, or the InvalidProgram/InvalidArguments error;
-        `subject`: who runs it (the learned names it may read in a message)."""
-        found = self._prepared(normalized(source), subject)
+        `subject`: who runs it (the learned names it may read in a message). `learned`
+        false checks against declared shapes alone: a program resumed after a pause was
+        checked when it started, and a shape learned meanwhile must not refuse it halfway."""
+        found = self._prepared(normalized(source), subject, learned)
         if isinstance(found, Refused):
             raise found.error.replace()
         return found
@@ -256,8 +258,10 @@ class Programs:
         problem = _syntax_error(source)
         return [] if problem is None else [problem]
 
-    def _prepared(self, source: str, subject: str | None = None) -> Program | Refused:
-        version, shapes, learned = self._shapes()
+    def _prepared(
+        self, source: str, subject: str | None = None, learning: bool = True
+    ) -> Program | Refused:
+        version, shapes, learned = self._shapes() if learning else (0, self.declared, False)
         shown, digest = self.shown, ""
         if learned and subject is not None and self.subjects is not None:
             digest = self.subjects(subject)
