@@ -122,6 +122,7 @@ class CodeMode(Configured):
             checked_after=shapes_checked_after,
             store=lambda: self.store,
             key=request_state_key,
+            clock=clock,
             catalog=self.catalog,
         )
         self._engines = EngineSlot(self, self._shapes.book)

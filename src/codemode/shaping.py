@@ -175,8 +175,9 @@ class Shapes:
         try:
             while True:
                 if self.sync is not None:
-                    self._meet()
-                    await self.sync.tick()
+                    # capabilities met for the first time (a source just connected): what
+                    # other replicas learned of them is fetched now, not at the next tick
+                    await (self.sync.sync() if self._meet() else self.sync.tick())
                 if self.file is not None and self.file.due():
                     await anyio.to_thread.run_sync(self.file.tick)
                 await anyio.sleep(TICK_SECONDS)
@@ -186,16 +187,18 @@ class Shapes:
                     scope.deadline = anyio.current_time() + CLOSE_SYNC_SECONDS
                     await self.sync.sync()
 
-    def _meet(self) -> None:
+    def _meet(self) -> bool:
         """Let the book know every capability of the newest snapshot, so a sync fetches
-        what other replicas learned of them before any is used here."""
+        what other replicas learned of them before any is used here; whether it is new."""
         if self._catalog is None or self.book is None:
-            return
+            return False
         view = self._catalog.enabled
-        if view is not self._met:
-            self._met = view
-            for capability in view.values():
-                self.book.learns(capability)
+        if view is self._met:
+            return False
+        self._met = view
+        for capability in view.values():
+            self.book.learns(capability)
+        return True
 
     def close(self) -> None:
         """Write what changed since the file was last written (a failure is logged)."""

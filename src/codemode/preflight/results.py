@@ -501,12 +501,20 @@ class _Function:
         found = node.field(name)
         if found is not None:
             return found.node
-        if node.fields is None or not node.checkable():
+        if node.fields is None or not node.checkable() or self._hides_names(node):
             return _UNKNOWN  # a name no result showed: nothing is known below it
         if report:
             message = wording.missing(node, name, how, self.shown, self._observed(group, node))
             self._report(group, read, name, message)
         return _UNKNOWN
+
+    def _hides_names(self, node: Node) -> bool:
+        """Whether a learned level holds a name this subject may not read: it is not
+        checked for that subject, or what is refused and what runs would tell which names
+        another subject's results had."""
+        if node.declared or self.shown is None:
+            return False
+        return not all(self.shown(field) for _, field in node.fields or ())
 
     def _excused(self, read: ast.expr, name: str) -> bool:
         """A read inside a `try` with a handler, or of a key the function tests for."""

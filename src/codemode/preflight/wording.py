@@ -45,7 +45,7 @@ def missing(node: Node, name: str, how: str, shown: Shown | None, observed: str)
         return head + observed  # the runtime gives no hint either
     if not observed:
         return f"{head}; {close or f'{owner} has: {listed}'}"
-    if not names:  # every name is hidden from this reader
+    if not names:  # every result was an empty object
         return head + observed
     hint = f"{close} the result has: {listed}" if close else f"the result has: {listed}"
     return f"{head}; {hint}{observed}"
