@@ -4,6 +4,7 @@ Run by the gateway guide's `servers.json` as `python docs/guides/notes_server.py
 it speaks MCP over stdio, with the official SDK, like any server a client launches.
 """
 
+import json
 import sys
 from pathlib import Path
 from typing import TypedDict
@@ -46,6 +47,16 @@ def write_note(name: str, text: str) -> Note:
     FOLDER.mkdir(parents=True, exist_ok=True)
     (FOLDER / f"{name}.txt").write_text(text, encoding="utf-8")
     return {"name": name, "text": text}
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True), structured_output=False)
+def note_stats(name: str) -> str:
+    """A note's counts, as JSON text and with no outputSchema, as most servers answer."""
+    path = FOLDER / f"{name}.txt"
+    if not path.is_file():
+        raise ToolError(f'no note named "{name}"')
+    text = path.read_text(encoding="utf-8")
+    return json.dumps({"name": name, "lines": len(text.splitlines()), "words": len(text.split())})
 
 
 if __name__ == "__main__":

@@ -76,6 +76,7 @@ TOKENS = GUIDE_TOKENS.split("A token file holds one `subject:token` per line:\n\
 TOKENS = TOKENS.split("```", 1)[0]
 GATEWAY = (ROOT / "docs" / "guides" / "mcp-gateway.md").read_text()
 SERVERS = GATEWAY.split("`servers.json` beside the `docs` folder:\n\n```json\n")[1].split("```")[0]
+SHAPES = GATEWAY.split("`shapes.json` beside the `docs` folder:\n\n```json\n")[1].split("```")[0]
 OPENAPI = (ROOT / "docs" / "guides" / "openapi.md").read_text()
 APIS = OPENAPI.split("`apis.json`, beside the `docs` folder:\n\n```json\n")[1].split("```")[0]
 SERVING = ("serve", "demo", "proxy")
@@ -84,11 +85,12 @@ SERVING = ("serve", "demo", "proxy")
 
 @pytest.fixture
 def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A project folder as the pages set it up: myhost.py, tokens, servers.json, and the
-    docs beside."""
+    """A project folder as the pages set it up: myhost.py, tokens, servers.json, the
+    shapes.json a proxy kept, and the docs beside."""
     (tmp_path / "myhost.py").write_text(README_HOST)
     (tmp_path / "tokens").write_text(TOKENS)
     (tmp_path / "servers.json").write_text(SERVERS)
+    (tmp_path / "shapes.json").write_text(SHAPES)
     (tmp_path / "apis.json").write_text(APIS)
     (tmp_path / "docs").symlink_to(ROOT / "docs")
     monkeypatch.chdir(tmp_path)
