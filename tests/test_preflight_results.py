@@ -182,6 +182,12 @@ def test_an_awaited_call_is_followed_too() -> None:
         # under a test of the key, of the same expression
         "    r = inst.page()\n    if 'count' in r:\n        return r['count']\n",
         "    r = inst.get(name='a')\n    if hasattr(r, 'region'):\n        return r.region\n",
+        # under a test of its keys
+        "    r = inst.page()\n    if 'count' in r.keys():\n        return r['count']\n",
+        "    r = inst.page()\n    if {'count', 'total'} <= r.keys():\n        return r['count']\n",
+        "    r = inst.page()\n    if r.keys() >= {'count'}:\n        return r['count']\n",
+        # .get with a default gives the default the program chose, not None
+        "    r = inst.page()\n    return r.get('count', 0)\n",
         # .get with a key known only as it runs
         "    r = inst.page()\n    key = 'nmae'\n    return r.get(key)\n",
         # stored into, mutated, passed on, another name, bound twice, read in a nested def

@@ -6,8 +6,9 @@ every observed result had the same names at. The checker follows a result throug
 code only: a name bound once in its function to a call, to a key or item of a followed
 value, or to each item of one in a `for` or a comprehension. Any other use of such a value
 (stored into, mutated, passed on, assigned to another name) untracks everything rooted at
-that call, and a read inside a `try` with a handler, or under `"k" in e` / `e.get("k")` /
-`hasattr(e, "k")`, is never reported: a program that could run correctly is never refused.
+that call, and a read inside a `try` with a handler, or under `"k" in e` / `"k" in e.keys()`
+/ `e.get("k")` / `hasattr(e, "k")`, is never reported, nor a `.get` with a default: a
+program that could run correctly is never refused.
 The texts are the runtime's own (`wording`), so a mistake reads alike either way; a
 learned shape's texts add where its names were observed.
 """
@@ -216,11 +217,8 @@ class _Function:
             self._bind(function, node.name, None)
         elif isinstance(node, ast.MatchMapping) and node.rest:
             self._bind(function, node.rest, None)
-        elif isinstance(node, ast.Compare) and len(node.ops) == 1:
-            if isinstance(node.ops[0], ast.In | ast.NotIn):
-                key = _constant(node.left)
-                if key is not None:
-                    self.guards.add((_text(node.comparators[0]), key))
+        elif isinstance(node, ast.Compare):
+            self.guards.update(_guarded(node))
         elif isinstance(node, ast.Call):
             func = node.func
             if isinstance(func, ast.Name) and func.id == "hasattr" and len(node.args) == 2:
@@ -492,7 +490,8 @@ class _Function:
                 return self._lost(node)
             if node.values is not None:
                 return node.values
-            return self._named(group, node, read, key, "get", report)
+            defaulted = len(read.args) == 2  # it gives the program's own default: no mistake
+            return self._named(group, node, read, key, "get", report and not defaulted)
         return self._lost(node)
 
     def _named(
@@ -547,6 +546,27 @@ class _Function:
             return ""
         data = self.lines[line - 1].encode("utf-8")
         return data[expr.col_offset : expr.end_col_offset].decode("utf-8", errors="ignore")
+
+
+def _guarded(compare: ast.Compare) -> Iterable[tuple[str, str]]:
+    """The (expression, key) pairs a comparison tests: `"k" in e`, `"k" in e.keys()`, and
+    keys compared with `e.keys()` (`{"a", "b"} <= e.keys()`)."""
+    sides = [compare.left, *compare.comparators]
+    for op, left, right in zip(compare.ops, sides, sides[1:], strict=False):
+        if isinstance(op, ast.In | ast.NotIn) and (key := _constant(left)) is not None:
+            yield _text(_owner(right) or right), key
+        for one, other in ((left, right), (right, left)):
+            owner = _owner(one)
+            if owner is not None and isinstance(other, ast.Set | ast.List | ast.Tuple):
+                yield from ((_text(owner), k) for k in map(_constant, other.elts) if k is not None)
+
+
+def _owner(expr: ast.expr) -> ast.expr | None:
+    """`e` of `e.keys()`, else None."""
+    if isinstance(expr, ast.Call) and not expr.args and not expr.keywords:
+        func = expr.func
+        return func.value if isinstance(func, ast.Attribute) and func.attr == "keys" else None
+    return None
 
 
 def _kinds(node: Node, allowed: tuple[frozenset[str], ...]) -> bool:
