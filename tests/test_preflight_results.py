@@ -227,9 +227,9 @@ def test_a_get_in_a_test_is_reported_and_the_read_it_guards_is_not() -> None:
 
 
 def test_names_hidden_from_the_subject_are_never_printed_nor_offered() -> None:
-    """A level holding a name seen only in alice's results is not checked for bob: a
-    refusal would tell him which names her results had (the name is never printed nor
-    offered either); seen from two subjects, it is shown and checked."""
+    """A name seen only in alice's results is neither listed nor offered to bob, and the
+    level holding it is open to him: whether his read is refused tells him nothing of
+    alice's names (no guess confirmed); seen from two subjects, it is shown."""
     carol = subject_digest("carol")
     both = merge(
         learned({"size": 1, "canary_owner": 2}, 4),
@@ -248,14 +248,14 @@ def test_names_hidden_from_the_subject_are_never_printed_nor_offered() -> None:
     outlines = {"fs.get_file_info": Outline(alices, 7)}
     bob = shown_to(subject_digest("bob"))
     typo = "    r = fs.get_file_info(path='a')\n    return r['canary_ownr']\n"
-    assert found(typo, outlines, shown=bob) == []
     exists = "    r = fs.get_file_info(path='a')\n    return r['canary_owner']\n"
-    assert found(exists, outlines, shown=bob) == []
+    assert found(typo, outlines, shown=bob) == found(exists, outlines, shown=bob) == []
+    assert found(typo, outlines, shown=shown_to(ALICE)) != []
     assert 'did you mean "canary_owner"?' in found(typo, outlines, shown=shown_to(ALICE))[0]
     shared = found(typo, {"fs.get_file_info": Outline(both, 7)}, shown=bob)
     assert 'did you mean "canary_owner"?' in shared[0]
     alone = {"fs.get_file_info": Outline(learned({"canary_owner": 2}), 7)}
-    assert found(typo, alone, shown=bob) == []
+    assert found(typo, alone, shown=bob) == found(exists, alone, shown=bob) == []
 
 
 def test_a_learned_shape_is_checked_from_the_version_it_reached() -> None:

@@ -223,6 +223,28 @@ def test_a_name_seen_only_in_one_subjects_results_is_not_shown_to_another(
         assert CANARY not in json.dumps(observed(cm, "up.note", "bob", schemas=True))
 
 
+def test_whether_a_read_is_refused_confirms_no_guess_of_another_subjects_names(
+    tmp_path: Path,
+) -> None:
+    """Alice's results always had `codename_zephyr`; bob guesses names: a right guess and
+    a wrong one get the same answers from check and execute (each fails as it runs)."""
+    with gateway(tmp_path) as cm:
+        for _ in range(3):
+            alices = "def main():\n    return up.note(field='codename_zephyr')\n"
+            cm.execute(alices, subject="alice")
+        guesses = ("codename_aurora", "codename_zephyr")  # wrong first: a run teaches
+        programs = [f"def main():\n    n = up.note()\n    return n['{g}']\n" for g in guesses]
+        checked = [[str(e) for e in cm.check(p, subject="bob")] for p in programs]
+        assert checked == [[], []]
+        answers = []
+        for guess, program in zip(guesses, programs, strict=True):
+            with pytest.raises(InvalidProgramError) as failed:
+                cm.execute(program, subject="bob")
+            answers.append(str(failed.value).replace(guess, "GUESS"))
+        assert answers[0] == answers[1]
+        assert "codename_zephyr" not in json.dumps(observed(cm, "up.note", "bob", schemas=True))
+
+
 def test_the_documented_observed_example_is_what_describe_answers(cm: CodeMode) -> None:
     for _ in range(3):
         cm.execute(CALL_ALL, subject="alice")

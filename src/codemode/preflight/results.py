@@ -76,9 +76,8 @@ def check_results(
     """Every read of a followed result that its shape says fails, in no particular order.
 
     `roots` are the namespaces the program does not rebind; `shown` says which learned
-    names the reader may see (None: all): a hidden name counts as present, and is never
-    printed nor offered as the likely key.
-    """
+    names the reader may see (None: all): a level holding a hidden name is open to it, so
+    no report names, offers or confirms a guess of a name it may not see."""
     if not outlines:
         return []
     if calls is not None and not any(_dotted(c.func, roots) in outlines for c in calls):
@@ -500,20 +499,13 @@ class _Function:
         found = node.field(name)
         if found is not None:
             return found.node
-        if node.fields is None or not node.checkable() or self._hides_names(node):
+        hidden = node.fields is not None and len(node.key_names(self.shown)) < len(node.fields)
+        if node.fields is None or not node.checkable() or hidden:  # hidden: open to the reader
             return _UNKNOWN  # a name no result showed: nothing is known below it
         if report:
             message = wording.missing(node, name, how, self.shown, self._observed(group, node))
             self._report(group, read, name, message)
         return _UNKNOWN
-
-    def _hides_names(self, node: Node) -> bool:
-        """Whether a learned level holds a name this subject may not read: it is not
-        checked for that subject, or what is refused and what runs would tell which names
-        another subject's results had."""
-        if node.declared or self.shown is None:
-            return False
-        return not all(self.shown(field) for _, field in node.fields or ())
 
     def _excused(self, read: ast.expr, name: str) -> bool:
         """A read inside a `try` with a handler, or of a key the function tests for."""
