@@ -99,6 +99,14 @@ class TestLongLists:
 
 
 class TestBudget:
+    def test_a_wide_map_has_its_first_values_read_as_a_long_list_has(self) -> None:
+        """Each value of a map with 100k keys was put on the walk's stack: the walk cost
+        as much as parsing the result, on the call's path; now a sample is read."""
+        node = observe({f"{CANARY}{i}": {"share": i} for i in range(100_000)}, A)
+        values = node.values
+        assert values is not None and values.seen == SAMPLE_ITEMS and not values.closed()
+        assert observed_notation(node) == "dict[str, dict {share: int}]"
+
     def test_past_the_budget_nothing_more_is_read_and_what_was_not_read_is_open(self) -> None:
         value = [{f"f{j}": [j, j] for j in range(20)} for _ in range(SAMPLE_ITEMS)]
         assert SAMPLE_ITEMS * 61 > OBSERVE_NODES  # each item is 61 values

@@ -3,8 +3,8 @@
 Learning runs inline, on the call's own thread, for every result of a capability that
 declares no shape, so it must cost little and the same for any value: the walk is
 iterative (a result may nest deeper than Python recurses), it reads at most
-`OBSERVE_NODES` values, and of a long list it reads the first `SAMPLE_ITEMS` items. For
-a list of objects it then only compares the key sets of the next `SCAN_ITEMS` items with
+`OBSERVE_NODES` values, and of a long list (or a wide map) the first `SAMPLE_ITEMS` items.
+For a list of objects it then only compares the key sets of the next `SCAN_ITEMS` items with
 the first's (a C-speed comparison), which is enough to know the item level was the same
 in every item. What the walk did not read below a level is marked incomplete, so a
 learned shape is never closed on the word of a sample.
@@ -13,6 +13,7 @@ learned shape is never closed on the word of a sample.
 from __future__ import annotations
 
 from dataclasses import replace
+from itertools import islice
 from typing import Any
 
 from codemode.capabilities.observed import (
@@ -144,8 +145,13 @@ def _object(
         ):
             level.to_map()
     below = depth + 1
-    if level.map is not None:
-        stack.extend((item, level.map, below) for item in reversed(value.values()))
+    if level.map is not None:  # a map's values, as a list's items: the first few are read
+        values = level.map
+        stack.extend(
+            (item, values, below) for item in reversed([*islice(value.values(), SAMPLE_ITEMS)])
+        )
+        if len(value) > SAMPLE_ITEMS:
+            values.complete, values.unread_below = False, True
         return 0
     read = 0
     for position, (key, item) in enumerate(value.items()):
