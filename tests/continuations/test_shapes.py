@@ -103,6 +103,7 @@ def test_a_failure_before_the_move_leaves_the_old_file(tmp_path: Path) -> None:
     ("text", "why"),
     [
         ("{not json", "it is not JSON"),
+        ('{"format": "codemode-shapes/1", "shapes": ' + "[" * 100_000, "it is nested too deeply"),
         (
             '{"format": "codemode-shapes/2", "shapes": {}}',
             'its "format" is not "codemode-shapes/1"',

@@ -109,6 +109,8 @@ def read_shapes(path: str | os.PathLike[str]) -> list[Learned]:
         document = json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise _unreadable(path, "it is not JSON") from None
+    except RecursionError:  # nested deeper than any file codemode writes
+        raise _unreadable(path, "it is nested too deeply") from None
     if not isinstance(document, dict) or document.get("format") != SHAPES_FORMAT:
         raise _unreadable(path, f'its "format" is not "{SHAPES_FORMAT}"')
     shapes = document.get("shapes")
