@@ -8,6 +8,7 @@ import asyncio
 import json
 import logging
 import os
+import threading
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
@@ -92,11 +93,36 @@ def test_a_failure_before_the_move_leaves_the_old_file(tmp_path: Path) -> None:
     old = path.read_bytes()
     book = ShapeBook()
     book.observe(undeclared(), result(), "alice")
-    blocked = tmp_path / f"shapes.json.{os.getpid()}.tmp"
+    blocked = tmp_path / f"shapes.json.{os.getpid()}.{threading.get_ident()}.tmp"
     blocked.mkdir()  # the temporary file cannot be made: the write fails before the move
     with pytest.raises(IsADirectoryError):
         write_shapes(path, book.snapshot())
     assert path.read_bytes() == old and read_shapes(path) == []
+
+
+def test_two_writers_of_one_file_in_one_process_each_write_it_whole(tmp_path: Path) -> None:
+    """Two apps given one shapes file share a process: each write is moved over the file
+    whole (they wrote one temporary file, so one's move took the other's, half written)."""
+    path = tmp_path / "shapes.json"
+    book = ShapeBook()
+    book.observe(undeclared(), result(), "alice")
+    shapes = book.snapshot() * 40
+    failed: list[BaseException] = []
+
+    def write() -> None:
+        for _ in range(50):
+            try:
+                write_shapes(path, shapes)
+            except OSError as error:
+                failed.append(error)
+
+    writers = [threading.Thread(target=write) for _ in range(2)]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join()
+    assert failed == [] and read_shapes(path) != []
+    assert [p.name for p in tmp_path.iterdir()] == ["shapes.json"]
 
 
 @pytest.mark.parametrize(

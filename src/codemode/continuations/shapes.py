@@ -21,6 +21,7 @@ import contextlib
 import json
 import logging
 import os
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -130,11 +131,12 @@ def _unreadable(path: str | os.PathLike[str], why: str) -> ValueError:
 
 
 def write_shapes(path: str | os.PathLike[str], shapes: Iterable[Learned]) -> None:
-    """Write the file whole, atomically: to `<file>.<pid>.tmp` beside it, synced to disk,
+    """Write the file whole, atomically: to `<file>.<pid>.<thread>.tmp` beside it, synced,
     then moved over it; a failure before the move leaves the old file as it was."""
     target = Path(path)
     data = encode_shapes(shapes)
-    temporary = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+    # one writer per process and thread: two apps on one file never write one temporary
+    temporary = target.with_name(f"{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     made = False
     try:
         with open(temporary, "wb") as file:
