@@ -203,6 +203,15 @@ def test_an_awaited_call_is_followed_too() -> None:
         "    r = inst.page()\n    rows = [e for e in r['items']]\n    rows[0]['type'] = 1\n"
         "    return r['items'][0]['type']\n",
         "    r = inst.page()\n    for k, v in r.items():\n        print(k)\n    return r['count']\n",
+        # a learned read a test of the same result chose: its results were of one kind
+        "    r = fs.get_file_info(path='a')\n    if r['kind'] == 'dir':\n"
+        "        return r['entries']\n",
+        "    r = fs.get_file_info(path='a')\n    kind = r['kind']\n    if kind != 'file':\n"
+        "        return r['entries']\n    return r['size']\n",
+        "    r = fs.get_file_info(path='a')\n    return r['kind'] == 'dir' and r['entries']\n",
+        "    r = fs.get_file_info(path='a')\n    return r['entries'] if r['kind'] == 'dir' else 0\n",
+        "    g = memory.read_graph()\n"
+        "    return [e['members'] for e in g['entities'] if e['entityType'] == 'group']\n",
         # a learned shape that is open (not every result had the same keys)
         "    r = fs.open_info(path='a')\n    return r['bytes']\n",
     ],
@@ -210,7 +219,7 @@ def test_an_awaited_call_is_followed_too() -> None:
 def test_a_read_that_could_succeed_is_never_reported(body: str) -> None:
     some = merge(learned({"kind": "file", "size": 3}, 3), learned({"kind": "dir"}, 3))
     assert not some.checkable()
-    outlines = {**Programs(CAPABILITIES).declared, "fs.open_info": Outline(some, 6)}
+    outlines = {**Programs(CAPABILITIES).declared, **LEARNED, "fs.open_info": Outline(some, 6)}
     capabilities = {**CAPABILITIES, "fs.open_info": capability("fs.open_info", info)}
     source = M + body
     tree = syntax.parse(source)

@@ -7,8 +7,9 @@ code only: a name bound once in its function to a call, to a key or item of a fo
 value, or to each item of one in a `for` or a comprehension. Any other use of such a value
 (stored into, mutated, passed on, assigned to another name) untracks everything rooted at
 that call, and a read inside a `try` with a handler, or under `"k" in e` / `"k" in e.keys()`
-/ `e.get("k")` / `hasattr(e, "k")`, is never reported, nor a `.get` with a default: a
-program that could run correctly is never refused.
+/ `e.get("k")` / `hasattr(e, "k")`, is never reported, nor a `.get` with a default, nor a
+learned read in a branch a test of the same result chose (results of one kind say nothing
+of another kind's keys): a program that could run correctly is never refused.
 The texts are the runtime's own (`wording`), so a mistake reads alike either way; a
 learned shape's texts add where its names were observed.
 """
@@ -16,12 +17,15 @@ learned shape's texts add where its names were observed.
 from __future__ import annotations
 
 import ast
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from codemode.capabilities import Node, Shown
 from codemode.preflight import wording
+from codemode.preflight.guards import choosers
+from codemode.preflight.guards import constant as _constant
+from codemode.preflight.guards import guarded as _guarded
+from codemode.preflight.guards import text as _text
 
 _OBJECT_ONLY = (frozenset({"object"}), frozenset({"object", "null"}))
 _ARRAY_ONLY = (frozenset({"array"}), frozenset({"array", "null"}))
@@ -528,8 +532,14 @@ class _Function:
         return "" if results is None or node.declared else wording.observed(group.name)
 
     def _report(self, group: _Group, read: ast.expr, name: str, message: str) -> None:
-        if not self._excused(read, name):
+        learned = group.outline.results is not None
+        if not self._excused(read, name) and not (learned and self._chosen(group, read)):
             group.reads.append(Read(read, message))
+
+    def _chosen(self, group: _Group, read: ast.expr) -> bool:
+        """Whether a test of the same result chose that `read` runs (`if r["kind"] == ...`)."""
+        followed = (self._follow_name(name) for name in choosers(read, self.parents))
+        return any(found is not None and found[0] is group for found in followed)
 
     def _source(self, expr: ast.expr) -> str:
         """An expression as the program wrote it, when it is on one line."""
@@ -540,33 +550,8 @@ class _Function:
         return data[expr.col_offset : expr.end_col_offset].decode("utf-8", errors="ignore")
 
 
-def _guarded(compare: ast.Compare) -> Iterable[tuple[str, str]]:
-    """The (expression, key) pairs a comparison tests: `"k" in e`, `"k" in e.keys()`, and
-    keys compared with `e.keys()` (`{"a", "b"} <= e.keys()`)."""
-    sides = [compare.left, *compare.comparators]
-    for op, left, right in zip(compare.ops, sides, sides[1:], strict=False):
-        if isinstance(op, ast.In | ast.NotIn) and (key := _constant(left)) is not None:
-            yield _text(_owner(right) or right), key
-        for one, other in ((left, right), (right, left)):
-            owner = _owner(one)
-            if owner is not None and isinstance(other, ast.Set | ast.List | ast.Tuple):
-                yield from ((_text(owner), k) for k in map(_constant, other.elts) if k is not None)
-
-
-def _owner(expr: ast.expr) -> ast.expr | None:
-    """`e` of `e.keys()`, else None."""
-    if isinstance(expr, ast.Call) and not expr.args and not expr.keywords:
-        func = expr.func
-        return func.value if isinstance(func, ast.Attribute) and func.attr == "keys" else None
-    return None
-
-
 def _kinds(node: Node, allowed: tuple[frozenset[str], ...]) -> bool:
     return node.kinds in allowed
-
-
-def _constant(expr: ast.expr) -> str | None:
-    return expr.value if isinstance(expr, ast.Constant) and isinstance(expr.value, str) else None
 
 
 def _is_get(call: ast.Call) -> bool:
@@ -588,13 +573,6 @@ def _dotted(func: ast.expr, roots: set[str] | frozenset[str]) -> str | None:
     if not parts or not isinstance(func, ast.Name) or func.id not in roots:
         return None
     return ".".join([func.id, *reversed(parts)])
-
-
-def _text(expr: ast.expr) -> str:
-    try:
-        return ast.unparse(expr)
-    except (ValueError, RecursionError):
-        return json.dumps(id(expr))
 
 
 __all__ = ["Outline", "Read", "check_results"]
