@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Literal, TypedDict
 
 import pytest
+import uvicorn
 from hypothesis import settings
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
@@ -25,7 +26,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import codemode
 import codemode.testing
-from codemode import AgentError, CallContext, CodeMode, Limits
+from codemode import AgentError, CallContext, CodeMode, Limits, serving
 from codemode.authz import AllowAll, AuthorizationRequest, Denied
 from codemode.testing import ManualClock
 
@@ -364,3 +365,15 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     finally:
         process.terminate()
         process.wait(10)
+
+
+@pytest.fixture
+def served(monkeypatch: pytest.MonkeyPatch) -> list[uvicorn.Config]:
+    """The configurations `codemode serve` would run, instead of running them."""
+    configs: list[uvicorn.Config] = []
+    monkeypatch.setattr(
+        uvicorn.Server, "run", lambda self, sockets=None: configs.append(self.config)
+    )
+    listen = serving.listen  # a free port instead of the one asked for, which may be taken
+    monkeypatch.setattr(serving, "listen", lambda host, port: listen(host, 0))
+    return configs

@@ -206,18 +206,6 @@ def test_serve_refuses_policies_that_do_not_validate(tmp_path: Path) -> None:
     )
 
 
-@pytest.fixture
-def served(monkeypatch: pytest.MonkeyPatch) -> list[uvicorn.Config]:
-    """The configurations `codemode serve` would run, instead of running them."""
-    configs: list[uvicorn.Config] = []
-    monkeypatch.setattr(
-        uvicorn.Server, "run", lambda self, sockets=None: configs.append(self.config)
-    )
-    listen = serving.listen  # a free port instead of the one asked for, which may be taken
-    monkeypatch.setattr(serving, "listen", lambda host, port: listen(host, 0))
-    return configs
-
-
 def host_status(config: uvicorn.Config, host: str) -> int:
     """The status the served app answers a GET of the page with, for a Host header."""
     assert isinstance(config.app, Starlette)

@@ -251,18 +251,6 @@ def kept(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.fixture
-def served(monkeypatch: pytest.MonkeyPatch) -> list[uvicorn.Config]:
-    """The configurations `codemode serve` would run, instead of running them."""
-    configs: list[uvicorn.Config] = []
-    monkeypatch.setattr(
-        uvicorn.Server, "run", lambda self, sockets=None: configs.append(self.config)
-    )
-    listen = serving.listen  # a free port instead of the one asked for, which may be taken
-    monkeypatch.setattr(serving, "listen", lambda host, port: listen(host, 0))
-    return configs
-
-
 @pytest.mark.parametrize("given", [["--shapes", "{path}"], []])
 def test_serve_hands_the_shapes_file_to_its_stdio_twin(
     served: list[uvicorn.Config], tmp_path: Path, given: list[str]
