@@ -189,7 +189,11 @@ def test_nothing_learned_under_the_config_prints_an_empty_object(
 ) -> None:
     path = tmp_path / "empty.json"
     write_shapes(path, [])
-    assert shapes(str(config), "--shapes", str(path)) == (0, "{}\n", "")
+    assert shapes(str(config), "--shapes", str(path)) == (
+        0,
+        "{}\n",
+        f"codemode: no shape in {path} is of a capability of {config}\n",
+    )
 
 
 def test_a_config_that_cannot_be_read_is_a_usage_error(tmp_path: Path, learned: Path) -> None:

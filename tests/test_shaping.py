@@ -14,11 +14,14 @@ from codemode import CodeMode, ExecutionResult
 from codemode.approvals import Paused
 from codemode.authz import AllowAll, AuthorizationRequest, RequireApproval
 from codemode.capabilities import Capability, ShapeBook
+from codemode.continuations.shapes import read_shapes
 from codemode.errors import RegistrationError
 from codemode.payloads import describe_payload
 from codemode.shaping import Shapes
 from codemode.sources.remote import forwarded
+from codemode.testing import ManualClock
 from codemode.types import JSONObject, JSONValue
+from tests.conftest import eventually
 
 
 def test_the_options_are_checked() -> None:
@@ -148,3 +151,40 @@ def test_a_shape_learned_while_a_program_waits_for_a_person_does_not_refuse_it()
             return 0
 
         assert asyncio.run(scenario(cm)) == 1
+
+
+def test_a_file_and_a_store_given_after_the_sources_started_are_kept_while_running(
+    tmp_path: Path, redis_url: str
+) -> None:
+    """As the command line does: the app's sources run before `--shapes` and `--store`
+    reach it; the file is written and Redis fed while the server runs, not only at close."""
+    import redis
+
+    from codemode.continuations import RedisStore
+    from codemode.continuations.shapes import INDEX_KEY, WRITE_SECONDS
+
+    clock = ManualClock()
+    path = tmp_path / "shapes.json"
+    admin = redis.Redis.from_url(redis_url)
+    admin.delete(INDEX_KEY)
+    with CodeMode(authorizer=AllowAll(), clock=clock, request_state_key="k" * 32) as cm:
+        cm.add_source(Relay())  # the sources' loop runs from here on
+        cm.configure(shapes=path)
+        cm.store = RedisStore(redis_url)
+        cm.execute("def main():\n    return relay.facts(n=1)\n", subject="alice")
+
+        def kept() -> bool:
+            clock.skip(WRITE_SECONDS)
+            return path.exists() and bool(admin.exists(INDEX_KEY))
+
+        assert eventually(kept)
+        assert [entry.name for entry in read_shapes(path)] == ["relay.facts"]
+
+
+def test_a_shapes_file_in_a_folder_that_does_not_exist_is_refused_at_once(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere" / "shapes.json"
+    with pytest.raises(RegistrationError) as refused:
+        CodeMode(authorizer=AllowAll(), shapes=missing)
+    assert str(refused.value) == (
+        f"the shapes file {missing} cannot be kept: its folder {missing.parent} does not exist"
+    )

@@ -18,6 +18,7 @@ import hashlib
 import logging
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio
@@ -108,7 +109,7 @@ class Shapes:
         option given, or one a command line gives before the CodeMode is first used."""
         if not isinstance(option, bool | str | os.PathLike):
             raise TypeError("shapes must be True, False or the path of a shapes file")
-        self.book = self.file = None
+        self.book = self.file = self.sync = None  # the loop syncs the new book anew
         if option is False:
             return
         material = (
@@ -120,7 +121,14 @@ class Shapes:
             None if material is None else hashlib.sha256(_SUBJECT_LABEL + material).digest()
         )
         self.book = ShapeBook(checked_after=self._checked_after, subject_key=subject_key)
+        self.book.share()  # a store given later (`serve --store`) gets what came before it
         if not isinstance(option, bool):
+            folder = Path(option).parent
+            if not folder.is_dir():  # a typo would lose all that is learned, found at close
+                raise RegistrationError(
+                    f"the shapes file {os.fspath(option)} cannot be kept: its folder "
+                    f"{os.fspath(folder)} does not exist"
+                )
             clocked = [] if self._clock is None else [self._clock.now]
             self.file = ShapeFile(option, self.book, *clocked)
             try:
@@ -166,20 +174,21 @@ class Shapes:
         return dataclasses.replace(info, result=dataclasses.replace(info.result, observed=observed))
 
     async def run(self) -> None:
-        """Keep the file and the store in step, on the sources' loop until it stops: a
-        sync at once (what other replicas learned shows before any call), then each
-        `TICK_SECONDS` whatever is due; a last sync when cancelled."""
-        self.sync = self._shared()
-        if self.file is None and self.sync is None:
-            return
+        """Keep the file and the store in step, on the sources' loop until it stops: each
+        `TICK_SECONDS`, whatever is due. Both are looked at anew at each tick, as a command
+        line gives them after the sources started (`configure(shapes=)`, `serve --store`).
+        A sync runs at once when the store is first shared and when capabilities are first
+        met (what other replicas learned shows before any call); a last one when cancelled."""
         try:
             while True:
-                if self.sync is not None:
-                    # capabilities met for the first time (a source just connected): what
-                    # other replicas learned of them is fetched now, not at the next tick
-                    await (self.sync.sync() if self._meet() else self.sync.tick())
-                if self.file is not None and self.file.due():
-                    await anyio.to_thread.run_sync(self.file.tick)
+                sync = self.sync
+                if sync is None and (sync := self._shared()) is not None:
+                    self.sync, self._met = sync, None
+                if sync is not None:
+                    await (sync.sync() if self._meet() else sync.tick())
+                file = self.file
+                if file is not None and file.due():
+                    await anyio.to_thread.run_sync(file.tick)
                 await anyio.sleep(TICK_SECONDS)
         finally:
             if self.sync is not None:

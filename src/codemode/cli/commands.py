@@ -463,8 +463,9 @@ def describe(app: str, name: str, subject: str, schemas: bool, shapes: str | Non
     "--name", help="Print this capability's schema alone, ready to paste as its outputSchema."
 )
 def shapes(config: str, file: str, name: str | None) -> None:
-    """Print the result shapes learned in FILE for the capabilities of CONFIG's servers
-    and REST APIs (starting none of them), as JSON Schema by capability, with the number
+    """Print the result shapes a server learned (its --shapes file) for the capabilities
+    of CONFIG's servers and REST APIs (starting none of them), as JSON Schema by
+    capability, with the number
     of results each was learned from. A shape whose result is not an object, which MCP's
     outputSchema must be, is named on stderr."""
     from codemode.cli.shapes import learned_under, listing, missing
@@ -482,6 +483,8 @@ def shapes(config: str, file: str, name: str | None) -> None:
             click.echo(for_terminal(f"codemode: {missing(name, file, found)}"), err=True)
             sys.exit(1)
         found = named
+    if not found:  # an empty file, or one another config's servers filled
+        click.echo(f"codemode: no shape in {file} is of a capability of {config}", err=True)
     for printed in found:
         if not printed.is_object:
             click.echo(for_terminal(f"codemode: {printed.warning()}"), err=True)

@@ -173,8 +173,9 @@ def serve_options(command: Any) -> Any:
             envvar="CODEMODE_STORE",
             show_envvar=True,
             help="The Redis server (redis://host:6379/0) where replicas keep what they share: "
-            "the sessions programs run in, and which programs paused for an approval "
-            "resumed, so each resumes once (default: this process only). Every replica needs "
+            "the sessions programs run in, the result shapes they learn, and which programs "
+            "paused for an approval resumed, so each resumes once (default: this process "
+            "only). Every replica needs "
             "the same CODEMODE_REQUEST_STATE_KEY, which seals what is kept there. Needs the "
             "codemode[redis] extra.",
         ),

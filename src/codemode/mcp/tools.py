@@ -315,7 +315,8 @@ DESCRIBE_DESCRIPTION = (
     "parameter's meaning, what each field of its "
     'result is called and how to read it (r["key"] or r.key), whether it writes, and '
     "what it can fail with (the codes error_data(e) gives); JSON Schemas too with "
-    "schemas: true."
+    "schemas: true. A result shape marked observed was learned from the capability's past "
+    "results, not declared: key? was missing from some, ... stands for names not shown to you."
 )
 EXECUTE_DESCRIPTION = (
     "Run one program against the capabilities and return what main() returns, with anything "
