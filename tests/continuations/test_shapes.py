@@ -254,6 +254,21 @@ def counted_once(store: Store) -> None:
     assert (results_of(a, info), results_of(c, info)) == (6, 6)
 
 
+def test_an_index_sealed_under_another_key_is_replaced_not_a_block() -> None:
+    """After the key changed (or another deployment shares the Redis), the index the old
+    key sealed cannot be opened: the replicas start a new one rather than share nothing."""
+    store = MemoryStore(ManualClock().now)
+    info = undeclared()
+    old = ShapeBook()
+    old_sync = ShapeSync(old, store, Sealer("o" * 32, purpose="shapes"), ManualClock().now)
+    old.observe(info, result(), "alice")
+    assert run(old_sync.sync())
+    (a, sync_a), (b, sync_b) = replica(store), replica(store)
+    a.observe(info, result(), "alice")
+    assert run(sync_a.sync())
+    assert b.learns(info) and run(sync_b.sync()) and results_of(b, info) == 1
+
+
 def test_replicas_through_one_memory_store_count_each_result_once() -> None:
     counted_once(MemoryStore(ManualClock().now))
 

@@ -282,6 +282,11 @@ def test_the_playground_shows_a_learned_shape_as_observed(browser: Browser, tmp_
 def test_replicas_share_what_they_learned_through_the_store(tmp_path: Path, redis_url: str) -> None:
     """Two replicas at once over one Redis: what one learned shows in the other's describe
     once both have synced (their clock is skipped a sync's time at each look)."""
+    import redis
+
+    admin = redis.Redis.from_url(redis_url)  # the server is the session's: start clean
+    for key in admin.scan_iter("codemode:shapes:*"):
+        admin.delete(key)
     clock = ManualClock()
     shared = {"store": redis_url, "request_state_key": "k" * 32, "clock": clock}
     with gateway(tmp_path, **shared) as first, gateway(tmp_path, **shared) as second:

@@ -28,6 +28,8 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from cryptography.exceptions import InvalidTag
+
 from codemode.capabilities import Learned, ShapeBook, combined, from_schema, to_schema
 from codemode.continuations.sealing import Sealer
 from codemode.continuations.store import Store
@@ -335,12 +337,20 @@ class ShapeSync:
             await self._store.put(INDEX_KEY, sealed, STORE_SECONDS, holder=holder)
 
     async def _index(self) -> dict[str, int]:
+        """The index replicas keep, or none: one sealed under another key (the key was
+        changed, or another deployment shares this Redis) would block sharing for good,
+        so it is replaced at the next push; the entries it named, under other keys'
+        names, lapse on their own."""
         blob = await self._store.get(INDEX_KEY)
         if blob is None:
             return {}
-        index = json.loads(self._sealer.open(blob, INDEX_KEY))
+        try:
+            index = json.loads(self._sealer.open(blob, INDEX_KEY))
+        except (InvalidTag, ValueError):
+            log.warning("the store's index of learned shapes is sealed under another key")
+            return {}
         if not isinstance(index, dict):
-            raise ValueError("the store's index of shapes is not an object")
+            return {}
         return {k: v for k, v in index.items() if isinstance(k, str) and type(v) is int}
 
     async def _get(self, key: str, capability_id: str, digest: str) -> Learned | None:
