@@ -4,14 +4,16 @@ A declared result type is closed (the projection keeps only the names it declare
 key or field it lacks fails every time; a learned shape may be checked too, at a level
 every observed result had the same names at. The checker follows a result through simple
 code only: a name bound once in its function to a call, to a key or item of a followed
-value, or to each item of one in a `for` or a comprehension. Any other use of such a value
-(stored into, mutated, passed on, assigned to another name) untracks everything rooted at
+value, or to each item of a call or of such a key or item read in place in a `for` or a
+comprehension (`for x in r["items"]`; a loop over a name holding one is not followed). Any
+other use of such a value (stored into, mutated, passed on, assigned to another name, looped
+over by its name) untracks everything rooted at
 that call, and a read inside a `try` with a handler, or under `"k" in e` / `"k" in e.keys()`
 / `e.get("k")` / `hasattr(e, "k")`, is never reported, nor a `.get` with a default, nor a
 learned read in a branch a test of the same result chose (results of one kind say nothing
 of another kind's keys): a program that could run correctly is never refused.
 The texts are the runtime's own (`wording`), so a mistake reads alike either way; a
-learned shape's texts add where its names were observed.
+learned shape's texts add that its names were learned from the capability's results.
 """
 
 from __future__ import annotations
@@ -53,8 +55,9 @@ class Outline:
     """The shape a capability's result is checked by.
 
     `results` is None for a declared result type (every level closed: a name outside it
-    is a certain failure), else the number of results a learned shape was learned from,
-    which its messages name; a learned level is checked only where `Node.checkable()`.
+    is a certain failure), else the number of results a learned shape was learned from
+    (its messages then say the names were learned); a learned level is checked only
+    where `Node.checkable()`.
     """
 
     node: Node
