@@ -8,9 +8,12 @@ usage errors, a subject that sees nothing; the stdio banner, since stdout carrie
 protocol there).
 
 Exit codes: 0 success, 1 the program failed, `check` found problems, `describe` no
-capability or `shapes --name` no shape (or the server could not start), 2 usage error or
-a shapes file `shapes` cannot read, 130 stopped by Ctrl-C. Every option can also come
-from the environment: `CODEMODE_<COMMAND>_<OPTION>`, e.g. `CODEMODE_SERVE_PORT=9000`.
+capability or `shapes --name` no shape (or the server could not start, or the `--shapes`
+file of `run`, `check`, `describe`, `serve` or `proxy` cannot be read: the app is refused
+as one whose policy does not fit it is; a missing file is none, they start from nothing),
+2 usage error or a shapes file the `shapes` command cannot read (it only reads, so a
+missing file is one too), 130 stopped by Ctrl-C. Every option can also come from the
+environment: `CODEMODE_<COMMAND>_<OPTION>`, e.g. `CODEMODE_SERVE_PORT=9000`.
 """
 
 from __future__ import annotations
