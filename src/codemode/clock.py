@@ -184,8 +184,9 @@ class SystemClock:
                     log.exception("a timer callback failed")
 
 
-def wall(clock: Clock) -> float:
-    """Seconds since the epoch, as `clock` tells them: its own `wall()` when it has one (a
+def wall(clock: Clock | None) -> float:
+    """Seconds since the epoch, as `clock` tells them (None: the system's): its own
+    `wall()` when it has one (a
     `codemode.testing.ManualClock`'s calendar moves with it), else the system's calendar,
     which replicas share (the replay guard's claims allow
     `continuations.guards.CLOCK_SKEW_SECONDS` between them). A clock's `now()` may count

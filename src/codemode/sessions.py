@@ -20,7 +20,6 @@ import inspect
 import logging
 import re
 import secrets
-import time
 import uuid
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, replace
@@ -174,10 +173,7 @@ class Sessions:
             paused = await resumer.read(state)
             if not paused.session:
                 return await resumer.resume(state, subject, answers, pausable)
-            sealer = self._sealed()
-            key = "codemode:session:" + sealer.index(subject, paused.session)
-            group = "codemode:sessions:" + sealer.index(subject, "")
-            held = _Held(paused.session, key, group, paused.id, _slot(paused.session))
+            held = self._held(subject, paused.session, paused.id)
             try:
                 outcome = await self._runner.in_session(held.slot).resumer.resume(
                     state, subject, answers, pausable
@@ -246,26 +242,22 @@ class Sessions:
             raise InvalidRequestError(SESSIONS_OFF)
         if not isinstance(subject, str) or not subject.strip():
             raise UnauthenticatedError()
-        sealer = self._sealed()
-        group = "codemode:sessions:" + sealer.index(subject, "")
         if session == NEW:
             handle = "s-" + base64.urlsafe_b64encode(secrets.token_bytes(16)).decode()[:22]
-            key = "codemode:session:" + sealer.index(subject, handle)
-            return _Held(handle, key, group, None, _slot(handle))
+            return self._held(subject, handle, None)
         if HANDLE.fullmatch(session) is None:
             raise SessionNotFoundError()
-        key = "codemode:session:" + sealer.index(subject, session)
-        held = _Held(session, key, group, uuid.uuid4().hex, _slot(session))
+        held = self._held(subject, session, uuid.uuid4().hex)
         assert held.token is not None
         store, limits = settings.store, settings.limits
         if not await store.claim(held.lease, held.token, _lease_seconds(limits)):
             raise SessionBusyError()
         try:
-            blob = await store.get(key)
+            blob = await store.get(held.key)
             if blob is None:
                 raise SessionNotFoundError()
             try:
-                encoded = sealer.open(blob, key)
+                encoded = self._sealed().open(blob, held.key)
             except InvalidTag:
                 raise SessionNotFoundError() from None
             held.slot.state = SessionRecord.decode(encoded, limits).dump
@@ -300,7 +292,7 @@ class Sessions:
         settings = self._settings
         limit = settings.limits.max_paused_bytes
         state = PausedState.decode(outcome.state, limit, INFLATION * limit)
-        now = time.time() if settings.clock is None else wall(settings.clock)
+        now = wall(settings.clock)
         seconds = claim_seconds(state.expires_at, now)
         store = settings.store
         if held.token is None:
@@ -323,7 +315,7 @@ class Sessions:
             return outcome
         settings = self._settings
         store, limits = settings.store, settings.limits
-        now = time.time() if settings.clock is None else wall(settings.clock)
+        now = wall(settings.clock)
         record = SessionRecord.kept(kept, limits, now)
         encoded = record.encode(compress=not isinstance(store, MemoryStore))
         blob = self._sealed().seal(encoded, held.key)
@@ -351,6 +343,14 @@ class Sessions:
         if held.token is not None:
             with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
                 await self._settings.store.release(held.lease, held.token)
+
+    def _held(self, subject: str, handle: str, token: str | None) -> _Held:
+        """`handle` of `subject` as a program holds it: its store keys, named by digests
+        under the server's key, the lease's token and an empty slot."""
+        sealer = self._sealed()
+        key = "codemode:session:" + sealer.index(subject, handle)
+        group = "codemode:sessions:" + sealer.index(subject, "")
+        return _Held(handle, key, group, token, _slot(handle))
 
     def _sealed(self) -> Sealer:
         """The sealer, made on first use from the key the CodeMode holds then."""
