@@ -30,7 +30,7 @@ from codemode import syntax
 from codemode.binding import closest_name, literal_problem, unknown_argument
 from codemode.capabilities import Capability, Parameter, Shown, capability_hint
 from codemode.language import MISSING_MODULES, MODULES
-from codemode.preflight.results import Outline, check_results
+from codemode.preflight.results import Outline, check_results, children
 from codemode.scopes import global_bindings
 
 SANDBOX_MODULES = frozenset(MODULES) | {"os", "sys", "pathlib"}
@@ -530,12 +530,7 @@ def _nodes(tree: ast.AST) -> Iterator[ast.AST]:
     while stack:
         node = stack.pop()
         yield node
-        for name in node._fields:
-            value = getattr(node, name, None)
-            if isinstance(value, ast.AST):
-                stack.append(value)
-            elif isinstance(value, list):
-                stack.extend(item for item in value if isinstance(item, ast.AST))
+        stack.extend(children(node))
 
 
 def _position(binding: tuple[str, ast.AST]) -> tuple[int, int]:

@@ -96,7 +96,7 @@ def check_results(
         node = stack.pop()
         if isinstance(node, ast.Call) and _dotted(node.func, roots) in outlines:
             shaped.append(node)
-        for child in _children(node):
+        for child in children(node):
             parents[child] = node
             stack.append(child)
     functions: dict[int, ast.FunctionDef | ast.AsyncFunctionDef] = {}
@@ -110,7 +110,7 @@ def check_results(
     return found
 
 
-def _children(node: ast.AST) -> list[ast.AST]:
+def children(node: ast.AST) -> list[ast.AST]:
     """A node's children (as ast.iter_child_nodes, with less overhead per node)."""
     found: list[ast.AST] = []
     for name in node._fields:
@@ -207,7 +207,7 @@ class _Function:
                 continue
             self.nodes.append(node)
             self._note(function, node)
-            stack.extend(_children(node))
+            stack.extend(children(node))
 
     def _note(self, function: ast.AST, node: ast.AST) -> None:
         if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
@@ -578,4 +578,4 @@ def _dotted(func: ast.expr, roots: set[str] | frozenset[str]) -> str | None:
     return ".".join([func.id, *reversed(parts)])
 
 
-__all__ = ["Outline", "Read", "check_results"]
+__all__ = ["Outline", "Read", "check_results", "children"]
