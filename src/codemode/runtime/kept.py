@@ -94,7 +94,7 @@ def load_session(session: pm.MontySession, state: bytes) -> str:
     an earlier program defined. The worker's own errors pass."""
     session.load_session(state)
     try:
-        session.feed_run("raise ValueError", print_callback=_silent)
+        session.feed_run("raise ValueError", print_callback=silent)
     except pm.MontyRuntimeError as probe:
         frames = probe.traceback()
         found = _FEED.fullmatch(frames[0].filename) if frames else None
@@ -106,14 +106,14 @@ def load_session(session: pm.MontySession, state: bytes) -> str:
 def keep_session(session: pm.MontySession, namespaces: Iterable[str]) -> Kept:
     """After the program succeeded: the globals the next run loads, and what they hold
     (`namespaces`: the view's capability roots). The worker's own errors pass."""
-    session.feed_run(LET_GO, print_callback=_silent)
+    session.feed_run(LET_GO, print_callback=silent)
     state = session.dump()
     # listed after the dump: the session keeps every text it is fed, and not this one, nor
     # anything a program's own function does when the listing calls it by a built-in's name
     listing: object = []
     for feed in (LISTING, NAMES):
         try:
-            listing = session.feed_run(feed, print_callback=_silent)
+            listing = session.feed_run(feed, print_callback=silent)
             break
         except pm.MontyRuntimeError as error:  # a name it calls is the program's
             if isinstance(error.exception(), TimeoutError | MemoryError):
@@ -121,7 +121,7 @@ def keep_session(session: pm.MontySession, namespaces: Iterable[str]) -> Kept:
     return Kept(state, held(listing, namespaces))
 
 
-def _silent(stream: str, text: str) -> None:
+def silent(stream: str, text: str) -> None:
     """Output of the feeds codemode makes (none is expected; none is kept)."""
 
 
@@ -135,4 +135,5 @@ __all__ = [
     "held",
     "keep_session",
     "load_session",
+    "silent",
 ]

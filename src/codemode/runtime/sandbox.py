@@ -23,7 +23,7 @@ import pydantic_monty as pm
 
 from codemode.errors import PROGRAM_FILE
 from codemode.limits import Limits, host_calls, work_threads
-from codemode.runtime.kept import Kept, keep_session, load_session
+from codemode.runtime.kept import Kept, keep_session, load_session, silent
 from codemode.runtime.loops import BIND_LENGTH, LOOPS, Marked, going_on, mark
 from codemode.runtime.records import GuestRecord, record_id
 from codemode.values import RecordValue
@@ -373,7 +373,7 @@ class MontyRun:
                 if session:
                     self._fed = load_session(self.session, session)
                 else:  # a new session: the markers' `len`, before any program rebinds it
-                    self.session.feed_run(BIND_LENGTH, print_callback=_silent)
+                    self.session.feed_run(BIND_LENGTH, print_callback=silent)
             except (pm.MontyError, RuntimeError):  # sealed: the host's failure, never a program's
                 raise SandboxFailure(FailureKind.HOST) from None
             if session:
@@ -419,7 +419,7 @@ class MontyRun:
     def type_names(self, expressions: list[str]) -> list[str] | None:
         code = "[" + ", ".join(f"type({e}).__name__" for e in expressions) + "]"
         try:
-            step = self._step(lambda: self.session.feed_start(code, print_callback=_silent))
+            step = self._step(lambda: self.session.feed_start(code, print_callback=silent))
         except SandboxFailure:
             return None
         names = step.value if isinstance(step, Done) else None
@@ -501,7 +501,7 @@ class MontyRun:
         trip runs no marker's exit). The interpreter promises nothing of a heap it stopped,
         so only lines of marked loops are believed, and a failed read means none."""
         try:
-            found = self.session.feed_run(LOOPS, print_callback=_silent)
+            found = self.session.feed_run(LOOPS, print_callback=silent)
         except pm.MontyError:
             return ()
         if not isinstance(found, list):
@@ -541,10 +541,6 @@ def _past(code: str) -> tuple[int, int]:
     """The empty span just past `code`'s last byte."""
     end = len(code.encode("utf-8", errors="surrogatepass"))
     return (end, end)
-
-
-def _silent(stream: str, text: str) -> None:
-    """Output of the checks run after the program (none is expected; none is kept)."""
 
 
 _INTERRUPTED = (-signal.SIGINT, 128 + signal.SIGINT)
