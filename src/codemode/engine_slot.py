@@ -19,7 +19,14 @@ from codemode.continuations import PausedState, SessionSlot, Verdict
 from codemode.errors import ExecutionCanceledError, InvalidRequestError, UnauthenticatedError
 from codemode.limits import Limits
 from codemode.options import Options
-from codemode.runtime import Clock, Engine, Execution, MontySandbox, Sandbox
+from codemode.runtime import (
+    Clock,
+    Engine,
+    Execution,
+    MontySandbox,
+    Sandbox,
+    current_watch,
+)
 
 
 class EngineSettings(Protocol):
@@ -151,6 +158,7 @@ def build_execution(
         execution_id=execution_id,
         spent=spent,
         session=session,
+        watch=current_watch(),
     )
 
 

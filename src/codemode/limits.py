@@ -43,6 +43,8 @@ class LimitKind(StrEnum):
     """What a program paused for an approval holds (its interpreter's state and more)."""
     SESSION_SIZE = "session size"
     """What a session keeps after a program (its interpreter's state, before compression)."""
+    RUNNING_TASKS = "running tasks"
+    """Programs one subject runs as tasks at once."""
 
 
 WORK_THREADS = 16
@@ -108,6 +110,10 @@ class Limits:
     - `max_sessions_per_subject` (16): sessions one subject keeps; a new one past it
       ends that subject's least recently used.
     - `session_idle_seconds` (3600): how long a session no program ran in is kept.
+    - `max_task_seconds` (600): wall-clock time of a program run as a task (a client
+      that polls for its result), in place of `max_execution_seconds`.
+    - `max_tasks_per_subject` (4): programs one subject runs as tasks at once.
+    - `task_keep_seconds` (3600): how long a task's result is kept once it ended.
     """
 
     max_source_bytes: int = 64 * KIB
@@ -131,6 +137,9 @@ class Limits:
     max_session_bytes: int = 1 * MIB
     max_sessions_per_subject: int = 16
     session_idle_seconds: float = 3600.0
+    max_task_seconds: float = 600.0
+    max_tasks_per_subject: int = 4
+    task_keep_seconds: float = 3600.0
 
     def __post_init__(self) -> None:
         for field in fields(self):
@@ -160,6 +169,7 @@ _FIELDS: dict[LimitKind, str] = {
     LimitKind.APPROVALS: "max_approvals",
     LimitKind.PAUSED_SIZE: "max_paused_bytes",
     LimitKind.SESSION_SIZE: "max_session_bytes",
+    LimitKind.RUNNING_TASKS: "max_tasks_per_subject",
 }
 """The `Limits` field behind each kind but `HOST_CALLS` (derived from the capability calls)
 and `CALLS_LEFT_RUNNING` and `PROGRAMS_WAITING` (shares of the engine's bounds);

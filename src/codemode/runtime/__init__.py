@@ -11,6 +11,13 @@ from codemode.runtime.execution import Execution, new_execution_id
 from codemode.runtime.kept import Kept
 from codemode.runtime.outcome import ExecutionResult, KeptState, Usage
 from codemode.runtime.program import Programs
+from codemode.runtime.progress import (
+    ProgressNote,
+    ProgressSink,
+    RunWatch,
+    current_watch,
+    watching,
+)
 from codemode.runtime.sandbox import (
     Answer,
     Call,
@@ -48,8 +55,11 @@ __all__ = [
     "MontySandbox",
     "Printer",
     "Programs",
+    "ProgressNote",
+    "ProgressSink",
     "Returned",
     "Run",
+    "RunWatch",
     "Sandbox",
     "SandboxFailure",
     "Sleep",
@@ -60,5 +70,7 @@ __all__ = [
     "Wait",
     "answered",
     "asking",
+    "current_watch",
     "new_execution_id",
+    "watching",
 ]

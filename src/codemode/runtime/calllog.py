@@ -17,7 +17,7 @@ import math
 import reprlib
 import threading
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 from codemode.capabilities import Capability, Projected
@@ -65,8 +65,10 @@ def written(kwargs: dict[str, Any]) -> tuple[str, str]:
 class CallLog:
     """One record per call of one execution, the limits on calls, and its usage."""
 
-    def __init__(self, limits: Limits) -> None:
+    def __init__(self, limits: Limits, on_end: Callable[[str], None] | None = None) -> None:
+        """`on_end`: told the name of each call that ends (a watched run's progress)."""
         self.limits = limits
+        self._on_end = on_end
         self.names: list[str] = []
         """The capabilities called, in the order the calls started."""
         self.result_bytes = 0
@@ -111,6 +113,8 @@ class CallLog:
     ) -> None:
         """A call ended: "ok" with what it completed, or the code of its error."""
         self._ended.append((capability, span, outcome, completed))
+        if self._on_end is not None:
+            self._on_end(capability)
 
     def records(self, program: Program | None) -> tuple[CallRecord, ...]:
         """The calls that ended, with their lines (built only for a report or a pause)."""

@@ -35,11 +35,12 @@ from codemode.runtime.classify import FailureContext, InjectedError, StopError
 from codemode.runtime.crossing import returned
 from codemode.runtime.deadline import Deadline, Locate
 from codemode.runtime.dispatch import Approval, Awaiting, Dispatcher, Plan, abandon
-from codemode.runtime.guest import error_data, sleep_problem, undefined, vars_of
+from codemode.runtime.guest import error_data, progress_call, sleep_problem, undefined, vars_of
 from codemode.runtime.outcome import ExecutionResult
 from codemode.runtime.pausing import Pausing
 from codemode.runtime.printed import Printed
 from codemode.runtime.program import Program
+from codemode.runtime.progress import Progress
 from codemode.runtime.sandbox import (
     Answer,
     Call,
@@ -89,6 +90,7 @@ class Driver:
         settle: Callable[[ExecutionResult], None],
         elapsed: Callable[[], float],
         session: SessionSlot | None = None,
+        progress: Progress | None = None,
     ) -> None:
         self.status = status
         self.source = source
@@ -109,6 +111,8 @@ class Driver:
         self.session = session
         """The session the program runs in: its state read at the start, the state it
         leaves written when it succeeds."""
+        self.progress = progress
+        """Where the program's own `progress()` reports go, when someone watches the run."""
         self.run: Run | None = None
         """The interpreter's run of the program, once it started."""
         self.program: Program | None = None
@@ -249,6 +253,8 @@ class Driver:
                 if call.name == "vars"
                 else error_data(call, self.failures.injected)
                 if call.name == "error_data"
+                else progress_call(call, self.progress)
+                if call.name == "progress"
                 else undefined(call.name)
             )
             return self._step(lambda: run.answer(found))

@@ -36,7 +36,7 @@ from codemode.errors import (
     ResourceLimitError,
 )
 from codemode.events import EventHandler
-from codemode.limits import LimitKind, exceeded
+from codemode.limits import LimitKind, Limits, exceeded
 from codemode.runtime.audit import Audit, abandoned_because, quietly
 from codemode.runtime.calllog import CallLog
 from codemode.runtime.classify import FailureContext, classify
@@ -49,6 +49,7 @@ from codemode.runtime.outcome import ExecutionResult
 from codemode.runtime.pausing import Pausing
 from codemode.runtime.pool import Job, WorkPool
 from codemode.runtime.printed import Printed
+from codemode.runtime.progress import Progress, RunWatch
 from codemode.runtime.setup import Setup
 from codemode.runtime.state import Answered, State, Status
 from codemode.runtime.waits import Waits
@@ -87,11 +88,13 @@ class Execution:
         verdicts: Mapping[str, Verdict] | None = None,
         spent: float = 0.0,
         session: SessionSlot | None = None,
+        watch: RunWatch | None = None,
     ) -> None:
         """`spent`: the time its request took before it (asking `can_see`), which counts
         against its execution time. `restored`, `verdicts`: the paused program it goes
         on from, and how a person answered for each call they were asked about.
-        `session`: the session it runs in (its state in; out, the state it leaves)."""
+        `session`: the session it runs in (its state in; out, the state it leaves).
+        `watch`: who watches it (its progress notes), and a task's longer bound."""
         self.source = source
         self.subject = subject
         self.setup = setup
@@ -131,11 +134,15 @@ class Execution:
         self._start_here = False
         self._link = link = _Link(self)
         elapsed = functools.partial(_elapsed, clock, self.created, restored)
-        left = limits.max_execution_seconds if restored is None else restored.seconds_left
+        left = bound_seconds(limits, watch) if restored is None else restored.seconds_left
         self.deadline = Deadline(clock, left - spent, setup.overdue, link.fail, armed=False)
         self.failures = FailureContext(limits, setup.programs)
         self.printed = Printed(limits.max_printed_bytes, link.flood)
-        self.calls = CallLog(limits)
+        sink = None if watch is None else watch.sink
+        began = self.created - (0.0 if restored is None else restored.elapsed)
+        self.progress = None if sink is None else Progress(sink, clock, began)
+        """The notes its watcher gets, if one asked for them (flushed before its answer)."""
+        self.calls = CallLog(limits, None if self.progress is None else self.progress.call_ended)
         self.audit = Audit(
             execution_id=self.execution_id,
             subject=subject,
@@ -199,6 +206,7 @@ class Execution:
             settle=link.settle,
             elapsed=elapsed,
             session=session,
+            progress=self.progress,
         )
         if restored is not None:
             self.pausing.restore(verdicts or {})
@@ -281,6 +289,8 @@ class Execution:
         if span:
             self.audit.end_span(error.code.value)
         records = self.calls.records(self.driver.program)
+        if self.progress is not None:
+            self.progress.flush()
         self.answer.set_exception(error.replace(printed=self.printed.text, calls=records))
         if run is not None:
             run.kill()
@@ -306,6 +316,8 @@ class Execution:
             self.goes_on = goes_on
             self.answered_at = self.services.clock.now()
         self.audit.end_span(outcome)
+        if self.progress is not None:
+            self.progress.flush()
         self.answer.set_result(answer)
         self.services.settled(self)
 
@@ -431,6 +443,15 @@ class _Link:
         execution._paused(answer)
 
 
+def bound_seconds(limits: Limits, watch: RunWatch | None) -> float:
+    """How long a new execution may run: its watcher's bound (a task's, at most
+    `max_task_seconds`), else `max_execution_seconds`. Only an adapter sets a watch: a
+    program cannot lengthen its own time."""
+    if watch is None or watch.seconds is None:
+        return limits.max_execution_seconds
+    return min(watch.seconds, limits.max_task_seconds)
+
+
 def _elapsed(clock: Clock, created: float, restored: PausedState | None) -> float:
     """Seconds an execution created at `created` has run, before any pause too (waits for
     a person not counted)."""
@@ -456,4 +477,4 @@ def new_execution_id() -> str:
     return data.hex()
 
 
-__all__ = ["Execution", "Services", "new_execution_id"]
+__all__ = ["Execution", "Services", "bound_seconds", "new_execution_id"]

@@ -1,5 +1,5 @@
 """What the program may ask of the host besides capabilities: `vars()`, `error_data()`,
-sleeps, and the answer to a name it never defined. Pure functions of the program's own
+`progress()`, sleeps, and the answer to a name it never defined. Pure functions of the program's own
 values and of the failures its own calls raised."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from codemode.errors import CodeModeError, Where
 from codemode.limits import Limits
+from codemode.runtime.progress import Progress, bounded
 from codemode.runtime.sandbox import Answer, Call, Injected, Returned
 from codemode.values import (
     CrossingError,
@@ -59,6 +60,43 @@ def error_data(call: Call, raised: Sequence[tuple[Where, str, str, CodeModeError
         if (exc_type, message) == said:
             return Returned(error.data())
     return Returned(None)
+
+
+PROGRESS_KEYWORDS = frozenset({"done", "total"})
+
+
+def progress_call(call: Call, progress: Progress | None) -> Answer:
+    """`progress(message, done=None, total=None)`: tell whoever watches the run how far it
+    is. None, always; a no-op when no one watches, so a program runs the same on every
+    client. It is not a capability call: nothing of the host answers it."""
+    args, kwargs = call.args, call.kwargs
+    message = args[0] if len(args) == 1 else kwargs.get("message") if not args else None
+    named = set(kwargs) - ({"message"} if not args else set())
+    if not isinstance(message, str) or not named <= PROGRESS_KEYWORDS or len(args) > 1:
+        return Injected(
+            "TypeError", "progress() takes a message string, and optional done= and total= numbers"
+        )
+    done, total = kwargs.get("done"), kwargs.get("total")
+    if not (_amount(done) and _amount(total)):
+        return Injected("ValueError", "progress() done and total must be numbers of 0 or more")
+    if total is not None and done is None:
+        return Injected("ValueError", "progress() takes total only with done")
+    if progress is not None:
+        progress.reported(
+            bounded(message),
+            None if done is None else float(done),
+            None if total is None else float(total),
+        )
+    return Returned(None)
+
+
+def _amount(value: object) -> bool:
+    """Whether `done` or `total` is absent, or a finite number of 0 or more."""
+    if value is None:
+        return True
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return math.isfinite(value) and value >= 0
 
 
 def sleep_problem(seconds: object) -> Injected | None:

@@ -267,6 +267,7 @@ class MontySandbox:
     def _ensure_pool(self) -> pm.Monty:
         with self._lock:
             if self._pool is None:
+                longest = max(self.limits.max_execution_seconds, self.limits.max_task_seconds)
                 pool = pm.Monty(
                     binary_path=None if self.binary is None else os.fspath(self.binary),
                     min_processes=1,
@@ -274,8 +275,9 @@ class MontySandbox:
                     # checked out until that code returns: room for one per thread of
                     # the engine, besides the executions allowed to run at once.
                     max_processes=self.limits.max_concurrent_executions + work_threads(self.limits),
-                    checkout_timeout=self.limits.max_execution_seconds,
-                    request_timeout=self.limits.max_execution_seconds + 5,
+                    # The longest a run may take: a task's bound, when longer.
+                    checkout_timeout=longest,
+                    request_timeout=longest + 5,
                 )
                 pool.__enter__()
                 self._pool = pool

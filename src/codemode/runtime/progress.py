@@ -1,0 +1,212 @@
+"""How far a running program is, told to whoever watches it: notes built from the calls
+it made and from its own `progress()` reports, rising, rate-limited, host-blind.
+
+A watcher (an adapter serving a client that asked for progress, or a task) sets a
+`RunWatch` around a run with `watching`; the execution reads it once, as it is built on
+its caller's task or thread, so no public method needs a keyword for it. A note echoes
+only what the program's author already has: how many calls it made, the name it called
+last, the time it has run, and its own text. Never an argument, an outcome, an error or
+anything a handler, an authorizer or an upstream said.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from codemode.clock import Clock, Timer
+
+log = logging.getLogger("codemode")
+
+MAX_PROGRESS_MESSAGE = 200
+"""Characters of the program's own message a note carries (longer ones end in `…`)."""
+
+PROGRESS_INTERVAL = 0.25
+"""Seconds between two notes: at most 4 a second, the latest pending one goes out."""
+
+RISE = 0.001
+"""How much a note rises when the program's own `done` would not (progress must rise)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProgressNote:
+    """One note: `progress` rises from note to note; `total` only when the program gave
+    one at least `progress`."""
+
+    progress: float
+    total: float | None
+    message: str
+
+
+ProgressSink = Callable[[ProgressNote], None]
+"""Where notes go: called in order, never at once from two threads, and must not block
+(an adapter's sink only hands the note on to its own loop)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunWatch:
+    """What a watcher asks of one run: its notes (`sink`), and a longer bound on its time
+    (`seconds`, a task's; clamped to `Limits.max_task_seconds`; None: the execution time
+    `Limits` sets)."""
+
+    sink: ProgressSink | None = None
+    seconds: float | None = None
+
+
+_WATCH: contextvars.ContextVar[RunWatch | None] = contextvars.ContextVar(
+    "codemode_run_watch", default=None
+)
+
+
+@contextlib.contextmanager
+def watching(watch: RunWatch) -> Iterator[None]:
+    """Watch the runs started within (`cm.execute*`, `start_async`, `resume_async`)."""
+    token = _WATCH.set(watch)
+    try:
+        yield
+    finally:
+        _WATCH.reset(token)
+
+
+def current_watch() -> RunWatch | None:
+    """The watch set around the run being built, if any."""
+    return _WATCH.get()
+
+
+class Progress:
+    """The notes of one execution: a tally of ended calls, the program's own reports, and
+    the rate at which notes go out (a timer of the clock sends the latest pending one)."""
+
+    def __init__(self, sink: ProgressSink, clock: Clock, began: float) -> None:
+        """`began`: when the execution started, on `clock` (earlier runs of a resumed
+        program included), for the elapsed time a note tells."""
+        self._sink = sink
+        self._clock = clock
+        self._began = began
+        self._lock = threading.Lock()
+        self.calls = 0
+        """Calls of the program that ended (ok or not)."""
+        self._last_call = ""
+        self._own = False
+        """Whether the program reported a `done`: from then on its numbers drive notes."""
+        self._total: float | None = None
+        self._value: float | None = None
+        """The progress of the latest note made (sent or pending)."""
+        self._sent_at: float | None = None
+        self._pending: ProgressNote | None = None
+        self._timer: Timer | None = None
+        self._closed = False
+
+    def call_ended(self, capability: str) -> None:
+        """A call ended (`CallLog.end`): counted; a note, until the program reports its
+        own `done`."""
+        with self._lock:
+            self.calls += 1
+            self._last_call = capability
+            if self._own or self._closed:
+                return
+            now = self._clock.now()
+            n = self.calls
+            message = f"{n} call{'s' * (n != 1)} · {now - self._began:.1f} s · {capability}"
+            self._offer(self._rising(float(n), message, None), now)
+
+    def reported(self, message: str, done: float | None, total: float | None) -> None:
+        """The program's own `progress(message, done=, total=)`, its message bounded
+        already. A `done` that does not rise goes into the message only."""
+        with self._lock:
+            if self._closed:
+                return
+            if done is not None:
+                self._own = True
+                self._total = total
+                if self._value is not None and done <= self._value:
+                    message = f"{message} ({_number(done)}{_of(total)})"
+                target = done
+            else:  # the message only: progress as it stands (calls, or the program's done)
+                target = self._value if self._own and self._value is not None else self.calls
+            self._offer(self._rising(target, message, self._total), self._clock.now())
+
+    def flush(self) -> None:
+        """The run is answered: the pending note goes out now, before the answer, and no
+        note after it."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            note, self._pending = self._pending, None
+            if note is not None:
+                self._deliver(note)
+
+    # -- helpers (under the lock) -----------------------------------------------------------
+
+    def _rising(self, target: float, message: str, total: float | None) -> ProgressNote:
+        last = self._value
+        value = target if last is None or target > last else round(last + RISE, 6)
+        self._value = value
+        return ProgressNote(value, total if total is not None and total >= value else None, message)
+
+    def _offer(self, note: ProgressNote, now: float) -> None:
+        sent = self._sent_at
+        if sent is None or now - sent >= PROGRESS_INTERVAL:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            self._pending = None
+            self._sent_at = now
+            self._deliver(note)
+            return
+        self._pending = note
+        if self._timer is None:
+            self._timer = self._clock.call_at(sent + PROGRESS_INTERVAL, self._ring)
+
+    def _ring(self) -> None:
+        with self._lock:
+            self._timer = None
+            note, self._pending = self._pending, None
+            if note is None or self._closed:
+                return
+            self._sent_at = self._clock.now()
+            self._deliver(note)
+
+    def _deliver(self, note: ProgressNote) -> None:
+        try:
+            self._sink(note)
+        except Exception:  # a watcher's fault never fails the program
+            log.exception("a progress note could not be delivered")
+
+
+def bounded(message: str) -> str:
+    """The program's message as a note carries it: control characters as spaces, at most
+    `MAX_PROGRESS_MESSAGE` characters (a longer one cut, ending in `…`)."""
+    text = "".join(ch if ch.isprintable() else " " for ch in message)
+    if len(text) > MAX_PROGRESS_MESSAGE:
+        text = text[: MAX_PROGRESS_MESSAGE - 1] + "…"
+    return text
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def _of(total: float | None) -> str:
+    return "" if total is None else f"/{_number(total)}"
+
+
+__all__ = [
+    "MAX_PROGRESS_MESSAGE",
+    "PROGRESS_INTERVAL",
+    "Progress",
+    "ProgressNote",
+    "ProgressSink",
+    "RunWatch",
+    "bounded",
+    "current_watch",
+    "watching",
+]

@@ -1,0 +1,247 @@
+"""Progress notes of a watched run: rising, at most 4 a second (the latest pending one
+goes out), the program's own numbers taking over, the last note before the answer, and
+nothing of the host's in any note."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextvars
+from collections.abc import Callable
+
+import pytest
+
+from codemode import CodeMode, CodeModeError
+from codemode.authz import AllowAll
+from codemode.limits import Limits
+from codemode.runtime import ProgressNote, RunWatch, current_watch, watching
+from codemode.runtime.execution import bound_seconds
+from codemode.runtime.progress import PROGRESS_INTERVAL, Progress
+from codemode.testing import ManualClock
+from tests.conftest import CANARY, build_host
+
+
+def note(progress: float, message: str, total: float | None = None) -> ProgressNote:
+    return ProgressNote(progress, total, message)
+
+
+def tally() -> tuple[Progress, ManualClock, list[ProgressNote]]:
+    clock = ManualClock()
+    notes: list[ProgressNote] = []
+    return Progress(notes.append, clock, clock.now()), clock, notes
+
+
+def test_the_first_note_goes_out_at_once_and_later_ones_are_coalesced_to_4_a_second() -> None:
+    progress, clock, notes = tally()
+    progress.call_ended("records.lookup")
+    assert notes == [note(1, "1 call · 0.0 s · records.lookup")]
+    clock.advance(0.1)
+    progress.call_ended("records.search")
+    clock.advance(0.1)
+    progress.call_ended("records.lookup")
+    assert len(notes) == 1  # the latest of the two waits for its moment
+    clock.advance(PROGRESS_INTERVAL - 0.2)
+    assert notes[1:] == [note(3, "3 calls · 0.2 s · records.lookup")]
+    clock.advance(1.05)  # nothing pending: the timer sent it, nothing more
+    assert len(notes) == 2
+    progress.call_ended("records.search")  # a quarter second passed: at once
+    assert notes[2:] == [note(4, "4 calls · 1.3 s · records.search")]
+
+
+def test_flush_sends_the_pending_note_at_once_and_nothing_after_it() -> None:
+    progress, clock, notes = tally()
+    progress.call_ended("a.b")
+    progress.call_ended("a.b")
+    progress.flush()
+    assert notes == [note(1, "1 call · 0.0 s · a.b"), note(2, "2 calls · 0.0 s · a.b")]
+    progress.call_ended("a.b")
+    progress.reported("late", 9, None)
+    clock.advance(1.0)
+    assert len(notes) == 2
+    assert clock.pending == 0
+
+
+def test_the_programs_own_done_and_total_take_over_from_the_count_of_calls() -> None:
+    progress, clock, notes = tally()
+    progress.call_ended("a.b")
+    clock.advance(1)
+    progress.reported("half", 10, 20)
+    clock.advance(1)
+    progress.call_ended("a.b")  # counted, but the program's numbers drive the notes now
+    clock.advance(1)
+    progress.reported("more", 15, None)
+    clock.advance(1)
+    progress.reported("still", None, None)
+    assert notes == [
+        note(1, "1 call · 0.0 s · a.b"),
+        note(10, "half", 20),
+        note(15, "more"),
+        note(15.001, "still"),
+    ]
+
+
+def test_a_done_that_would_not_rise_goes_into_the_message_only() -> None:
+    progress, clock, notes = tally()
+    progress.reported("phase one", 5, 20)
+    clock.advance(1)
+    progress.reported("phase two", 3, 20)
+    clock.advance(1)
+    progress.reported("again", 3, None)
+    clock.advance(1)
+    progress.reported("big", 2.5, 4)  # a total below what is sent is left out
+    assert notes == [
+        note(5, "phase one", 20),
+        note(5.001, "phase two (3/20)", 20),
+        note(5.002, "again (3)"),
+        note(5.003, "big (2.5/4)"),
+    ]
+
+
+def test_a_message_before_any_done_rises_from_the_count_of_calls() -> None:
+    progress, clock, notes = tally()
+    progress.reported("starting", None, None)
+    clock.advance(1)
+    progress.call_ended("a.b")
+    clock.advance(1)
+    progress.reported("fetched", None, None)
+    assert notes == [
+        note(0, "starting"),
+        note(1, "1 call · 1.0 s · a.b"),
+        note(1.001, "fetched"),
+    ]
+
+
+def test_a_failing_sink_never_fails_the_progress() -> None:
+    clock = ManualClock()
+
+    def broken(_: ProgressNote) -> None:
+        raise RuntimeError("sink down")
+
+    progress = Progress(broken, clock, clock.now())
+    progress.call_ended("a.b")
+    progress.flush()
+
+
+def test_a_watch_holds_only_within_watching() -> None:
+    watch = RunWatch(seconds=30)
+    assert current_watch() is None
+    with watching(watch):
+        assert current_watch() is watch
+    assert current_watch() is None
+
+
+def test_a_watchs_bound_replaces_the_execution_time_up_to_max_task_seconds() -> None:
+    limits = Limits(max_execution_seconds=10, max_task_seconds=60)
+    assert bound_seconds(limits, None) == 10
+    assert bound_seconds(limits, RunWatch(sink=print)) == 10
+    assert bound_seconds(limits, RunWatch(seconds=30)) == 30
+    assert bound_seconds(limits, RunWatch(seconds=3600)) == 60
+
+
+SLOW = "import time\ndef main():\n    time.sleep(2)\n    return 'slept'\n"
+
+
+def test_a_watched_run_gets_the_longer_bound_and_an_unwatched_one_does_not() -> None:
+    clock = ManualClock()
+    limits = Limits(max_execution_seconds=1, max_task_seconds=30)
+    with CodeMode(authorizer=AllowAll(), clock=clock, limits=limits) as cm:
+        with pytest.raises(CodeModeError, match="execution time"):
+            cm.execute(SLOW, subject="a")
+        with concurrent.futures.ThreadPoolExecutor(1) as caller:
+            with watching(RunWatch(seconds=5)):
+                started = caller.submit(_in_context(cm.execute, SLOW))
+            while True:
+                try:
+                    value = started.result(timeout=0.05)
+                    break
+                except concurrent.futures.TimeoutError:
+                    clock.advance(0.5)
+        assert getattr(value, "value", None) == "slept"
+
+
+def test_a_watchs_bound_is_clamped_to_max_task_seconds() -> None:
+    limits = Limits(max_execution_seconds=1, max_task_seconds=1.5)
+    with (
+        CodeMode(authorizer=AllowAll(), clock=ManualClock(), limits=limits) as cm,
+        watching(RunWatch(seconds=60)),
+        pytest.raises(CodeModeError, match="execution time"),
+    ):
+        cm.execute(SLOW, subject="a")
+
+
+def _in_context(execute: Callable[..., object], source: str) -> Callable[[], object]:
+    """The call, on another thread, in the context it is made in (its watch included)."""
+    context = contextvars.copy_context()
+    return lambda: context.run(execute, source, subject="a")
+
+
+CALLS = """def main():
+    for i in range(5):
+        records.lookup(key=str(i))
+    return 'done'
+"""
+
+
+def test_a_watched_run_sends_its_last_note_before_its_answer() -> None:
+    notes: list[ProgressNote] = []
+    clock = ManualClock()  # never moved: after the first note, each waits for its moment
+    with CodeMode(authorizer=AllowAll(), clock=clock) as cm:
+
+        @cm.capability("records.lookup", summary="Look up one record.")
+        def lookup(*, key: str) -> str:
+            return key
+
+        with watching(RunWatch(sink=notes.append)):
+            result = cm.execute(CALLS, subject="a")
+        assert notes == [
+            note(1, "1 call · 0.0 s · records.lookup"),
+            note(5, "5 calls · 0.0 s · records.lookup"),
+        ]
+        assert result.value == "done"
+        cm.execute(CALLS, subject="a")  # unwatched: no note
+        assert len(notes) == 2
+
+
+def test_a_failed_run_sends_its_last_note_before_its_error() -> None:
+    notes: list[ProgressNote] = []
+    with CodeMode(authorizer=AllowAll(), clock=ManualClock()) as cm:
+
+        @cm.capability("records.lookup", summary="Look up one record.")
+        def lookup(*, key: str) -> str:
+            return key
+
+        source = (
+            "def main():\n    records.lookup(key='a')\n    records.lookup(key='b')\n    1 / 0\n"
+        )
+        with watching(RunWatch(sink=notes.append)), pytest.raises(CodeModeError):
+            cm.execute(source, subject="a")
+    assert [n.progress for n in notes] == [1, 2]
+
+
+CANARY_CALLS = """def main():
+    for attempt in [records.fail, records.secret, records.flaky, records.badresult]:
+        try:
+            attempt()
+        except Exception as e:
+            progress("caught")
+    records.lookup(key="k")
+    return "ok"
+"""
+
+
+def test_no_note_carries_anything_of_the_hosts() -> None:
+    notes: list[ProgressNote] = []
+    cm = build_host()
+    try:
+        with watching(RunWatch(sink=notes.append)):
+            result = cm.execute(CANARY_CALLS, subject="alice")
+    finally:
+        cm.close()
+    assert result.value == "ok"
+    assert notes, "the run sent no note"
+    assert notes[-1].progress >= 5
+    for sent in notes:
+        assert CANARY not in sent.message
+        assert "alice" not in sent.message
+        assert "records.entry.lookup" not in sent.message  # a capability_id, never
+        for word in ("denied", "failed", "rejected", "error", "key="):
+            assert word not in sent.message.lower()
