@@ -95,6 +95,7 @@ class ErrorCode(StrEnum):
     RESUME_REFUSED = "resume_refused"
     SESSION_NOT_FOUND = "session_not_found"
     SESSION_BUSY = "session_busy"
+    TASK_NOT_FOUND = "task_not_found"
 
 
 @dataclass(frozen=True, slots=True)
@@ -441,6 +442,14 @@ class SessionBusyError(CodeModeError):
         super().__init__(detail, **kwargs)
 
 
+class TaskNotFoundError(CodeModeError):
+    """No task of the caller's has the id: made up, expired, evicted or another caller's
+    all read the same, so the answer tells nothing of whose tasks exist."""
+
+    code = ErrorCode.TASK_NOT_FOUND
+    sentinel = "task not found"
+
+
 ERROR_CLASSES: dict[ErrorCode, type[CodeModeError]] = {
     cls.code: cls
     for cls in (
@@ -461,6 +470,7 @@ ERROR_CLASSES: dict[ErrorCode, type[CodeModeError]] = {
         ResumeRefusedError,
         SessionNotFoundError,
         SessionBusyError,
+        TaskNotFoundError,
     )
 }
 """One class per code; a contract test keeps this, the enum and the docs in step."""
@@ -575,6 +585,7 @@ __all__ = [
     "ResumeRefusedError",
     "SessionBusyError",
     "SessionNotFoundError",
+    "TaskNotFoundError",
     "UnauthenticatedError",
     "Where",
     "bounded",

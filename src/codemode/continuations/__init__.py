@@ -15,7 +15,8 @@ and restore:
 - `approvals`: its first user, a person's approval of a call (`codemode.approvals` is
   the public front door);
 - `sessions`: a session's kept state, as one execution sees it and as it is stored;
-- `shapes`: learned result shapes kept between runs, in a file and shared in a store.
+- `shapes`: learned result shapes kept between runs, in a file and shared in a store;
+- `tasks`: a program run as a task, its sealed record in the store, its owner's lease.
 """
 
 from __future__ import annotations
@@ -93,6 +94,17 @@ from codemode.continuations.state import (
     thaw,
 )
 from codemode.continuations.store import MEMORY_STORE_BYTES, MemoryStore, RedisStore, Store
+from codemode.continuations.tasks import (
+    TASK_ID,
+    TASK_LOST,
+    TERMINAL,
+    TaskBook,
+    TaskHold,
+    TaskRecord,
+    TaskStatus,
+    new_task_id,
+    record_bound,
+)
 
 __all__ = [
     "CLOCK_SKEW_SECONDS",
@@ -116,6 +128,9 @@ __all__ = [
     "SESSION_UNREADABLE",
     "SHAPES_FORMAT",
     "STATE_GRACE_SECONDS",
+    "TASK_ID",
+    "TASK_LOST",
+    "TERMINAL",
     "UNGUARDED",
     "UNREADABLE",
     "VERSIONS",
@@ -141,6 +156,10 @@ __all__ = [
     "ShapeSync",
     "Store",
     "StoreReplayGuard",
+    "TaskBook",
+    "TaskHold",
+    "TaskRecord",
+    "TaskStatus",
     "Verdict",
     "ask_each",
     "catalog_digest",
@@ -150,11 +169,13 @@ __all__ = [
     "freeze",
     "given_key",
     "new_id",
+    "new_task_id",
     "over_bound",
     "over_inflation",
     "paused_as",
     "read_shapes",
     "record_asked",
+    "record_bound",
     "session_digest",
     "stamped",
     "state_seconds",
