@@ -53,7 +53,7 @@ from codemode.errors import (
 )
 from codemode.limits import Limits
 from codemode.running import Runner, last_resort
-from codemode.runtime import ExecutionResult, KeptState
+from codemode.runtime import ExecutionResult, KeptState, bound_seconds, current_watch
 
 log = logging.getLogger("codemode")
 T = TypeVar("T")
@@ -378,8 +378,9 @@ def _slot(handle: str) -> SessionSlot:
 
 def _lease_seconds(limits: Limits) -> float:
     """How long a program may hold its session at a time: its run (and, once a person is
-    asked, the wait as well: `Sessions._holding`)."""
-    return limits.max_execution_seconds + LEASE_GRACE_SECONDS
+    asked, the wait as well: `Sessions._holding`). A task's run is bound longer, so its
+    lease is too, or another program could take its session while it still runs."""
+    return bound_seconds(limits, current_watch()) + LEASE_GRACE_SECONDS
 
 
 __all__ = ["HANDLE", "LEASE_GRACE_SECONDS", "NEW", "SESSIONS_OFF", "SessionSettings", "Sessions"]

@@ -20,7 +20,7 @@ before it, never one after it):
 7. sources: where capabilities come from (the host's functions, upstream MCP servers,
    REST APIs), one shape, still core (they serve nothing);
 8. app: `CodeMode` and the `codemode` package, with the parts it delegates to (`options`,
-   `discovery`, `engine_slot`, `running`, `sessions`, `shaping`, `sourcing`), `payloads` (the one
+   `discovery`, `engine_slot`, `running`, `sessions`, `shaping`, `sourcing`, `tasks`), `payloads` (the one
    structured form every adapter renders) and `testing` (helpers for hosts' tests);
 9. http: the security layer every HTTP route shares, and the uvicorn settings: above the
    whole core, so no core module imports HTTP serving at any level;
@@ -97,6 +97,7 @@ LAYERS = (
             "codemode.engine_slot",
             "codemode.running",
             "codemode.sessions",
+            "codemode.tasks",
             "codemode.shaping",
             "codemode.sourcing",
             "codemode.payloads",

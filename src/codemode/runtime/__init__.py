@@ -7,7 +7,7 @@ exchange) and the `Clock` are what `codemode.testing` stands in for.
 
 from codemode.clock import Clock, Timer
 from codemode.runtime.engine import Engine
-from codemode.runtime.execution import Execution, new_execution_id
+from codemode.runtime.execution import Execution, bound_seconds, new_execution_id
 from codemode.runtime.kept import Kept
 from codemode.runtime.outcome import ExecutionResult, KeptState, Usage
 from codemode.runtime.program import Programs
@@ -70,6 +70,7 @@ __all__ = [
     "Wait",
     "answered",
     "asking",
+    "bound_seconds",
     "current_watch",
     "new_execution_id",
     "watching",

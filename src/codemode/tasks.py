@@ -1,0 +1,278 @@
+"""Tasks: programs that outlive the request that started them, run by this replica and
+read, cancelled or found lost from any replica.
+
+A client that may wait longer than one request gets a task: the program runs under a
+longer bound (`Limits.max_task_seconds`) on the app's own loop, in a task group that
+belongs to the server, not to the request, so a client's disconnect cannot end it. Its
+record (`TaskBook`) is the one place any replica reads; only the owner writes it, fenced
+by a lease it renews, so a lapsed lease means the owner is gone and a reader may say so.
+This layer sees only the public CodeMode API: a task widens nothing but the time bound.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+import anyio
+import anyio.abc
+
+from codemode.clock import wall
+from codemode.continuations import (
+    TASK_LOST,
+    Paused,
+    Sealer,
+    TaskBook,
+    TaskHold,
+    TaskRecord,
+    TaskStatus,
+    given_key,
+    record_bound,
+)
+from codemode.errors import CodeModeError, ExecutionCanceledError, InternalError
+from codemode.limits import LimitKind, exceeded
+from codemode.runtime import ExecutionResult, ProgressNote, RunWatch, watching
+
+if TYPE_CHECKING:
+    from codemode.app import CodeMode
+
+log = logging.getLogger("codemode")
+
+Render = Callable[[ExecutionResult | CodeModeError], bytes]
+"""The adapter's reply for a run's end, stored as it is (opaque here)."""
+COMPLETED = "completed"
+"""A completed task's status message."""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskView:
+    """A task as its client sees it."""
+
+    task_id: str
+    status: TaskStatus
+    created_at: float
+    updated_at: float
+    message: str
+    reply: bytes | None
+
+
+@dataclass(slots=True)
+class _Run:
+    """A task this replica runs: its hold, record so far, and the scope that ends it."""
+
+    hold: TaskHold
+    record: TaskRecord
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    lost: bool = False
+    note: ProgressNote | None = None
+
+
+class Tasks:
+    """Starts programs as tasks on this replica, and reads and cancels any replica's."""
+
+    def __init__(
+        self, cm: CodeMode, *, heartbeat_seconds: float = 1.0, lease_seconds: float = 5.0
+    ) -> None:
+        self._cm = cm
+        self._heartbeat = heartbeat_seconds
+        self._lease = lease_seconds
+        self._book: TaskBook | None = None
+        self._group: anyio.abc.TaskGroup | None = None
+        self._runs: dict[str, _Run] = {}
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Run tasks while within; on leaving, the runs still going end as lost."""
+        async with anyio.create_task_group() as group:
+            self._group = group
+            group.start_soon(self._beat)
+            try:
+                yield
+            finally:
+                self._group = None
+                for run in list(self._runs.values()):
+                    run.lost = True
+                    run.scope.cancel()
+                group.cancel_scope.cancel()
+
+    async def start(
+        self, source: str, *, subject: str, session: str | None, render: Render, pausable: bool
+    ) -> TaskView:
+        """A new task running `source` for `subject`, its record written before it is
+        answered; `ResourceLimitError` (`running tasks`) when the subject runs its bound."""
+        if self._group is None:
+            raise InternalError()
+        limits, now = self._cm.limits, self._now()
+        record = TaskRecord(status="working", created_at=now, updated_at=now)
+        hold = await self.book.open(
+            subject,
+            record,
+            limit=limits.max_tasks_per_subject,
+            lease_seconds=self._lease,
+            seconds=self._live_seconds(),
+        )
+        if hold is None:
+            raise exceeded(LimitKind.RUNNING_TASKS, limits)
+        run = _Run(hold, record)
+        self._runs[hold.task_id] = run
+        self._group.start_soon(self._run, run, source, subject, session, render, pausable)
+        return _view(hold.task_id, record)
+
+    async def get(self, task_id: str, *, subject: str) -> TaskView:
+        """The task as it stands; TaskNotFoundError the same for every cause. A working
+        task whose owner's lease lapsed is marked lost (only if it is still working)."""
+        record = await self.book.read(subject, task_id)
+        if record.status != "working" or task_id in self._runs:
+            return _view(task_id, record)
+        hold = await self.book.take(subject, task_id, self._lease)
+        if hold is None:
+            return _view(task_id, record)
+        try:
+            record = await self.book.read(subject, task_id)
+            if record.status == "working":
+                record = replace(record, status="failed", message=TASK_LOST, updated_at=self._now())
+                await self.book.write(hold, record, self._cm.limits.task_keep_seconds)
+        finally:
+            await self.book.close(hold)
+        return _view(task_id, record)
+
+    async def cancel(self, task_id: str, *, subject: str) -> None:
+        """Cancel the task wherever it runs; one that ended is left as it is."""
+        record = await self.book.read(subject, task_id)
+        if record.terminal:
+            return
+        run = self._runs.get(task_id)
+        if run is not None:
+            run.scope.cancel()
+        else:
+            await self.book.ask_cancel(subject, task_id, self._live_seconds())
+
+    @property
+    def book(self) -> TaskBook:
+        """The task records, sealed under the CodeMode's request-state key."""
+        if self._book is None:
+            sealer = Sealer(given_key(self._cm.request_state_key))
+            self._book = TaskBook(self._cm.store, sealer, record_bound(self._cm.limits))
+        return self._book
+
+    async def _run(
+        self,
+        run: _Run,
+        source: str,
+        subject: str,
+        session: str | None,
+        render: Render,
+        pausable: bool,
+    ) -> None:
+        token = anyio.lowlevel.current_token()
+
+        def note(progress: ProgressNote) -> None:
+            # Called off this loop: only hands the latest note over (the beat writes it).
+            with contextlib.suppress(RuntimeError):
+                anyio.from_thread.run_sync(_set_note, run, progress, token=token)
+
+        outcome: ExecutionResult | CodeModeError | Paused = ExecutionCanceledError()
+        try:
+            with run.scope:
+                watch = RunWatch(sink=note, seconds=self._cm.limits.max_task_seconds)
+                with watching(watch):
+                    outcome = await self._cm.start_async(
+                        source, subject=subject, session=session, pausable=pausable
+                    )
+        except CodeModeError as error:
+            outcome = error
+        except Exception:
+            log.exception("codemode: a task's run failed")
+            outcome = InternalError()
+        finally:
+            # Also when the server's group ends it (stopping: `lost`), shielded.
+            self._runs.pop(run.hold.task_id, None)
+            with anyio.CancelScope(shield=True):
+                await self._end(run, outcome, render)
+
+    async def _end(
+        self, run: _Run, outcome: ExecutionResult | CodeModeError | Paused, render: Render
+    ) -> None:
+        try:
+            await self.book.write(run.hold, self._ended(run, outcome, render), self._keep())
+        except Exception:
+            log.exception("codemode: a task's end could not be written")
+        finally:
+            await self.book.close(run.hold)
+
+    def _ended(
+        self, run: _Run, outcome: ExecutionResult | CodeModeError | Paused, render: Render
+    ) -> TaskRecord:
+        now = self._now()
+        if run.lost:
+            return replace(run.record, status="failed", message=TASK_LOST, updated_at=now)
+        if isinstance(outcome, Paused):
+            # Approvals of a task arrive through `update`, not built yet: fail closed.
+            outcome = InternalError()
+        reply = render(outcome)
+        if isinstance(outcome, ExecutionResult):
+            return replace(
+                run.record, status="completed", message=COMPLETED, reply=reply, updated_at=now
+            )
+        status: TaskStatus = (
+            "cancelled" if isinstance(outcome, ExecutionCanceledError) else "failed"
+        )
+        first = outcome.report().splitlines()[0] if outcome.report() else outcome.sentinel
+        return replace(run.record, status=status, message=first, reply=reply, updated_at=now)
+
+    async def _beat(self) -> None:
+        """Renew the leases of this replica's runs, write their progress, and cancel the
+        ones another replica asked to cancel."""
+        while True:
+            await anyio.sleep(self._heartbeat)
+            for run in list(self._runs.values()):
+                try:
+                    await self._renew(run)
+                except Exception:
+                    log.exception("codemode: a task's beat failed")
+
+    async def _renew(self, run: _Run) -> None:
+        if not await self.book.renew(run.hold, self._lease):
+            run.lost = True
+            run.scope.cancel()
+            return
+        if await self.book.cancel_asked(run.hold):
+            run.scope.cancel()
+            return
+        note = run.note
+        if note is not None and note.message != run.record.message:
+            run.record = replace(
+                run.record,
+                message=note.message,
+                progress=note.progress,
+                total=note.total,
+                updated_at=self._now(),
+            )
+            await self.book.write(run.hold, run.record, self._live_seconds())
+
+    def _live_seconds(self) -> float:
+        return self._cm.limits.max_task_seconds + self._lease
+
+    def _keep(self) -> float:
+        return float(self._cm.limits.task_keep_seconds)
+
+    def _now(self) -> float:
+        clock = self._cm.clock
+        return wall(clock) if clock is not None else time.time()
+
+
+def _set_note(run: _Run, note: ProgressNote) -> None:
+    run.note = note
+
+
+def _view(task_id: str, record: TaskRecord) -> TaskView:
+    return TaskView(
+        task_id, record.status, record.created_at, record.updated_at, record.message, record.reply
+    )
+
+
+__all__ = ["COMPLETED", "Render", "TaskView", "Tasks"]
