@@ -24,6 +24,7 @@ from codemode.continuations import TASK_LOST, MemoryStore, RedisStore, Store
 from codemode.errors import TaskNotFoundError
 from codemode.tasks import COMPLETED, Tasks, TaskView
 from codemode.testing import ManualClock
+from tests.approvals.host import DELETE_TWO, build
 
 KEY = "k" * 32
 SOURCE = "def main():\n    return 1\n"
@@ -233,3 +234,35 @@ async def test_a_task_holds_its_session_as_long_as_its_longer_bound() -> None:
         go.set()
         done = await settled(tasks, view.task_id)
         assert (done.status, done.reply) == ("completed", b'{"value": 2}')
+
+
+async def test_a_task_waits_for_a_person_and_goes_on_with_their_answers() -> None:
+    cm = build()
+    MADE.append(cm)
+    async with serving(cm) as tasks:
+        view = await tasks.start(
+            DELETE_TWO, subject="alice", session=None, render=render, pausable=True
+        )
+        waits = await settled(tasks, view.task_id)
+        assert (waits.status, waits.message) == (
+            "input_required",
+            "waiting for a person to approve 1 call",
+        )
+        with pytest.raises(TaskNotFoundError):
+            await tasks.update(view.task_id, subject="bob", answers={}, render=render)
+        first = waits.requests[0]
+        await tasks.update(
+            view.task_id, subject="alice", answers={first.key: True, "made-up": True}, render=render
+        )
+        again = await settled(tasks, view.task_id)
+        assert again.status == "input_required"
+        assert again.requests[0].key != first.key
+        await tasks.update(view.task_id, subject="alice", answers={}, render=render)
+        done = await settled(tasks, view.task_id)
+    assert done.status == "completed"
+    assert (
+        done.reply
+        == json.dumps(
+            {"value": [True, "approval declined: a person declined this call; do not retry it"]}
+        ).encode()
+    )

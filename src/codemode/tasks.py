@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -24,6 +24,7 @@ import anyio.abc
 from codemode.clock import wall
 from codemode.continuations import (
     TASK_LOST,
+    ApprovalRequest,
     Paused,
     Sealer,
     TaskBook,
@@ -58,6 +59,8 @@ class TaskView:
     updated_at: float
     message: str
     reply: bytes | None
+    requests: tuple[ApprovalRequest, ...] = ()
+    """What a person is asked while the task is `input_required`."""
 
 
 @dataclass(slots=True)
@@ -119,8 +122,46 @@ class Tasks:
             raise exceeded(LimitKind.RUNNING_TASKS, limits)
         run = _Run(hold, record)
         self._runs[hold.task_id] = run
-        self._group.start_soon(self._run, run, source, subject, session, render, pausable)
+
+        def begin() -> Awaitable[ExecutionResult | Paused]:
+            return self._cm.start_async(source, subject=subject, session=session, pausable=pausable)
+
+        self._group.start_soon(self._run, run, begin, render)
         return _view(hold.task_id, record)
+
+    async def update(
+        self, task_id: str, *, subject: str, answers: Mapping[str, bool], render: Render
+    ) -> None:
+        """Go on with a task that waits for a person, on this replica, with their
+        `answers` (by request key; one left out is declined). A task that does not wait,
+        or that another already resumes, is left as it is."""
+        if self._group is None:
+            raise InternalError()
+        record = await self.book.read(subject, task_id)
+        if record.status != "input_required" or record.state is None:
+            return
+        hold = await self.book.take(subject, task_id, self._lease)
+        if hold is None:
+            return
+        limit = self._cm.limits.max_tasks_per_subject
+        slot = await self.book.claim_slot(subject, hold.token, limit, self._lease)
+        hold = replace(hold, slot=slot)
+        if slot is None:
+            await self.book.close(hold)
+            raise exceeded(LimitKind.RUNNING_TASKS, self._cm.limits)
+        state, keys = record.state, {r.key for r in record.requests}
+        record = replace(record, status="working", state=None, requests=(), updated_at=self._now())
+        if not await self.book.write(hold, record, self._live_seconds()):
+            await self.book.close(hold)
+            return
+        run = _Run(hold, record)
+        self._runs[task_id] = run
+        given = {key: bool(answer) for key, answer in answers.items() if key in keys}
+
+        def resume() -> Awaitable[ExecutionResult | Paused]:
+            return self._cm.resume_async(state, subject=subject, answers=given, pausable=True)
+
+        self._group.start_soon(self._run, run, resume, render)
 
     async def get(self, task_id: str, *, subject: str) -> TaskView:
         """The task as it stands; TaskNotFoundError the same for every cause. A working
@@ -162,11 +203,8 @@ class Tasks:
     async def _run(
         self,
         run: _Run,
-        source: str,
-        subject: str,
-        session: str | None,
+        begin: Callable[[], Awaitable[ExecutionResult | Paused]],
         render: Render,
-        pausable: bool,
     ) -> None:
         token = anyio.lowlevel.current_token()
 
@@ -180,9 +218,7 @@ class Tasks:
             with run.scope:
                 watch = RunWatch(sink=note, seconds=self._cm.limits.max_task_seconds)
                 with watching(watch):
-                    outcome = await self._cm.start_async(
-                        source, subject=subject, session=session, pausable=pausable
-                    )
+                    outcome = await begin()
         except CodeModeError as error:
             outcome = error
         except Exception:
@@ -197,8 +233,12 @@ class Tasks:
     async def _end(
         self, run: _Run, outcome: ExecutionResult | CodeModeError | Paused, render: Render
     ) -> None:
+        record = self._ended(run, outcome, render)
+        seconds = self._keep()
+        if record.status == "input_required":
+            seconds = float(self._cm.limits.max_approval_wait_seconds)
         try:
-            await self.book.write(run.hold, self._ended(run, outcome, render), self._keep())
+            await self.book.write(run.hold, record, seconds)
         except Exception:
             log.exception("codemode: a task's end could not be written")
         finally:
@@ -211,8 +251,15 @@ class Tasks:
         if run.lost:
             return replace(run.record, status="failed", message=TASK_LOST, updated_at=now)
         if isinstance(outcome, Paused):
-            # Approvals of a task arrive through `update`, not built yet: fail closed.
-            outcome = InternalError()
+            count = len(outcome.requests)
+            return replace(
+                run.record,
+                status="input_required",
+                message=f"waiting for a person to approve {count} call{'s' * (count != 1)}",
+                state=outcome.state,
+                requests=outcome.requests,
+                updated_at=now,
+            )
         reply = render(outcome)
         if isinstance(outcome, ExecutionResult):
             return replace(
@@ -271,7 +318,13 @@ def _set_note(run: _Run, note: ProgressNote) -> None:
 
 def _view(task_id: str, record: TaskRecord) -> TaskView:
     return TaskView(
-        task_id, record.status, record.created_at, record.updated_at, record.message, record.reply
+        task_id,
+        record.status,
+        record.created_at,
+        record.updated_at,
+        record.message,
+        record.reply,
+        record.requests,
     )
 
 
