@@ -77,7 +77,10 @@ def test_entry_point_problems_have_specific_messages(cm: CodeMode) -> None:
         "invalid program: the program must define main(): add def main(): at top level"
     )
     error = run_error(cm, "def main(x):\n    return x")
-    assert str(error) == "invalid program: <codemode>:1:1: main() must take no parameters"
+    assert str(error) == (
+        "invalid program: <codemode>:1:1: main() parameters must be keyword-only, each with "
+        "an annotation and a default: def main(*, week: int = 48)"
+    )
     assert error.where == Where("<codemode>", 1, 1, 1, 13, "main", "def main(x):")
     assert str(run_error(cm, "main = 5")) == (
         "invalid program: the program must define main(): add def main(): at top level"

@@ -155,7 +155,7 @@ def test_three_mistakes_are_reported_together_and_nothing_runs() -> None:
         (
             "def main(a, b):\n    yield a",
             "invalid_program",
-            "<codemode>:1:1: main() must take no parameters\n<codemode>:2:5: yield is not supported: build a list and return or loop over it",
+            "<codemode>:1:1: main() parameters must be keyword-only, each with an annotation and a default: def main(*, week: int = 48)\n<codemode>:2:5: yield is not supported: build a list and return or loop over it",
         ),
         (
             "def helper():\n    yield 1",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal, TypeVar
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 from codemode.authz import Authorizer
 from codemode.capabilities import (
@@ -37,12 +37,12 @@ from codemode.runtime import ExecutionResult, Sandbox
 from codemode.sessions import Sessions
 from codemode.shaping import Shapes
 from codemode.sources import Source
-from codemode.sourcing import Sources
+from codemode.sourcing import Sources, SourceShortcuts
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class CodeMode(Configured):
+class CodeMode(SourceShortcuts, Configured):
     """A set of capabilities that programs can call, under an authorizer and limits.
 
     **Parameters:**
@@ -225,80 +225,6 @@ class CodeMode(Configured):
             return handler
 
         return register
-
-    def add_mcp_server(
-        self,
-        name: str,
-        *,
-        command: str | None = None,
-        args: Sequence[str] = (),
-        env: Mapping[str, str] | None = None,
-        cwd: str | os.PathLike[str] | None = None,
-        url: str | None = None,
-        headers: Mapping[str, str] | None = None,
-        include: Sequence[str] | None = None,
-        exclude: Sequence[str] | None = None,
-        expose_errors: Literal["tool", "none", "all"] | bool = "tool",
-        timeout: float | None = None,
-        connect: Literal["start", "first_use"] = "start",
-    ) -> tuple[str, ...]:
-        """Register every tool of an upstream MCP server as a capability `name.<tool>`:
-        `add_source(McpServer(name, ...))`, whose docstring (`codemode.sources.McpServer`)
-        says what each option does. Returns the new capability names; raises
-        `RegistrationError`, as `add_source` does."""
-        from codemode.sources.mcp import McpServer
-
-        return self.add_source(
-            McpServer(
-                name,
-                command=command,
-                args=args,
-                env=env,
-                cwd=cwd,
-                url=url,
-                headers=headers,
-                include=include,
-                exclude=exclude,
-                expose_errors=expose_errors,
-                timeout=timeout,
-                connect=connect,
-            )
-        )
-
-    def add_openapi(
-        self,
-        name: str,
-        *,
-        spec: str | os.PathLike[str] | Mapping[str, Any],
-        base_url: str | None = None,
-        headers: Mapping[str, str] | None = None,
-        auth: Mapping[str, str | tuple[str, str]] | None = None,
-        include: Sequence[str] | None = None,
-        exclude: Sequence[str] | None = None,
-        timeout: float | None = None,
-        trust_hints: bool | None = None,
-    ) -> tuple[str, ...]:
-        """Register every operation of a REST API's OpenAPI 3.0 or 3.1 document as a
-        capability `name.<operationId in snake_case>` (`listPets` -> `pets.list_pets`):
-        `add_source(OpenApi(name, ...))`, whose docstring (`codemode.sources.OpenApi`)
-        says what each option does; `max_bytes` is `Limits.max_total_result_bytes`.
-        Returns the new capability names; raises `RegistrationError`, as `add_source`."""
-        from codemode.sources.openapi import OpenApi
-
-        return self.add_source(
-            OpenApi(
-                name,
-                spec=spec,
-                base_url=base_url,
-                headers=headers,
-                auth=auth,
-                include=include,
-                exclude=exclude,
-                timeout=timeout,
-                trust_hints=trust_hints,
-                max_bytes=self.limits.max_total_result_bytes,
-            )
-        )
 
     def add_source(self, source: Source) -> tuple[str, ...]:
         """Register a source of capabilities (`codemode.sources.Source`): it is opened now,

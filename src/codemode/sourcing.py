@@ -17,10 +17,11 @@ import asyncio
 import concurrent.futures
 import contextlib
 import logging
+import os
 import threading
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import anyio
 import anyio.abc
@@ -29,6 +30,7 @@ import anyio.to_thread
 
 from codemode.capabilities import Capability, Catalog, Snapshot, check_name
 from codemode.errors import RegistrationError
+from codemode.limits import Limits
 from codemode.sources import Source
 
 log = logging.getLogger("codemode.sources")
@@ -306,6 +308,95 @@ async def _close_all(sources: list[Source]) -> None:
             group.start_soon(close, source)
 
 
+class _Host(Protocol):
+    """What `SourceShortcuts` needs of the class that uses it."""
+
+    @property
+    def limits(self) -> Limits: ...
+
+    def add_source(self, source: Source) -> tuple[str, ...]: ...
+
+
+class SourceShortcuts:
+    """`add_mcp_server` and `add_openapi` for the front door: each only builds one `Source`
+    and hands it to `add_source`, so they live apart from the class that owns the sources
+    (which supplies `add_source` and `limits`)."""
+
+    def add_mcp_server(
+        self: _Host,
+        name: str,
+        *,
+        command: str | None = None,
+        args: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        url: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        include: Sequence[str] | None = None,
+        exclude: Sequence[str] | None = None,
+        expose_errors: Literal["tool", "none", "all"] | bool = "tool",
+        timeout: float | None = None,
+        connect: Literal["start", "first_use"] = "start",
+    ) -> tuple[str, ...]:
+        """Register every tool of an upstream MCP server as a capability `name.<tool>`:
+        `add_source(McpServer(name, ...))`, whose docstring (`codemode.sources.McpServer`)
+        says what each option does. Returns the new capability names; raises
+        `RegistrationError`, as `add_source` does."""
+        from codemode.sources.mcp import McpServer
+
+        return self.add_source(
+            McpServer(
+                name,
+                command=command,
+                args=args,
+                env=env,
+                cwd=cwd,
+                url=url,
+                headers=headers,
+                include=include,
+                exclude=exclude,
+                expose_errors=expose_errors,
+                timeout=timeout,
+                connect=connect,
+            )
+        )
+
+    def add_openapi(
+        self: _Host,
+        name: str,
+        *,
+        spec: str | os.PathLike[str] | Mapping[str, Any],
+        base_url: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        auth: Mapping[str, str | tuple[str, str]] | None = None,
+        include: Sequence[str] | None = None,
+        exclude: Sequence[str] | None = None,
+        timeout: float | None = None,
+        trust_hints: bool | None = None,
+    ) -> tuple[str, ...]:
+        """Register every operation of a REST API's OpenAPI 3.0 or 3.1 document as a
+        capability `name.<operationId in snake_case>` (`listPets` -> `pets.list_pets`):
+        `add_source(OpenApi(name, ...))`, whose docstring (`codemode.sources.OpenApi`)
+        says what each option does; `max_bytes` is `Limits.max_total_result_bytes`.
+        Returns the new capability names; raises `RegistrationError`, as `add_source`."""
+        from codemode.sources.openapi import OpenApi
+
+        return self.add_source(
+            OpenApi(
+                name,
+                spec=spec,
+                base_url=base_url,
+                headers=headers,
+                auth=auth,
+                include=include,
+                exclude=exclude,
+                timeout=timeout,
+                trust_hints=trust_hints,
+                max_bytes=self.limits.max_total_result_bytes,
+            )
+        )
+
+
 class _Portal:
     """The sources' loop, on a thread of its own, with the task group their change
     streams are followed in."""
@@ -373,4 +464,11 @@ async def _guarded(function: Callable[..., Any], *args: Any) -> None:
         log.exception("source task %s failed", getattr(function, "__qualname__", function))
 
 
-__all__ = ["CLOSE_GRACE_SECONDS", "Companion", "Functions", "Sources", "describe"]
+__all__ = [
+    "CLOSE_GRACE_SECONDS",
+    "Companion",
+    "Functions",
+    "SourceShortcuts",
+    "Sources",
+    "describe",
+]

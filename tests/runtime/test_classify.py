@@ -14,6 +14,7 @@ from codemode.errors import (
     ResourceLimitError,
 )
 from codemode.limits import LimitKind, Limits, exceeded
+from codemode.runtime.appendix import Appendix, Region
 from codemode.runtime.classify import FailureContext, StopError, classify
 from codemode.runtime.program import Programs
 from codemode.runtime.sandbox import FailureKind, Frame, SandboxFailure
@@ -189,3 +190,15 @@ def test_a_failure_the_program_re_raises_is_its_own(cm: CodeMode) -> None:
     )
     error = run_error(cm, source)
     assert str(error) == "invalid program: <codemode>:4:12: RuntimeError: capability failed"
+
+
+def test_an_error_raised_in_appended_text_is_placed_at_the_program_and_told_by_its_line() -> None:
+    appendix = Appendix(
+        "def helper():\n    return {}['k']\n", regions=(Region("programs.p", 1, 2, 5),)
+    )
+    program = PROGRAMS.prepare("def main():\n    return helper()\n", appendix=appendix)
+    frames = (Frame(2, 12, 2, 20, "main"), Frame(4, 12, 4, 20, "helper"))
+    failure = SandboxFailure(FailureKind.RAISED, "KeyError", "'k'", frames)
+    error = classify(failure, FailureContext(Limits(), PROGRAMS, program))
+    assert str(error) == "invalid program: <codemode>:2:12: KeyError: 'k'; in programs.p line 6"
+    assert error.where is not None and error.where.line == 2

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from codemode import Limits
 from codemode.errors import CodeModeError, InvalidProgramError
 from codemode.runtime import Programs
 from codemode.runtime.program import normalized, split_lines
+from codemode.runtime.sandbox import Done, MontySandbox
 from codemode.sources import capability
 
 
@@ -97,3 +99,35 @@ def test_a_call_refused_in_a_try_body_says_the_program_never_ran_to_catch_it() -
     assert "cannot catch" not in refused(outside).report()
     unknown = "def main():\n    try:\n        return records.gett(id=1)\n    except Exception:\n        return 0\n"
     assert "cannot catch" not in refused(unknown).report()  # a program's own mistake
+
+
+def test_main_may_take_keyword_only_annotated_parameters_and_runs_with_their_defaults() -> None:
+    source = 'def main(*, week: int = 48, team: str = "core"):\n    return [week, team]\n'
+    program = programs().prepare(source)
+    sandbox = MontySandbox(Limits())
+    try:
+        with sandbox.run(modules={}, roots=[], limits=Limits(), printer=lambda *_: None) as run:
+            assert run.start(program.code) == Done([48, "core"])
+    finally:
+        sandbox.close()
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "def main(week):",
+        "def main(week: int = 48):",
+        "def main(*, week=48):",
+        "def main(*, week: int):",
+        "def main(*args: int):",
+        "def main(**kw: int):",
+        "def main(week: int = 48, /):",
+    ],
+)
+def test_any_other_parameter_of_main_is_refused_at_its_def(header: str) -> None:
+    error = refused(header + "\n    return 1\n")
+    assert str(error) == (
+        "invalid program: <codemode>:1:1: main() parameters must be keyword-only, each with "
+        "an annotation and a default: def main(*, week: int = 48)"
+    )
+    assert error.where is not None and (error.where.line, error.where.source) == (1, header)

@@ -30,6 +30,8 @@ from codemode import syntax
 from codemode.binding import closest_name, literal_problem, unknown_argument
 from codemode.capabilities import Capability, Parameter, Shown, capability_hint
 from codemode.language import MISSING_MODULES, MODULES
+from codemode.preflight.entry import MAIN_PARAMETERS, entry_point
+from codemode.preflight.problem import Problem
 from codemode.preflight.results import Outline, check_results, children
 from codemode.scopes import global_bindings
 
@@ -60,18 +62,6 @@ AWAIT_OUTSIDE_ASYNC = (
     "'await' outside async function: define async def main(): (and async def for any "
     "helper that awaits), or call without await"
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """One mistake at a position in the program (1-based line, 1-based character column)."""
-
-    line: int
-    column: int
-    end_line: int
-    end_column: int
-    message: str
-    kind: Literal["arguments", "program"] = "program"
 
 
 _UNSUPPORTED: dict[type[ast.AST], str] = {
@@ -550,6 +540,7 @@ def _walk_outside_functions(node: ast.AST) -> Iterator[ast.AST]:
 
 __all__ = [
     "AWAIT_OUTSIDE_ASYNC",
+    "MAIN_PARAMETERS",
     "MAX_NESTING",
     "NESTED_TOO_DEEPLY",
     "PARSER_NESTING",
@@ -557,6 +548,7 @@ __all__ = [
     "Problem",
     "Scan",
     "check",
+    "entry_point",
     "global_namespace",
     "load_message",
     "scan",

@@ -6,6 +6,7 @@ exchange) and the `Clock` are what `codemode.testing` stands in for.
 """
 
 from codemode.clock import Clock, Timer
+from codemode.runtime.appendix import Appendix, Located, Region, Rename, Site
 from codemode.runtime.engine import Engine
 from codemode.runtime.execution import Execution, bound_seconds, new_execution_id
 from codemode.runtime.kept import Kept
@@ -41,6 +42,7 @@ from codemode.runtime.visibility import VISIBILITY_SECONDS, Visibility, answered
 __all__ = [
     "VISIBILITY_SECONDS",
     "Answer",
+    "Appendix",
     "Call",
     "Clock",
     "Done",
@@ -52,16 +54,20 @@ __all__ = [
     "Injected",
     "Kept",
     "KeptState",
+    "Located",
     "MontySandbox",
     "Printer",
     "Programs",
     "ProgressNote",
     "ProgressSink",
+    "Region",
+    "Rename",
     "Returned",
     "Run",
     "RunWatch",
     "Sandbox",
     "SandboxFailure",
+    "Site",
     "Sleep",
     "Step",
     "Timer",

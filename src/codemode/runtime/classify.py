@@ -25,9 +25,9 @@ from codemode.errors import (
     capability_failed,
 )
 from codemode.limits import LimitKind, Limits, exceeded, size
-from codemode.preflight import load_message
+from codemode.preflight import MAIN_PARAMETERS, load_message
 from codemode.runtime.hints import explain
-from codemode.runtime.program import NO_MAIN, Program, Programs
+from codemode.runtime.program import NO_MAIN, Located, Program, Programs
 from codemode.runtime.sandbox import FailureKind, Frame, SandboxFailure
 
 
@@ -131,10 +131,19 @@ def classify(failure: BaseException, context: FailureContext) -> CodeModeError:
     if where is None:
         return _entry_point_error(failure)
     text = _text(failure)
+    inside = program.located(failure.frames[-1].line) if failure.frames else None
+    if inside is not None:  # raised in appended text: told by its own line, at the caller's
+        return _program_error(f"{text}; {saved_line(inside)}", where, stack)
     if context.programs is not None:
         known = context.programs.known(program, context.results)
         text = explain(failure.exc_type, failure.message, known, where)
     return _program_error(text, where, stack)
+
+
+def saved_line(located: Located) -> str:
+    """What a failure inside appended text adds to its detail: that text's name and own
+    line (never its source), since `where` is the program's line that entered it."""
+    return f"in {located.name} line {located.line}"
 
 
 def _loop(failure: SandboxFailure, program: Program) -> Where | None:
@@ -285,7 +294,7 @@ def _entry_point_error(failure: SandboxFailure) -> CodeModeError:
     if said == Said("not_defined", "main"):
         return InvalidProgramError(NO_MAIN)
     if said == Said("arguments"):
-        return InvalidProgramError("main() must take no parameters")
+        return InvalidProgramError(MAIN_PARAMETERS)
     if failure.exc_type == "TypeError":
         return InvalidProgramError("main must be a function defined with def main():")
     return InternalError()
@@ -301,4 +310,5 @@ __all__ = [
     "classify",
     "handler_failure",
     "interpreter_said",
+    "saved_line",
 ]

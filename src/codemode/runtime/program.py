@@ -28,6 +28,7 @@ from codemode.errors import (
     InvalidProgramError,
     Where,
 )
+from codemode.runtime.appendix import Appendix, Located, Region, Rename, Site, fed
 from codemode.runtime.hints import Known, Vocabulary
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -64,6 +65,10 @@ class Program:
     """(first, last line of a `try` body; first, last line of one of its `except` bodies):
     an exception that passes an `except` that does not match it is reported by the
     interpreter at a line of that `except`'s body, not where it was raised."""
+    appendix: Appendix | None = None
+    """Guest code fed after the program (`Appendix`), if any."""
+    appended: int = 0
+    """The fed line just before the appendix's first (its lines are numbered past it)."""
 
     def tried(self, line: int) -> bool:
         """Whether `line` lies in a `try` body with an `except`: a program that fails there
@@ -85,6 +90,32 @@ class Program:
         line, column = self._line_column(start)
         end_line, end_column = self._line_column(end)
         return self.where(line, column, end_line, end_column, self.function_at(line))
+
+    def located(self, line: int) -> Located | None:
+        """The text and its own line that a fed line past the program holds, if an
+        appended region holds it (a line of the trailer or of glue code holds none)."""
+        if self.appendix is None:
+            return None
+        at = line - self.appended
+        for region in self.appendix.regions:
+            if region.first <= at <= region.last:
+                return Located(region.name, region.line + at - region.first)
+        return None
+
+    def site(self, number: int) -> Where | None:
+        """Where in the program the appendix's site `number` is, or None if it names none."""
+        if self.appendix is None:
+            return None
+        for site in self.appendix.sites:
+            if site.number == number:
+                return self.where(
+                    site.line,
+                    site.column,
+                    site.end_line,
+                    site.end_column,
+                    self.function_at(site.line),
+                )
+        return None
 
     def _line_column(self, offset: int) -> tuple[int, int]:
         data = self.code.encode("utf-8", errors="surrogatepass")[:offset]
@@ -184,7 +215,9 @@ class Programs:
         self.outlines = outlines
         self.shown = shown
         self.subjects = subjects
-        self._cache: OrderedDict[tuple[str, int, str], Program | Refused] = OrderedDict()
+        self._cache: OrderedDict[tuple[str, int, str, Appendix | None], Program | Refused] = (
+            OrderedDict()
+        )
 
     @classmethod
     def learning(
@@ -237,12 +270,20 @@ class Programs:
             types.MappingProxyType(dict(results or {})),
         )
 
-    def prepare(self, source: str, subject: str | None = None, *, learned: bool = True) -> Program:
+    def prepare(
+        self,
+        source: str,
+        subject: str | None = None,
+        *,
+        learned: bool = True,
+        appendix: Appendix | None = None,
+    ) -> Program:
         """The program ready to feed, or the InvalidProgram/InvalidArguments error;
         `subject`: who runs it (the learned names it may read in a message). `learned`
         false checks against declared shapes alone: a program resumed after a pause was
-        checked when it started, and a shape learned meanwhile must not refuse it halfway."""
-        found = self._prepared(normalized(source), subject, learned)
+        checked when it started, and a shape learned meanwhile must not refuse it halfway.
+        `appendix`: guest code fed with it (the checks read the program alone)."""
+        found = self._prepared(normalized(source), subject, learned, appendix)
         if isinstance(found, Refused):
             raise found.error.replace()
         return found
@@ -259,17 +300,21 @@ class Programs:
         return [] if problem is None else [problem]
 
     def _prepared(
-        self, source: str, subject: str | None = None, learning: bool = True
+        self,
+        source: str,
+        subject: str | None = None,
+        learning: bool = True,
+        appendix: Appendix | None = None,
     ) -> Program | Refused:
         version, shapes, learned = self._shapes() if learning else (0, self.declared, False)
         shown, digest = self.shown, ""
         if learned and subject is not None and self.subjects is not None:
             digest = self.subjects(subject)
             shown = shown_to(digest)
-        key = (source, version, digest)
+        key = (source, version, digest, appendix)
         found = self._cache.get(key)
         if found is None:
-            found = self._prepare(source, shapes, shown)
+            found = self._prepare(source, shapes, shown, appendix)
             self._cache[key] = found
             if len(self._cache) > self.size:
                 self._cache.popitem(last=False)
@@ -278,7 +323,11 @@ class Programs:
         return found
 
     def _prepare(
-        self, source: str, shapes: Mapping[str, preflight.Outline], shown: Shown | None
+        self,
+        source: str,
+        shapes: Mapping[str, preflight.Outline],
+        shown: Shown | None,
+        appendix: Appendix | None = None,
     ) -> Program | Refused:
         lines = split_lines(source)
         if "\x00" in source:
@@ -307,7 +356,7 @@ class Programs:
             if nested is not None:  # refused first: the other checks would recurse as deep
                 return _error([nested], lines, (), no_main=False)
             found = preflight.scan(tree)
-            main, problems = _entry_point(tree, lines)
+            main, problems = preflight.entry_point(tree, lines)
             problems += preflight.check(
                 tree, lines, self.capabilities, found, outlines=shapes, shown=shown
             )
@@ -321,12 +370,20 @@ class Programs:
             returned = _returned(main, lines)
             tries = _tries(tree)
         used = self.roots.intersection(_IDENTIFIER.findall(source))
-        trailer = ["import " + ", ".join(sorted(used))] if used else []
-        trailer.append(f"{RETURNED} = {'await main()' if is_async else 'main()'}")
-        trailer.append(RETURNED)
-        code = source + ("\n" if source and not source.endswith("\n") else "") + "\n".join(trailer)
+        code, appended = fed(source, lines, is_async, used, RETURNED, self.roots, appendix)
         return Program(
-            source, lines, is_async, frozenset(used), code, functions, names, keys, returned, tries
+            source,
+            lines,
+            is_async,
+            frozenset(used),
+            code,
+            functions,
+            names,
+            keys,
+            returned,
+            tries,
+            appendix,
+            appended,
         )
 
 
@@ -363,32 +420,6 @@ def _tries(tree: ast.Module) -> tuple[tuple[int, int, int, int], ...]:
     return tuple(found)
 
 
-def _entry_point(
-    tree: ast.Module, lines: tuple[str, ...]
-) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef | None, list[preflight.Problem]]:
-    """The program's main, and the problems with it."""
-    main: ast.FunctionDef | ast.AsyncFunctionDef | None = None
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == "main":
-            main = node
-        elif _binds_main(node):
-            main = None
-    if main is None:
-        return None, []
-    a = main.args
-    if a.posonlyargs or a.args or a.vararg or a.kwonlyargs or a.kwarg:
-        line = main.lineno
-        problem = preflight.Problem(
-            line,
-            main.col_offset + 1,
-            line,
-            len(lines[line - 1]) + 1,
-            "main() must take no parameters",
-        )
-        return main, [problem]
-    return main, []
-
-
 def _returned(main: ast.FunctionDef | ast.AsyncFunctionDef, lines: tuple[str, ...]) -> Where | None:
     """The value of main()'s only `return <value>` (not counting nested functions)."""
     found: list[ast.expr] = []
@@ -413,18 +444,6 @@ def _characters(lines: tuple[str, ...], line: int, byte_offset: int) -> int:
     """The 1-based character column of an ast byte offset."""
     text = lines[line - 1] if 0 < line <= len(lines) else ""
     return len(text.encode("utf-8")[:byte_offset].decode("utf-8", errors="ignore")) + 1
-
-
-def _binds_main(node: ast.stmt) -> bool:
-    """A top-level statement that rebinds `main` to something other than a function."""
-    targets: list[ast.expr] = []
-    if isinstance(node, ast.Assign):
-        targets = node.targets
-    elif isinstance(node, ast.AnnAssign | ast.AugAssign):
-        targets = [node.target]
-    elif isinstance(node, ast.ClassDef):
-        return node.name == "main"
-    return any(isinstance(target, ast.Name) and target.id == "main" for target in targets)
 
 
 def _error(
@@ -482,10 +501,15 @@ def _syntax_error(source: str) -> CodeModeError | None:
 
 __all__ = [
     "NO_MAIN",
+    "Appendix",
     "Learned",
+    "Located",
     "Program",
     "Programs",
     "Refused",
+    "Region",
+    "Rename",
+    "Site",
     "learned_outlines",
     "normalized",
     "split_lines",

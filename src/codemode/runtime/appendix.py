@@ -1,0 +1,128 @@
+"""Guest code fed with a program, and how positions in it read: data a feature hands in.
+
+A program is fed as written, then a trailer (`program`). A feature that must run guest
+code of its own beside the program (a kept program called from it) hands `Programs.prepare`
+an `Appendix`: code for the trailer, names in the program fed as others of the same
+length (so every position the interpreter reports stays one in the text as written),
+numbered sites in the program, and regions of the appended code that hold another text,
+so a failure there is told by that text's name and line while `where` stays in the
+program. It is a value, not behaviour on the execution: the runtime reads it, the
+feature that built it keeps what it means.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass(frozen=True, slots=True)
+class Site:
+    """A place in the program that appended code stands in for (numbered by whoever
+    builds the appendix): a span of the program's own text, 1-based, end exclusive."""
+
+    number: int
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+
+
+@dataclass(frozen=True, slots=True)
+class Region:
+    """Lines of appended code that hold another text (a kept program's): appended lines
+    `first` to `last` (1 = the appendix's first line) are that text's lines from `line`."""
+
+    name: str
+    first: int
+    last: int
+    line: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Rename:
+    """A name in the program fed as another of the same length, so every offset, line and
+    column the interpreter reports holds for the text as written."""
+
+    line: int
+    column: int
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Appendix:
+    """Guest code fed with a program, and how to read positions in it: data only.
+
+    `code` goes after the trailer's import line and before main() is called, `after`
+    after main() returned (its value is still the program's); neither is shown. The
+    program's own text is fed as written but for `renames`; `sites` name places in it and
+    `regions` the appended lines that are another text's, so a failure there can be told
+    by that text's own name and line while `where` stays in the program.
+    """
+
+    code: str
+    after: str = ""
+    renames: tuple[Rename, ...] = ()
+    sites: tuple[Site, ...] = ()
+    regions: tuple[Region, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Located:
+    """A line of appended code as the text it holds numbers it (`Region.name`)."""
+
+    name: str
+    line: int
+
+
+def fed(
+    source: str,
+    lines: tuple[str, ...],
+    is_async: bool,
+    used: frozenset[str],
+    returned: str,
+    roots: frozenset[str],
+    appendix: Appendix | None,
+) -> tuple[str, int]:
+    """What is fed (the program, then the trailer with any appendix in it), and the fed
+    line just before the appendix's first."""
+    text = source if appendix is None else _renamed(source, lines, appendix.renames)
+    code = text + ("\n" if text and not text.endswith("\n") else "")
+    imported = used | (
+        set() if appendix is None else roots.intersection(IDENTIFIER.findall(appendix.code))
+    )
+    trailer = ["import " + ", ".join(sorted(imported))] if imported else []
+    appended = len(lines) + len(trailer)
+    if appendix is not None and appendix.code:
+        trailer.append(appendix.code.rstrip("\n"))
+    trailer.append(f"{returned} = {'await main()' if is_async else 'main()'}")
+    if appendix is not None and appendix.after:
+        trailer.append(appendix.after.rstrip("\n"))
+    trailer.append(returned)
+    return code + "\n".join(trailer), appended
+
+
+def _renamed(source: str, lines: tuple[str, ...], renames: tuple[Rename, ...]) -> str:
+    """The program with each renamed name replaced by one of the same length, so every
+    position in it holds (ValueError for a rename that does not replace a name so)."""
+    edited = list(lines)
+    for rename in renames:
+        if not 1 <= rename.line <= len(edited):
+            raise ValueError(f"no line {rename.line} to rename at")
+        text, start = edited[rename.line - 1], rename.column - 1
+        found = IDENTIFIER.match(text, start)
+        if (
+            found is None
+            or found.end() - start != len(rename.name)
+            or not rename.name.isidentifier()
+        ):
+            raise ValueError(
+                f"a rename at {rename.line}:{rename.column} must replace a name of its length"
+            )
+        edited[rename.line - 1] = text[:start] + rename.name + text[found.end() :]
+    return "\n".join(edited) + ("\n" if source.endswith("\n") else "")
+
+
+__all__ = ["IDENTIFIER", "Appendix", "Located", "Region", "Rename", "Site", "fed"]
