@@ -114,6 +114,8 @@ class Limits:
       that polls for its result), in place of `max_execution_seconds`.
     - `max_tasks_per_subject` (4): programs one subject runs as tasks at once.
     - `task_keep_seconds` (3600): how long a task's result is kept once it ended.
+    - `max_saved_programs_per_subject` (100): programs one subject keeps (`save_as`);
+      a new name past it is refused, replacing one of them is not.
     """
 
     max_source_bytes: int = 64 * KIB
@@ -140,6 +142,7 @@ class Limits:
     max_task_seconds: float = 600.0
     max_tasks_per_subject: int = 4
     task_keep_seconds: float = 3600.0
+    max_saved_programs_per_subject: int = 100
 
     def __post_init__(self) -> None:
         for field in fields(self):

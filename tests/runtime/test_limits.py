@@ -230,3 +230,15 @@ def test_task_limits_have_documented_defaults_and_are_validated() -> None:
     error = exceeded(LimitKind.RUNNING_TASKS, Limits(max_tasks_per_subject=2))
     assert str(error) == "resource limit exceeded: running tasks (limit 2)"
     assert str(error.opaque()) == "resource limit exceeded: running tasks"
+
+
+def test_saved_program_limits_have_documented_defaults_and_are_validated() -> None:
+    assert Limits().max_saved_programs_per_subject == 100
+    with pytest.raises(
+        ValueError, match=r"Limits\.max_saved_programs_per_subject must be positive"
+    ):
+        Limits(max_saved_programs_per_subject=0)
+    with pytest.raises(
+        TypeError, match=r"^Limits\.max_saved_programs_per_subject must be an integer"
+    ):
+        Limits(max_saved_programs_per_subject=2.5)  # type: ignore[arg-type]

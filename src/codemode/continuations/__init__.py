@@ -16,7 +16,8 @@ and restore:
   the public front door);
 - `sessions`: a session's kept state, as one execution sees it and as it is stored;
 - `shapes`: learned result shapes kept between runs, in a file and shared in a store;
-- `tasks`: a program run as a task, its sealed record in the store, its owner's lease.
+- `tasks`: a program run as a task, its sealed record in the store, its owner's lease;
+- `programs`: saved programs' records, kept by owner on a shelf (a store, or a folder).
 """
 
 from __future__ import annotations
@@ -40,6 +41,13 @@ from codemode.continuations.guards import (
     ReplayGuard,
     StoreReplayGuard,
     claim_seconds,
+)
+from codemode.continuations.programs import (
+    PROGRAM_FORMAT,
+    ProgramRecord,
+    ProgramShelf,
+    StoreShelf,
+    store_shelf,
 )
 from codemode.continuations.resume import (
     EXPIRED,
@@ -122,6 +130,7 @@ __all__ = [
     "OTHER_SESSION_LIMITS",
     "OTHER_SESSION_VERSION",
     "OTHER_VERSION",
+    "PROGRAM_FORMAT",
     "RESUMED",
     "SESSION_FORMAT",
     "SESSION_FULL",
@@ -145,6 +154,8 @@ __all__ = [
     "Opened",
     "Paused",
     "PausedState",
+    "ProgramRecord",
+    "ProgramShelf",
     "RedisReplayGuard",
     "RedisStore",
     "ReplayGuard",
@@ -156,6 +167,7 @@ __all__ = [
     "ShapeSync",
     "Store",
     "StoreReplayGuard",
+    "StoreShelf",
     "TaskBook",
     "TaskHold",
     "TaskRecord",
@@ -179,6 +191,7 @@ __all__ = [
     "session_digest",
     "stamped",
     "state_seconds",
+    "store_shelf",
     "thaw",
     "unavailable",
     "verdicts",
