@@ -17,7 +17,8 @@ and restore:
 - `sessions`: a session's kept state, as one execution sees it and as it is stored;
 - `shapes`: learned result shapes kept between runs, in a file and shared in a store;
 - `tasks`: a program run as a task, its sealed record in the store, its owner's lease;
-- `programs`: saved programs' records, kept by owner on a shelf (a store, or a folder).
+- `programs`: saved programs' records, kept by owner on a shelf in a store;
+- `folders`: the shelf of saved programs in a folder on the host's disk.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from codemode.continuations.approvals import (
     unavailable,
     verdicts,
 )
+from codemode.continuations.folders import FolderShelf, folder_shelf
 from codemode.continuations.guards import (
     CLOCK_SKEW_SECONDS,
     InProcessReplayGuard,
@@ -148,6 +150,7 @@ __all__ = [
     "Ask",
     "CatalogDigest",
     "Engine",
+    "FolderShelf",
     "InProcessReplayGuard",
     "Injected",
     "MemoryStore",
@@ -178,6 +181,7 @@ __all__ = [
     "claim_seconds",
     "decide",
     "fingerprint",
+    "folder_shelf",
     "freeze",
     "given_key",
     "new_id",
