@@ -43,6 +43,7 @@ from codemode.payloads import (
 )
 from codemode.questions import arguments_text
 from codemode.runtime import ExecutionResult, KeptState
+from codemode.web.progress import ProgressReply, line
 
 log = logging.getLogger("codemode")
 STATIC = Path(__file__).parent / "static"
@@ -70,22 +71,38 @@ async def _arguments(request: Request) -> tuple[str, dict[str, Any]]:
     return who, data
 
 
-def _endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+def _failed(error: CodeModeError) -> dict[str, Any]:
+    return {"ok": False, "error": error_payload(error), "printed": error.printed}
+
+
+def _endpoint(handler: Handler, *, runs: bool = False) -> Callable[[Request], Awaitable[Response]]:
+    """A JSON endpoint over `handler`; one that `runs` a program streams its progress
+    notes first when the body asks for them (`"progress": true`)."""
+
     async def run(request: Request) -> Response:
         try:
             who, data = await _arguments(request)
+            if runs and data.get("progress") is True:
+                return ProgressReply(lambda: _last_line(handler(who, data)))
             return JSONResponse(await _unless_gone(request, handler(who, data)))
         except CodeModeError as error:
-            return JSONResponse(
-                {"ok": False, "error": error_payload(error), "printed": error.printed}
-            )
+            return JSONResponse(_failed(error))
         except Exception:  # last-resort net: a bug below still yields an exact, safe reply
             log.exception("web endpoint failed")
-            return JSONResponse(
-                {"ok": False, "error": error_payload(InternalError()), "printed": ""}
-            )
+            return JSONResponse(_failed(InternalError()))
 
     return run
+
+
+async def _last_line(work: Awaitable[dict[str, Any]]) -> bytes:
+    """The reply a streamed run ends with: what the JSON endpoint would answer."""
+    try:
+        return line(await work)
+    except CodeModeError as error:
+        return line(_failed(error))
+    except Exception:  # the same net as the JSON endpoint's
+        log.exception("web endpoint failed")
+        return line(_failed(InternalError()))
 
 
 async def _unless_gone(request: Request, work: Awaitable[dict[str, Any]]) -> dict[str, Any]:
@@ -116,7 +133,8 @@ async def _unless_gone(request: Request, work: Awaitable[dict[str, Any]]) -> dic
 
 def web_routes(cm: CodeMode) -> list[BaseRoute]:
     """The page at `/`, its assets at `/static`, and `/api/{search,describe,execute}`, with
-    `/api/resume` for a program paused until the page's person approves a call."""
+    `/api/resume` for a program paused until the page's person approves a call (both
+    stream the run's progress first when asked, see `codemode.web.progress`)."""
 
     async def search(who: str, data: dict[str, Any]) -> dict[str, Any]:
         query = text_argument("query", data.get("query"))
@@ -194,8 +212,8 @@ def web_routes(cm: CodeMode) -> list[BaseRoute]:
         Route("/", page),
         Route("/api/search", _endpoint(search), methods=["POST"]),
         Route("/api/describe", _endpoint(describe), methods=["POST"]),
-        Route("/api/execute", _endpoint(execute), methods=["POST"]),
-        Route("/api/resume", _endpoint(resume), methods=["POST"]),
+        Route("/api/execute", _endpoint(execute, runs=True), methods=["POST"]),
+        Route("/api/resume", _endpoint(resume, runs=True), methods=["POST"]),
         Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
     ]
 

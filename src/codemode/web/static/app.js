@@ -27,7 +27,30 @@ async function api(path, body, options = {}) {
     throw new Error("unauthorized");
   }
   $("token-form").hidden = true;
-  return response.json();
+  const type = response.headers.get("Content-Type") || "";
+  if (!options.onNote || !type.startsWith("application/x-ndjson")) return response.json();
+  return lastLine(response, options.onNote);
+}
+
+// A run that streams its progress: each note line goes to `onNote` as it arrives, and the
+// last line is the reply a JSON body would have been. A stream cut before it is a server
+// that cannot be reached.
+async function lastLine(response, onNote) {
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffered = "";
+  let reply = null;
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffered += value;
+    for (let cut = buffered.indexOf("\n"); cut >= 0; cut = buffered.indexOf("\n")) {
+      const line = JSON.parse(buffered.slice(0, cut));
+      buffered = buffered.slice(cut + 1);
+      if ("ok" in line) reply = line; else onNote(line.progress);
+    }
+  }
+  if (!reply) throw new Error("the reply was cut short");
+  return reply;
 }
 
 $("token-form").addEventListener("submit", (event) => {
@@ -412,13 +435,15 @@ async function run() {
   const timer = setInterval(tick, 100);
   let answer;
   try {
-    const body = $("keep").checked ? { source, session: session || "new" } : { source };
-    answer = await api("execute", body, { signal: running.signal });
+    const body = { source, progress: true };  // its notes stream in as it runs
+    if ($("keep").checked) body.session = session || "new";
+    const options = { signal: running.signal, onNote: showNote };
+    answer = await api("execute", body, options);
     while (answer && answer.ok && answer.approval) {  // paused until a person answers
       clearInterval(timer);
       $("status").textContent = "Waiting for your approval…";
       const answers = await approve(answer.approval.requests, answer.approval.wait);
-      answer = await api("resume", { id: answer.approval.id, answers }, { signal: running.signal });
+      answer = await api("resume", { id: answer.approval.id, answers, progress: true }, options);
     }
   } catch (error) {
     answer = null;
@@ -427,6 +452,7 @@ async function run() {
       : "The server cannot be reached: is codemode still running?";
   } finally {
     clearInterval(timer);
+    showNote(null);
     running = null;
     $("run").disabled = false;
     $("cancel").hidden = true;
@@ -450,6 +476,17 @@ async function run() {
   remember(source, answer.ok ? "ok" : answer.error.code, seconds);
   if (window.innerWidth < 1000) $("outcome").scrollIntoView({ block: "start" });
 }
+// How far the running program is, live: "12 calls · 3.1 s · records.lookup", or the
+// program's own progress() message, with a bar when it gave a total. The message is the
+// program's text: set as text, never parsed as markup. null hides it (the run ended).
+function showNote(note) {
+  $("progress").hidden = !note;
+  $("progress-message").textContent = note ? note.message : "";
+  const bar = $("progress-bar");
+  bar.hidden = !note || note.total === null;
+  if (!bar.hidden) { bar.max = note.total; bar.value = note.progress; }
+}
+
 // Which session the next run continues: what the last successful one left at top level.
 function showSession() {
   $("session").hidden = !($("keep").checked && session);
