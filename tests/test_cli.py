@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import logging
 import os
+import pty
 import re
 import shutil
 import signal
@@ -29,9 +31,10 @@ from starlette.testclient import TestClient
 from codemode import CodeMode, CodeModeError, Limits, serving
 from codemode.authz import AllowAll
 from codemode.cli import main
+from codemode.cli.terminal import progress_line
 from codemode.clock import SystemClock
 from codemode.testing import started_engine
-from tests.conftest import build_host
+from tests.conftest import CANARY, build_host
 
 
 def run(tmp_path: Path, program: str, *extra: str) -> tuple[int, str, str]:
@@ -835,3 +838,93 @@ def test_ctrl_c_stops_run_at_once_with_exit_code_130(tmp_path: Path) -> None:
         process.kill()
     assert (process.returncode, out) == (130, "")
     assert err.endswith("codemode: stopped\n")
+
+
+def slow_host() -> CodeMode:
+    """A host whose calls take 0.3 s each, one failing with a canary."""
+    cm = CodeMode(authorizer=AllowAll())
+
+    @cm.capability("t.step", summary="Take one step, slowly.")
+    def step(*, i: int) -> int:
+        time.sleep(0.3)
+        return i
+
+    @cm.capability("t.fail", summary="Fail, naming a secret.")
+    def fail() -> int:
+        raise RuntimeError(f"db password rejected {CANARY}")
+
+    return cm
+
+
+SLOW = (
+    "def main():\n"
+    "    for i in range(4):\n"
+    "        t.step(i=i)\n"
+    "    try:\n"
+    "        t.fail()\n"
+    "    except RuntimeError:\n"
+    "        pass\n"
+    '    progress("nearly done \\x1b]0;title\\x07", done=9, total=10)\n'
+    "    t.step(i=9)\n"
+    '    return "done"\n'
+)
+"""Notes from calls, one that fails with the canary, and the program's own (with an
+escape sequence the terminal must not obey)."""
+
+
+def run_slow(tmp_path: Path, stderr: int, *options: str) -> tuple[subprocess.Popen[bytes], Path]:
+    program = tmp_path / "slow.py"
+    program.write_text(SLOW)
+    command = [sys.executable, "-m", "codemode", *options, "run", "tests.test_cli:slow_host"]
+    command.append(str(program))
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=stderr, cwd=Path(__file__).parents[1]
+    )
+    return process, program
+
+
+def test_run_shows_progress_on_a_terminal_and_clears_it_before_the_result(
+    tmp_path: Path,
+) -> None:
+    terminal, stderr = pty.openpty()
+    process, _ = run_slow(tmp_path, stderr)
+    os.close(stderr)
+    shown = b""
+    with contextlib.suppress(OSError):  # EIO: the command has closed the terminal
+        while chunk := os.read(terminal, 4096):
+            shown += chunk
+    os.close(terminal)
+    out, _ = process.communicate(timeout=60)
+    assert (process.returncode, out) == (0, b'"done"\n')
+    text = shown.decode()
+    lines = re.findall(r"\r([^\r\x1b]*)\x1b\[K", text)
+    assert re.fullmatch(r"1 call · \d+\.\d s · t\.step", lines[0]), lines
+    assert "nearly done  ]0;title " in lines  # its escape sequence made inert
+    assert lines[-1] == "" and text.endswith("\r\x1b[K")  # cleared before the result
+    # the host log's line for the failed call (the operator's, canary and all) starts on
+    # a cleared line rather than after the progress line
+    assert re.search(r"\r\x1b\[K\d{4}-\d\d-\d\d [0-9:,]+ WARNING codemode: ", text)
+    calls = [int(line.split(" ")[0]) for line in lines if " · t." in line]
+    assert calls == sorted(set(calls))
+    assert CANARY not in "".join(lines)
+
+
+def test_run_shows_no_progress_when_stderr_is_not_a_terminal(tmp_path: Path) -> None:
+    process, _ = run_slow(tmp_path, subprocess.PIPE, "--log-level", "error")
+    out, err = process.communicate(timeout=60)
+    assert (process.returncode, out, err) == (0, b'"done"\n', b"")
+
+
+@pytest.mark.parametrize(
+    ("message", "columns", "line"),
+    [
+        ("3 calls · 0.9 s · t.step", 80, "\r3 calls · 0.9 s · t.step\x1b[K"),
+        ("abcdefghij", 8, "\rabcdef…\x1b[K"),
+        ("名前名前名前", 8, "\r名前名…\x1b[K"),
+        ("a\x1b[2Jb", 80, "\ra\ufffd[2Jb\x1b[K"),
+    ],
+)
+def test_a_progress_line_is_inert_and_fits_the_terminal(
+    message: str, columns: int, line: str
+) -> None:
+    assert progress_line(message, columns) == line

@@ -23,6 +23,7 @@ import contextlib
 import functools
 import json
 import logging
+import queue
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -49,9 +50,12 @@ from codemode.cli.options import (
     serve_options,
 )
 from codemode.cli.terminal import (
+    CLEAR_LINE,
     for_terminal,
     json_for_terminal,
     log_to_stderr,
+    progress_line,
+    terminal_columns,
     url_host,
     where_to_connect,
 )
@@ -65,6 +69,7 @@ from codemode.loading import (
     load_proxy,
     proxy_namespaces,
 )
+from codemode.runtime import ProgressNote, RunWatch, watching
 from codemode.serving import ServeConfig, Transport
 
 
@@ -112,20 +117,43 @@ def _say_if_blind(cm: CodeMode, subject: str) -> None:
     click.echo(f'codemode: subject "{subject}" sees no capabilities: {reason}', err=True)
 
 
-def _interruptible(execute: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+def _interruptible(
+    execute: Callable[..., Any], *args: Any, progress: bool = False, **kwargs: Any
+) -> Any:
     """`execute(...)` on a daemon thread of its own, so that Ctrl-C stops the command at
     once: the caller's thread may run a program's first steps in the interpreter, which
-    takes no signal until the step ends (`cm.close()` then ends the program)."""
+    takes no signal until the step ends (`cm.close()` then ends the program). With
+    `progress`, the caller's thread shows the run's notes meanwhile."""
     answer: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    notes: queue.SimpleQueue[ProgressNote | None] = queue.SimpleQueue()
+    watch = RunWatch(sink=notes.put) if progress else None  # the sink only enqueues
 
     def work() -> None:
         try:
-            answer.set_result(execute(*args, **kwargs))
+            with watching(watch) if watch is not None else contextlib.nullcontext():
+                answer.set_result(execute(*args, **kwargs))
         except BaseException as exc:  # the caller's to raise
             answer.set_exception(exc)
+        finally:
+            notes.put(None)  # after the run's last note
 
     threading.Thread(target=work, name="codemode-run", daemon=True).start()
+    if watch is not None:
+        _show_progress(notes)
     return answer.result()
+
+
+def _show_progress(notes: queue.SimpleQueue[ProgressNote | None]) -> None:
+    """Each note on one stderr line, rewritten in place, until the run ends; the line is
+    then cleared, so the result (or a Ctrl-C's message) starts on a clean line."""
+    shown = False
+    try:
+        while (note := notes.get()) is not None:
+            click.echo(progress_line(note.message, terminal_columns()), err=True, nl=False)
+            shown = True
+    finally:
+        if shown:
+            click.echo(CLEAR_LINE, err=True, nl=False)
 
 
 def _program_text(file: Any) -> str:
@@ -323,12 +351,13 @@ class _Reloaded:
 @SHAPES
 def run(app: str, file: Any, subject: str, shapes: str | None) -> None:
     """Run the program in FILE against APP and print its result, or the error as the
-    model reads it."""
+    model reads it (on a terminal, its progress meanwhile on stderr)."""
     cm = _load_app(app, shapes)
     try:
         with _loading():
             _say_if_blind(cm, subject)
-            result = _interruptible(cm.execute, _program_text(file), subject=subject)
+            source, shown = _program_text(file), sys.stderr.isatty()
+            result = _interruptible(cm.execute, source, subject=subject, progress=shown)
     except CodeModeError as error:  # on stdout, as the model reads it; the host log on stderr
         click.echo(for_terminal(error.report()))
         sys.exit(1)

@@ -1,5 +1,5 @@
 """What the command line shows, made safe for a terminal: program text and values, the
-host log's lines, and where a client connects.
+host log's lines, a running program's progress line, and where a client connects.
 
 Rendering only: `cli.commands` prints what these functions return and picks exit codes.
 """
@@ -11,6 +11,7 @@ import logging
 import os
 import re
 import sys
+import unicodedata
 from typing import Any
 
 _CONTROL = re.compile(
@@ -35,18 +36,58 @@ def json_for_terminal(value: Any) -> str:
     return _CONTROL.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
 
 
+CLEAR_LINE = "\r\x1b[K"
+"""Back to the line's start, and erase it: the progress line goes before the result."""
+
+
+def progress_line(message: str, columns: int) -> str:
+    """A running program's note as the one line `run` rewrites in place on a terminal:
+    inert, and cut to fit the terminal's width (a line that wrapped would leave its first
+    part behind when the next one overwrites it)."""
+    return "\r" + _fitted(for_terminal(message), columns - 1) + "\x1b[K"
+
+
+def terminal_columns() -> int:
+    """How wide the terminal stderr writes to is (80 when it does not say)."""
+    try:
+        columns = os.get_terminal_size(sys.stderr.fileno()).columns
+    except (OSError, ValueError):
+        return 80
+    return columns or 80
+
+
+def _fitted(text: str, width: int) -> str:
+    """`text` cut to `width` columns (a wide character takes two), ending in `…` if cut."""
+    cells = [2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text]
+    if sum(cells) <= width:
+        return text
+    used, kept = 1, []
+    for ch, cell in zip(text, cells, strict=True):
+        if used + cell > width:
+            break
+        used += cell
+        kept.append(ch)
+    return "".join(kept) + "…"
+
+
 class _InertFormatter(logging.Formatter):
     """Log lines as a terminal may show them: a handler's error or an upstream's stderr
-    may repeat what a program passed it."""
+    may repeat what a program passed it. On a terminal each starts on a cleared line, so
+    one logged while `run` shows its progress line does not go on after it."""
+
+    def __init__(self, fmt: str, *, clear: bool) -> None:
+        super().__init__(fmt)
+        self._start = CLEAR_LINE if clear else ""
 
     def format(self, record: logging.LogRecord) -> str:
-        return for_terminal(super().format(record))
+        return self._start + for_terminal(super().format(record))
 
 
 def log_to_stderr(level: int) -> None:
     """The host log on stderr: codemode's own lines at `level`, libraries' at warning."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_InertFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    line = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+    handler.setFormatter(_InertFormatter(line, clear=sys.stderr.isatty()))
     logging.basicConfig(
         level=logging.DEBUG if level == logging.DEBUG else logging.WARNING, handlers=[handler]
     )
@@ -85,9 +126,12 @@ def where_to_connect(
 
 
 __all__ = [
+    "CLEAR_LINE",
     "for_terminal",
     "json_for_terminal",
     "log_to_stderr",
+    "progress_line",
+    "terminal_columns",
     "url_host",
     "where_to_connect",
 ]
