@@ -1,5 +1,7 @@
 """Tasks: a program started as a task runs to its end beyond its request, reads the same
-from any replica, is cancelled from any replica, and reads as lost once its owner is gone."""
+from any replica, is cancelled from any replica (its reply listing the calls it made),
+reads as lost once its owner is gone, beats on the CodeMode's clock, and shows nothing of
+the host's in any state."""
 
 from __future__ import annotations
 
@@ -19,12 +21,15 @@ from codemode import (
     ResourceLimitError,
     SessionBusyError,
 )
-from codemode.authz import AllowAll
-from codemode.continuations import TASK_LOST, MemoryStore, RedisStore, Store
+from codemode.authz import AllowAll, AuthorizationRequest, RequireApproval
+from codemode.continuations import KEY_VARIABLE, TASK_LOST, MemoryStore, RedisStore, Store
 from codemode.errors import TaskNotFoundError
+from codemode.mcp import tools
+from codemode.payloads import execute_payload
 from codemode.tasks import COMPLETED, Tasks, TaskView
 from codemode.testing import ManualClock
 from tests.approvals.host import DELETE_TWO, build
+from tests.conftest import assert_no_canary, build_host, policy
 
 KEY = "k" * 32
 SOURCE = "def main():\n    return 1\n"
@@ -65,8 +70,8 @@ def make(
     entered, go = threading.Event(), threading.Event()
 
     @cm.capability("jobs.step", summary="Do nothing.")
-    def step() -> int:
-        return 0
+    def step(i: int = 0) -> int:
+        return i
 
     @cm.capability("jobs.wait", summary="Wait for the test.")
     def wait() -> int:
@@ -78,8 +83,10 @@ def make(
 
 
 @asynccontextmanager
-async def serving(cm: CodeMode, heartbeat: float = 0.02) -> AsyncIterator[Tasks]:
-    tasks = Tasks(cm, heartbeat_seconds=heartbeat)
+async def serving(cm: CodeMode, heartbeat: float = 1.0, lease: float = 5.0) -> AsyncIterator[Tasks]:
+    """`cm`'s tasks, beating every `heartbeat` seconds of its clock (a ManualClock: only
+    when the test moves it)."""
+    tasks = Tasks(cm, heartbeat_seconds=heartbeat, lease_seconds=lease)
     async with tasks.running():
         yield tasks
 
@@ -156,8 +163,7 @@ async def test_a_cancel_on_the_owner_ends_the_task_cancelled() -> None:
     assert done.reply == b'{"error": "execution canceled"}'
 
 
-async def cancelled_from_another_replica(store: Store) -> None:
-    clock = ManualClock()
+async def cancelled_from_another_replica(store: Store, clock: ManualClock) -> None:
     owner, entered, go = make(store, clock)
     reader, _, _ = make(store, clock)
     async with serving(owner) as running, serving(reader) as other:
@@ -165,17 +171,19 @@ async def cancelled_from_another_replica(store: Store) -> None:
         await until(entered.is_set)
         assert (await other.get(view.task_id, subject="alice")).status == "working"
         await other.cancel(view.task_id, subject="alice")
+        clock.advance(1.0)  # one beat of the owner: it reads the cancel asked for
         done = await settled(other, view.task_id)
         go.set()
     assert done.status == "cancelled"
 
 
 async def test_a_cancel_from_another_replica_reaches_the_owner() -> None:
-    await cancelled_from_another_replica(MemoryStore())
+    clock = ManualClock()
+    await cancelled_from_another_replica(MemoryStore(clock.now), clock)
 
 
 async def test_a_cancel_from_another_replica_reaches_the_owner_over_redis(redis_url: str) -> None:
-    await cancelled_from_another_replica(RedisStore(redis_url))
+    await cancelled_from_another_replica(RedisStore(redis_url), ManualClock())
 
 
 async def test_a_task_whose_owner_stopped_beating_reads_lost_and_its_owner_cannot_overwrite() -> (
@@ -227,8 +235,8 @@ async def test_a_task_holds_its_session_as_long_as_its_longer_bound() -> None:
         )
         await until(entered.is_set)
         for _ in range(4):  # past an ordinary run's lease (1 s + grace), within a call's 10 s
-            clock.skip(2)
-            await anyio.sleep(0.1)  # the owner renews the task's own lease meanwhile
+            clock.advance(2)  # the owner's beat renews the task's own lease meanwhile
+            await anyio.sleep(0.1)
         with pytest.raises(SessionBusyError):
             await cm.execute_async(SOURCE, subject="alice", session=handle)
         go.set()
@@ -266,3 +274,275 @@ async def test_a_task_waits_for_a_person_and_goes_on_with_their_answers() -> Non
             {"value": [True, "approval declined: a person declined this call; do not retry it"]}
         ).encode()
     )
+
+
+THREE = """def main():
+    for i in range(3):
+        jobs.step(i=i)
+    return jobs.wait()
+"""
+"""A program that makes 3 calls, then waits in a fourth for the test."""
+
+
+def replied(outcome: ExecutionResult | CodeModeError) -> bytes:
+    """The reply exactly as the MCP adapter renders it (`CallToolResult`, dumped)."""
+    if isinstance(outcome, ExecutionResult):
+        return json.dumps(tools.ok(execute_payload(outcome))).encode()
+    return json.dumps(tools.failed(outcome)).encode()
+
+
+def text_of(reply: bytes | None) -> str:
+    """The one text item of a rendered reply (what a client that shows text shows)."""
+    assert reply is not None
+    content = json.loads(reply)["content"]
+    assert len(content) == 1
+    return str(content[0]["text"])
+
+
+async def cancelled_after_three_calls(store: Store | None, remotely: bool) -> TaskView:
+    clock = ManualClock()
+    store = store or MemoryStore(clock.now)
+    owner, entered, go = make(store, clock)
+    reader, _, _ = make(store, clock)
+    async with serving(owner) as running, serving(reader) as other:
+        view = await running.start(
+            THREE, subject="alice", session=None, render=replied, pausable=False
+        )
+        await until(entered.is_set)
+        if remotely:
+            await other.cancel(view.task_id, subject="alice")  # through the cancel key
+            clock.advance(1.0)  # the owner's next beat reads it
+        else:
+            await running.cancel(view.task_id, subject="alice")
+        done = await settled(other, view.task_id)
+        go.set()
+    return done
+
+
+CANCELLED_AFTER_THREE = (
+    "execution canceled\n"
+    "After 3 completed capability calls: jobs.step(i=0) (line 3), jobs.step(i=1) (line 3), "
+    "jobs.step(i=2) (line 3); jobs.step may have had effects: the host declares none."
+)
+
+
+@pytest.mark.parametrize("remotely", [False, True], ids=["on-the-owner", "by-the-cancel-key"])
+async def test_a_cancelled_tasks_reply_lists_the_calls_it_made(remotely: bool) -> None:
+    done = await cancelled_after_three_calls(None, remotely)
+    assert (done.status, done.message) == ("cancelled", "execution canceled")
+    assert json.loads(done.reply or b"")["isError"] is True
+    assert text_of(done.reply) == CANCELLED_AFTER_THREE
+
+
+async def test_a_task_cancelled_over_redis_lists_the_calls_it_made(redis_url: str) -> None:
+    done = await cancelled_after_three_calls(RedisStore(redis_url), remotely=True)
+    assert (done.status, text_of(done.reply)) == ("cancelled", CANCELLED_AFTER_THREE)
+
+
+class Recorded(MemoryStore):
+    """A memory store on a ManualClock that notes, in order, what a task's owner and its
+    readers do to its lease and its cancel key (the record itself is sealed)."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        super().__init__(clock.now)
+        self.events: list[str] = []
+
+    async def put(
+        self, key: str, value: bytes, seconds: float, *, holder: tuple[str, str] | None = None
+    ) -> bool:
+        written = await super().put(key, value, seconds, holder=holder)
+        if key.endswith(":lease"):
+            self.events.append("renewed" if written else "renewal refused")
+        elif key.endswith(":cancel"):
+            self.events.append("cancel asked")
+        return written
+
+    async def get(self, key: str) -> bytes | None:
+        value = await super().get(key)
+        if key.endswith(":cancel") and value is not None:
+            self.events.append("cancel noticed")
+        return value
+
+
+BEAT, LEASE = 30.0, 60.0
+"""The owner's beat and lease in the tests of its beat, on the ManualClock: a beat run
+on any other clock would not come within the test's guard."""
+
+
+def beating() -> tuple[ManualClock, Recorded, CodeMode, CodeMode, threading.Event, threading.Event]:
+    """An owner and a reader on one recorded store and one ManualClock; a call may wait
+    longer than the beats the tests make."""
+    clock = ManualClock()
+    store = Recorded(clock)
+    limits = Limits(max_capability_seconds=600)
+    owner, entered, go = make(store, clock, limits)
+    reader, _, _ = make(store, clock, limits)
+    return clock, store, owner, reader, entered, go
+
+
+async def test_the_owner_beats_on_the_codemodes_clock_and_cancels_on_the_next_beat() -> None:
+    clock, store, owner, reader, entered, go = beating()
+    async with (
+        serving(owner, BEAT, LEASE) as running,
+        serving(reader, BEAT, LEASE) as other,
+    ):
+        view = await start(running)
+        await until(entered.is_set)
+        assert (await other.get(view.task_id, subject="alice")).message == ""
+        for beat in range(1, 4):  # 90 s on: past the first lease, renewed on each beat
+            clock.advance(BEAT)
+            await until(lambda: store.events.count("renewed") == beat)  # noqa: B023
+        working = await other.get(view.task_id, subject="alice")
+        assert (working.status, working.message) == ("working", "1 call · 0.0 s · jobs.step")
+        await other.cancel(view.task_id, subject="alice")
+        assert (await other.get(view.task_id, subject="alice")).status == "working"
+        clock.advance(BEAT)
+        done = await settled(other, view.task_id)
+        go.set()
+    assert done.status == "cancelled"
+    assert store.events == [
+        "renewed",
+        "renewed",
+        "renewed",
+        "cancel asked",
+        "renewed",
+        "cancel noticed",
+    ]
+
+
+async def test_a_lost_task_is_marked_by_a_reader_and_its_owner_finds_out_on_its_next_beat() -> None:
+    clock, store, owner, reader, entered, go = beating()
+    async with (
+        serving(owner, BEAT, LEASE) as running,
+        serving(reader, BEAT, LEASE) as other,
+    ):
+        view = await start(running)
+        await until(entered.is_set)
+        clock.advance(BEAT)
+        await until(lambda: store.events == ["renewed"])
+        clock.skip(LEASE + 1)  # the owner's beat does not ring: as if its replica hung
+        lost = await other.get(view.task_id, subject="alice")
+        store.events.append("lost marked")
+        clock.advance(BEAT)  # the beat it missed: its lease is gone, its run stops
+        await until(lambda: "renewal refused" in store.events)
+        go.set()
+        after = await other.get(view.task_id, subject="alice")
+    assert (lost.status, lost.message) == ("failed", TASK_LOST)
+    assert store.events == ["renewed", "lost marked", "renewal refused"]
+    assert (after.status, after.message, after.reply) == ("failed", TASK_LOST, None)
+
+
+TRIES = """def main():
+    seen = []
+    for attempt in [records.fail, records.secret, records.flaky, records.badresult]:
+        try:
+            attempt()
+        except Exception as e:
+            seen.append(str(e))
+            progress(str(e))
+    print(seen)
+    records.lookup(key="k")
+    progress("saw " + str(seen))
+    return {tail}
+"""
+"""A program that meets every canary of the host (a handler's error, an authorizer's
+denial and failure, a result of the wrong type), reports what it saw, then ends as
+`tail` makes it."""
+
+
+def asking(request: AuthorizationRequest) -> RequireApproval | None:
+    """The canary host's policy, and a person asked about `jobs.approve` (that message is
+    for the person: it carries no canary)."""
+    if request.capability_name == "jobs.approve":
+        return RequireApproval("Approve the job?")
+    policy(request)
+    return None
+
+
+def shows_nothing_of_the_hosts(view: TaskView) -> None:
+    assert_no_canary(view.message, (view.reply or b"").decode(), repr(view.requests), repr(view))
+
+
+async def test_no_task_shows_anything_of_the_hosts_in_any_state(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(KEY_VARIABLE, KEY)  # one secret: a second replica reads the lost task
+    cm = build_host()
+    MADE.append(cm)
+    holding: list[int] = []
+    go = threading.Event()
+
+    @cm.capability("jobs.hold", summary="Wait for the test.")
+    def hold() -> int:
+        holding.append(1)
+        go.wait(20)
+        return 1
+
+    @cm.capability("jobs.approve", summary="Needs a person.")
+    def approve() -> int:
+        return 1
+
+    cm.configure(authorizer=asking)
+
+    async def begin(tasks: Tasks, tail: str, pausable: bool = False) -> str:
+        source = TRIES.format(tail=tail)
+        view = await tasks.start(
+            source, subject="alice", session=None, render=replied, pausable=pausable
+        )
+        shows_nothing_of_the_hosts(view)
+        return view.task_id
+
+    seen: dict[str, TaskView] = {}
+    try:
+        async with serving(cm, heartbeat=0.02) as tasks:
+            working = await begin(tasks, "jobs.hold()")
+            with anyio.fail_after(20):  # the beat writes the program's last note
+                while not (view := await tasks.get(working, subject="alice")).message.startswith(
+                    "saw "
+                ):
+                    await anyio.sleep(0.01)
+            seen["working"] = view
+            await tasks.cancel(working, subject="alice")
+            seen["cancelled"] = await settled(tasks, working)
+            asks = await begin(tasks, "jobs.approve()", pausable=True)
+            seen["input_required"] = await settled(tasks, asks)
+            fails = await begin(tasks, "records.fail()")
+            seen["failed"] = await settled(tasks, fails)
+            async with serving(cm, heartbeat=0.02) as stopping:
+                doomed = await begin(stopping, "jobs.hold()")
+                await until(lambda: len(holding) == 2)
+            seen["lost"] = await tasks.get(doomed, subject="alice")
+            with pytest.raises(CodeModeError) as short:
+                await cm.execute_async(TRIES.format(tail="records.fail()"), subject="alice")
+    finally:
+        go.set()
+    assert {name: view.status for name, view in seen.items()} == {
+        "working": "working",
+        "cancelled": "cancelled",
+        "input_required": "input_required",
+        "failed": "failed",
+        "lost": "failed",
+    }
+    assert seen["lost"].message == TASK_LOST
+    assert seen["input_required"].requests[0].message == "Approve the job?"
+    assert text_of(seen["failed"].reply) == text_of(replied(short.value))
+    for view in seen.values():
+        shows_nothing_of_the_hosts(view)
+
+
+def test_an_adapter_takes_what_it_needs_from_one_module_and_hosts_take_nothing() -> None:
+    """What the MCP adapter builds on, pinned; serving wires tasks in, so the public API
+    (`codemode`) names none of it."""
+    import codemode
+    import codemode.tasks
+
+    assert codemode.tasks.__all__ == [
+        "COMPLETED",
+        "TASK_LOST",
+        "Render",
+        "TaskStatus",
+        "TaskView",
+        "Tasks",
+    ]
+    assert all(hasattr(codemode.tasks, name) for name in codemode.tasks.__all__)
+    assert not {"Tasks", "TaskView", "TaskNotFoundError"} & set(codemode.__all__)

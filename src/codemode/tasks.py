@@ -6,11 +6,17 @@ longer bound (`Limits.max_task_seconds`) on the app's own loop, in a task group 
 belongs to the server, not to the request, so a client's disconnect cannot end it. Its
 record (`TaskBook`) is the one place any replica reads; only the owner writes it, fenced
 by a lease it renews, so a lapsed lease means the owner is gone and a reader may say so.
-This layer sees only the public CodeMode API: a task widens nothing but the time bound.
+The owner beats on the CodeMode's clock (renewing the lease, writing progress, reading
+the cancel another replica asked for), so a cross-replica cancel takes effect within one
+beat, and tests move a ManualClock to drive it. A cancel stops the run through its watch
+(`Stop`), not by cancelling the task that awaits it, so the task keeps the answer a
+cancelled program gives: `ExecutionCanceledError` listing the calls it made. This layer
+sees only the public CodeMode API: a task widens nothing but the time bound.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
@@ -21,7 +27,7 @@ from typing import TYPE_CHECKING
 import anyio
 import anyio.abc
 
-from codemode.clock import wall
+from codemode.clock import Clock, SystemClock, wall
 from codemode.continuations import (
     TASK_LOST,
     ApprovalRequest,
@@ -36,7 +42,7 @@ from codemode.continuations import (
 )
 from codemode.errors import CodeModeError, ExecutionCanceledError, InternalError
 from codemode.limits import LimitKind, exceeded
-from codemode.runtime import ExecutionResult, ProgressNote, RunWatch, watching
+from codemode.runtime import ExecutionResult, ProgressNote, RunWatch, Stop, watching
 
 if TYPE_CHECKING:
     from codemode.app import CodeMode
@@ -65,17 +71,28 @@ class TaskView:
 
 @dataclass(slots=True)
 class _Run:
-    """A task this replica runs: its hold, record so far, and the scope that ends it."""
+    """A task this replica runs: its hold, its record so far, the stop that cancels its
+    program (with the calls it made), and the scope that ends it as lost."""
 
     hold: TaskHold
     record: TaskRecord
+    stop: Stop = field(default_factory=Stop)
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     lost: bool = False
+    ended: bool = False
+    """Its end is being written: the beat writes no more progress."""
+    writing: anyio.Lock = field(default_factory=anyio.Lock)
+    """Held across each write, so the end is never overtaken by a progress write."""
     note: ProgressNote | None = None
+    """The latest note (set from the execution's threads: one reference, handed over)."""
 
 
 class Tasks:
-    """Starts programs as tasks on this replica, and reads and cancels any replica's."""
+    """Starts programs as tasks on this replica, and reads and cancels any replica's.
+
+    Its owner beats every `heartbeat_seconds` (1 s) of the CodeMode's clock, so a cancel
+    asked on another replica takes effect within one beat; a run whose `lease_seconds`
+    (5 s) lapsed without a beat reads as lost at the next `get` anywhere."""
 
     def __init__(
         self, cm: CodeMode, *, heartbeat_seconds: float = 1.0, lease_seconds: float = 5.0
@@ -89,18 +106,26 @@ class Tasks:
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        """Run tasks while within; on leaving, the runs still going end as lost."""
-        async with anyio.create_task_group() as group:
-            self._group = group
-            group.start_soon(self._beat)
-            try:
-                yield
-            finally:
-                self._group = None
-                for run in list(self._runs.values()):
-                    run.lost = True
-                    run.scope.cancel()
-                group.cancel_scope.cancel()
+        """Run tasks while within; on leaving, the runs still going end as lost. The beat
+        goes by the CodeMode's clock, or the system's when it has none."""
+        clock, own = self._cm.clock, None
+        if clock is None:
+            clock = own = SystemClock()
+        try:
+            async with anyio.create_task_group() as group:
+                self._group = group
+                group.start_soon(self._beat, clock)
+                try:
+                    yield
+                finally:
+                    self._group = None
+                    for run in list(self._runs.values()):
+                        run.lost = True
+                        run.scope.cancel()
+                    group.cancel_scope.cancel()
+        finally:
+            if own is not None:
+                own.close()
 
     async def start(
         self, source: str, *, subject: str, session: str | None, render: Render, pausable: bool
@@ -188,7 +213,7 @@ class Tasks:
             return
         run = self._runs.get(task_id)
         if run is not None:
-            run.scope.cancel()
+            run.stop.stop()
         else:
             await self.book.ask_cancel(subject, task_id, self._live_seconds())
 
@@ -206,18 +231,16 @@ class Tasks:
         begin: Callable[[], Awaitable[ExecutionResult | Paused]],
         render: Render,
     ) -> None:
-        token = anyio.lowlevel.current_token()
-
         def note(progress: ProgressNote) -> None:
-            # Called off this loop: only hands the latest note over (the beat writes it).
-            with contextlib.suppress(RuntimeError):
-                anyio.from_thread.run_sync(_set_note, run, progress, token=token)
+            # Called on the execution's threads, and must not block: it only hands the
+            # latest note over (the beat writes it).
+            run.note = progress
 
         outcome: ExecutionResult | CodeModeError | Paused = ExecutionCanceledError()
         try:
             with run.scope:
-                watch = RunWatch(sink=note, seconds=self._cm.limits.max_task_seconds)
-                with watching(watch):
+                seconds = self._cm.limits.max_task_seconds
+                with watching(RunWatch(sink=note, seconds=seconds, stop=run.stop)):
                     outcome = await begin()
         except CodeModeError as error:
             outcome = error
@@ -227,6 +250,7 @@ class Tasks:
         finally:
             # Also when the server's group ends it (stopping: `lost`), shielded.
             self._runs.pop(run.hold.task_id, None)
+            run.ended = True
             with anyio.CancelScope(shield=True):
                 await self._end(run, outcome, render)
 
@@ -238,7 +262,8 @@ class Tasks:
         if record.status == "input_required":
             seconds = float(self._cm.limits.max_approval_wait_seconds)
         try:
-            await self.book.write(run.hold, record, seconds)
+            async with run.writing:
+                await self.book.write(run.hold, record, seconds)
         except Exception:
             log.exception("codemode: a task's end could not be written")
         finally:
@@ -271,11 +296,11 @@ class Tasks:
         first = outcome.report().splitlines()[0] if outcome.report() else outcome.sentinel
         return replace(run.record, status=status, message=first, reply=reply, updated_at=now)
 
-    async def _beat(self) -> None:
-        """Renew the leases of this replica's runs, write their progress, and cancel the
-        ones another replica asked to cancel."""
+    async def _beat(self, clock: Clock) -> None:
+        """Every `heartbeat_seconds` of `clock`: renew the leases of this replica's runs,
+        cancel the ones another replica asked to cancel, and write their progress."""
         while True:
-            await anyio.sleep(self._heartbeat)
+            await _sleep(clock, self._heartbeat)
             for run in list(self._runs.values()):
                 try:
                     await self._renew(run)
@@ -288,10 +313,14 @@ class Tasks:
             run.scope.cancel()
             return
         if await self.book.cancel_asked(run.hold):
-            run.scope.cancel()
+            run.stop.stop()
             return
         note = run.note
-        if note is not None and note.message != run.record.message:
+        if note is None or note.message == run.record.message:
+            return
+        async with run.writing:
+            if run.ended:
+                return
             run.record = replace(
                 run.record,
                 message=note.message,
@@ -312,8 +341,21 @@ class Tasks:
         return wall(clock) if clock is not None else time.time()
 
 
-def _set_note(run: _Run, note: ProgressNote) -> None:
-    run.note = note
+async def _sleep(clock: Clock, seconds: float) -> None:
+    """Wait `seconds` as `clock` tells them: its timer, rung on the clock's thread (or in
+    a ManualClock's `advance`), wakes this loop."""
+    loop = asyncio.get_running_loop()
+    woken = asyncio.Event()
+
+    def ring() -> None:
+        with contextlib.suppress(RuntimeError):  # the loop closed: no one waits
+            loop.call_soon_threadsafe(woken.set)
+
+    timer = clock.call_at(clock.now() + seconds, ring)
+    try:
+        await woken.wait()
+    finally:
+        timer.cancel()
 
 
 def _view(task_id: str, record: TaskRecord) -> TaskView:
@@ -328,4 +370,4 @@ def _view(task_id: str, record: TaskRecord) -> TaskView:
     )
 
 
-__all__ = ["COMPLETED", "Render", "TaskView", "Tasks"]
+__all__ = ["COMPLETED", "TASK_LOST", "Render", "TaskStatus", "TaskView", "Tasks"]

@@ -1,19 +1,22 @@
 """Progress notes of a watched run: rising, at most 4 a second (the latest pending one
 goes out), the program's own numbers taking over, the last note before the answer, and
-nothing of the host's in any note."""
+nothing of the host's in any note; and a watcher's stop, which ends a run with the calls
+it made."""
 
 from __future__ import annotations
 
 import concurrent.futures
 import contextvars
+import threading
 from collections.abc import Callable
 
+import anyio
 import pytest
 
-from codemode import CodeMode, CodeModeError
+from codemode import CodeMode, CodeModeError, ExecutionCanceledError
 from codemode.authz import AllowAll
 from codemode.limits import Limits
-from codemode.runtime import ProgressNote, RunWatch, current_watch, watching
+from codemode.runtime import ProgressNote, RunWatch, Stop, current_watch, watching
 from codemode.runtime.execution import bound_seconds
 from codemode.runtime.progress import PROGRESS_INTERVAL, Progress
 from codemode.testing import ManualClock
@@ -245,3 +248,72 @@ def test_no_note_carries_anything_of_the_hosts() -> None:
         assert "records.entry.lookup" not in sent.message  # a capability_id, never
         for word in ("denied", "failed", "rejected", "error", "key="):
             assert word not in sent.message.lower()
+
+
+STEPS = """def main():
+    records.lookup(key="a")
+    records.lookup(key="b")
+    return records.wait()
+"""
+
+
+@pytest.mark.anyio
+async def test_a_stopped_run_answers_its_caller_with_the_calls_it_made() -> None:
+    stop, entered, go = Stop(), threading.Event(), threading.Event()
+    with CodeMode(authorizer=AllowAll(), clock=ManualClock()) as cm:
+
+        @cm.capability("records.lookup", summary="Look up one record.")
+        def lookup(*, key: str) -> str:
+            return key
+
+        @cm.capability("records.wait", summary="Wait for the test.")
+        def wait() -> int:
+            entered.set()
+            go.wait(20)
+            return 1
+
+        async def stopping() -> None:
+            while not entered.is_set():
+                await anyio.sleep(0.01)
+            stop.stop()
+
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(stopping)
+                with watching(RunWatch(stop=stop)), pytest.raises(ExecutionCanceledError) as ended:
+                    await cm.execute_async(STEPS, subject="a")
+        finally:
+            go.set()
+    assert stop.stopped
+    assert [(call.capability, call.outcome) for call in ended.value.calls][:2] == [
+        ("records.lookup", "ok"),
+        ("records.lookup", "ok"),
+    ]
+    assert "After 2 completed capability calls: records.lookup" in ended.value.report()
+
+
+def test_a_run_that_starts_after_its_stop_ends_canceled_and_runs_nothing() -> None:
+    stop, ran = Stop(), []
+    stop.stop()
+    stop.stop()  # a second stop does nothing
+    with CodeMode(authorizer=AllowAll(), clock=ManualClock()) as cm:
+
+        @cm.capability("records.lookup", summary="Look up one record.")
+        def lookup(*, key: str) -> str:
+            ran.append(key)
+            return key
+
+        with watching(RunWatch(stop=stop)), pytest.raises(ExecutionCanceledError) as ended:
+            cm.execute(STEPS, subject="a")
+        assert cm.execute(CALLS, subject="a").value == "done"  # unwatched: runs
+    assert (ended.value.calls, ran) == ((), ["0", "1", "2", "3", "4"])
+
+
+def test_a_detached_run_is_not_stopped() -> None:
+    stop, cancelled = Stop(), []
+    detach = stop.attach(lambda: cancelled.append("first"))
+    stop.attach(lambda: cancelled.append("second"))
+    detach()
+    stop.stop()
+    stop.attach(lambda: cancelled.append("late"))  # at once: it was stopped
+    assert cancelled == ["second", "late"]

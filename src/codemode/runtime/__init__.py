@@ -16,6 +16,7 @@ from codemode.runtime.progress import (
     ProgressNote,
     ProgressSink,
     RunWatch,
+    Stop,
     current_watch,
     watching,
 )
@@ -70,6 +71,7 @@ __all__ = [
     "Site",
     "Sleep",
     "Step",
+    "Stop",
     "Timer",
     "Usage",
     "Visibility",

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import threading
 from collections import Counter, OrderedDict, deque
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from typing import Any
 
 from codemode.capabilities import ShapeBook, View
@@ -49,6 +50,20 @@ def _read(future: asyncio.Future[Any]) -> None:
     """Take a future's outcome, so an answer nobody awaits any more is not reported."""
     if not future.cancelled():
         future.exception()
+
+
+def _stoppable(execution: Execution) -> Callable[[], None]:
+    """Let the execution's watcher stop it once it is admitted (`Stop`): it ends
+    `ExecutionCanceledError` with its calls, which its caller is answered with; what
+    detaches the stop once the caller has its answer."""
+    stop = execution.stop
+    if stop is None:
+        return _nothing
+    return stop.attach(functools.partial(execution.fail, ExecutionCanceledError()))
+
+
+def _nothing() -> None:
+    pass
 
 
 def _own(error: BaseException) -> BaseException:
@@ -239,12 +254,15 @@ class Engine:
         execution.offer_start()
         self._admit(execution)
         answer = execution.answer
+        detach = _stoppable(execution)
         try:
             execution.start_here()
             error = answer.exception()
         except (KeyboardInterrupt, SystemExit):  # raised in the caller's own thread
             execution.fail(ExecutionCanceledError())
             raise
+        finally:
+            detach()
         if error is not None:
             raise _own(error)
         return answer.result()
@@ -253,12 +271,15 @@ class Engine:
         """As `execute`, awaiting; a cancelled caller cancels the execution."""
         self._admit(execution)
         answer = asyncio.wrap_future(execution.answer)
+        detach = _stoppable(execution)
         try:
             await asyncio.wait((answer,))  # as `shield`: a cancelled caller leaves it be
         except asyncio.CancelledError:
             execution.fail(ExecutionCanceledError())
             answer.add_done_callback(_read)  # nobody awaits it now: its error is expected
             raise
+        finally:
+            detach()
         error = answer.exception()
         if error is not None:
             raise _own(error)

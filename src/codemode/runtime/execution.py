@@ -94,7 +94,8 @@ class Execution:
         against its execution time. `restored`, `verdicts`: the paused program it goes
         on from, and how a person answered for each call they were asked about.
         `session`: the session it runs in (its state in; out, the state it leaves).
-        `watch`: who watches it (its progress notes), and a task's longer bound."""
+        `watch`: who watches it (its progress notes, its stop), and a task's longer
+        bound."""
         self.source = source
         self.subject = subject
         self.setup = setup
@@ -142,6 +143,9 @@ class Execution:
         began = self.created - (0.0 if restored is None else restored.elapsed)
         self.progress = None if sink is None else Progress(sink, clock, began)
         """The notes its watcher gets, if one asked for them (flushed before its answer)."""
+        self.stop = None if watch is None else watch.stop
+        """Its watcher's way to stop it with its answer (the engine attaches it once it is
+        admitted)."""
         self.calls = CallLog(limits, None if self.progress is None else self.progress.call_ended)
         self.audit = Audit(
             execution_id=self.execution_id,

@@ -1,18 +1,22 @@
-"""How far a running program is, told to whoever watches it: notes built from the calls
-it made and from its own `progress()` reports, rising, rate-limited, host-blind.
+"""What a watcher has of a run: how far the program is, told as notes built from the
+calls it made and its own `progress()` reports (rising, rate-limited, host-blind), and a
+way to stop it that still answers its caller.
 
 A watcher (an adapter serving a client that asked for progress, or a task) sets a
 `RunWatch` around a run with `watching`; the execution reads it once, as it is built on
 its caller's task or thread, so no public method needs a keyword for it. A note echoes
 only what the program's author already has: how many calls it made, the name it called
 last, the time it has run, and its own text. Never an argument, an outcome, an error or
-anything a handler, an authorizer or an upstream said.
+anything a handler, an authorizer or an upstream said. A watcher that stops a run
+(`Stop`, a task's cancel) needs the answer a cancelled program gives, with the calls it
+made: cancelling the caller would lose it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import itertools
 import logging
 import threading
 from collections.abc import Callable, Iterator
@@ -47,14 +51,62 @@ ProgressSink = Callable[[ProgressNote], None]
 (an adapter's sink only hands the note on to its own loop)."""
 
 
+class Stop:
+    """A watcher's way to stop the runs it watches and still have their answer: each ends
+    `ExecutionCanceledError` carrying the calls it made, as a cancelled caller's does, but
+    its caller is answered with that error rather than cancelled. A run that starts after
+    `stop()` ends so as soon as it is admitted."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._runs: dict[int, Callable[[], None]] = {}
+        self._ids = itertools.count()
+
+    @property
+    def stopped(self) -> bool:
+        """Whether `stop()` was called."""
+        with self._lock:
+            return self._stopped
+
+    def stop(self) -> None:
+        """Stop every run watched now, and every one that starts later (from any thread;
+        a second call does nothing)."""
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
+            runs, self._runs = list(self._runs.values()), {}
+        for cancel in runs:
+            cancel()
+
+    def attach(self, cancel: Callable[[], None]) -> Callable[[], None]:
+        """Call `cancel` when stopped (at once if it was); what detaches it (a run that
+        was answered lets go of it)."""
+        with self._lock:
+            stopped = self._stopped
+            key = next(self._ids)
+            if not stopped:
+                self._runs[key] = cancel
+        if stopped:
+            cancel()
+
+        def detach() -> None:
+            with self._lock:
+                self._runs.pop(key, None)
+
+        return detach
+
+
 @dataclass(frozen=True, slots=True)
 class RunWatch:
-    """What a watcher asks of one run: its notes (`sink`), and a longer bound on its time
+    """What a watcher asks of one run: its notes (`sink`), a longer bound on its time
     (`seconds`, a task's; clamped to `Limits.max_task_seconds`; None: the execution time
-    `Limits` sets)."""
+    `Limits` sets), and a way to stop it with its answer (`stop`)."""
 
     sink: ProgressSink | None = None
     seconds: float | None = None
+    stop: Stop | None = None
 
 
 _WATCH: contextvars.ContextVar[RunWatch | None] = contextvars.ContextVar(
@@ -206,6 +258,7 @@ __all__ = [
     "ProgressNote",
     "ProgressSink",
     "RunWatch",
+    "Stop",
     "bounded",
     "current_watch",
     "watching",
