@@ -5,6 +5,7 @@ the host's in any state."""
 
 from __future__ import annotations
 
+import contextvars
 import json
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -21,8 +22,18 @@ from codemode import (
     ResourceLimitError,
     SessionBusyError,
 )
-from codemode.authz import AllowAll, AuthorizationRequest, RequireApproval
-from codemode.continuations import KEY_VARIABLE, TASK_LOST, MemoryStore, RedisStore, Store
+from codemode.authz import AllowAll, AuthorizationRequest, Authorizer, RequireApproval
+from codemode.continuations import (
+    KEY_VARIABLE,
+    TASK_LOST,
+    MemoryStore,
+    RedisStore,
+    Sealer,
+    Store,
+    StoreReplayGuard,
+    TaskBook,
+    record_bound,
+)
 from codemode.errors import TaskNotFoundError
 from codemode.mcp import tools
 from codemode.payloads import execute_payload
@@ -54,17 +65,22 @@ def render(outcome: ExecutionResult | CodeModeError) -> bytes:
 
 
 def make(
-    store: Store | None = None, clock: ManualClock | None = None, limits: Limits | None = None
+    store: Store | None = None,
+    clock: ManualClock | None = None,
+    limits: Limits | None = None,
+    authorizer: Authorizer | None = None,
 ) -> tuple[CodeMode, threading.Event, threading.Event]:
     """A CodeMode on the real sandbox whose `jobs.wait` waits for the test (`go`) once
-    a program called it (`entered`)."""
+    a program called it (`entered`); replicas on one store share its replay guard too."""
     clock = clock or ManualClock()
+    store = store or MemoryStore(clock.now)
     cm = CodeMode(
-        authorizer=AllowAll(),
+        authorizer=authorizer or AllowAll(),
         clock=clock,
-        store=store or MemoryStore(clock.now),
+        store=store,
         limits=limits,
         request_state_key=KEY,
+        replay_guard=StoreReplayGuard(store),
     )
     MADE.append(cm)
     entered, go = threading.Event(), threading.Event()
@@ -131,7 +147,7 @@ async def test_another_subjects_task_and_a_made_up_id_read_the_same() -> None:
                 await tasks.get(task_id, subject=subject)
             assert str(caught.value) == "task not found"
             with pytest.raises(TaskNotFoundError):
-                await tasks.cancel(task_id, subject=subject)
+                await tasks.cancel(task_id, subject=subject, render=render)
 
 
 async def test_a_subject_runs_at_most_its_bound_of_tasks() -> None:
@@ -154,10 +170,10 @@ async def test_a_cancel_on_the_owner_ends_the_task_cancelled() -> None:
     async with serving(cm) as tasks:
         view = await start(tasks)
         await until(entered.is_set)
-        await tasks.cancel(view.task_id, subject="alice")
+        await tasks.cancel(view.task_id, subject="alice", render=render)
         done = await settled(tasks, view.task_id)
         go.set()
-        await tasks.cancel(view.task_id, subject="alice")  # ended: left as it is
+        await tasks.cancel(view.task_id, subject="alice", render=render)  # ended: left as it is
         assert (await tasks.get(view.task_id, subject="alice")).status == "cancelled"
     assert (done.status, done.message) == ("cancelled", "execution canceled")
     assert done.reply == b'{"error": "execution canceled"}'
@@ -170,7 +186,7 @@ async def cancelled_from_another_replica(store: Store, clock: ManualClock) -> No
         view = await start(running)
         await until(entered.is_set)
         assert (await other.get(view.task_id, subject="alice")).status == "working"
-        await other.cancel(view.task_id, subject="alice")
+        await other.cancel(view.task_id, subject="alice", render=render)
         clock.advance(1.0)  # one beat of the owner: it reads the cancel asked for
         done = await settled(other, view.task_id)
         go.set()
@@ -310,10 +326,10 @@ async def cancelled_after_three_calls(store: Store | None, remotely: bool) -> Ta
         )
         await until(entered.is_set)
         if remotely:
-            await other.cancel(view.task_id, subject="alice")  # through the cancel key
+            await other.cancel(view.task_id, subject="alice", render=replied)  # the cancel key
             clock.advance(1.0)  # the owner's next beat reads it
         else:
-            await running.cancel(view.task_id, subject="alice")
+            await running.cancel(view.task_id, subject="alice", render=replied)
         done = await settled(other, view.task_id)
         go.set()
     return done
@@ -394,7 +410,7 @@ async def test_the_owner_beats_on_the_codemodes_clock_and_cancels_on_the_next_be
             await until(lambda: store.events.count("renewed") == beat)  # noqa: B023
         working = await other.get(view.task_id, subject="alice")
         assert (working.status, working.message) == ("working", "1 call · 0.0 s · jobs.step")
-        await other.cancel(view.task_id, subject="alice")
+        await other.cancel(view.task_id, subject="alice", render=render)
         assert (await other.get(view.task_id, subject="alice")).status == "working"
         clock.advance(BEAT)
         done = await settled(other, view.task_id)
@@ -502,7 +518,7 @@ async def test_no_task_shows_anything_of_the_hosts_in_any_state(
                 ):
                     await anyio.sleep(0.01)
             seen["working"] = view
-            await tasks.cancel(working, subject="alice")
+            await tasks.cancel(working, subject="alice", render=replied)
             seen["cancelled"] = await settled(tasks, working)
             asks = await begin(tasks, "jobs.approve()", pausable=True)
             seen["input_required"] = await settled(tasks, asks)
@@ -546,3 +562,192 @@ def test_an_adapter_takes_what_it_needs_from_one_module_and_hosts_take_nothing()
     ]
     assert all(hasattr(codemode.tasks, name) for name in codemode.tasks.__all__)
     assert not {"Tasks", "TaskView", "TaskNotFoundError"} & set(codemode.__all__)
+
+
+# -- a task that waits for a person: cancelled, or raced by an approval --------------------
+
+REMOVES = """def main():
+    jobs.step(i=1)
+    jobs.wait()
+    return jobs.remove(i=2)
+"""
+"""A program that makes 2 calls, then one a person must approve."""
+CANCELLED_PAUSED = (
+    "execution canceled\n"
+    "After 2 completed capability calls: jobs.step(i=1) (line 2), jobs.wait() (line 3); "
+    "jobs.step, jobs.wait may have had effects: the host declares none."
+)
+
+
+def ask_to_remove(request: AuthorizationRequest) -> RequireApproval | None:
+    if request.capability_name == "jobs.remove":
+        return RequireApproval("Remove it?")
+    return None
+
+
+def removing(
+    store: Store, clock: ManualClock, removed: list[int]
+) -> tuple[CodeMode, threading.Event, threading.Event]:
+    """A replica whose `jobs.remove` needs a person's approval, noting each it ran."""
+    cm, entered, go = make(store, clock, authorizer=ask_to_remove)
+
+    @cm.capability("jobs.remove", summary="Remove one.")
+    def remove(i: int) -> int:
+        removed.append(i)
+        return i
+
+    return cm, entered, go
+
+
+async def paused(tasks: Tasks, go: threading.Event) -> TaskView:
+    """REMOVES started as alice, waiting for a person to approve its remove."""
+    go.set()
+    view = await tasks.start(REMOVES, subject="alice", session=None, render=replied, pausable=True)
+    waits = await settled(tasks, view.task_id)
+    assert waits.status == "input_required"
+    return waits
+
+
+@pytest.mark.parametrize("remotely", [False, True], ids=["on-its-replica", "on-another"])
+async def test_a_task_waiting_for_a_person_is_cancelled_with_the_calls_it_made(
+    remotely: bool,
+) -> None:
+    clock, removed = ManualClock(), list[int]()
+    store = MemoryStore(clock.now)
+    owner, _, go = removing(store, clock, removed)
+    reader, _, _ = removing(store, clock, removed)
+    async with serving(owner) as running, serving(reader) as other:
+        waits = await paused(running, go)
+        cancelling = other if remotely else running
+        await cancelling.cancel(waits.task_id, subject="alice", render=replied)
+        done = await running.get(waits.task_id, subject="alice")  # ended before the ack
+        await running.update(
+            waits.task_id, subject="alice", answers={waits.requests[0].key: True}, render=replied
+        )
+        after = await other.get(waits.task_id, subject="alice")
+    assert (done.status, done.message, text_of(done.reply)) == (
+        "cancelled",
+        "execution canceled",
+        CANCELLED_PAUSED,
+    )
+    assert (after.status, after.reply) == ("cancelled", done.reply)
+    assert removed == []
+
+
+async def test_a_cancel_asked_while_it_ran_ends_the_task_its_pause_would_keep() -> None:
+    """The owner had not beaten since the cancel was asked, and its program then paused:
+    the pause it writes does not hide the cancel."""
+    clock, removed = ManualClock(), list[int]()
+    store = MemoryStore(clock.now)
+    owner, entered, go = removing(store, clock, removed)
+    reader, _, _ = removing(store, clock, removed)
+    async with serving(owner) as running, serving(reader) as other:
+        view = await running.start(
+            REMOVES, subject="alice", session=None, render=replied, pausable=True
+        )
+        await until(entered.is_set)
+        await other.cancel(view.task_id, subject="alice", render=replied)  # no beat yet
+        go.set()
+        done = await settled(other, view.task_id)
+    assert (done.status, text_of(done.reply)) == ("cancelled", CANCELLED_PAUSED)
+    assert removed == []
+
+
+class Gated(MemoryStore):
+    """A memory store where a caller the test names (`CALLER`) waits, before it claims a
+    lease, until the test lets it go: the test orders who takes a paused task."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        super().__init__(clock.now)
+        self.arrived: dict[str, anyio.Event] = {}
+        self.gates: dict[str, anyio.Event] = {}
+
+    async def claim(
+        self, key: str, token: str, seconds: float, *, epoch: str | None = None
+    ) -> bool | None:
+        caller = CALLER.get()
+        if key.endswith(":lease") and caller in self.gates:
+            self.arrived[caller].set()
+            await self.gates[caller].wait()
+        return await super().claim(key, token, seconds, epoch=epoch)
+
+
+CALLER: contextvars.ContextVar[str] = contextvars.ContextVar("caller", default="")
+
+
+@pytest.mark.parametrize("first", ["cancel", "approval"])
+async def test_a_cancel_and_an_approval_at_once_resume_a_paused_task_once(first: str) -> None:
+    """Both read the task waiting for a person, then race for its lease: the first to take
+    it goes on with it, and the other finds it taken (a cancel then asks the run the
+    approval started, which its next beat would read; none comes here)."""
+    clock, removed = ManualClock(), list[int]()
+    store = Gated(clock)
+    owner, _, go = removing(store, clock, removed)
+    reader, _, _ = removing(store, clock, removed)
+    async with serving(owner) as running, serving(reader) as other:
+        waits = await paused(running, go)
+        for caller in ("cancel", "approval"):
+            store.arrived[caller], store.gates[caller] = anyio.Event(), anyio.Event()
+        ended = {"cancel": anyio.Event(), "approval": anyio.Event()}
+
+        async def cancel() -> None:
+            CALLER.set("cancel")
+            await other.cancel(waits.task_id, subject="alice", render=replied)
+            ended["cancel"].set()
+
+        async def approve() -> None:
+            CALLER.set("approval")
+            answers = {waits.requests[0].key: True}
+            await running.update(waits.task_id, subject="alice", answers=answers, render=replied)
+            ended["approval"].set()
+
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as group:
+                group.start_soon(cancel)
+                group.start_soon(approve)
+                await store.arrived["cancel"].wait()
+                await store.arrived["approval"].wait()
+                second = "approval" if first == "cancel" else "cancel"
+                for caller in (first, second):
+                    store.gates[caller].set()
+                    await ended[caller].wait()
+        done = await settled(other, waits.task_id)
+    if first == "cancel":
+        assert (done.status, text_of(done.reply)) == ("cancelled", CANCELLED_PAUSED)
+        assert removed == []
+    else:
+        assert (done.status, json.loads(text_of(done.reply))["result"]) == ("completed", 2)
+        assert removed == [2]
+
+
+# -- sealing -----------------------------------------------------------------------------
+
+
+async def test_the_tasks_of_one_codemode_read_each_others_records_without_a_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without a key, one CodeMode seals its tasks under the one it made up, as it does its
+    sessions, so a second `Tasks` on it (another adapter) reads them."""
+    monkeypatch.delenv(KEY_VARIABLE, raising=False)
+    cm = CodeMode(authorizer=AllowAll())
+    MADE.append(cm)
+    async with serving(cm) as first, serving(cm) as second:
+        view = await start(first, SOURCE)
+        done = await settled(second, view.task_id)
+    assert (done.status, done.reply) == ("completed", b'{"value": 1}')
+
+
+async def test_a_tasks_record_is_sealed_apart_from_sessions() -> None:
+    """Task records have labels of their own: the session's sealer (same secret) neither
+    finds nor opens one."""
+    clock = ManualClock()
+    store = MemoryStore(clock.now)
+    cm, _, _ = make(store, clock)
+    async with serving(cm) as tasks:
+        view = await start(tasks, SOURCE)
+        await settled(tasks, view.task_id)
+    bound = record_bound(cm.limits)
+    kept = await TaskBook(store, Sealer(KEY, purpose="tasks"), bound).read("alice", view.task_id)
+    assert kept.status == "completed"
+    with pytest.raises(TaskNotFoundError):
+        await TaskBook(store, Sealer(KEY), bound).read("alice", view.task_id)

@@ -10,8 +10,13 @@ The owner beats on the CodeMode's clock (renewing the lease, writing progress, r
 the cancel another replica asked for), so a cross-replica cancel takes effect within one
 beat, and tests move a ManualClock to drive it. A cancel stops the run through its watch
 (`Stop`), not by cancelling the task that awaits it, so the task keeps the answer a
-cancelled program gives: `ExecutionCanceledError` listing the calls it made. This layer
-sees only the public CodeMode API: a task widens nothing but the time bound.
+cancelled program gives: `ExecutionCanceledError` listing the calls it made. A task that
+waits for a person runs nowhere: whichever replica takes its lease goes on with it, an
+approval with the person's answers, a cancel under a watch already stopped (so nothing
+more of it runs, and it ends as a cancelled run does), and the other finds it taken.
+Records are sealed under the CodeMode's key with labels of their own; without a key, every
+`Tasks` of one CodeMode shares the one it made up, as its sessions do. This layer sees
+only the public CodeMode API: a task widens nothing but the time bound.
 """
 
 from __future__ import annotations
@@ -19,7 +24,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import time
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -71,9 +78,10 @@ class TaskView:
 
 @dataclass(slots=True)
 class _Run:
-    """A task this replica runs: its hold, its record so far, the stop that cancels its
-    program (with the calls it made), and the scope that ends it as lost."""
+    """A task this replica runs: its subject, hold and record so far, the stop that
+    cancels its program (with the calls it made), and the scope that ends it as lost."""
 
+    subject: str
     hold: TaskHold
     record: TaskRecord
     stop: Stop = field(default_factory=Stop)
@@ -145,7 +153,7 @@ class Tasks:
         )
         if hold is None:
             raise exceeded(LimitKind.RUNNING_TASKS, limits)
-        run = _Run(hold, record)
+        run = _Run(subject, hold, record)
         self._runs[hold.task_id] = run
 
         def begin() -> Awaitable[ExecutionResult | Paused]:
@@ -159,27 +167,27 @@ class Tasks:
     ) -> None:
         """Go on with a task that waits for a person, on this replica, with their
         `answers` (by request key; one left out is declined). A task that does not wait,
-        or that another already resumes, is left as it is."""
+        or that another already resumes or cancelled, is left as it is."""
         if self._group is None:
             raise InternalError()
-        record = await self.book.read(subject, task_id)
-        if record.status != "input_required" or record.state is None:
+        if (await self.book.read(subject, task_id)).status != "input_required":
             return
-        hold = await self.book.take(subject, task_id, self._lease)
-        if hold is None:
+        taken = await self._take_paused(subject, task_id)
+        if taken is None:
             return
+        hold, record = taken
         limit = self._cm.limits.max_tasks_per_subject
         slot = await self.book.claim_slot(subject, hold.token, limit, self._lease)
         hold = replace(hold, slot=slot)
         if slot is None:
             await self.book.close(hold)
             raise exceeded(LimitKind.RUNNING_TASKS, self._cm.limits)
-        state, keys = record.state, {r.key for r in record.requests}
+        state, keys = record.state or b"", {r.key for r in record.requests}
         record = replace(record, status="working", state=None, requests=(), updated_at=self._now())
         if not await self.book.write(hold, record, self._live_seconds()):
             await self.book.close(hold)
             return
-        run = _Run(hold, record)
+        run = _Run(subject, hold, record)
         self._runs[task_id] = run
         given = {key: bool(answer) for key, answer in answers.items() if key in keys}
 
@@ -206,24 +214,71 @@ class Tasks:
             await self.book.close(hold)
         return _view(task_id, record)
 
-    async def cancel(self, task_id: str, *, subject: str) -> None:
-        """Cancel the task wherever it runs; one that ended is left as it is."""
+    async def cancel(self, task_id: str, *, subject: str, render: Render) -> None:
+        """Cancel the task wherever it runs: it ends `cancelled`, its reply (`render`ed)
+        listing the calls it made. One that runs elsewhere is asked through the store and
+        stops within its owner's next beat; one that waits for a person is ended here,
+        unless an approval took it first (then its new run is asked). One that ended is
+        left as it is."""
         record = await self.book.read(subject, task_id)
         if record.terminal:
             return
         run = self._runs.get(task_id)
         if run is not None:
-            run.stop.stop()
-        else:
-            await self.book.ask_cancel(subject, task_id, self._live_seconds())
+            run.stop.stop()  # should it have paused meanwhile, its end sees the stop
+            return
+        # Asked before the record is read again, as its owner writes a pause before it
+        # reads this: one of the two sees the other (`_end`).
+        await self.book.ask_cancel(subject, task_id, self._live_seconds())
+        if record.status != "input_required":
+            record = await self.book.read(subject, task_id)
+        if record.status == "input_required":
+            await self._cancel_paused(subject, task_id, render)
 
     @property
     def book(self) -> TaskBook:
         """The task records, sealed under the CodeMode's request-state key."""
         if self._book is None:
-            sealer = Sealer(given_key(self._cm.request_state_key))
+            sealer = _sealer(self._cm)
             self._book = TaskBook(self._cm.store, sealer, record_bound(self._cm.limits))
         return self._book
+
+    async def _take_paused(self, subject: str, task_id: str) -> tuple[TaskHold, TaskRecord] | None:
+        """The lease of a task that waits for a person, and its record read under it;
+        None when another holds the lease or, once it was taken, the task no longer
+        waits (the approval or the cancel that held it before went on with it). So
+        only one of them goes on with a paused state."""
+        hold = await self.book.take(subject, task_id, self._lease)
+        if hold is None:
+            return None
+        try:
+            record = await self.book.read(subject, task_id)
+        except BaseException:
+            await self.book.close(hold)
+            raise
+        if record.status != "input_required" or record.state is None:
+            await self.book.close(hold)
+            return None
+        return hold, record
+
+    async def _cancel_paused(self, subject: str, task_id: str, render: Render) -> None:
+        """End a task that waits for a person as a cancelled run ends: its state resumes
+        under a watch already stopped, so nothing more of it runs, and it ends
+        `ExecutionCanceledError` listing the calls it made before the pause. Here and
+        now, holding no subject slot; unpausable, so it cannot pause again."""
+        taken = await self._take_paused(subject, task_id)
+        if taken is None:
+            return  # taken: an approval's run (asked through the store) or another cancel
+        hold, record = taken
+        state = record.state or b""
+        run = _Run(subject, hold, replace(record, status="working", state=None, requests=()))
+        run.stop.stop()
+        self._runs[task_id] = run  # its lease renewed on the beat, should it wait for a slot
+
+        def resume() -> Awaitable[ExecutionResult | Paused]:
+            return self._cm.resume_async(state, subject=subject, answers={}, pausable=False)
+
+        await self._run(run, resume, render)
 
     async def _run(
         self,
@@ -268,6 +323,15 @@ class Tasks:
             log.exception("codemode: a task's end could not be written")
         finally:
             await self.book.close(run.hold)
+        if record.status != "input_required":
+            return
+        # A cancel asked while it ran may have missed its pause: read after the pause was
+        # written (a cancel asks before it reads the record), so one of the two sees it.
+        try:
+            if run.stop.stopped or await self.book.cancel_asked(run.hold):
+                await self._cancel_paused(run.subject, run.hold.task_id, render)
+        except Exception:
+            log.exception("codemode: a paused task could not be cancelled")
 
     def _ended(
         self, run: _Run, outcome: ExecutionResult | CodeModeError | Paused, render: Render
@@ -356,6 +420,21 @@ async def _sleep(clock: Clock, seconds: float) -> None:
         await woken.wait()
     finally:
         timer.cancel()
+
+
+_SEALERS: weakref.WeakKeyDictionary[CodeMode, Sealer] = weakref.WeakKeyDictionary()
+_SEALERS_LOCK = threading.Lock()
+
+
+def _sealer(cm: CodeMode) -> Sealer:
+    """The CodeMode's task sealer, one per CodeMode as its sessions' is, made on first use
+    from the key it holds then: every `Tasks` of one CodeMode reads the others' records,
+    so only replicas (other processes) need the key they share."""
+    with _SEALERS_LOCK:
+        sealer = _SEALERS.get(cm)
+        if sealer is None:
+            sealer = _SEALERS[cm] = Sealer(given_key(cm.request_state_key), purpose="tasks")
+        return sealer
 
 
 def _view(task_id: str, record: TaskRecord) -> TaskView:

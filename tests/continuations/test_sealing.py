@@ -52,8 +52,22 @@ def test_a_purpose_seals_and_names_apart_from_another() -> None:
     with pytest.raises(InvalidTag):
         shapes.open(sessions.seal(b"state", STORE_KEY), STORE_KEY)
     assert shapes.index("fs.stat", "0123") != sessions.index("fs.stat", "0123")
-    with pytest.raises(ValueError, match=r"a sealer's purpose is one of \['session', 'shapes'\]"):
+    with pytest.raises(
+        ValueError, match=r"a sealer's purpose is one of \['session', 'shapes', 'tasks'\]"
+    ):
         Sealer(KEY, purpose="other")
+
+
+def test_a_tasks_sealer_shares_the_secret_with_the_others_and_nothing_else() -> None:
+    tasks = Sealer(KEY, purpose="tasks")
+    blob = tasks.seal(b"record", STORE_KEY)
+    assert Sealer(KEY.encode(), purpose="tasks").open(blob, STORE_KEY) == b"record"
+    for other in (Sealer(KEY), Sealer(KEY, purpose="shapes")):
+        with pytest.raises(InvalidTag):
+            other.open(blob, STORE_KEY)
+        with pytest.raises(InvalidTag):
+            tasks.open(other.seal(b"state", STORE_KEY), STORE_KEY)
+        assert tasks.index("alice", "t-1") != other.index("alice", "t-1")
 
 
 def test_the_index_names_a_pair_and_nothing_else() -> None:

@@ -33,6 +33,7 @@ INDEX_INFO = b"codemode/session-index/v1"
 PURPOSES: dict[str, tuple[bytes, bytes]] = {
     "session": (SEAL_INFO, INDEX_INFO),
     "shapes": (b"codemode/shapes/v1", b"codemode/shapes-index/v1"),
+    "tasks": (b"codemode/tasks/v1", b"codemode/tasks-index/v1"),
 }
 """The HKDF labels (encryption, index) of each use of the secret: what one use sealed
 never opens as another's, and its digests are unrelated."""
@@ -62,7 +63,7 @@ class Sealer:
     which is right for a store of this process alone (`is_ephemeral` says so, and a shared
     store refuses such a sealer). A blob is a version byte, a 12-byte random nonce and the
     AES-GCM ciphertext with its tag. `purpose` picks the derivation labels (`PURPOSES`):
-    a session's and a learned shape's sealers share a secret and nothing else.
+    a session's, a learned shape's and a task's sealers share a secret and nothing else.
     """
 
     def __init__(self, key: str | bytes | None, *, purpose: str = "session") -> None:
