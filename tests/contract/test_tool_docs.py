@@ -83,3 +83,38 @@ def test_the_shared_bounds_the_references_name_are_the_engines() -> None:
         assert f"`(limit {queued(limits)})`" in text
     assert f"(limit {waiting})` by default, or `(limit {queued(limits)})`" in security
     assert f"deadline (limit {left_running})`" in security
+
+
+def test_the_progress_notes_are_documented_verbatim() -> None:
+    """The texts the Progress section quotes are the ones the runtime makes: a call's note,
+    the program's own that cannot rise, its bounds, and the errors of `progress()`."""
+    from codemode.runtime.progress import MAX_PROGRESS_MESSAGE, PROGRESS_INTERVAL, Progress
+    from codemode.testing import ManualClock
+
+    section = DOCS.read_text().split("## Progress\n", 1)[1].split("\n## ", 1)[0]
+    text = " ".join(section.split())
+    clock = ManualClock()
+    notes: list[str] = []
+    progress = Progress(lambda note: notes.append(note.message), clock, clock.now())
+    clock.skip(0.2)
+    for _ in range(11):  # the first note goes out at once, the others wait for its moment
+        progress.call_ended("records.lookup")
+    clock.skip(2.9)
+    progress.call_ended("records.lookup")
+    progress.reported("half", 10, 20)
+    progress.flush()
+    assert notes == [
+        "1 call · 0.2 s · records.lookup",
+        "12 calls · 3.1 s · records.lookup",
+        "half (10/20)",
+    ]
+    for message in notes:
+        assert f"`{message}`" in text
+    assert f"at most {MAX_PROGRESS_MESSAGE} characters" in text
+    assert f"at most {round(1 / PROGRESS_INTERVAL)} a second" in text
+    for error in (
+        "TypeError: progress() takes a message string, and optional done= and total= numbers",
+        "ValueError: progress() done and total must be numbers of 0 or more",
+        "ValueError: progress() takes total only with done",
+    ):
+        assert f"`{error}`" in text

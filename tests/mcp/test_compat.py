@@ -258,6 +258,29 @@ def test_the_sdk_answers_an_unknown_version_as_a_missing_envelope(bare_sdk: str)
     assert error["code"] == -32602 and "envelope" in error["message"]
 
 
+def _scope(accept: str) -> dict[str, Any]:
+    return {"type": "http", "headers": [(b"accept", accept.encode())]}
+
+
+def test_a_request_asking_for_progress_is_streamed_when_its_client_takes_a_stream() -> None:
+    both = _scope("application/json, text/event-stream")
+
+    def call(meta: object, **message: object) -> dict[str, Any]:
+        params = {"name": "execute", "_meta": meta}
+        return {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params, **message}
+
+    assert compat.progress_stream(call({"progressToken": "p"}), both)
+    assert compat.progress_stream(call({"progressToken": 7}), _scope("*/*"))
+    assert not compat.progress_stream(call({"progressToken": "p"}), _scope("application/json"))
+    assert not compat.progress_stream(call({}), both)
+    assert not compat.progress_stream(call({"progressToken": True}), both)
+    assert not compat.progress_stream(call({"progressToken": 1.5}), both)
+    assert not compat.progress_stream(call("p"), both)
+    notification = call({"progressToken": "p"})
+    del notification["id"]
+    assert not compat.progress_stream(notification, both)
+
+
 # -- a call held on a capability, in process: what the SDK does with its cancel and its end
 
 
@@ -275,11 +298,16 @@ class _Held:
             return "released" if self.release.wait(20) else "never released"
 
         self.server, self.app = _bare_app(self.cm)
+        self.content_type = ""
+        """The content type of the last reply."""
 
-    async def post(self, message: dict[str, Any], receive: Receive | None = None) -> bytes:
-        """`message` posted to the bare app; `receive` after the body (default: nothing)."""
+    async def post(
+        self, message: dict[str, Any], receive: Receive | None = None, **more: str
+    ) -> bytes:
+        """`message` posted to the bare app, with the `more` headers; `receive` after the
+        body (default: nothing)."""
         body = json.dumps(message).encode()
-        headers = [(k.encode(), v.encode()) for k, v in POST.items()]
+        headers = [(k.encode(), v.encode()) for k, v in {**POST, **more}.items()]
         scope = {
             "type": "http",
             "asgi": {"version": "3.0"},
@@ -309,6 +337,8 @@ class _Held:
             raise AssertionError("unreachable")
 
         async def outgoing(event: Message) -> None:
+            if event["type"] == "http.response.start":
+                self.content_type = dict(event["headers"]).get(b"content-type", b"").decode()
             if event["type"] == "http.response.body":
                 chunks.append(event.get("body", b""))
 
@@ -354,6 +384,41 @@ def _held_scenario(
         held.release.set()
         held.cm.close()
     return reply
+
+
+@pytest.mark.parametrize("era", ["2025-11-25", "2026-07-28"])
+def test_with_json_replies_the_sdk_drops_the_notes_of_a_request_asking_for_progress(
+    era: str,
+) -> None:
+    """`progress_stream` sends such a request to a second app of the same server, with
+    event-stream replies: the SDK takes `json_response` for every request of an app, so a
+    request asking for progress gets one JSON body, and the note its program sent is lost."""
+    source = "def main():\n    progress('half', done=1, total=2)\n    return 1"
+    params: dict[str, Any] = {
+        "name": "execute",
+        "arguments": {"source": source},
+        "_meta": {"progressToken": "p-1"},
+    }
+    headers = {"mcp-protocol-version": era}
+    if era == "2026-07-28":
+        params["_meta"] |= {
+            "io.modelcontextprotocol/protocolVersion": era,
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+        headers |= {"mcp-method": "tools/call", "mcp-name": "execute"}
+    call = {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": params}
+    held = _Held()
+
+    async def served() -> bytes:
+        async with held.server.session_manager.run():
+            return await held.post(call, **headers)
+
+    try:
+        reply = json.loads(anyio.run(served))
+    finally:
+        held.cm.close()
+    assert held.content_type == "application/json"
+    assert reply["id"] == 5 and reply["result"]["structuredContent"]["result"] == 1
 
 
 def test_a_stateless_sdk_drops_a_cancel_sent_on_another_request() -> None:

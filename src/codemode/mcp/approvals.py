@@ -39,6 +39,7 @@ from codemode.approvals import (
     state_seconds,
 )
 from codemode.authz import may_ask
+from codemode.mcp import progress
 from codemode.mcp.tools import ToolResult, ok
 from codemode.payloads import execute_payload
 from codemode.questions import arguments_text
@@ -182,8 +183,21 @@ async def execute(
     arguments: dict[str, Any],
     subject: str,
 ) -> ToolResult | InputRequiredResult:
-    """`execute`, asking a person however this request's channel can; a 2026-era retry
-    needs no `session`, since its paused state carries the handle."""
+    """`execute`, asking a person however this request's channel can, and telling its
+    client how far the program is when the request asked (`progress.relayed`: the last
+    note before the reply)."""
+    async with progress.relayed(ctx):
+        return await _execute(cm, ctx, params, arguments, subject)
+
+
+async def _execute(
+    cm: CodeMode,
+    ctx: ServerRequestContext[Any],
+    params: CallToolRequestParams,
+    arguments: dict[str, Any],
+    subject: str,
+) -> ToolResult | InputRequiredResult:
+    """A 2026-era retry needs no `session`, since its paused state carries the handle."""
     source, session = arguments["source"], arguments.get("session")
     if _modern(ctx):
         if params.request_state is not None:  # the boundary verified and unsealed it

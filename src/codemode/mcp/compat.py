@@ -24,7 +24,9 @@ The gaps, by where they show:
   2026 request without its envelope (`check_version`); a cancel notification is answered
   and dropped, since it reaches a request of its own (`cancelled_request`); and with JSON
   replies a dropped connection is never noticed (`disconnected`); an accepted
-  notification's empty 202 claims a JSON body (`no_body_type`).
+  notification's empty 202 claims a JSON body (`no_body_type`); and the reply is JSON or
+  an event stream for every request of an app, never by what the request asks
+  (`progress_stream`).
 - stdio: the lines above reach the SDK only through `checked_lines`.
 """
 
@@ -37,6 +39,7 @@ from typing import Any, TypeGuard
 import anyio
 import pydantic_core
 from mcp import MCPError
+from mcp.server.streamable_http import check_accept_headers
 from mcp.shared.dispatcher import coerce_request_id
 from mcp.types import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, UNSUPPORTED_PROTOCOL_VERSION
 from mcp_types.version import (  # not exported by `mcp_types` itself
@@ -45,6 +48,7 @@ from mcp_types.version import (  # not exported by `mcp_types` itself
     LATEST_HANDSHAKE_VERSION,
     MODERN_PROTOCOL_VERSIONS,
 )
+from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -299,6 +303,21 @@ def no_body_type(send: Send) -> Send:
     return sending
 
 
+def progress_stream(message: dict[str, JSON], scope: Scope) -> bool:
+    """Whether a request gets its reply as an event stream rather than one JSON body: it
+    asks for progress (`_meta.progressToken`, a string or an integer) and its client
+    accepts `text/event-stream`, so its notes can travel before the reply. The caller
+    serves it with a second app of the same server, built with `json_response=False`.
+    Upstream: the SDK would choose per request (today `json_response` holds for every
+    request of an app, and a JSON reply drops the notes sent before it)."""
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    token = meta.get("progressToken") if isinstance(meta, dict) else None
+    if not is_request_id(token) or "id" not in message:
+        return False
+    return check_accept_headers(Request(scope))[1]
+
+
 def replay(body: bytes) -> Receive:
     """A `receive` that gives `body`, then waits: the SDK's app reads a body read already,
     and the connection is watched by `disconnected`."""
@@ -395,6 +414,7 @@ __all__ = [
     "is_request_id",
     "no_body_type",
     "object_arguments",
+    "progress_stream",
     "read_message",
     "refuse_method",
     "replay",

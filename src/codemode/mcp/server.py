@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import io
 import json
 import logging
@@ -358,10 +359,10 @@ def _connection(request: Mapping[str, Any] | None) -> _Connection | None:
 class Intake:
     """The ASGI layer in front of the SDK's streamable HTTP app, for requests to `path`:
     the checks and the batches of the module docstring, and the cancels and dropped
-    connections that `calls` acts on."""
+    connections that `calls` acts on. A request asking for progress goes to `streaming`."""
 
-    def __init__(self, app: ASGIApp, *, path: str, calls: InFlight) -> None:
-        self.app = app
+    def __init__(self, app: ASGIApp, streaming: ASGIApp, *, path: str, calls: InFlight) -> None:
+        self.app, self.streaming = app, streaming
         self.path = path
         self.calls = calls
 
@@ -395,7 +396,8 @@ class Intake:
                 await self._batch(batch, scope, receive, send)
             else:
                 self._notice(message, scope)
-                await self.app(scope, compat.replay(body), compat.no_body_type(send))
+                app = self.streaming if compat.progress_stream(message, scope) else self.app
+                await app(scope, compat.replay(body), compat.no_body_type(send))
         finally:
             watching.cancel()
 
@@ -417,7 +419,7 @@ class Intake:
             try:
                 checked = compat.check_message(message)
             except Rejected as rejected:
-                replies[index] = _json(rejected.reply())
+                replies[index] = json.dumps(rejected.reply(), separators=(",", ":")).encode()
                 return
             self._notice(checked, scope)
             replies[index] = await compat.answer_alone(self.app, scope, checked)
@@ -451,10 +453,6 @@ async def _body(receive: Receive) -> bytes:
         chunks.append(message.get("body", b""))
         if not message.get("more_body", False):
             return b"".join(chunks)
-
-
-def _json(value: JSON) -> bytes:
-    return json.dumps(value, separators=(",", ":")).encode()
 
 
 # -- stdio ----------------------------------------------------------------------------------
@@ -551,21 +549,22 @@ def http_app(
     calls = InFlight(on_disconnect)
     server = build_server(cm, calls=calls)
     max_body_bytes = body_limit(cm.limits)
-    mcp_app = server.streamable_http_app(
+    endpoint = functools.partial(
+        server.streamable_http_app,
         streamable_http_path=path,
         stateless_http=True,
-        # One JSON body a reply rather than an event stream of one event: a stateless
-        # server sends nothing else, and the stream costs about a millisecond a request.
-        # Cancels and dropped connections are this adapter's own (`InFlight`), in both
-        # eras, so they do not depend on the stream.
-        json_response=True,
         transport_security=_SDK_SECURITY,
         max_request_body_size=max_body_bytes,
     )
+    # One JSON body a reply rather than an event stream (a millisecond a request), but for
+    # a request asking for progress: its notes go before its reply. Cancels and dropped
+    # connections are this adapter's own (`InFlight`), so they do not depend on the stream.
+    mcp_app, json_manager = endpoint(json_response=True), server.session_manager
+    streaming = endpoint(json_response=False)  # now server.session_manager is its manager
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with server.session_manager.run():
+        async with json_manager.run(), server.session_manager.run():
             try:
                 yield
             finally:
@@ -581,8 +580,9 @@ def http_app(
         public_paths=public_paths,
         max_body_bytes=max_body_bytes,
     )
+    intake = Intake(mcp_app, streaming, path=path, calls=calls)
     return Starlette(
-        routes=[*(routes or []), Mount("/", app=Intake(mcp_app, path=path, calls=calls))],
+        routes=[*(routes or []), Mount("/", app=intake)],
         middleware=[security],
         lifespan=lifespan,
     )

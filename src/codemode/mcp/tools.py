@@ -322,6 +322,8 @@ EXECUTE_DESCRIPTION = (
     "Run one program against the capabilities and return what main() returns, with anything "
     "it printed. Make several calls, filter and combine their results in one program.\n"
     + surface()
+    + '\nCall progress("message", done=3, total=20) to tell the client how far the program '
+    "is; done and total are optional numbers and it returns None."
     + "\nOn failure the reply is an error with a code and, for mistakes in the program, the "
     "line and column to fix."
 )
