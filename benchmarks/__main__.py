@@ -1,7 +1,7 @@
 """Run the benchmarks, print the summaries, write results/latest.json, results.md and a plot.
 
 `uv run python -m benchmarks [suite ...]` (suites: engine, authoring, catalog, mcp, shape, gateway, context, policy, openapi,
-approvals, sessions, peers, shapes).
+approvals, sessions, peers, shapes, progress).
 Every figure is a median of at least 30 samples after a warm-up, and every claim is a
 ratio taken in the same run, because these machines are small and shared.
 
@@ -56,6 +56,7 @@ SUITES = {
     "sessions": Suite("sessions"),
     "peers": Suite("peers", needs=("fastmcp", "smolagents")),
     "shapes": Suite("shapes"),
+    "progress": Suite("progress"),
 }
 PLOT_NEEDS = ("matplotlib",)
 

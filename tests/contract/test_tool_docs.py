@@ -96,22 +96,23 @@ def test_the_progress_notes_are_documented_verbatim() -> None:
     clock = ManualClock()
     notes: list[str] = []
     progress = Progress(lambda note: notes.append(note.message), clock, clock.now())
-    clock.skip(0.2)
-    for _ in range(11):  # the first note goes out at once, the others wait for its moment
+    clock.skip(0.3)
+    for _ in range(11):  # the first goes out, the others wait for the next note's moment
         progress.call_ended("records.lookup")
-    clock.skip(2.9)
+    clock.skip(2.8)
     progress.call_ended("records.lookup")
     progress.reported("half", 10, 20)
     progress.flush()
     assert notes == [
-        "1 call · 0.2 s · records.lookup",
+        "1 call · 0.3 s · records.lookup",
         "12 calls · 3.1 s · records.lookup",
         "half (10/20)",
     ]
     for message in notes:
         assert f"`{message}`" in text
     assert f"at most {MAX_PROGRESS_MESSAGE} characters" in text
-    assert f"at most {round(1 / PROGRESS_INTERVAL)} a second" in text
+    assert f"At most {round(1 / PROGRESS_INTERVAL)} notes a second, the first a quarter" in text
+    assert PROGRESS_INTERVAL == 0.25
     for error in (
         "TypeError: progress() takes a message string, and optional done= and total= numbers",
         "ValueError: progress() done and total must be numbers of 0 or more",

@@ -131,7 +131,7 @@ async def test_twenty_slow_calls_send_counts_rising_to_20_the_last_before_the_re
     assert reply["result"] == 20
     assert caller.seen[-1] == "reply"
     counts = [progress for progress, _, _ in caller.notes]
-    assert counts[0] == 1 and counts[-1] == 20 and counts == sorted(set(counts))
+    assert 1 <= counts[0] < 20 and counts[-1] == 20 and counts == sorted(set(counts))
     assert 4 <= len(counts) < 20
     last = caller.notes[-1][2]
     assert last is not None and last.startswith("20 calls · ") and last.endswith(" · clock.wait")
@@ -140,7 +140,7 @@ async def test_twenty_slow_calls_send_counts_rising_to_20_the_last_before_the_re
 async def test_the_programs_own_progress_arrives(caller: Caller) -> None:
     source = P + (
         '    progress("half", done=10, total=20)\n'
-        "    clock.wait(ms=300)\n"
+        "    clock.wait(ms=600)\n"
         '    progress("all of it", done=20, total=20)\n'
         "    return 1"
     )
@@ -207,7 +207,7 @@ def test_over_http_a_request_with_a_token_is_an_event_stream_its_notes_before_it
     assert {note["method"] for note in notes} == {"notifications/progress"}
     assert {note["params"]["progressToken"] for note in notes} == {"tok-3"}
     counts = [note["params"]["progress"] for note in notes]
-    assert counts[0] == 1 and counts[-1] == 6 and counts == sorted(set(counts))
+    assert 1 <= counts[0] < 6 and counts[-1] == 6 and counts == sorted(set(counts))
     assert notes[-1]["params"]["message"].startswith("6 calls · ")
 
 

@@ -73,9 +73,9 @@ async def watched(client: Client, mode: str, source: str, watcher: Watcher) -> d
 async def test_the_counts_rise_to_the_last_call_and_the_last_note_comes_before_the_reply(
     server: Server[Any], mode: str
 ) -> None:
-    """Twelve calls of 60 ms: the first note at once, then at most 4 a second, each a
-    higher count, the last one the final count. (The SDK's client drops a note that comes
-    after its reply, so the last count arriving at all means it came first.)"""
+    """Twelve calls of 60 ms: the first note a quarter second in, then at most 4 a second,
+    each a higher count, the last one the final count. (The SDK's client drops a note that
+    comes after its reply, so the last count arriving at all means it came first.)"""
     watcher = Watcher()
     source = P + "    for i in range(12):\n        clock.wait(ms=60)\n    return 'done'"
     async with Client(server, mode=mode) as client:
@@ -84,10 +84,11 @@ async def test_the_counts_rise_to_the_last_call_and_the_last_note_comes_before_t
     notes = watcher.notes
     assert watcher.seen[-1] == "reply" and len(watcher.seen) == len(notes) + 1
     counts = [progress for progress, _, _ in notes]
-    assert counts == sorted(set(counts)) and counts[0] == 1 and counts[-1] == 12
-    assert 3 <= len(notes) < 12  # rate-limited: 0.72 s of calls, at most 4 notes a second
+    assert counts == sorted(set(counts)) and 1 <= counts[0] < 12 and counts[-1] == 12
+    assert 2 <= len(notes) < 12  # rate-limited: 0.72 s of calls, at most 4 notes a second
     assert all(total is None for _, total, _ in notes)
-    assert notes[0][2] is not None and notes[0][2].startswith("1 call · 0.")
+    first = notes[0][2]
+    assert first is not None and first.startswith(f"{counts[0]:.0f} call")
     last = notes[-1][2]
     assert last is not None
     words = last.split(" · ")
@@ -102,7 +103,7 @@ async def test_the_programs_own_progress_arrives_and_drives_the_notes(
     watcher = Watcher()
     source = (
         P + '    progress("half", done=10, total=20)\n'
-        "    clock.wait(ms=300)\n"
+        "    clock.wait(ms=600)\n"
         '    progress("all", done=20, total=20)\n'
         "    return 1"
     )
@@ -121,7 +122,7 @@ async def test_a_request_without_a_token_gets_no_note(server: Server[Any], mode:
         notifications.append(type(message).__name__)
 
     watcher = Watcher()
-    source = P + "    for i in range(3):\n        clock.wait(ms=10)\n    return 1"
+    source = P + "    for i in range(3):\n        clock.wait(ms=150)\n    return 1"
     async with Client(server, mode=mode, message_handler=received) as client:
         if mode == "auto":
             await client.call_tool("execute", {"source": source}, progress_callback=watcher.note)
@@ -147,7 +148,7 @@ async def test_no_note_tells_what_a_handler_an_authorizer_or_a_result_said(
         "            call()\n"
         "        except Exception as e:\n"
         "            progress(str(e)[:20])\n"
-        "        clock.wait(ms=260)\n"
+        "        clock.wait(ms=400)\n"
         "    return 1"
     )
     async with Client(server, mode=mode) as client:
@@ -179,4 +180,4 @@ async def test_a_call_its_client_gives_up_on_sends_nothing_after_and_the_next_on
         quick = P + "    clock.wait(ms=1)\n    return 2"
         reply = await watched(client, "legacy", quick, again)
     assert reply["result"] == 2
-    assert again.seen == [(1, None, again.notes[0][2]), "reply"]
+    assert again.seen == ["reply"]  # answered within its first quarter second: no note

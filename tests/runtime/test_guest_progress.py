@@ -66,15 +66,21 @@ def test_progress_returns_none_and_is_a_no_op_when_no_one_watches() -> None:
 
 def test_the_message_is_bounded_and_control_characters_become_spaces() -> None:
     notes: list[ProgressNote] = []
-    source = "def main():\n    progress('a\\nb\\tc\\x1b')\n    progress('x' * 500, done=1)\n"
-    with (
-        CodeMode(authorizer=AllowAll(), clock=ManualClock()) as cm,
-        watching(RunWatch(sink=notes.append)),
-    ):
+    source = (
+        "def main():\n    progress('a\\nb\\tc\\x1b')\n    moments.pass_by()\n"
+        "    progress('x' * 500, done=5)\n    moments.pass_by()\n"
+    )
+    clock = ManualClock()
+    with CodeMode(authorizer=AllowAll(), clock=clock) as cm, watching(RunWatch(notes.append)):
+
+        @cm.capability("moments.pass_by", summary="Moves the clock past a note's moment.")
+        def pass_by() -> None:
+            clock.advance(0.3)
+
         cm.execute(source, subject="a")
     assert notes[0] == ProgressNote(0, None, "a b c ")
     assert notes[1].message == "x" * (MAX_PROGRESS_MESSAGE - 1) + "…"
-    assert notes[1].progress == 1
+    assert notes[1].progress == 5
 
 
 def test_a_wrong_call_answers_as_the_program_sees_it() -> None:

@@ -33,29 +33,46 @@ def tally() -> tuple[Progress, ManualClock, list[ProgressNote]]:
     return Progress(notes.append, clock, clock.now()), clock, notes
 
 
-def test_the_first_note_goes_out_at_once_and_later_ones_are_coalesced_to_4_a_second() -> None:
+def test_the_first_note_goes_out_a_quarter_second_in_and_later_ones_at_most_4_a_second() -> None:
     progress, clock, notes = tally()
     progress.call_ended("records.lookup")
-    assert notes == [note(1, "1 call · 0.0 s · records.lookup")]
     clock.advance(0.1)
     progress.call_ended("records.search")
-    clock.advance(0.1)
+    assert notes == []  # the latest waits for the first note's moment
+    clock.advance(PROGRESS_INTERVAL - 0.1)
+    assert notes == [note(2, "2 calls · 0.1 s · records.search")]
+    clock.advance(0.05)
     progress.call_ended("records.lookup")
+    clock.advance(0.1)
+    progress.call_ended("records.search")
     assert len(notes) == 1  # the latest of the two waits for its moment
-    clock.advance(PROGRESS_INTERVAL - 0.2)
-    assert notes[1:] == [note(3, "3 calls · 0.2 s · records.lookup")]
-    clock.advance(1.05)  # nothing pending: the timer sent it, nothing more
+    clock.advance(0.1)
+    assert notes[1:] == [note(4, "4 calls · 0.4 s · records.search")]
+    clock.advance(1.0)  # nothing pending: the timer sent it, nothing more
     assert len(notes) == 2
-    progress.call_ended("records.search")  # a quarter second passed: at once
-    assert notes[2:] == [note(4, "4 calls · 1.3 s · records.search")]
+    clock.advance(0.1)
+    progress.call_ended("records.lookup")  # a quarter second passed: at once
+    assert notes[2:] == [note(5, "5 calls · 1.6 s · records.lookup")]
+
+
+def test_a_run_answered_within_its_first_quarter_second_sends_no_note() -> None:
+    """Its reply comes as soon as its first note would, and says more."""
+    progress, clock, notes = tally()
+    progress.call_ended("a.b")
+    progress.reported("almost", 1, 2)
+    clock.skip(PROGRESS_INTERVAL / 2)
+    progress.flush()
+    clock.advance(1.0)
+    assert notes == [] and clock.pending == 0
 
 
 def test_flush_sends_the_pending_note_at_once_and_nothing_after_it() -> None:
     progress, clock, notes = tally()
+    clock.advance(1.0)
     progress.call_ended("a.b")
     progress.call_ended("a.b")
     progress.flush()
-    assert notes == [note(1, "1 call · 0.0 s · a.b"), note(2, "2 calls · 0.0 s · a.b")]
+    assert notes == [note(1, "1 call · 1.0 s · a.b"), note(2, "2 calls · 1.0 s · a.b")]
     progress.call_ended("a.b")
     progress.reported("late", 9, None)
     clock.advance(1.0)
@@ -191,13 +208,15 @@ def test_a_watched_run_sends_its_last_note_before_its_answer() -> None:
 
         @cm.capability("records.lookup", summary="Look up one record.")
         def lookup(*, key: str) -> str:
+            if key == "0":
+                clock.advance(0.3)  # the first call ends past the first note's moment
             return key
 
         with watching(RunWatch(sink=notes.append)):
             result = cm.execute(CALLS, subject="a")
         assert notes == [
-            note(1, "1 call · 0.0 s · records.lookup"),
-            note(5, "5 calls · 0.0 s · records.lookup"),
+            note(1, "1 call · 0.3 s · records.lookup"),
+            note(5, "5 calls · 0.3 s · records.lookup"),
         ]
         assert result.value == "done"
         cm.execute(CALLS, subject="a")  # unwatched: no note
@@ -206,10 +225,13 @@ def test_a_watched_run_sends_its_last_note_before_its_answer() -> None:
 
 def test_a_failed_run_sends_its_last_note_before_its_error() -> None:
     notes: list[ProgressNote] = []
-    with CodeMode(authorizer=AllowAll(), clock=ManualClock()) as cm:
+    clock = ManualClock()
+    with CodeMode(authorizer=AllowAll(), clock=clock) as cm:
 
         @cm.capability("records.lookup", summary="Look up one record.")
         def lookup(*, key: str) -> str:
+            if key == "a":
+                clock.advance(0.3)
             return key
 
         source = (
@@ -221,6 +243,7 @@ def test_a_failed_run_sends_its_last_note_before_its_error() -> None:
 
 
 CANARY_CALLS = """def main():
+    clock.wait(ms=300)
     for attempt in [records.fail, records.secret, records.flaky, records.badresult]:
         try:
             attempt()
