@@ -302,12 +302,15 @@ class _Held:
         """The content type of the last reply."""
 
     async def post(
-        self, message: dict[str, Any], receive: Receive | None = None, **more: str
+        self,
+        message: dict[str, Any],
+        receive: Receive | None = None,
+        more: dict[str, str] | None = None,
     ) -> bytes:
         """`message` posted to the bare app, with the `more` headers; `receive` after the
         body (default: nothing)."""
         body = json.dumps(message).encode()
-        headers = [(k.encode(), v.encode()) for k, v in {**POST, **more}.items()]
+        headers = [(k.encode(), v.encode()) for k, v in {**POST, **(more or {})}.items()]
         scope = {
             "type": "http",
             "asgi": {"version": "3.0"},
@@ -411,7 +414,7 @@ def test_with_json_replies_the_sdk_drops_the_notes_of_a_request_asking_for_progr
 
     async def served() -> bytes:
         async with held.server.session_manager.run():
-            return await held.post(call, **headers)
+            return await held.post(call, more=headers)
 
     try:
         reply = json.loads(anyio.run(served))

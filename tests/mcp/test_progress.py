@@ -20,6 +20,7 @@ from mcp.server import Server
 
 from codemode import CodeMode
 from codemode.mcp.server import build_server
+from codemode.mcp.tools import EXECUTE_DESCRIPTION
 from tests.conftest import CANARY, assert_no_canary, build_host
 
 pytestmark = pytest.mark.anyio
@@ -65,8 +66,9 @@ async def watched(client: Client, mode: str, source: str, watcher: Watcher) -> d
         "execute", {"source": source}, progress_callback=watcher.note, meta=meta
     )
     watcher.seen.append("reply")
-    assert result.structured_content is not None
-    return result.structured_content
+    structured: dict[str, Any] | None = result.structured_content
+    assert structured is not None
+    return structured
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -181,3 +183,34 @@ async def test_a_call_its_client_gives_up_on_sends_nothing_after_and_the_next_on
         reply = await watched(client, "legacy", quick, again)
     assert reply["result"] == 2
     assert again.seen == ["reply"]  # answered within its first quarter second: no note
+
+
+async def test_a_slow_client_gets_the_latest_note_and_never_slows_the_program(
+    server: Server[Any],
+) -> None:
+    """The 2026-era in-memory client awaits its callback as the note is sent: while the
+    first one takes a second, the notes of the calls after it replace one another in the
+    one-slot mailbox, and the program runs on; the last count follows, before the reply."""
+    watcher = Watcher()
+
+    async def slow(progress: float, total: float | None, message: str | None) -> None:
+        if not watcher.seen:
+            await anyio.sleep(1.0)
+        await watcher.note(progress, total, message)
+
+    source = P + "    for i in range(12):\n        clock.wait(ms=60)\n    return 12"
+    async with Client(server, mode="auto") as client:
+        result = await client.call_tool(
+            "execute", {"source": source}, progress_callback=slow, meta={"progress_token": "t"}
+        )
+    assert result.structured_content is not None
+    assert result.structured_content["usage"]["duration_ms"] < 1000  # not held by the client
+    counts = [progress for progress, _, _ in watcher.notes]
+    assert len(counts) == 2 and counts[0] < counts[1] == 12
+
+
+def test_the_execute_description_tells_how_to_report_progress() -> None:
+    assert (
+        '\nCall progress("message", done=3, total=20) to tell the client how far the program '
+        "is; done and total are optional numbers and it returns None.\n"
+    ) in EXECUTE_DESCRIPTION
