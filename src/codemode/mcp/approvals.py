@@ -11,6 +11,9 @@
 - Anything else cannot ask: such a call fails with `approval unavailable` (fail
   closed). A 2025-era client over stateless HTTP is told why, and what would work
   (`NO_SESSION`).
+
+Whichever way it asks, `execute` tells a client that asked for progress how far the
+program is (`codemode.mcp.progress`), while it runs and while it waits for a person.
 """
 
 from __future__ import annotations
