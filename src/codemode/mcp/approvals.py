@@ -13,7 +13,7 @@
   (`NO_SESSION`).
 
 Whichever way it asks, `execute` tells a client that asked for progress how far the
-program is (`codemode.mcp.progress`), while it runs and while it waits for a person.
+program is as it runs (`codemode.mcp.progress`).
 """
 
 from __future__ import annotations
