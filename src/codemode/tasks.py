@@ -286,9 +286,10 @@ class Tasks:
         begin: Callable[[], Awaitable[ExecutionResult | Paused]],
         render: Render,
     ) -> None:
+
         def note(progress: ProgressNote) -> None:
-            # Called on the execution's threads, and must not block: it only hands the
-            # latest note over (the beat writes it).
+            # Called on any thread, this loop's own too (the last note, as a cancelled run
+            # ends): only hands the latest note over, in one assignment (the beat writes it).
             run.note = progress
 
         outcome: ExecutionResult | CodeModeError | Paused = ExecutionCanceledError()

@@ -33,8 +33,8 @@ before it, never one after it):
 
 There are no exceptions: an import inside a function counts as one at the top of the
 module. The SDK's gaps are pinned in modules that import nothing of codemode
-(`codemode.mcp.compat` for the adapter, `codemode.sources.mcp.compat` for the upstream
-client). The demo host uses only the public API, as a real host would.
+(`codemode.mcp.compat` for the adapter, `codemode.mcp.taskwire` for the tasks extension
+it does not speak yet, `codemode.sources.mcp.compat` for the upstream client). The demo host uses only the public API, as a real host would.
 """
 
 from __future__ import annotations
@@ -113,7 +113,9 @@ LAYERS = (
 )
 
 
-FREESTANDING = frozenset({"codemode.mcp.compat", "codemode.sources.mcp.compat"})
+FREESTANDING = frozenset(
+    {"codemode.mcp.compat", "codemode.mcp.taskwire", "codemode.sources.mcp.compat"}
+)
 """Modules that import nothing of codemode: each SDK gap is pinned against the SDK alone."""
 DEMO = "codemode.demo"
 PUBLIC = frozenset(

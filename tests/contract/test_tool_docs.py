@@ -119,3 +119,26 @@ def test_the_progress_notes_are_documented_verbatim() -> None:
         "ValueError: progress() takes total only with done",
     ):
         assert f"`{error}`" in text
+
+
+def test_the_task_texts_are_documented_verbatim() -> None:
+    """The tasks section gives the exact texts a client reads: the errors of the task
+    methods, a lost task's error, and the budget's task bound."""
+    from codemode import Limits
+    from codemode.continuations import TASK_LOST
+    from codemode.mcp.taskwire import NAME_MISMATCH, NOT_DECLARED, NOT_SERVED
+    from codemode.mcp.tools import budget
+
+    section = DOCS.read_text().split("## Tasks\n", 1)[1].split("\n## ", 1)[0]
+    documented = re.findall(r"^\| (-\d+) \| `([^`]+)` \|", section, re.MULTILINE)
+    assert documented == [
+        ("-32602", "task not found"),
+        ("-32021", NOT_DECLARED),
+        ("-32020", NAME_MISMATCH),
+        ("-32601", NOT_SERVED),
+    ]
+    assert f'"error": {{"code": -32603, "message": "{TASK_LOST}"}}' in section
+    execute = DOCS.read_text().split("## execute\n", 1)[1].split("\n## ", 1)[0]
+    line = budget(Limits(), sessions=True, tasks=True)
+    assert "10 s in all (10 min as a task; 5 s running code)" in line
+    assert "`10 s in all (10 min as a task; 5 s running code)`" in execute

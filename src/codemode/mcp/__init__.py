@@ -11,14 +11,15 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from codemode.mcp.approvals import security
-    from codemode.mcp.server import build_server, check_path, http_app, serve_stdio
+    from codemode.mcp.server import build_server, check_path, http_app
+    from codemode.mcp.stdio import serve_stdio
 
 _HOMES = {
     "build_server": "server",
     "check_path": "server",
     "http_app": "server",
     "security": "approvals",
-    "serve_stdio": "server",
+    "serve_stdio": "stdio",
 }
 """The module of the package each exported name is defined in."""
 

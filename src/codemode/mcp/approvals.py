@@ -120,7 +120,7 @@ def boundary(
     return RequestStateBoundary(sealing, default_audience=cm.name)
 
 
-def _elicits(ctx: ServerRequestContext[Any]) -> bool:
+def elicits(ctx: ServerRequestContext[Any]) -> bool:
     """Whether the client declared form elicitation (an empty declaration means form)."""
     capabilities = ctx.session.client_capabilities
     elicitation = None if capabilities is None else capabilities.elicitation
@@ -212,11 +212,11 @@ async def _execute(
                 params.request_state.encode("ascii"),
                 subject=subject,
                 answers=answers,
-                pausable=_elicits(ctx),
+                pausable=elicits(ctx),
             )
         else:
             outcome = await cm.start_async(
-                source, subject=subject, pausable=_elicits(ctx), session=session
+                source, subject=subject, pausable=elicits(ctx), session=session
             )
         if isinstance(outcome, Paused):
             return input_required(outcome)
@@ -226,7 +226,7 @@ async def _execute(
             source, subject=subject, unavailable=NO_SESSION, session=session
         )
     else:
-        approve = live_approver(ctx) if _elicits(ctx) else None
+        approve = live_approver(ctx) if elicits(ctx) else None
         result = await cm.execute_async(source, subject=subject, approve=approve, session=session)
     return ok(execute_payload(result))
 
@@ -236,6 +236,7 @@ __all__ = [
     "NOTHING_ASKED",
     "NO_SESSION",
     "boundary",
+    "elicits",
     "execute",
     "input_required",
     "question",

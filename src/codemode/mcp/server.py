@@ -17,8 +17,9 @@ per gap; this module decides what codemode does with them:
   `notifications/cancelled` from the same subject ends it in either era, whichever request
   carries it; a dropped connection ends its calls, or with `on_disconnect="finish"` lets
   them run to their end.
-- Over stdio, every line is checked first, and the SDK's transport reads the client's
-  stdin on a private descriptor while fd 0 reads the null device.
+- Over stdio (`codemode.mcp.stdio`), every line is checked first, and the SDK's
+  transport reads the client's stdin on a private descriptor while fd 0 reads the null
+  device.
 """
 
 from __future__ import annotations
@@ -26,10 +27,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import io
 import json
 import logging
-import os
 import re
 import time
 from collections.abc import (
@@ -42,20 +41,17 @@ from collections.abc import (
     MutableMapping,
 )
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, cast
+from typing import Any
 
 import anyio
 from mcp import MCPError
 from mcp.server import Server, ServerRequestContext
-from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp.shared.message import SessionMessage
 from mcp.types import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     CallToolRequestParams,
     InputRequiredResult,
-    JSONRPCError,
     ListToolsResult,
     PaginatedRequestParams,
 )
@@ -87,8 +83,10 @@ from codemode.http import (
 )
 from codemode.limits import Limits
 from codemode.mcp import approvals, compat
+from codemode.mcp import tasks as task_calls
 from codemode.mcp.compat import JSON, Rejected
 from codemode.mcp.tools import Handlers, ToolResult, check_arguments, failed, tools
+from codemode.tasks import Tasks
 
 log = logging.getLogger("codemode")
 
@@ -99,16 +97,22 @@ _SDK_SECURITY = TransportSecuritySettings(enable_dns_rebinding_protection=False)
 
 
 def build_server(
-    cm: CodeMode, *, subject: str | None = None, calls: InFlight | None = None
+    cm: CodeMode,
+    *,
+    subject: str | None = None,
+    calls: InFlight | None = None,
+    tasks: Tasks | None = None,
 ) -> Server[Any]:
     """An MCP server exposing search_api, describe_api and execute over `cm`.
 
     `subject` is the fixed subject for stdio; over HTTP the security layer decides it,
     and `calls` files each call so that a cancel notification on another request can end
-    it (over stdio the SDK's session does that).
+    it (over stdio the SDK's session does that). With `tasks` (run by its owner), a
+    client that declares the tasks extension gets execute as a task.
     """
     handlers = Handlers(cm)
-    listed = tools(cm.limits if cm.disclose_limits else None, sessions=cm.sessions)
+    disclosed = cm.limits if cm.disclose_limits else None
+    listed = tools(disclosed, sessions=cm.sessions, tasks=tasks is not None)
     by_name = {tool.name: tool for tool in listed}
     # Every caller is listed the same tools: the SDK checks a 2026-era call's
     # `Mcp-Param-*` headers against these, not a tools/list run again for each call.
@@ -121,20 +125,20 @@ def build_server(
 
     async def on_call_tool(
         ctx: ServerRequestContext[Any], params: CallToolRequestParams
-    ) -> ToolResult | InputRequiredResult:
+    ) -> ToolResult | InputRequiredResult | dict[str, Any]:
         handler = handlers.lookup(params.name)
         if handler is None and params.name != "execute":
             raise MCPError(code=INVALID_PARAMS, message="unknown tool")
         started = time.monotonic()
         who = _subject(ctx, subject)
 
-        async def call() -> ToolResult | InputRequiredResult:
+        async def call() -> ToolResult | InputRequiredResult | dict[str, Any]:
             try:
                 arguments = check_arguments(by_name[params.name], params.arguments or {})
                 if who is None:
                     raise UnauthenticatedError()
                 if handler is None:
-                    return await approvals.execute(cm, ctx, params, arguments, who)
+                    return await task_calls.execute(cm, tasks, ctx, params, arguments, who)
                 return await handler(arguments, who)
             except CodeModeError as error:
                 return failed(error)
@@ -143,7 +147,7 @@ def build_server(
                 return failed(InternalError())
 
         cause = ""
-        result: ToolResult | InputRequiredResult | None = None
+        result: ToolResult | InputRequiredResult | dict[str, Any] | None = None
         if calls is None or who is None:
             try:
                 result = await call()
@@ -178,6 +182,8 @@ def build_server(
     server.middleware.append(
         approvals.boundary(cm, lambda ctx: _subject(ctx, subject), shared=calls is not None)
     )
+    if tasks is not None:
+        task_calls.register(server, cm, tasks, lambda ctx: _subject(ctx, subject))
     return server
 
 
@@ -189,15 +195,18 @@ def _log_call(
     tool: str,
     who: str | None,
     started: float,
-    result: ToolResult | InputRequiredResult,
+    result: ToolResult | InputRequiredResult | dict[str, Any],
     cause: str = "",
 ) -> None:
-    """One line per tool call: `execute subject=alice 12.3 ms ok` (or the error code, or
-    `input_required` for a program paused for a person, and for a call its dropped
-    connection cancelled, `canceled (client disconnected)`)."""
+    """One line per tool call: `execute subject=alice 12.3 ms ok` (or the error code,
+    `input_required` for a program paused for a person, `task` for one started as a
+    task, and for a call its dropped connection cancelled, `canceled (client
+    disconnected)`)."""
     outcome = "ok"
     if isinstance(result, InputRequiredResult):
         outcome = "input_required"
+    elif result.get("resultType") == "task":
+        outcome = "task"
     elif result["isError"]:
         outcome = str(result["structuredContent"]["error"]["code"])
     elapsed = (time.monotonic() - started) * 1000
@@ -419,7 +428,7 @@ class Intake:
             try:
                 checked = compat.check_message(message)
             except Rejected as rejected:
-                replies[index] = json.dumps(rejected.reply(), separators=(",", ":")).encode()
+                replies[index] = _json(rejected.reply())
                 return
             self._notice(checked, scope)
             replies[index] = await compat.answer_alone(self.app, scope, checked)
@@ -455,51 +464,8 @@ async def _body(receive: Receive) -> bytes:
             return b"".join(chunks)
 
 
-# -- stdio ----------------------------------------------------------------------------------
-
-
-async def serve_stdio(cm: CodeMode, *, subject: str = "local") -> None:
-    """Serve over stdin/stdout until the client closes the stream."""
-    server = build_server(cm, subject=subject)
-    send_answers, answers = anyio.create_memory_object_stream[SessionMessage](16)
-
-    async def answer(reply: dict[str, JSON]) -> None:
-        await send_answers.send(SessionMessage(JSONRPCError.model_validate(reply)))
-
-    with _wire_stdin() as wire:
-        # bytes that are not UTF-8 stay visible to `checked_lines`, which refuses the line
-        reader = io.TextIOWrapper(wire, encoding="utf-8", errors="surrogateescape")
-        text = anyio.wrap_file(reader)
-        lines = compat.checked_lines(text, answer)
-        async with (
-            stdio_server(stdin=cast(Any, lines)) as (read, write),
-            anyio.create_task_group() as group,
-        ):
-            group.start_soon(_forward, answers, write)
-            await server.run(read, write, server.create_initialization_options())
-            group.cancel_scope.cancel()
-
-
-async def _forward(answers: AsyncIterator[SessionMessage], write: Any) -> None:
-    """The answers to unreadable lines into the SDK's writer, until the session ends."""
-    with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-        async for reply in answers:
-            await write.send(reply)
-
-
-@contextlib.contextmanager
-def _wire_stdin() -> Iterator[BinaryIO]:
-    """The client's stdin on a private descriptor. While serving, fd 0 reads the null
-    device, so host code that reads stdin cannot take the protocol's bytes."""
-    private = os.dup(0)
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
-    try:
-        # Never closed: a reader thread may still block on it after the server ends.
-        yield os.fdopen(private, "rb", closefd=False)
-    finally:
-        os.dup2(private, 0)
+def _json(value: JSON) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
 
 
 def check_path(path: object) -> None:
@@ -546,8 +512,8 @@ def http_app(
     `notifications/cancelled` from its subject cancels it either way.
     """
     check_path(path)
-    calls = InFlight(on_disconnect)
-    server = build_server(cm, calls=calls)
+    calls, tasks = InFlight(on_disconnect), Tasks(cm)
+    server = build_server(cm, calls=calls, tasks=tasks)
     max_body_bytes = body_limit(cm.limits)
     endpoint = functools.partial(
         server.streamable_http_app,
@@ -564,7 +530,7 @@ def http_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with json_manager.run(), server.session_manager.run():
+        async with json_manager.run(), server.session_manager.run(), tasks.running():
             try:
                 yield
             finally:
@@ -596,5 +562,4 @@ __all__ = [
     "build_server",
     "check_path",
     "http_app",
-    "serve_stdio",
 ]

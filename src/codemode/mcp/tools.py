@@ -366,10 +366,12 @@ TOOLS = [
 """The three tools as a host with sessions (the default) lists them."""
 
 
-def budget(limits: Limits, *, sessions: bool = False) -> str:
+def budget(limits: Limits, *, sessions: bool = False, tasks: bool = False) -> str:
     """The limits a program runs under, as one line of the execute description: the
     program's own budget, given up front so it need not find it by failing; with
-    `sessions`, what a session may keep and how long it waits unused."""
+    `sessions`, what a session may keep and how long it waits unused; with `tasks`, the
+    longer bound of a program run as a task."""
+    task = f"{_duration(limits.max_task_seconds)} as a task; " if tasks else ""
     kept = (
         f", session state {size(limits.max_session_bytes)}, "
         f"idle {_duration(limits.session_idle_seconds)}"
@@ -379,7 +381,7 @@ def budget(limits: Limits, *, sessions: bool = False) -> str:
     return (
         f"Budget per program: {limits.max_capability_calls} capability calls, "
         f"{seconds(limits.max_execution_seconds)} in all "
-        f"({seconds(limits.max_interpreter_seconds)} running code), "
+        f"({task}{seconds(limits.max_interpreter_seconds)} running code), "
         f"{size(limits.max_return_bytes)} returned, {size(limits.max_printed_bytes)} printed, "
         f"{size(limits.max_memory_bytes)} of memory{kept}."
     )
@@ -394,10 +396,11 @@ def _duration(value: float) -> str:
     return seconds(value)
 
 
-def tools(limits: Limits | None, *, sessions: bool = True) -> list[Tool]:
+def tools(limits: Limits | None, *, sessions: bool = True, tasks: bool = False) -> list[Tool]:
     """The three tools; the execute description ends with the budget of `limits` (none
-    for a host that keeps its bounds to itself). Without `sessions`, execute takes no
-    `session` and says nothing of sessions."""
+    for a host that keeps its bounds to itself; the task bound too when the server runs
+    `tasks`). Without `sessions`, execute takes no `session` and says nothing of
+    sessions."""
     execute = TOOLS[2]
     if not sessions:
         execute = execute.model_copy(
@@ -407,9 +410,8 @@ def tools(limits: Limits | None, *, sessions: bool = True) -> list[Tool]:
             }
         )
     if limits is not None:
-        execute = execute.model_copy(
-            update={"description": f"{execute.description}\n{budget(limits, sessions=sessions)}"}
-        )
+        line = budget(limits, sessions=sessions, tasks=tasks)
+        execute = execute.model_copy(update={"description": f"{execute.description}\n{line}"})
     return [*TOOLS[:2], execute]
 
 
