@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import httpx2
 import pytest
 from starlette.testclient import TestClient
 
@@ -40,9 +41,10 @@ _ids = itertools.count(1)
 
 
 class Caller:
-    """A 2026-era client of the app, as one subject, declaring tasks (or not)."""
+    """A 2026-era client of the app (in process, or a server's with `base_url` set), as
+    one subject, declaring tasks (or not)."""
 
-    def __init__(self, client: TestClient, token: str = "tok-alice") -> None:
+    def __init__(self, client: httpx2.Client, token: str = "tok-alice") -> None:
         self.client = client
         self.token = token
 

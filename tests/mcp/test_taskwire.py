@@ -39,7 +39,7 @@ def test_a_request_declares_the_extension_in_its_own_capabilities() -> None:
         "_meta": {"io.modelcontextprotocol/clientCapabilities": {
           "extensions": {"io.modelcontextprotocol/tasks": {}}}}}}""")
     assert taskwire.declared(request["params"]["_meta"])
-    undeclared: tuple[dict[str, Any] | None, ...] = (
+    metas: tuple[dict[str, Any] | None, ...] = (
         None,
         {},
         {"io.modelcontextprotocol/clientCapabilities": {}},
@@ -48,7 +48,7 @@ def test_a_request_declares_the_extension_in_its_own_capabilities() -> None:
         {"io.modelcontextprotocol/clientCapabilities": "tasks"},
         {"io.modelcontextprotocol/tasks": {}},
     )
-    for meta in undeclared:
+    for meta in metas:
         assert not taskwire.declared(meta), meta
 
 

@@ -169,7 +169,7 @@ def check_request(
     if version not in VERSIONS:
         raise MCPError(code=METHOD_NOT_FOUND, message=NOT_SERVED)
     if not declared(meta):
-        required: dict[str, object] = {"requiredCapabilities": {"extensions": {EXTENSION: {}}}}
+        required: dict[str, Any] = {"requiredCapabilities": {"extensions": {EXTENSION: {}}}}
         raise MCPError(code=MISSING_REQUIRED_CLIENT_CAPABILITY, message=NOT_DECLARED, data=required)
     # A task id is ASCII, so a client never sends it base64-encoded (`=?base64?...?=`).
     if headers is not None and headers.get(NAME_HEADER) != task_id:
