@@ -8,7 +8,9 @@ today's limit at the execution bound."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,8 +19,9 @@ import httpx2
 import pytest
 
 from codemode import CodeMode, Limits
-from tests.conftest import build_host
-from tests.e2e.conftest import TOKENS, free_port, start_codemode
+from codemode.mcp.taskwire import EXTENSION
+from tests.conftest import build_host, eventually
+from tests.e2e.conftest import ROOT, TOKENS, codemode_command, free_port, start_codemode
 from tests.mcp.test_tasks import PROGRESS, Caller, without_usage
 
 EXECUTION_SECONDS = 2
@@ -131,3 +134,47 @@ def test_another_subjects_get_finds_no_task(alice: Caller, url: str) -> None:
     done = alice.ended(task_id)
     assert done["status"] == "cancelled"
     assert "bob" not in json.dumps(done)
+
+
+def test_over_stdio_a_declared_execute_runs_as_a_task() -> None:
+    """The same over stdio, one JSON-RPC message a line, each with its 2026 envelope."""
+    server = subprocess.Popen(
+        codemode_command("serve", "tests.e2e.test_tasks:task_host"),
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert server.stdin is not None and server.stdout is not None
+    asked = iter(range(1, 10_000))
+
+    def ask(method: str, params: dict[str, Any]) -> dict[str, Any]:
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {"extensions": {EXTENSION: {}}},
+        }
+        message = {"jsonrpc": "2.0", "id": next(asked), "method": method}
+        assert server.stdin is not None and server.stdout is not None
+        server.stdin.write(json.dumps({**message, "params": {**params, "_meta": meta}}) + "\n")
+        server.stdin.flush()
+        answer: dict[str, Any] = json.loads(server.stdout.readline())["result"]
+        return answer
+
+    try:
+        created = ask("tools/call", {"name": "execute", "arguments": {"source": LONG}})
+        assert (created["resultType"], created["status"]) == ("task", "working")
+
+        def ended() -> dict[str, Any] | None:
+            task = ask("tasks/get", {"taskId": created["taskId"]})
+            return task if task["status"] != "working" else None
+
+        done = eventually(ended)
+        assert isinstance(done, dict)
+        assert done["status"] == "completed"
+        assert done["result"]["structuredContent"]["result"] == 5000
+    finally:
+        server.stdin.close()
+        server.wait(20)
+        server.stdout.close()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import re
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -128,9 +129,13 @@ def without_usage(reply: dict[str, Any]) -> dict[str, Any]:
     return {**reply, "structuredContent": structured, "content": [text], "_meta": None}
 
 
-def test_a_declared_execute_runs_past_the_execution_bound_as_a_task(served: Any) -> None:
+def test_a_declared_execute_runs_past_the_execution_bound_as_a_task(
+    served: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     alice = Caller(served(build_host(BOUND)))
-    created = alice.execute(LONG)
+    with caplog.at_level(logging.INFO, logger="codemode"):
+        created = alice.execute(LONG)
+    assert re.search(r"execute subject=alice [\d.]+ ms task$", caplog.text, re.MULTILINE)
     assert set(created) == {
         "resultType",
         "taskId",
