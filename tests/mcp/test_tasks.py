@@ -306,3 +306,35 @@ def test_a_task_without_elicitation_cannot_wait_for_a_person(served: Any) -> Non
     assert done["status"] == "completed"
     assert done["result"]["structuredContent"]["error"]["code"] == "approval_unavailable"
     assert CANARY not in json.dumps(done)
+
+
+CANARIES = """\
+def main():
+    seen = []
+    for call in (records.fail, records.secret, records.flaky):
+        try:
+            call()
+        except (RuntimeError, PermissionError) as error:
+            seen.append(type(error).__name__)
+    for i in range(4):
+        clock.wait(ms=250)
+    return seen
+"""
+"""Calls whose handler, authorizer reason and policy failure hold the canary, then more."""
+
+
+def test_no_task_answer_carries_what_the_host_keeps_to_itself(served: Any) -> None:
+    alice = Caller(served(build_host(BOUND)))
+    task_id = alice.execute(CANARIES)["taskId"]
+    answers: list[dict[str, Any]] = []
+
+    def ended() -> bool:
+        answers.append(alice.get(task_id))
+        return bool(answers[-1]["status"] != "working")
+
+    assert eventually(ended)
+    messages = {str(a["statusMessage"]) for a in answers if "statusMessage" in a} - {"completed"}
+    note = re.compile(r"[1-9]\d* calls? · \d+\.\d s · (records\.(fail|secret|flaky)|clock\.wait)")
+    assert messages and all(note.fullmatch(message) for message in messages), messages
+    assert answers[-1]["status"] == "completed"
+    assert_no_canary(json.dumps(answers))
