@@ -111,9 +111,6 @@ def test_a_cancel_after_some_calls_stops_the_task(alice: Caller) -> None:
     assert done["result"]["structuredContent"]["error"]["code"] == "canceled"
 
 
-@pytest.mark.xfail(
-    strict=True, reason="the app layer's Tasks does not keep a cancelled run's calls yet"
-)
 def test_a_cancelled_tasks_reply_lists_the_calls_it_made(alice: Caller) -> None:
     task_id = alice.execute(ENDLESS)["taskId"]
     alice.until(task_id, lambda t: "statusMessage" in t)

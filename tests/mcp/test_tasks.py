@@ -213,9 +213,6 @@ def test_a_cancelled_task_is_cancelled_with_the_reply_of_a_cancelled_run(served:
     assert done["result"]["structuredContent"]["error"]["code"] == "canceled"
 
 
-@pytest.mark.xfail(
-    strict=True, reason="the app layer's Tasks does not keep a cancelled run's calls yet"
-)
 def test_a_cancelled_tasks_reply_lists_the_calls_it_made(served: Any) -> None:
     report = cancelled_after_some_calls(served)["result"]["content"][0]["text"]
     assert re.search(r"After \d+ completed capability calls?: clock\.wait\(ms=100\)", report)
