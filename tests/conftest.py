@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, TypedDict
+from typing import Any, Literal, TypedDict, cast
 
 import pytest
 import uvicorn
@@ -331,6 +331,14 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def redis_kept(client: Any, key: bytes) -> bytes | None:
+    """What the Redis server behind `client` (a `redis.Redis`) holds under `key`: a value,
+    or the members of a group (`Store.admit` keeps one as a sorted set), joined."""
+    if client.type(key) == b"zset":
+        return b" ".join(client.zrange(key, 0, -1))
+    return cast(bytes | None, client.get(key))
 
 
 @pytest.fixture(scope="session")

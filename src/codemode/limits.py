@@ -112,8 +112,14 @@ class Limits:
     - `session_idle_seconds` (3600): how long a session no program ran in is kept.
     - `max_task_seconds` (600): wall-clock time of a program run as a task (a client
       that polls for its result), in place of `max_execution_seconds`.
-    - `max_tasks_per_subject` (4): programs one subject runs as tasks at once.
+    - `max_tasks_per_subject` (4): programs one subject runs as tasks at once, a task
+      that waits for a person counted until it ends or its approval wait runs out.
     - `task_keep_seconds` (3600): how long a task's result is kept once it ended.
+    - `max_ended_tasks_per_subject` (8): ended tasks one subject keeps; one that ends
+      past it drops that subject's oldest ended one (twice the running bound: a client
+      reads a task's result soon after it ends, and a subject then keeps at most 8
+      records of at most about 5.3 MiB, a sixth of the memory store, however many tasks
+      it runs).
     - `max_saved_programs_per_subject` (100): programs one subject keeps (`save_as`);
       a new name past it is refused, replacing one of them is not.
     """
@@ -142,6 +148,7 @@ class Limits:
     max_task_seconds: float = 600.0
     max_tasks_per_subject: int = 4
     task_keep_seconds: float = 3600.0
+    max_ended_tasks_per_subject: int = 8
     max_saved_programs_per_subject: int = 100
 
     def __post_init__(self) -> None:

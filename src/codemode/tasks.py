@@ -139,7 +139,8 @@ class Tasks:
         self, source: str, *, subject: str, session: str | None, render: Render, pausable: bool
     ) -> TaskView:
         """A new task running `source` for `subject`, its record written before it is
-        answered; `ResourceLimitError` (`running tasks`) when the subject runs its bound."""
+        answered; `ResourceLimitError` (`running tasks`) when the subject runs its bound
+        (a task that waits for a person counted)."""
         if self._group is None:
             raise InternalError()
         limits, now = self._cm.limits, self._now()
@@ -176,18 +177,25 @@ class Tasks:
         if taken is None:
             return
         hold, record = taken
-        limit = self._cm.limits.max_tasks_per_subject
-        slot = await self.book.claim_slot(subject, hold.token, limit, self._lease)
-        hold = replace(hold, slot=slot)
-        if slot is None:
-            await self.book.close(hold)
-            raise exceeded(LimitKind.RUNNING_TASKS, self._cm.limits)
+        hold = await self.book.adopt_slot(hold, record.slot, self._lease)
+        if hold.slot is None:  # its wait ran out as it was answered: a slot of its own
+            limit = self._cm.limits.max_tasks_per_subject
+            hold = replace(
+                hold, slot=await self.book.claim_slot(subject, hold.token, limit, self._lease)
+            )
+            if hold.slot is None:
+                await self.book.close(hold)
+                raise exceeded(LimitKind.RUNNING_TASKS, self._cm.limits)
         state, keys = record.state or b"", {r.key for r in record.requests}
-        record = replace(record, status="working", state=None, requests=(), updated_at=self._now())
+        record = replace(
+            record, status="working", state=None, requests=(), slot=None, updated_at=self._now()
+        )
         if not await self.book.write(hold, record, self._live_seconds()):
             await self.book.close(hold)
             return
         run = _Run(subject, hold, record)
+        if await self.book.cancel_asked(hold):
+            run.stop.stop()  # a cancel acknowledged before this run began wins: none of it runs
         self._runs[task_id] = run
         given = {key: bool(answer) for key, answer in answers.items() if key in keys}
 
@@ -239,8 +247,9 @@ class Tasks:
     def book(self) -> TaskBook:
         """The task records, sealed under the CodeMode's request-state key."""
         if self._book is None:
-            sealer = _sealer(self._cm)
-            self._book = TaskBook(self._cm.store, sealer, record_bound(self._cm.limits))
+            sealer, limits = _sealer(self._cm), self._cm.limits
+            ended = limits.max_ended_tasks_per_subject
+            self._book = TaskBook(self._cm.store, sealer, record_bound(limits), ended=ended)
         return self._book
 
     async def _take_paused(self, subject: str, task_id: str) -> tuple[TaskHold, TaskRecord] | None:
@@ -265,13 +274,16 @@ class Tasks:
         """End a task that waits for a person as a cancelled run ends: its state resumes
         under a watch already stopped, so nothing more of it runs, and it ends
         `ExecutionCanceledError` listing the calls it made before the pause. Here and
-        now, holding no subject slot; unpausable, so it cannot pause again."""
+        now, holding the slot the pause kept (if its wait has not run out), let go as it
+        ends; unpausable, so it cannot pause again."""
         taken = await self._take_paused(subject, task_id)
         if taken is None:
             return  # taken: an approval's run (asked through the store) or another cancel
         hold, record = taken
+        hold = await self.book.adopt_slot(hold, record.slot, self._lease)
         state = record.state or b""
-        run = _Run(subject, hold, replace(record, status="working", state=None, requests=()))
+        working = replace(record, status="working", state=None, requests=(), slot=None)
+        run = _Run(subject, hold, working)
         run.stop.stop()
         self._runs[task_id] = run  # its lease renewed on the beat, should it wait for a slot
 
@@ -314,16 +326,19 @@ class Tasks:
         self, run: _Run, outcome: ExecutionResult | CodeModeError | Paused, render: Render
     ) -> None:
         record = self._ended(run, outcome, render)
-        seconds = self._keep()
-        if record.status == "input_required":
-            seconds = float(self._cm.limits.max_approval_wait_seconds)
+        seconds, hold = self._keep(), run.hold
         try:
+            if record.status == "input_required":
+                # It keeps its slot while it waits: a subject's paused tasks count too.
+                seconds = float(self._cm.limits.max_approval_wait_seconds)
+                record = replace(record, slot=await self.book.keep_slot(hold, seconds))
             async with run.writing:
-                await self.book.write(run.hold, record, seconds)
+                if await self.book.write(hold, record, seconds) and record.slot is not None:
+                    hold = replace(hold, slot=None)  # kept: its record names it
         except Exception:
             log.exception("codemode: a task's end could not be written")
         finally:
-            await self.book.close(run.hold)
+            await self.book.close(hold)
         if record.status != "input_required":
             return
         # A cancel asked while it ran may have missed its pause: read after the pause was

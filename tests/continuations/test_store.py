@@ -259,6 +259,23 @@ def test_values_past_the_bytes_bound_let_the_least_recently_used_go() -> None:
         MemoryStore(max_bytes=0)
 
 
+def test_a_pinned_value_is_never_let_go_to_make_room_until_written_unpinned() -> None:
+    """Work still going on (a task not ended) pins its value: others' values, however
+    many, never push it out; written again unpinned, it goes as any value does."""
+    store = MemoryStore(ManualClock().now, max_bytes=10)
+
+    async def steps() -> list[object]:
+        await store.put("task", b"working!", 60, pinned=True)
+        for name in ("a", "b", "c"):
+            await store.put(name, b"xxxxxxxx", 60)
+        seen = [await store.get(name) for name in ("task", "a", "b", "c")]
+        await store.put("task", b"ended", 60)
+        await store.put("d", b"dddddddd", 60)
+        return [*seen, await store.get("task"), await store.get("d")]
+
+    assert run(steps()) == [b"working!", None, None, b"xxxxxxxx", None, b"dddddddd"]
+
+
 def test_what_lapsed_is_forgotten_even_unread() -> None:
     """Every `SWEEP_SECONDS`, what lapsed goes, so keys never read again (claims of
     programs long resumed, sessions abandoned) do not pile up and hold no bytes."""

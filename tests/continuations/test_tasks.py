@@ -29,10 +29,11 @@ from codemode.continuations import (
     new_task_id,
     record_bound,
 )
-from codemode.continuations.tasks import HEADER_BYTES
+from codemode.continuations.tasks import ENDED_KEY, HEADER_BYTES
 from codemode.errors import ErrorCode, TaskNotFoundError
 from codemode.limits import KIB, Limits
 from codemode.testing import ManualClock
+from tests.conftest import redis_kept
 
 T = TypeVar("T")
 LIMITS = Limits(max_return_bytes=16 * KIB, max_paused_bytes=16 * KIB)
@@ -81,6 +82,7 @@ def a_record(**changes: Any) -> TaskRecord:
         reply=b'{"content":[]}',
         state=b"MONTY\0" + bytes(range(256)) * 8,
         requests=(REQUEST,),
+        slot=("codemode:task-slot:digest", "token"),
     )
     return replace(record, **changes)
 
@@ -93,7 +95,7 @@ def a_record(**changes: Any) -> TaskRecord:
     "record",
     [
         a_record(),
-        a_record(reply=None, state=None, requests=(), progress=None, total=None),
+        a_record(reply=None, state=None, requests=(), progress=None, total=None, slot=None),
         a_record(status="completed", reply=b"", state=None, requests=()),
         a_record(status="working", reply=None),
     ],
@@ -128,6 +130,7 @@ def unreadable() -> list[bytes]:
         encoded({**header, "versions": {**VERSIONS, "codemode": "0.0.1"}}, body),
         encoded({**header, "status": "done"}, body),
         encoded({**header, "compressed": 1}, body),
+        encoded({**header, "slot": ["only the key"]}, body),
         encoded(header, body[:-1]),  # cut short
         encoded({**header, "reply": -1}, body),
         encoded({**header, "created_at": "now"}, body),
@@ -241,8 +244,10 @@ def test_the_store_holds_neither_the_subject_nor_the_id_nor_the_record(redis_url
     record = a_record(message="canary-message", reply=b"canary-reply")
     hold = run(book.open(subject, record, limit=4, lease_seconds=LEASE, seconds=KEEP))
     assert hold is not None
+    run(book.write(hold, replace(record, status="completed"), KEEP))  # joins the ended ones
     with redis.Redis.from_url(redis_url) as client:
-        held = {key: client.get(key) for key in client.keys("codemode:task*")}
+        held = {key: redis_kept(client, key) for key in client.keys("codemode:task*")}
+    assert any(key.startswith(ENDED_KEY.encode()) for key in held)
     mine = {key: value for key, value in held.items() if key.decode().startswith(hold.key)}
     assert set(mine) == {hold.key.encode(), hold.lease.encode()}
     everything = b" ".join(key + b"=" + (value or b"") for key, value in held.items())
@@ -269,6 +274,66 @@ def test_each_subject_runs_at_most_its_bound_of_tasks(store: Store, secret: str)
         return [x is not None for x in (first, second, third, bobs, again)]
 
     assert run(steps()) == [True, True, False, True, True]
+
+
+def test_each_subject_keeps_at_most_its_bound_of_ended_tasks_its_oldest_dropped(
+    store: Store, secret: str
+) -> None:
+    """Three ended records kept of alice's four, her first dropped as her fourth ended;
+    bob's ended one and alice's running one are no part of her count."""
+    book = TaskBook(store, Sealer(secret), BOUND, ended=3)
+
+    async def steps() -> list[str]:
+        holds = []
+        for subject in ("bob", "alice", "alice", "alice", "alice", "alice"):
+            hold = await book.open(subject, WORKING, limit=8, lease_seconds=LEASE, seconds=KEEP)
+            assert hold is not None
+            holds.append((subject, hold))
+        for _, hold in holds[:-1]:
+            assert await book.write(hold, replace(WORKING, status="completed"), KEEP)
+        seen: list[str] = []
+        for subject, hold in holds:
+            try:
+                seen.append((await book.read(subject, hold.task_id)).status)
+            except TaskNotFoundError:
+                seen.append("dropped")
+        return seen
+
+    assert run(steps()) == ["completed", "dropped", *["completed"] * 3, "working"]
+
+
+def test_a_paused_task_keeps_its_slot_for_whoever_goes_on_with_it(
+    store: Store, secret: str
+) -> None:
+    """A pause keeps its run's slot (the subject's bound counts it) and names it in its
+    record; the run that goes on with it takes that slot over, and its end frees it."""
+    book = TaskBook(store, Sealer(secret), BOUND)
+
+    async def steps() -> list[bool]:
+        hold = await book.open("alice", WORKING, limit=1, lease_seconds=LEASE, seconds=KEEP)
+        assert hold is not None
+        kept = await book.keep_slot(hold, KEEP)
+        assert kept == (hold.slot, hold.token)
+        await book.write(hold, replace(WORKING, status="input_required", slot=kept), KEEP)
+        await book.close(replace(hold, slot=None))  # its lease only
+        full = await book.open("alice", WORKING, limit=1, lease_seconds=LEASE, seconds=KEEP)
+        taken = await book.take("alice", hold.task_id, LEASE)
+        assert taken is not None
+        record = await book.read("alice", hold.task_id)
+        resumed = await book.adopt_slot(taken, record.slot, LEASE)
+        stale = await book.adopt_slot(taken, kept, LEASE)  # handed on already
+        still = await book.open("alice", WORKING, limit=1, lease_seconds=LEASE, seconds=KEEP)
+        await book.close(resumed)
+        freed = await book.open("alice", WORKING, limit=1, lease_seconds=LEASE, seconds=KEEP)
+        return [
+            full is None,
+            resumed.slot == hold.slot,
+            stale.slot is None,
+            still is None,
+            freed is not None,
+        ]
+
+    assert run(steps()) == [True] * 5
 
 
 def test_a_replica_asks_the_owner_to_cancel_through_the_store(store: Store, secret: str) -> None:

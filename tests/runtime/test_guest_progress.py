@@ -40,6 +40,8 @@ def caught(call: str) -> str:
         ("progress('a', done=-1)", f"ValueError: {VALUE}"),
         ("progress('a', done=1, total=float('nan'))", f"ValueError: {VALUE}"),
         ("progress('a', done=float('inf'))", f"ValueError: {VALUE}"),
+        ("progress('a', done=10**400)", f"ValueError: {VALUE}"),
+        ("progress('a', done=1, total=2**1100)", f"ValueError: {VALUE}"),
         ("progress('a', total=3)", f"ValueError: {TOTAL_ONLY}"),
         ("progress('a', done=1, total=3)", "no error"),
         ("progress(message='a', done=0)", "no error"),

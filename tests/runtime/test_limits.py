@@ -221,12 +221,19 @@ def test_session_limits_have_documented_defaults_and_are_validated() -> None:
 def test_task_limits_have_documented_defaults_and_are_validated() -> None:
     limits = Limits()
     assert (limits.max_task_seconds, limits.max_tasks_per_subject) == (600.0, 4)
-    assert limits.task_keep_seconds == 3600.0
-    for field in ("max_task_seconds", "max_tasks_per_subject", "task_keep_seconds"):
+    assert (limits.task_keep_seconds, limits.max_ended_tasks_per_subject) == (3600.0, 8)
+    for field in (
+        "max_task_seconds",
+        "max_tasks_per_subject",
+        "task_keep_seconds",
+        "max_ended_tasks_per_subject",
+    ):
         with pytest.raises(ValueError, match=f"Limits.{field} must be positive"):
             Limits(**{field: 0})
     with pytest.raises(TypeError, match=r"^Limits\.max_tasks_per_subject must be an integer"):
         Limits(max_tasks_per_subject=1.5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^Limits\.max_ended_tasks_per_subject must be an integer"):
+        Limits(max_ended_tasks_per_subject=2.5)  # type: ignore[arg-type]
     error = exceeded(LimitKind.RUNNING_TASKS, Limits(max_tasks_per_subject=2))
     assert str(error) == "resource limit exceeded: running tasks (limit 2)"
     assert str(error.opaque()) == "resource limit exceeded: running tasks"

@@ -18,7 +18,7 @@ from codemode.authz import AllowAll
 from codemode.limits import Limits
 from codemode.runtime import ProgressNote, RunWatch, Stop, current_watch, watching
 from codemode.runtime.execution import bound_seconds
-from codemode.runtime.progress import PROGRESS_INTERVAL, Progress
+from codemode.runtime.progress import MAX_PROGRESS_MESSAGE, PROGRESS_INTERVAL, Progress
 from codemode.testing import ManualClock
 from tests.conftest import CANARY, build_host
 
@@ -114,6 +114,20 @@ def test_a_done_that_would_not_rise_goes_into_the_message_only() -> None:
         note(5.002, "again (3)"),
         note(5.003, "big (2.5/4)"),
     ]
+
+
+def test_the_numbers_after_a_message_are_compact_and_the_note_stays_within_its_bound() -> None:
+    progress, clock, notes = tally()
+    progress.reported("first", 1e300, None)
+    clock.advance(1)
+    long = "x" * MAX_PROGRESS_MESSAGE
+    progress.reported(long, 1e20 + 0.1, 1.0 / 3)
+    clock.advance(1)
+    progress.reported("exact", 123456789012345, None)
+    numbers = " (1e+20/0.333333333333333)"
+    cut = "x" * (MAX_PROGRESS_MESSAGE - len(numbers) - 1) + "…"
+    assert [n.message for n in notes] == ["first", cut + numbers, "exact (123456789012345)"]
+    assert all(len(n.message) <= MAX_PROGRESS_MESSAGE for n in notes)
 
 
 def test_a_message_before_any_done_rises_from_the_count_of_calls() -> None:

@@ -60,12 +60,20 @@ class Store(Protocol):
         ...
 
     async def put(
-        self, key: str, value: bytes, seconds: float, *, holder: tuple[str, str] | None = None
+        self,
+        key: str,
+        value: bytes,
+        seconds: float,
+        *,
+        holder: tuple[str, str] | None = None,
+        pinned: bool = False,
     ) -> bool:
         """Keep `value` under `key` for `seconds`; True once written. With `holder`
         (a claim's key and token) it is written only while that token holds that claim,
         else False and nothing changes; a holder's own key may be written this way, which
-        hands a claim on to another token and time."""
+        hands a claim on to another token and time. A `pinned` value is never let go to
+        make room for others (as a claim is not): work still going on needs it, until it
+        lapses or is written again unpinned."""
         ...
 
     async def delete(self, key: str) -> None:
@@ -87,7 +95,8 @@ class _Entry:
     value: bytes
     until: float
     evictable: bool
-    """A value written by `put`; a claim (and a claim handed on) never makes room."""
+    """A value written by `put`; a claim (and a claim handed on), or a pinned value,
+    never makes room."""
 
 
 class MemoryStore:
@@ -95,9 +104,10 @@ class MemoryStore:
 
     Its epoch is this process as it runs now, so a replay guard over it vouches only for
     the states this process paused. Values (not claims: a claim let go early could let a
-    state resume twice) are kept up to `max_bytes`, the least recently used let go first;
-    entries past their time are forgotten when read, and all of them every
-    `SWEEP_SECONDS`. Time is `clock`'s (a `ManualClock`'s `now` in tests).
+    state resume twice; nor pinned values: work still going on needs them) are kept up to
+    `max_bytes`, the least recently used let go first; entries past their time are
+    forgotten when read, and all of them every `SWEEP_SECONDS`. Time is `clock`'s (a
+    `ManualClock`'s `now` in tests).
     """
 
     def __init__(
@@ -151,11 +161,18 @@ class MemoryStore:
                 self._drop(key)
 
     async def put(
-        self, key: str, value: bytes, seconds: float, *, holder: tuple[str, str] | None = None
+        self,
+        key: str,
+        value: bytes,
+        seconds: float,
+        *,
+        holder: tuple[str, str] | None = None,
+        pinned: bool = False,
     ) -> bool:
         """Keep `value`, letting the least recently used values go past `max_bytes`;
-        ValueError for one value larger than that."""
-        evictable = holder is None or holder[0] != key
+        ValueError for one value larger than that. A pinned value neither counts against
+        `max_bytes` nor is let go (its writer bounds how many it pins)."""
+        evictable = not pinned and (holder is None or holder[0] != key)
         if evictable and len(value) > self._max_bytes:
             raise ValueError(f"a value of {len(value)} bytes is more than this store keeps")
         with self._lock:
@@ -377,9 +394,16 @@ class RedisStore:
             await client.eval(_RELEASE, 1, key, token)
 
     async def put(
-        self, key: str, value: bytes, seconds: float, *, holder: tuple[str, str] | None = None
+        self,
+        key: str,
+        value: bytes,
+        seconds: float,
+        *,
+        holder: tuple[str, str] | None = None,
+        pinned: bool = False,
     ) -> bool:
-        """`SET PX`; fenced, in one script that first reads the holder's claim."""
+        """`SET PX`; fenced, in one script that first reads the holder's claim. Redis
+        lets nothing go (`noeviction`), so every value is pinned."""
         ms = _milliseconds(seconds)
         async with self._client() as client:
             if holder is None:

@@ -9,7 +9,10 @@ neither, and another subject's, a made-up, an expired or an evicted id all read 
 outlived its lease cannot overwrite what the next holder wrote; a lease that lapsed means
 the owner is gone, and whoever claims it may say so. A cancel from another replica is a
 key the owner polls (the store has no pub/sub). Each subject holds at most a bound of
-running tasks, as slots it claims and renews with the lease.
+running tasks, as slots it claims and renews with the lease (a task that waits for a
+person keeps its slot for the wait), and keeps at most a bound of ended ones, its oldest
+ended record dropped as another ends; a record not ended is pinned in the store, so no
+one's ended records push it out.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import re
 import secrets
 import uuid
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, get_args
 
 import anyio
@@ -51,6 +54,10 @@ MCP reply carries the result twice (structured, and as the JSON text of its one 
 item, whose escapes may double it), with the record of calls beside it."""
 RECORD_KEY = "codemode:task:"
 SLOT_KEY = "codemode:task-slot:"
+ENDED_KEY = "codemode:task-ended:"
+"""The group of a subject's ended task records (`Store.admit`)."""
+ENDED_TASKS = 8
+"""Ended records a book keeps per subject unless told (`Limits.max_ended_tasks_per_subject`)."""
 
 
 def new_task_id() -> str:
@@ -85,6 +92,9 @@ class TaskRecord:
     """The paused program's state while the task waits for a person (`input_required`)."""
     requests: tuple[ApprovalRequest, ...] = ()
     """What the person is asked while the task waits."""
+    slot: tuple[str, str] | None = None
+    """The subject's slot a task that waits for a person keeps, and the token holding it,
+    for whoever goes on with it (`TaskBook.adopt_slot`)."""
     versions: dict[str, str] = field(default_factory=lambda: dict(VERSIONS))
 
     @property
@@ -107,6 +117,7 @@ class TaskRecord:
             "reply": None if self.reply is None else len(self.reply),
             "state": None if self.state is None else len(self.state),
             "requests": [_request_json(r) for r in self.requests],
+            "slot": None if self.slot is None else list(self.slot),
             "compressed": compress,
         }
         body = (self.reply or b"") + (self.state or b"")
@@ -150,6 +161,7 @@ class TaskRecord:
                 reply=reply,
                 state=state,
                 requests=tuple(_request(r) for r in header["requests"]),
+                slot=_slot(header.get("slot")),
                 versions=header["versions"],
             )
         except ValueError:
@@ -165,6 +177,8 @@ class TaskHold:
     task_id: str
     key: str
     """The record's store key (a digest of the subject and the id)."""
+    ended: str
+    """The subject's group of ended records (`ENDED_KEY`)."""
     token: str
     slot: str | None = None
     """The subject's slot this run holds (None: a hold that runs nothing, as a reader's
@@ -181,20 +195,27 @@ class TaskHold:
 
 class TaskBook:
     """Task records over a store, sealed and named under one sealer, each at most `bound`
-    bytes (`record_bound` of the server's limits).
+    bytes (`record_bound` of the server's limits), at most `ended` ended ones a subject.
 
     Every method names a task by subject and id, or by the `TaskHold` that owns it; a
     store that fails raises its own error (the caller decides what a task that cannot be
     written becomes)."""
 
-    def __init__(self, store: Store, sealer: Sealer, bound: int) -> None:
+    def __init__(
+        self, store: Store, sealer: Sealer, bound: int, *, ended: int = ENDED_TASKS
+    ) -> None:
         self._store = store
         self._sealer = sealer
         self._bound = bound
+        self._ended = ended
 
     def key(self, subject: str, task_id: str) -> str:
         """The record's store key: unrelated for another subject or id."""
         return RECORD_KEY + self._sealer.index(subject, task_id)
+
+    def _hold(self, subject: str, task_id: str, token: str, slot: str | None = None) -> TaskHold:
+        ended = ENDED_KEY + self._sealer.index(subject, "ended")
+        return TaskHold(task_id, self.key(subject, task_id), ended, token, slot)
 
     async def open(
         self, subject: str, record: TaskRecord, *, limit: int, lease_seconds: float, seconds: float
@@ -207,7 +228,7 @@ class TaskBook:
         if slot is None:
             return None
         task_id = new_task_id()
-        hold = TaskHold(task_id, self.key(subject, task_id), token, slot)
+        hold = self._hold(subject, task_id, token, slot)
         try:
             if not await self._store.claim(hold.lease, token, lease_seconds):
                 raise RuntimeError("a fresh task id's lease was held")  # 128 random bits
@@ -244,13 +265,42 @@ class TaskBook:
     async def write(self, hold: TaskHold, record: TaskRecord, seconds: float) -> bool:
         """Write `record` for `seconds`, only while `hold` still holds the lease; False
         (nothing written) once another holds it or it lapsed. ValueError, and nothing
-        written, for a record past the bound (it could not be read back)."""
+        written, for a record past the bound (it could not be read back). A record not
+        ended is pinned (its subject's slots bound how many); an ended one joins its
+        subject's ended ones, the oldest past the bound dropped."""
         encoded = record.encode(compress=not _in_memory(self._store))
         body = len(record.reply or b"") + len(record.state or b"")
         if max(len(encoded), body) > self._bound:
             raise ValueError(f"a task record of {len(encoded)} bytes is more than {self._bound}")
         blob = self._sealer.seal(encoded, hold.key)
-        return await self._store.put(hold.key, blob, seconds, holder=(hold.lease, hold.token))
+        holder, ended = (hold.lease, hold.token), record.terminal
+        if not await self._store.put(hold.key, blob, seconds, holder=holder, pinned=not ended):
+            return False
+        if ended:
+            await self._store.admit(hold.ended, hold.key, self._ended, seconds)
+        return True
+
+    async def keep_slot(self, hold: TaskHold, seconds: float) -> tuple[str, str] | None:
+        """Hold the run's slot `seconds` more (a paused task's wait), past the run; the
+        slot and its token, for its record, or None when it holds none."""
+        if hold.slot is None:
+            return None
+        kept = await self._store.put(
+            hold.slot, hold.token.encode(), seconds, holder=(hold.slot, hold.token)
+        )
+        return (hold.slot, hold.token) if kept else None
+
+    async def adopt_slot(
+        self, hold: TaskHold, kept: tuple[str, str] | None, seconds: float
+    ) -> TaskHold:
+        """`hold` holding the slot a paused task `kept` (`keep_slot`), handed on to its
+        token for `seconds`; as it was when there is none or it lapsed."""
+        if kept is None:
+            return hold
+        slot, token = kept
+        if await self._store.put(slot, hold.token.encode(), seconds, holder=(slot, token)):
+            return replace(hold, slot=slot)
+        return hold
 
     async def renew(self, hold: TaskHold, seconds: float) -> bool:
         """Hold the lease (and the slot) `seconds` more, from now; False when the lease
@@ -266,7 +316,7 @@ class TaskBook:
         """The task's lease, claimed now; None when someone holds it. A working task whose
         lease a reader can take has lost its owner (a paused one has none: its resumer
         takes it this way)."""
-        hold = TaskHold(task_id, self.key(subject, task_id), uuid.uuid4().hex)
+        hold = self._hold(subject, task_id, uuid.uuid4().hex)
         if await self._store.claim(hold.lease, hold.token, lease_seconds):
             return hold
         return None
@@ -330,6 +380,14 @@ def _optional_number(value: Any) -> float | None:
     return None if value is None else _number(value)
 
 
+def _slot(value: Any) -> tuple[str, str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or len(value) != 2:
+        raise ValueError("broken")
+    return _text(value[0]), _text(value[1])
+
+
 def _length(value: Any) -> int | None:
     if value is None:
         return None
@@ -339,6 +397,8 @@ def _length(value: Any) -> int | None:
 
 
 __all__ = [
+    "ENDED_KEY",
+    "ENDED_TASKS",
     "HEADER_BYTES",
     "RECORD_KEY",
     "REPLY_FACTOR",

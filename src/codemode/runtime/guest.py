@@ -91,12 +91,17 @@ def progress_call(call: Call, progress: Progress | None) -> Answer:
 
 
 def _amount(value: object) -> bool:
-    """Whether `done` or `total` is absent, or a finite number of 0 or more."""
+    """Whether `done` or `total` is absent, or a finite number of 0 or more (an integer
+    too large for a float, `10**400`, is not one: a note carries floats)."""
     if value is None:
         return True
     if isinstance(value, bool) or not isinstance(value, int | float):
         return False
-    return math.isfinite(value) and value >= 0
+    try:
+        number = float(value)
+    except OverflowError:
+        return False
+    return math.isfinite(number) and number >= 0
 
 
 def sleep_problem(seconds: object) -> Injected | None:

@@ -188,7 +188,7 @@ class Progress:
                 self._own = True
                 self._total = total
                 if self._value is not None and done <= self._value:
-                    message = f"{message} ({_number(done)}{_of(total)})"
+                    message = _told(message, f" ({_number(done)}{_of(total)})")
                 target = done
             else:  # the message only: progress as it stands (calls, or the program's done)
                 target = self._value if self._own and self._value is not None else self.calls
@@ -274,8 +274,19 @@ def bounded(message: str) -> str:
     return text
 
 
+def _told(message: str, numbers: str) -> str:
+    """`message` (bounded already) with `numbers` after it, within `MAX_PROGRESS_MESSAGE`
+    characters: the message is cut to make room, so the numbers always show."""
+    room = MAX_PROGRESS_MESSAGE - len(numbers)
+    if len(message) > room:
+        message = message[: room - 1] + "…"
+    return message + numbers
+
+
 def _number(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else repr(float(value))
+    """A number as a note tells it, compactly: `12`, `0.5`, `1e+20` (exact for integers
+    of up to 15 digits), so the numbers after a message stay short."""
+    return f"{value:.15g}"
 
 
 def _of(total: float | None) -> str:
