@@ -275,6 +275,28 @@ class VisibilityUnanswered(Event):
     """The time the checks had."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProgramShared(Event):
+    """The operator shared a subject's saved program with every subject (`codemode
+    programs share`): a copy of it is the host's now. `subject` is the subject that
+    saved it; `execution_id` is empty (no execution shared it). It runs as each caller
+    from now on, never as that subject."""
+
+    name: str
+    """The capability name, `programs.<name>`."""
+    replaced: bool
+    """Whether the copy took the place of a host program of that name."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProgramDeleted(Event):
+    """The operator deleted a saved program (`codemode programs delete`). `subject` is
+    the subject that kept it, empty for the host's; `execution_id` is empty."""
+
+    name: str
+    """The capability name, `programs.<name>`."""
+
+
 EventHandler = Callable[[Event], None]
 
 
@@ -324,5 +346,7 @@ __all__ = [
     "ExecutionStarted",
     "HostCodeAbandoned",
     "JsonLinesSink",
+    "ProgramDeleted",
+    "ProgramShared",
     "VisibilityUnanswered",
 ]

@@ -1,5 +1,5 @@
-"""The commands, `codemode serve | proxy | demo | run | check | search | describe | shapes`:
-the only module that prints or picks exit codes.
+"""The commands, `codemode serve | proxy | demo | run | check | search | describe | shapes`
+(and `programs`, from `cli.programs`): with it, the only modules that print or pick exit codes.
 
 Streams: a command's answer goes to stdout (a result; the errors a program has, in the
 form the model reads them, for `run`, `check` and `describe` alike; search and describe
@@ -49,6 +49,7 @@ from codemode.cli.options import (
     refuse_open,
     serve_options,
 )
+from codemode.cli.programs import programs
 from codemode.cli.terminal import (
     CLEAR_LINE,
     for_terminal,
@@ -523,5 +524,7 @@ def shapes(config: str, file: str, name: str | None) -> None:
     shown = found[0].schema if name is not None else listing(found)
     click.echo(json.dumps(shown, indent=2))
 
+
+main.add_command(programs)
 
 __all__ = ["main"]

@@ -1,0 +1,230 @@
+"""`codemode programs list | show | delete | share`: the operator reads and changes the
+programs a server keeps, on the shelf the server keeps them on (a folder, plain or sealed
+with the server's key, or the shared Redis store), and nothing else."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from pathlib import Path
+
+import anyio
+import pytest
+from click.testing import CliRunner
+
+from codemode.cli import main
+from codemode.cli.programs import kept, line, share
+from codemode.continuations import (
+    MemoryStore,
+    ProgramRecord,
+    ProgramShelf,
+    RedisStore,
+    Sealer,
+    folder_shelf,
+    store_shelf,
+)
+from tests.e2e.conftest import free_port
+
+KEY = "k" * 40
+CANARY = "CANARY-kept-program-5521"
+WEEKLY = '"""Weekly report of a team."""\n\ndef main(*, week: int = 48):\n    return week\n'
+MINE = f'"""Alice\'s own."""\n\ndef main():\n    return "{CANARY}"\n'
+KEYED = {"CODEMODE_REQUEST_STATE_KEY": KEY}
+UNKEYED: dict[str, str | None] = {"CODEMODE_REQUEST_STATE_KEY": None}
+
+
+def keep(shelf: ProgramShelf, *records: ProgramRecord) -> None:
+    async def put() -> None:
+        for record in records:
+            await shelf.put(record)
+
+    anyio.run(put)
+
+
+def seeded(shelf: ProgramShelf) -> ProgramShelf:
+    """The host's `weekly_report` and alice's `mine` (whose text holds the canary)."""
+    keep(
+        shelf,
+        ProgramRecord("weekly_report", "Weekly report of a team.\n\nMore.", WEEKLY, None, 1.0),
+        ProgramRecord("mine", f"Alice's own {CANARY}.", MINE, "alice", 2.0),
+    )
+    return shelf
+
+
+def programs(*args: str, env: dict[str, str | None] | None = None) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, ["programs", *args], env=env or UNKEYED)
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.fixture(params=["folder", "sealed folder", "redis"])
+def where(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> tuple[list[str], dict[str, str | None]]:
+    """Each shelf a server keeps programs on, seeded as the server would have, and the
+    options and environment that name it."""
+    if request.param == "folder":
+        seeded(folder_shelf(tmp_path, None))
+        return ["--saved", str(tmp_path)], UNKEYED
+    if request.param == "sealed folder":
+        seeded(folder_shelf(tmp_path, Sealer(KEY)))
+        return ["--saved", str(tmp_path)], dict(KEYED)
+    url = request.getfixturevalue("redis_url")
+    db = f"{url.rsplit('/', 1)[0]}/{secrets.randbelow(15) + 1}"  # a database of its own
+    seeded(store_shelf(RedisStore(db), Sealer(KEY)))
+    return ["--store", db], dict(KEYED)
+
+
+def test_list_names_the_hosts_programs_or_a_subjects_own(
+    where: tuple[list[str], dict[str, str | None]],
+) -> None:
+    options, env = where
+    assert programs(*options, "list", env=env) == (
+        0,
+        "programs.weekly_report: Weekly report of a team.\n",
+        "",
+    )
+    assert programs(*options, "list", "--owner", "alice", env=env) == (
+        0,
+        f"programs.mine: Alice's own {CANARY}.\n",
+        "",
+    )
+    code, out, err = programs(*options, "list", "--owner", "bob", env=env)
+    assert (code, out, err) == (0, "", "codemode: no saved programs\n")
+
+
+def test_show_prints_a_programs_text_and_no_other_owners(
+    where: tuple[list[str], dict[str, str | None]],
+) -> None:
+    options, env = where
+    assert programs(*options, "show", "programs.weekly_report", env=env) == (0, WEEKLY, "")
+    assert programs(*options, "show", "mine", "--owner", "alice", env=env) == (0, MINE, "")
+    for owner in ([], ["--owner", "bob"]):  # the host and bob keep no `mine`
+        code, out, err = programs(*options, "show", "mine", *owner, env=env)
+        assert (code, out, err) == (1, "", "codemode: no saved program programs.mine\n")
+        assert CANARY not in out + err
+
+
+def test_delete_forgets_a_program_and_audits_it(
+    where: tuple[list[str], dict[str, str | None]], tmp_path: Path
+) -> None:
+    options, env = where
+    audit = tmp_path / "audit.jsonl"
+    args = ["delete", "mine", "--owner", "alice", "--audit-log", str(audit)]
+    assert programs(*options, *args, env=env) == (0, "deleted programs.mine\n", "")
+    assert programs(*options, "list", "--owner", "alice", env=env)[2] == (
+        "codemode: no saved programs\n"
+    )
+    assert programs(*options, *args, env=env) == (
+        1,
+        "",
+        "codemode: no saved program programs.mine\n",
+    )
+    (event,) = [json.loads(text) for text in audit.read_text().splitlines()]
+    assert (event["event"], event["subject"], event["name"]) == (
+        "program_deleted",
+        "alice",
+        "programs.mine",
+    )
+    assert programs(*options, "list", env=env)[1] == (
+        "programs.weekly_report: Weekly report of a team.\n"
+    )
+
+
+def test_share_copies_a_subjects_program_to_the_hosts_and_audits_it(
+    where: tuple[list[str], dict[str, str | None]], tmp_path: Path
+) -> None:
+    options, env = where
+    audit = tmp_path / "audit.jsonl"
+    args = ["share", "mine", "--owner", "alice", "--audit-log", str(audit)]
+    assert programs(*options, *args, env=env) == (
+        0,
+        "shared programs.mine with every subject\n",
+        "",
+    )
+    assert programs(*options, "show", "mine", env=env) == (0, MINE, "")
+    assert programs(*options, *args, env=env) == (
+        0,
+        "shared programs.mine with every subject, replacing the host's\n",
+        "",
+    )
+    assert programs(*options, "list", "--owner", "alice", env=env)[1] == (
+        f"programs.mine: Alice's own {CANARY}.\n"
+    )  # alice keeps hers
+    events = [json.loads(text) for text in audit.read_text().splitlines()]
+    assert [(e["event"], e["subject"], e["name"], e["replaced"]) for e in events] == [
+        ("program_shared", "alice", "programs.mine", False),
+        ("program_shared", "alice", "programs.mine", True),
+    ]
+    code, out, err = programs(*options, "share", "other", "--owner", "alice", env=env)
+    assert (code, out, err) == (1, "", "codemode: no saved program programs.other\n")
+
+
+def test_a_program_sealed_under_another_key_is_not_shown(tmp_path: Path) -> None:
+    seeded(folder_shelf(tmp_path, Sealer(KEY)))
+    other: dict[str, str | None] = {"CODEMODE_REQUEST_STATE_KEY": "o" * 40}
+    for env in (other, UNKEYED):
+        for owner in ([], ["--owner", "alice"]):
+            code, out, err = programs("--saved", str(tmp_path), "list", *owner, env=env)
+            assert (code, out, err) == (0, "", "codemode: no saved programs\n")
+        code, out, err = programs(
+            "--saved", str(tmp_path), "show", "mine", "--owner", "alice", env=env
+        )
+        assert code == 1 and CANARY not in out + err
+
+
+def test_usage_errors_exit_with_code_2(tmp_path: Path) -> None:
+    code, _, err = programs("list")
+    assert code == 2 and (
+        "name where the server keeps saved programs: --saved DIR or --store REDIS_URL" in err
+    )
+    code, _, err = programs("--store", "redis://127.0.0.1:1/0", "list")
+    assert code == 2 and (
+        "the programs in a shared store are sealed: export the server's "
+        "CODEMODE_REQUEST_STATE_KEY first" in err
+    )
+    code, _, err = programs("--saved", str(tmp_path), "show", "Not-A-Name")
+    assert code == 2 and "a lowercase identifier (letters, digits, _)" in err
+    code, _, err = programs("--saved", str(tmp_path / "missing"), "list")
+    assert code == 2 and "does not exist" in err
+    code, _, err = programs("--saved", str(tmp_path), "share", "mine")
+    assert code == 2 and "Missing option '--owner'" in err
+
+
+def test_a_store_that_cannot_be_reached_is_one_line_and_exit_code_2() -> None:
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    assert programs("--store", url, "list", env=dict(KEYED)) == (
+        2,
+        "",
+        "Error: the saved programs cannot be read: ConnectionError\n",
+    )
+
+
+def test_the_environment_names_the_shelf(tmp_path: Path) -> None:
+    seeded(folder_shelf(tmp_path, None))
+    env: dict[str, str | None] = {**UNKEYED, "CODEMODE_SAVED": str(tmp_path)}
+    assert programs("list", env=env)[1] == "programs.weekly_report: Weekly report of a team.\n"
+
+
+def test_the_steps_over_a_store_of_this_process() -> None:
+    shelf = seeded(store_shelf(MemoryStore()))
+
+    async def steps() -> None:
+        assert [line(r) for r in await kept(shelf, "alice")] == [
+            f"programs.mine: Alice's own {CANARY}."
+        ]
+        copy = await share(shelf, "mine", "alice")
+        assert copy is not None and (copy.owner, copy.replaced) == (None, False)
+        assert [r.source for r in await kept(shelf, None)] == [MINE, WEEKLY]
+        assert await share(shelf, "mine", "bob") is None
+
+    anyio.run(steps)
+
+
+def test_a_control_character_in_a_saved_text_reaches_no_terminal(tmp_path: Path) -> None:
+    shelf = folder_shelf(tmp_path, None)
+    keep(
+        shelf,
+        ProgramRecord("sly", "Fine\x1b]0;owned\x07.", "def main():\n    return 1\n", "bob", 1),
+    )
+    code, out, _ = programs("--saved", str(tmp_path), "list", "--owner", "bob")
+    assert (code, out) == (0, "programs.sly: Fine\ufffd]0;owned\ufffd.\n")
