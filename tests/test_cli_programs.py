@@ -184,8 +184,9 @@ def test_usage_errors_exit_with_code_2(tmp_path: Path) -> None:
     )
     code, _, err = programs("--saved", str(tmp_path), "show", "Not-A-Name")
     assert code == 2 and "a lowercase identifier (letters, digits, _)" in err
-    code, _, err = programs("--saved", str(tmp_path / "missing"), "list")
-    assert code == 2 and "does not exist" in err
+    (tmp_path / "file").write_text("")
+    code, _, err = programs("--saved", str(tmp_path / "file"), "list")
+    assert code == 2 and "is a file" in err
     code, _, err = programs("--saved", str(tmp_path), "share", "mine")
     assert code == 2 and "Missing option '--owner'" in err
 
@@ -197,6 +198,19 @@ def test_a_store_that_cannot_be_reached_is_one_line_and_exit_code_2() -> None:
         "",
         "Error: the saved programs cannot be read: ConnectionError\n",
     )
+
+
+def test_a_folder_a_server_has_not_made_yet_keeps_nothing(tmp_path: Path) -> None:
+    missing = tmp_path / "saved"
+    code, out, err = programs("--saved", str(missing), "list")
+    assert (code, out) == (0, "")
+    assert err == (
+        f"codemode: there is no folder {missing} yet: a server makes it when it keeps a "
+        "program\ncodemode: no saved programs\n"
+    )
+    code, out, err = programs("--saved", str(missing), "show", "mine")
+    assert (code, err.splitlines()[-1]) == (1, "codemode: no saved program programs.mine")
+    assert not missing.exists()  # reading makes nothing
 
 
 def test_the_environment_names_the_shelf(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -50,6 +51,7 @@ MISSING = "no saved program programs.{name}"
 DELETED = "deleted programs.{name}"
 SHARED = "shared programs.{name} with every subject"
 SHARED_AGAIN = "shared programs.{name} with every subject, replacing the host's"
+NO_FOLDER = "there is no folder {folder} yet: a server makes it when it keeps a program"
 NO_KEY = f"the programs in a shared store are sealed: export the server's {KEY_VARIABLE} first"
 
 
@@ -104,7 +106,7 @@ async def share(shelf: ProgramShelf, name: str, owner: str) -> ProgramRecord | N
 @click.option(
     "--saved",
     metavar="DIR",
-    type=click.Path(exists=True, file_okay=False),
+    type=click.Path(file_okay=False),
     envvar="CODEMODE_SAVED",
     show_envvar=True,
     help="The folder the server keeps saved programs in (its --saved).",
@@ -125,6 +127,8 @@ def programs(context: click.Context, saved: str | None, store: str | None) -> No
         context.obj = open_shelf(saved=saved, store=store)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
+    if saved is not None and not os.path.isdir(saved):  # a typo, or a server that kept none
+        click.echo(for_terminal(f"codemode: {NO_FOLDER.format(folder=saved)}"), err=True)
 
 
 OWNER = click.option("--owner", metavar="SUBJECT", help="The subject (default: the host's).")
@@ -235,6 +239,7 @@ __all__ = [
     "MISSING",
     "NONE_KEPT",
     "NOWHERE",
+    "NO_FOLDER",
     "NO_KEY",
     "SHARED",
     "SHARED_AGAIN",
