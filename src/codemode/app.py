@@ -27,6 +27,7 @@ from codemode.limits import Limits
 from codemode.options import (
     Configured,
     Options,
+    checked_direct_tools,
     checked_disabled,
     checked_guard,
     checked_limits,
@@ -74,6 +75,8 @@ class CodeMode(SourceShortcuts, Configured):
     - `shapes`, `shapes_checked_after`: learn the result shapes of capabilities that
       declare none (True, in memory and the store; False: off), or keep them in this
       file too; how many results a shape needs before a key it lacks is refused.
+    - `direct_tools`: name patterns (`records.*`) of capabilities an MCP server also
+      lists as plain tools beside its three, each call run as a program of one call.
     """
 
     def __init__(
@@ -97,6 +100,7 @@ class CodeMode(SourceShortcuts, Configured):
         sessions: bool = True,
         shapes: bool | str | os.PathLike[str] = True,
         shapes_checked_after: int = CHECKED_AFTER,
+        direct_tools: Iterable[str] = (),
     ) -> None:
         disabled = checked_disabled(disabled)
         self._options = Options(
@@ -115,6 +119,7 @@ class CodeMode(SourceShortcuts, Configured):
         self.store, self.sessions = checked_store(store, clock, request_state_key), sessions
         self.replay_guard: ReplayGuard = checked_guard(replay_guard, clock, self.store)
         self.request_state_key = request_state_key
+        self.direct_tools = checked_direct_tools(direct_tools)
         self._frozen = False  # from the first use on, the options are what it was built with
         self.catalog = Catalog(disabled)
         self._shapes = Shapes(

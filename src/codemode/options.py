@@ -133,6 +133,17 @@ def checked_disabled(disabled: Iterable[str]) -> Iterable[str]:
     return disabled
 
 
+def checked_direct_tools(direct_tools: Iterable[str]) -> tuple[str, ...]:
+    """The direct-tool patterns, each once, in order; TypeError for one string (it would
+    be taken letter by letter) or a pattern that is not one."""
+    if isinstance(direct_tools, str):
+        raise TypeError("direct_tools must be a collection of name patterns, not a string")
+    given = tuple(direct_tools)
+    if not all(isinstance(pattern, str) and pattern for pattern in given):
+        raise TypeError("each of direct_tools must be a name pattern (a non-empty string)")
+    return tuple(dict.fromkeys(given))
+
+
 def checked_store(
     store: Store | str | None, clock: Clock | None, key: str | bytes | None = None
 ) -> Store:
@@ -190,6 +201,7 @@ __all__ = [
     "Configured",
     "Options",
     "check_authorizer",
+    "checked_direct_tools",
     "checked_disabled",
     "checked_guard",
     "checked_limits",

@@ -25,6 +25,7 @@ import anyio
 from codemode.app import CodeMode
 from codemode.authz import Authorizer
 from codemode.http import OnDisconnect, check_on_disconnect
+from codemode.options import checked_direct_tools
 
 if TYPE_CHECKING:
     import uvicorn
@@ -95,6 +96,9 @@ class ServeConfig:
     """The file the app keeps the result shapes it learns in (`CodeMode(shapes=...)`):
     read at the start, so a restarted server knows what it learned (None keeps the
     app's own)."""
+    tools: Iterable[str] = ()
+    """Name patterns (`records.*`) of capabilities also listed as plain MCP tools beside
+    the three (`CodeMode(direct_tools=...)`; none keeps the app's own)."""
     app: Callable[[], CodeMode] | None = None
     """Builds the app again, as each server process of `serve_reloading` does, so that a
     changed file is read; only `serve_reloading` needs it."""
@@ -117,6 +121,7 @@ class ServeConfig:
             raise ValueError("allowed hosts must be host names (strings)")
         host_names(hosts)  # a string or a malformed name is refused now, not at a request
         object.__setattr__(self, "allowed_hosts", hosts)
+        object.__setattr__(self, "tools", checked_direct_tools(self.tools))
         if self.tokens is not None and self.token_file is not None:
             raise ValueError("give tokens or token_file, not both")
         if self.tokens is not None:
@@ -315,6 +320,10 @@ def _serve_stdio(cm: CodeMode, config: ServeConfig, announce: Callable[[], None]
     except OSError:
         raise ServingError("stdin cannot be read: over stdio, requests arrive on it") from None
     signal.signal(signal.SIGINT, interrupted)
+    if cm.direct_tools:  # refused before the banner, as over HTTP
+        from codemode.mcp import direct_tools
+
+        direct_tools(cm)
     if announce is not None:
         announce()
     try:
@@ -414,7 +423,8 @@ def check_store_key(cm: CodeMode, config: ServeConfig) -> None:
 
 
 def _configure(cm: CodeMode, config: ServeConfig) -> None:
-    """Apply the store, sessions, shapes file, policy and audit log of `config` to `cm`;
+    """Apply the store, sessions, direct tools, shapes file, policy and audit log of
+    `config` to `cm`;
     nothing when it has none (a CodeMode in use refuses `configure`). ValueError for a
     shared store without a key (`check_store_key`)."""
     if (url := config.shared_store) is not None:
@@ -436,6 +446,8 @@ def _configure(cm: CodeMode, config: ServeConfig) -> None:
             )
     if not config.sessions:
         cm.sessions = False
+    if config.tools:
+        cm.direct_tools = tuple(config.tools)
     if config.shapes is not None:
         cm.configure(shapes=config.shapes)
     if config.policy is None and not config.hide_forbidden and config.audit_log is None:

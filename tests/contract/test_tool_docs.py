@@ -20,6 +20,7 @@ from codemode.mcp.compat import (
     POST_ONLY,
     UNSUPPORTED_VERSION,
 )
+from codemode.mcp.direct import ANY_JSON, HIDDEN, MATCHES_NOTHING
 from codemode.mcp.server import DROPPED
 from codemode.mcp.tools import TOOLS
 
@@ -142,3 +143,12 @@ def test_the_task_texts_are_documented_verbatim() -> None:
     line = budget(Limits(), sessions=True, tasks=True)
     assert "10 s in all (10 min as a task; 5 s running code)" in line
     assert "`10 s in all (10 min as a task; 5 s running code)`" in execute
+
+
+def test_the_direct_tools_refusals_are_documented_verbatim() -> None:
+    section = DOCS.read_text().split("## Direct tools\n", 1)[1].split("\n## ", 1)[0]
+    matches_nothing = MATCHES_NOTHING.format(pattern="programs.*")
+    hidden = HIDDEN.format(pattern="records.*", name="records.count")
+    documented = re.findall(r"^\| `([^`]+)` \|$", section, re.MULTILINE)
+    assert documented == [matches_nothing, hidden]
+    assert json.dumps(ANY_JSON)[:60] in section

@@ -273,6 +273,7 @@ def _start(
             replay_guard=options["replay_guard"],
             sessions=not options["no_sessions"],
             shapes=options["shapes"],
+            tools=options["tools"],
             app=None if reload_app is None else _Reloaded(reload_app, _log_level()),
         )
     except ValueError as exc:

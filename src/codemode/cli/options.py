@@ -181,6 +181,17 @@ def serve_options(command: Any) -> Any:
         ),
         SHAPES,
         click.option(
+            "--tools",
+            metavar="PATTERN",
+            multiple=True,
+            envvar="CODEMODE_TOOLS",
+            show_envvar=True,
+            help="Also list the capabilities this name pattern matches (records.lookup, "
+            "'programs.*') as plain MCP tools beside search_api, describe_api and execute, "
+            "for clients that do not write programs; each call is authorized, bounded and "
+            "audited as a program's call (repeatable).",
+        ),
+        click.option(
             "--no-sessions",
             is_flag=True,
             help="Run every program from nothing: execute takes no session.",
@@ -212,7 +223,7 @@ POLICY_OPTIONS = (
     "hide_forbidden",
 )
 """The options of `serve` that name the policy (`PolicyFiles`)."""
-SETUP = ("token_file", *POLICY_OPTIONS, "audit_log", "shapes", "no_sessions")
+SETUP = ("token_file", *POLICY_OPTIONS, "audit_log", "shapes", "tools", "no_sessions")
 """The options of `serve` that configure the app rather than the server."""
 
 

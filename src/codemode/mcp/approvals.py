@@ -46,6 +46,7 @@ from codemode.mcp import progress
 from codemode.mcp.tools import ToolResult, ok
 from codemode.payloads import execute_payload
 from codemode.questions import arguments_text
+from codemode.runtime import ExecutionResult
 
 log = logging.getLogger("codemode")
 
@@ -202,6 +203,25 @@ async def _execute(
 ) -> ToolResult | InputRequiredResult:
     """A 2026-era retry needs no `session`, since its paused state carries the handle."""
     source, session = arguments["source"], arguments.get("session")
+    return await run(cm, ctx, params, subject, source, session, _executed)
+
+
+def _executed(result: ExecutionResult) -> ToolResult:
+    return ok(execute_payload(result))
+
+
+async def run(
+    cm: CodeMode,
+    ctx: ServerRequestContext[Any],
+    params: CallToolRequestParams,
+    subject: str,
+    source: str,
+    session: str | None,
+    reply: Callable[[ExecutionResult], ToolResult],
+) -> ToolResult | InputRequiredResult:
+    """Run `source` as `subject` for this tool call, asking a person however its channel
+    can (a 2026-era retry resumes the program its paused state holds), and answer what it
+    returned as `reply` says."""
     if _modern(ctx):
         if params.request_state is not None:  # the boundary verified and unsealed it
             answers = {
@@ -220,7 +240,7 @@ async def _execute(
             )
         if isinstance(outcome, Paused):
             return input_required(outcome)
-        return ok(execute_payload(outcome))
+        return reply(outcome)
     if not ctx.session.can_send_request:  # stateless HTTP: no session, nothing declared
         result = await cm.execute_async(
             source, subject=subject, unavailable=NO_SESSION, session=session
@@ -228,7 +248,7 @@ async def _execute(
     else:
         approve = live_approver(ctx) if elicits(ctx) else None
         result = await cm.execute_async(source, subject=subject, approve=approve, session=session)
-    return ok(execute_payload(result))
+    return reply(result)
 
 
 __all__ = [
@@ -240,4 +260,5 @@ __all__ = [
     "execute",
     "input_required",
     "question",
+    "run",
 ]

@@ -318,6 +318,18 @@ def progress_stream(message: dict[str, JSON], scope: Scope) -> bool:
     return check_accept_headers(Request(scope))[1]
 
 
+async def whole_body(receive: Receive) -> bytes:
+    """A request's whole body."""
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b"".join(chunks)
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
 def replay(body: bytes) -> Receive:
     """A `receive` that gives `body`, then waits: the SDK's app reads a body read already,
     and the connection is watched by `disconnected`."""
@@ -419,4 +431,5 @@ __all__ = [
     "refuse_method",
     "replay",
     "request_key",
+    "whole_body",
 ]

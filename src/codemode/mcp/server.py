@@ -85,6 +85,7 @@ from codemode.limits import Limits
 from codemode.mcp import approvals, compat
 from codemode.mcp import tasks as task_calls
 from codemode.mcp.compat import JSON, Rejected
+from codemode.mcp.direct import DirectTools
 from codemode.mcp.tools import Handlers, ToolResult, check_arguments, failed, tools
 from codemode.tasks import Tasks
 
@@ -103,16 +104,17 @@ def build_server(
     calls: InFlight | None = None,
     tasks: Tasks | None = None,
 ) -> Server[Any]:
-    """An MCP server exposing search_api, describe_api and execute over `cm`.
+    """An MCP server exposing search_api, describe_api and execute over `cm` (and its
+    direct tools, `codemode.mcp.direct`; RegistrationError for those it cannot list).
 
     `subject` is the fixed subject for stdio; over HTTP the security layer decides it,
     and `calls` files each call so that a cancel notification on another request can end
     it (over stdio the SDK's session does that). With `tasks` (run by its owner), a
     client that declares the tasks extension gets execute as a task.
     """
-    handlers = Handlers(cm)
+    handlers, direct = Handlers(cm), DirectTools(cm)  # the three, then the host's direct tools
     disclosed = cm.limits if cm.disclose_limits else None
-    listed = tools(disclosed, sessions=cm.sessions, tasks=tasks is not None)
+    listed = [*tools(disclosed, sessions=cm.sessions, tasks=tasks is not None), *direct.listed]
     by_name = {tool.name: tool for tool in listed}
     # Every caller is listed the same tools: the SDK checks a 2026-era call's
     # `Mcp-Param-*` headers against these, not a tools/list run again for each call.
@@ -127,13 +129,15 @@ def build_server(
         ctx: ServerRequestContext[Any], params: CallToolRequestParams
     ) -> ToolResult | InputRequiredResult | dict[str, Any]:
         handler = handlers.lookup(params.name)
-        if handler is None and params.name != "execute":
+        if handler is None and params.name != "execute" and params.name not in direct:
             raise MCPError(code=INVALID_PARAMS, message="unknown tool")
         started = time.monotonic()
         who = _subject(ctx, subject)
 
         async def call() -> ToolResult | InputRequiredResult | dict[str, Any]:
             try:
+                if params.name in direct:
+                    return await direct.call(ctx, params, who)
                 arguments = check_arguments(by_name[params.name], params.arguments or {})
                 if who is None:
                     raise UnauthenticatedError()
@@ -382,7 +386,7 @@ class Intake:
         if scope["method"] != "POST":
             await compat.refuse_method(scope, receive, send)
             return
-        body = await _body(receive)  # SecurityMiddleware has bounded it
+        body = await compat.whole_body(receive)  # SecurityMiddleware has bounded it
         version = Headers(scope=scope).get("mcp-protocol-version")
         try:
             message = compat.read_message(body)
@@ -450,18 +454,6 @@ class Intake:
             chunk = (b"," if index else b"[") + reply
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
         await send({"type": "http.response.body", "body": b"]", "more_body": False})
-
-
-async def _body(receive: Receive) -> bytes:
-    """A request's whole body."""
-    chunks: list[bytes] = []
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            return b"".join(chunks)
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            return b"".join(chunks)
 
 
 def _json(value: JSON) -> bytes:
