@@ -1,13 +1,63 @@
-"""Saved programs: the interface the front door, discovery and the runner hold them by."""
+"""Saved programs: a host's program is a typed capability any program calls by keyword; each
+inner call is authorized as the caller, counted in the caller's budget, and fails at the
+caller's line; a model's `save_as` is authorized, kept only after success, and seen by its
+subject alone."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+from collections.abc import Iterator
 
+import pytest
+
+from codemode import CodeMode, Limits, SaveAs
+from codemode.authz import AllowAll, AuthorizationRequest, Denied, RequireApproval
+from codemode.authz.cedar import CedarAuthorizer
 from codemode.capabilities import View
-from codemode.programs import NAMESPACE, SaveAs, Saved, SavedPrograms
-from codemode.runtime import ExecutionResult
-from codemode.runtime.appendix import Appendix
+from codemode.continuations import ApprovalRequest
+from codemode.errors import (
+    CodeModeError,
+    InvalidProgramError,
+    InvalidRequestError,
+    NotFoundError,
+    PermissionDeniedError,
+    RegistrationError,
+    ResourceLimitError,
+)
+from codemode.payloads import describe_payload, execute_payload, search_payload
+from codemode.programs import NAMESPACE, KeptPrograms, Saved, SavedPrograms, SaveStatus
+from codemode.runtime import Appendix, ExecutionResult
+from tests.conftest import CANARY, assert_no_canary
+
+WEEKLY = '''"""The weekly report."""
+def main(*, week: int = 48, team: str = "core") -> list[int]:
+    found = records.lookup(id=week)
+    return [found, len(team)]
+'''
+
+
+def host(authorizer: object = None, limits: Limits | None = None) -> CodeMode:
+    cm = CodeMode(authorizer=authorizer or AllowAll(), limits=limits)  # type: ignore[arg-type]
+
+    @cm.capability("records.lookup", summary="Look up one record.")
+    def lookup(*, id: int) -> int:
+        return id * 10
+
+    cm.add_program("weekly_report", WEEKLY, summary="The weekly report of a team.")
+    return cm
+
+
+@pytest.fixture(scope="module")
+def cm() -> Iterator[CodeMode]:
+    with host() as cm:
+        yield cm
+
+
+def failure(cm: CodeMode, source: str, subject: str = "alice", **options: object) -> CodeModeError:
+    with pytest.raises(CodeModeError) as raised:
+        cm.execute(source, subject=subject, **options)  # type: ignore[arg-type]
+    return raised.value
 
 
 class Kept:
@@ -23,16 +73,34 @@ class Kept:
     def add_folder(self, path: str | os.PathLike[str]) -> tuple[str, ...]:
         return ()
 
-    def overlay(self, view: View, subject: str) -> View:
+    def overlay(self, view: View, subject: str | None) -> View:
         return view
 
-    def appendix(self, source: str, subject: str, save_as: SaveAs | None) -> Appendix | None:
+    def appendix(
+        self,
+        source: str,
+        subject: str,
+        save_as: SaveAs | None,
+        *,
+        view: View,
+        execution_id: str,
+        can_ask: bool = False,
+    ) -> Appendix | None:
         return None
 
-    def entered(self, execution_id: str) -> int | None:
+    def watching(self, authorizer: object, execution_id: str) -> object:
+        return authorizer
+
+    def save_action(self) -> None:
         return None
 
-    def commit(self, execution_id: str, result: ExecutionResult) -> Saved | None:
+    def saving(self, view: View) -> View:
+        return view
+
+    def commit(self, execution_id: str, result: ExecutionResult | None) -> Saved | None:
+        return None
+
+    def saved(self, execution_id: str) -> Saved | None:
         return None
 
     def names(self, owner: str | None = None) -> tuple[str, ...]:
@@ -53,3 +121,275 @@ def test_an_object_with_every_method_is_saved_programs_and_one_without_is_not() 
     )
     assert Saved("programs.weekly_report", "saved").status == "saved"
     assert not isinstance(object(), SavedPrograms)
+    with host() as cm:
+        assert isinstance(cm.saved_programs, KeptPrograms)
+        assert isinstance(cm.saved_programs, SavedPrograms)
+
+
+def test_a_host_program_is_searched_and_described_with_its_typed_parameters(cm: CodeMode) -> None:
+    found = search_payload(cm.search("weekly report", subject="alice"))
+    assert found["results"][0] == {  # type: ignore[index]
+        "name": "programs.weekly_report",
+        "signature": "programs.weekly_report(*, week: int = 48, team: str = 'core') -> list[int]",
+        "summary": "The weekly report of a team.",
+    }
+    described = describe_payload(cm.describe("programs.weekly_report", subject="alice"))
+    assert described["description"] == "The weekly report of a team.\n\nSaved program (host)."
+    assert described["parameters"] == [
+        {"name": "week", "type": "int", "required": False, "default": "48"},
+        {"name": "team", "type": "str", "required": False, "default": "'core'"},
+    ]
+    assert described["result"] == {"type": "list[int]", "read_as": "value"}
+    assert "programs.save" not in [h.name for h in cm.search("", limit=100).results]
+    with pytest.raises(NotFoundError):
+        cm.describe("programs.save")
+
+
+def test_a_saved_program_is_called_by_keyword_and_runs_in_the_callers_execution(
+    cm: CodeMode,
+) -> None:
+    source = "def main():\n    return programs.weekly_report(week=3, team='ab')\n"
+    result = cm.execute(source, subject="alice")
+    assert result.value == [30, 2]
+    assert result.usage.capability_calls == ("programs.weekly_report", "records.lookup")
+    assert cm.execute("def main():\n    return programs.weekly_report()\n", subject="a").value == [
+        480,
+        4,
+    ]
+
+
+def test_a_wrong_type_names_the_parameter_at_the_callers_line(cm: CodeMode) -> None:
+    error = failure(cm, "def main():\n    return programs.weekly_report(week='x')\n")
+    assert str(error) == (
+        'invalid capability arguments: <codemode>:2:12: argument "week" must be an integer'
+    )
+    assert error.where is not None and error.where.line == 2
+
+
+def test_a_host_program_that_cannot_be_a_capability_is_refused_with_its_text(
+    cm: CodeMode,
+) -> None:
+    with pytest.raises(RegistrationError) as raised:
+        cm.add_program("weekly_report", WEEKLY, summary="Again.")
+    assert str(raised.value) == "program weekly_report: the name is taken"
+    with pytest.raises(RegistrationError) as raised:
+        cm.add_program("bad", "def main(week: int = 1):\n    return week\n", summary="B.")
+    assert str(raised.value) == (
+        "program bad: <codemode>:1:1: main() parameters must be keyword-only, each with an "
+        "annotation and a default: def main(*, week: int = 48)"
+    )
+    with pytest.raises(RegistrationError) as raised:
+        cm.add_program("sets", "def main(*, s: set = 1):\n    return 1\n", summary="S.")
+    assert str(raised.value) == (
+        'program sets: main() parameter "s": its type must be written with int, float, str, '
+        "bool, None, Any, list[...], dict[str, ...] and |"
+    )
+    with pytest.raises(RegistrationError) as raised:
+
+        @cm.capability("programs.mine", summary="Taken.")
+        def mine() -> int:
+            return 1
+
+    assert str(raised.value) == (
+        'capability "programs.mine": the namespace "programs" is kept for saved programs'
+    )
+
+
+CEDAR = """
+permit(principal == User::"alice", action, resource);
+permit(principal == User::"bob", action, resource)
+when { resource != Capability::"records.lookup" };
+"""
+
+
+def test_an_inner_call_is_authorized_as_the_caller_and_fails_at_the_callers_line() -> None:
+    with host(CedarAuthorizer(CEDAR)) as cm:
+        source = "def main():\n    n = 1\n    return programs.weekly_report(week=n)\n"
+        assert cm.execute(source, subject="alice").value == [10, 4]
+        error = failure(cm, source, subject="bob")
+    assert isinstance(error, PermissionDeniedError)
+    assert str(error) == "permission denied: in programs.weekly_report line 3"
+    assert error.where is not None
+    assert (error.where.line, error.where.source) == (
+        3,
+        "    return programs.weekly_report(week=n)",
+    )
+    assert "found = records.lookup" not in error.report()  # the saved text is never shown
+
+
+def test_the_calls_inside_count_toward_the_callers_budget() -> None:
+    with host(limits=Limits(max_capability_calls=3)) as cm:
+        source = "def main():\n    return [programs.weekly_report(week=i) for i in range(2)]\n"
+        error = failure(cm, source)
+    assert isinstance(error, ResourceLimitError)
+    assert str(error) == "resource limit exceeded: capability calls (limit 3) at <codemode>:2:13"
+    assert error.where is not None
+    assert error.where.source == (
+        "    return [programs.weekly_report(week=i) for i in range(2)]"
+    )  # the caller's line: the third call is the first one's records.lookup
+
+
+def test_a_failure_inside_names_the_saved_line_never_its_text(cm: CodeMode) -> None:
+    cm.add_program(
+        "halves", "def main(*, n: int = 0):\n    x = 1\n    return x // n\n", summary="H."
+    )
+    error = failure(cm, "def main():\n    return programs.halves()\n")
+    assert str(error) == (
+        "invalid program: <codemode>:2:12: ZeroDivisionError: division by zero; "
+        "in programs.halves line 3"
+    )
+
+
+def save(cm: CodeMode, source: str, name: str, subject: str = "alice") -> Saved | None:
+    result = cm.execute(source, subject=subject, save_as={"name": name, "summary": "Mine."})
+    return cm.saved_programs.saved(result.execution_id)
+
+
+def test_a_program_is_saved_only_after_it_succeeds() -> None:
+    with host() as cm:
+        failing = "def main(*, n: int = 0):\n    return 1 // n\n"
+        failure(cm, failing, save_as={"name": "div", "summary": "Divides."})
+        assert cm.saved_programs.names("alice") == ()
+        source = "def main(*, n: int = 2):\n    return programs.weekly_report(week=n)[0] + 1\n"
+        outcome = save(cm, source, "plus")
+        assert outcome == Saved("programs.plus", "saved")
+        result = cm.execute("def main():\n    return programs.plus(n=5)\n", subject="alice")
+        assert result.value == 51
+        assert execute_payload(result, outcome)["saved"] == {
+            "name": "programs.plus",
+            "status": "saved",
+        }
+        assert save(cm, source.replace("+ 1", "+ 2"), "plus") == Saved("programs.plus", "replaced")
+        assert cm.execute("def main():\n    return programs.plus()\n", subject="alice").value == 22
+
+
+def test_a_save_as_that_cannot_be_kept_is_refused_before_anything_runs(cm: CodeMode) -> None:
+    source = "def main():\n    return 1\n"
+    cases: list[tuple[object, str]] = [
+        ({"name": "x"}, 'save_as needs "name" and "summary"'),
+        (
+            {"name": "Bad-Name", "summary": "S."},
+            'save_as "name" must be a lowercase identifier (letters, digits, _), at most 64 '
+            "characters",
+        ),
+        (
+            {"name": "weekly_report", "summary": "S."},
+            "the name programs.weekly_report is the host's",
+        ),
+    ]
+    for save_as, text in cases:
+        error = failure(cm, source, save_as=save_as)
+        assert isinstance(error, InvalidRequestError)
+        assert str(error) == f"invalid request: {text}"
+    with CodeMode(authorizer=AllowAll(), programs=False) as off:
+        error = failure(off, source, save_as={"name": "x", "summary": "S."})
+        assert str(error) == "invalid request: saving programs is off on this server"
+
+
+def test_a_cycle_is_refused_before_anything_runs() -> None:
+    with host() as cm:
+        assert save(cm, "def main():\n    return 1\n", "b") == Saved("programs.b", "saved")
+        assert save(cm, "def main():\n    return programs.b()\n", "a") == Saved(
+            "programs.a", "saved"
+        )
+        error = failure(
+            cm,
+            "def main():\n    return programs.a()\n",
+            save_as={"name": "b", "summary": "Closes a cycle."},
+        )
+        assert str(error) == (
+            "invalid program: <codemode>:2:12: programs.b calls itself through programs.a"
+        )
+        assert cm.execute("def main():\n    return programs.a()\n", subject="alice").value == 1
+
+
+def test_a_chain_deeper_than_the_limit_is_refused() -> None:
+    with host(limits=Limits(max_saved_program_depth=2)) as cm:
+        save(cm, "def main():\n    return 1\n", "c")
+        save(cm, "def main():\n    return programs.c()\n", "b")
+        save(cm, "def main():\n    return programs.b()\n", "a")
+        error = failure(cm, "def main():\n    return programs.a()\n")
+    assert str(error) == (
+        "invalid program: <codemode>:2:12: programs.a calls saved programs more than 2 deep"
+    )
+
+
+def asking(answer: bool, asked: list[ApprovalRequest]) -> object:
+    def approve(request: ApprovalRequest) -> bool:
+        asked.append(request)
+        return answer
+
+    return approve
+
+
+def saves_need_approval(request: AuthorizationRequest) -> RequireApproval | None:
+    if request.capability_name == "programs.save":
+        return RequireApproval(f"Keep {request.arguments['name']}?")
+    return None
+
+
+@pytest.mark.parametrize(("answer", "status"), [(True, "saved"), (False, "declined")])
+def test_a_save_that_needs_approval_asks_and_a_declined_one_keeps_nothing(
+    answer: bool, status: SaveStatus
+) -> None:
+    with host(saves_need_approval) as cm:
+        asked: list[ApprovalRequest] = []
+        source = "def main(*, n: int = 1):\n    return n\n"
+        result = asyncio.run(
+            cm.execute_async(
+                source,
+                subject="alice",
+                approve=asking(answer, asked),  # type: ignore[arg-type]
+                save_as={"name": "one", "summary": "One."},
+            )
+        )
+        assert result.value == 1
+        assert [r.message for r in asked] == ["Keep one?"]
+        assert cm.saved_programs.saved(result.execution_id) == Saved("programs.one", status)
+        assert cm.saved_programs.names("alice") == (("programs.one",) if answer else ())
+
+
+def test_a_denied_save_keeps_nothing_and_says_denied() -> None:
+    def forbid(request: AuthorizationRequest) -> None:
+        if request.capability_name == "programs.save":
+            raise Denied(CANARY)
+
+    with host(forbid) as cm:
+        result = cm.execute(
+            "def main():\n    return 1\n", subject="alice", save_as={"name": "x", "summary": "X."}
+        )
+        outcome = cm.saved_programs.saved(result.execution_id)
+        assert outcome == Saved("programs.x", "denied")
+        assert_no_canary(execute_payload(result, outcome))
+        assert cm.saved_programs.names("alice") == ()
+
+
+def test_a_subjects_program_is_invisible_to_another() -> None:
+    with host() as cm:
+        name = "canary_hunter2"
+        source = f'def main():\n    return "{CANARY}"\n'
+        cm.execute(source, subject="alice", save_as={"name": name, "summary": f"Keeps {CANARY}."})
+        assert cm.execute(
+            f"def main():\n    return programs.{name}()\n", subject="alice"
+        ).value == (CANARY)
+        listed = [
+            search_payload(cm.search("", limit=100, subject="bob")),
+            search_payload(cm.search("canary hunter2", subject="bob")),
+        ]
+        assert name not in str(listed)
+        answers = []
+        for text in (name, "never_saved_xy"):
+            with pytest.raises(NotFoundError) as missing:
+                cm.describe(f"programs.{text}", subject="bob")
+            error = failure(cm, f"def main():\n    return programs.{text}()\n", subject="bob")
+            answers.append(
+                str([missing.value.to_payload(), error.to_payload(), error.report()]).replace(
+                    text, "NAME"
+                )
+            )
+        assert answers[0] == answers[1]  # exactly as a name that never existed
+        assert_no_canary(*listed, *answers)
+        assert isinstance(
+            failure(cm, f"def main():\n    return programs.{name}()\n", subject="bob"),
+            InvalidProgramError,
+        )

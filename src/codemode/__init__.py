@@ -49,6 +49,7 @@ from codemode.errors import (
     Where,
 )
 from codemode.limits import Limits
+from codemode.programs import SaveAs, Saved
 from codemode.runtime import ExecutionResult, KeptState, Usage
 
 try:
@@ -88,6 +89,8 @@ __all__ = [
     "ResourceLimitError",
     "ResultInfo",
     "ResumeRefusedError",
+    "SaveAs",
+    "Saved",
     "SearchHit",
     "SearchResult",
     "SessionBusyError",

@@ -33,6 +33,7 @@ from codemode.options import (
     checked_limits,
     checked_store,
 )
+from codemode.programs import SaveAs, kept_programs
 from codemode.running import Runner, last_resort
 from codemode.runtime import ExecutionResult, Sandbox
 from codemode.sessions import Sessions
@@ -75,6 +76,8 @@ class CodeMode(SourceShortcuts, Configured):
     - `shapes`, `shapes_checked_after`: learn the result shapes of capabilities that
       declare none (True, in memory and the store; False: off), or keep them in this
       file too; how many results a shape needs before a key it lacks is refused.
+    - `programs`: saved programs (`add_program`, `execute(save_as=...)`) are on, kept in
+      memory (True), or off (False); the `programs` namespace is theirs while on.
     - `direct_tools`: name patterns (`records.*`) of capabilities an MCP server also
       lists as plain tools beside its three, each call run as a program of one call.
     """
@@ -100,6 +103,7 @@ class CodeMode(SourceShortcuts, Configured):
         sessions: bool = True,
         shapes: bool | str | os.PathLike[str] = True,
         shapes_checked_after: int = CHECKED_AFTER,
+        programs: bool | str | os.PathLike[str] = True,
         direct_tools: Iterable[str] = (),
     ) -> None:
         disabled = checked_disabled(disabled)
@@ -130,10 +134,19 @@ class CodeMode(SourceShortcuts, Configured):
             clock=clock,
             catalog=self.catalog,
         )
+        self.saved_programs = kept_programs(programs, self.catalog, lambda: self.limits)
+        """The saved programs: the host's, and each subject's own (`SavedPrograms`)."""
+        saved = self.saved_programs
         self._engines = EngineSlot(self, self._shapes.book)
-        self._discovery = Discovery(self.catalog, self._engines.engine, lambda: self.clock)
-        self._runner = Runner(self, lambda: self._options, self._engines, self._discovery)
-        self._sources = Sources(self.catalog, companion=self._shapes)  # functions, each source
+        self._discovery = Discovery(
+            self.catalog, self._engines.engine, lambda: self.clock, saved.overlay
+        )
+        self._runner = Runner(
+            self, lambda: self._options, self._engines, self._discovery, programs=saved
+        )
+        self._sources = Sources(  # functions, each source
+            self.catalog, companion=self._shapes, reserved=lambda: saved.reserved
+        )
         self._sessions = Sessions(self, self._runner)
 
     def __repr__(self) -> str:
@@ -243,6 +256,13 @@ class CodeMode(SourceShortcuts, Configured):
             self.prepare()
         return added
 
+    def add_program(self, name: str, source: str, *, summary: str) -> str:
+        """Keep a program as the capability `programs.<name>`, shared with every subject:
+        checked as `execute` checks one, its main's keyword-only parameters its signature,
+        its return annotation its result (`Any` without one). Returns the capability
+        name; raises `RegistrationError` (`program <name>: ...`)."""
+        return self.saved_programs.add(name, source, summary=summary)
+
     def search(
         self, query: str, *, limit: int = 20, offset: int = 0, subject: str | None = None
     ) -> SearchResult:
@@ -283,7 +303,14 @@ class CodeMode(SourceShortcuts, Configured):
         self._freeze()
         return self._discovery.visible(self._options, subject)[1]
 
-    def execute(self, source: str, *, subject: str, session: str | None = None) -> ExecutionResult:
+    def execute(
+        self,
+        source: str,
+        *,
+        subject: str,
+        session: str | None = None,
+        save_as: SaveAs | None = None,
+    ) -> ExecutionResult:
         """Run a program that defines main(); raises a CodeModeError on any failure.
         In a `session` ("new", or an earlier result's `session`) it starts from what the
         session's last program left at top level and, if it succeeds, leaves its own.
@@ -292,9 +319,11 @@ class CodeMode(SourceShortcuts, Configured):
         do, an unexpected failure is logged and raised as `InternalError`. The one
         exception is the first use's check of the configuration, raised as it is: a
         `disabled` id that names nothing, or a policy that does not fit the capabilities.
+        `save_as`: once it succeeded, keep it as `programs.<name>` for `subject`
+        (authorized as the call `programs.save`; `saved_programs.saved(execution_id)`).
         """
         self._freeze()
-        return self._sessions.execute(source, subject, session)
+        return self._sessions.execute(source, subject, session, save_as)
 
     async def execute_async(
         self,
@@ -304,6 +333,7 @@ class CodeMode(SourceShortcuts, Configured):
         approve: Approver | None = None,
         unavailable: str = "",
         session: str | None = None,
+        save_as: SaveAs | None = None,
     ) -> ExecutionResult:
         """As `execute`, awaiting. Async handlers and authorizers run on the engine's own
         event loop (or on `host_loop`), never on the calling one.
@@ -314,16 +344,24 @@ class CodeMode(SourceShortcuts, Configured):
         call fails with `approval unavailable` (fail closed), saying `unavailable` if given;
         the session (if any) stays busy for others meanwhile."""
         self._freeze()
-        return await self._sessions.execute_async(source, subject, session, approve, unavailable)
+        return await self._sessions.execute_async(
+            source, subject, session, approve, unavailable, save_as
+        )
 
     async def start_async(
-        self, source: str, *, subject: str, pausable: bool = True, session: str | None = None
+        self,
+        source: str,
+        *,
+        subject: str,
+        pausable: bool = True,
+        session: str | None = None,
+        save_as: SaveAs | None = None,
     ) -> ExecutionResult | Paused:
         """As `execute_async`, for a caller that asks a person itself: a program that
         reaches a call needing approval pauses and is answered `Paused`, for
         `resume_async` (here or on another replica) once the person has answered."""
         self._freeze()
-        return await self._sessions.start(source, subject, session, pausable)
+        return await self._sessions.start(source, subject, session, pausable, save_as)
 
     async def resume_async(
         self,

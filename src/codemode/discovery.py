@@ -20,6 +20,7 @@ import anyio
 
 from codemode.authz import VisibilityPolicy
 from codemode.capabilities import (
+    SAVE,
     CapabilityInfo,
     Catalog,
     SearchIndex,
@@ -48,9 +49,15 @@ class Discovery:
     """
 
     def __init__(
-        self, catalog: Catalog, engine: Callable[[], Engine], clock: Callable[[], Clock | None]
+        self,
+        catalog: Catalog,
+        engine: Callable[[], Engine],
+        clock: Callable[[], Clock | None],
+        overlay: Callable[[View, str | None], View] | None = None,
     ) -> None:
         self._catalog = catalog
+        self._overlay = overlay
+        """Adds what one subject alone sees (its saved programs) to its view."""
         self._engine = engine
         self._clock = clock
         self._visibility = Visibility(self._now)
@@ -77,7 +84,8 @@ class Discovery:
             if found is not None:
                 self._indexes.move_to_end(visible.key)
                 return found
-        index = SearchIndex(list(visible.values()))  # outside the lock: it may take a while
+        shown = [c for c in visible.values() if c.name != SAVE]  # the host's trailer calls it
+        index = SearchIndex(shown)  # outside the lock: it may take a while
         with self._lock:
             self._indexes[visible.key] = index
             while len(self._indexes) > VIEWS_KEPT:
@@ -116,7 +124,7 @@ class Discovery:
     ) -> tuple[Snapshot, View]:
         """The newest snapshot, and what `subject` sees of it (waiting for `can_see`)."""
         snapshot, view = self._seeing(options, subject, execution_id)
-        return snapshot, view if isinstance(view, View) else view.result()
+        return snapshot, self._own(view if isinstance(view, View) else view.result(), subject)
 
     async def visible_async(
         self, options: Options, subject: str | None, execution_id: str = ""
@@ -129,8 +137,12 @@ class Discovery:
             # than the rest of this; still a point where a cancel reaches the caller, as
             # that wait was.
             await asyncio.sleep(0)
-            return snapshot, view if isinstance(view, View) else view.result()
-        return snapshot, await asyncio.shield(asyncio.wrap_future(view))
+            return snapshot, self._own(view if isinstance(view, View) else view.result(), subject)
+        return snapshot, self._own(await asyncio.shield(asyncio.wrap_future(view)), subject)
+
+    def _own(self, view: View, subject: str | None) -> View:
+        """`view`, with what `subject` alone sees added (its saved programs)."""
+        return view if self._overlay is None else self._overlay(view, subject)
 
     def _seeing(
         self, options: Options, subject: str | None, execution_id: str
@@ -150,7 +162,7 @@ class Discovery:
 def describe(visible: View, name: str) -> CapabilityInfo:
     """The capability of this exact name among those a subject sees, else NotFoundError
     whose hint names a close visible name (a hidden one is never hinted at)."""
-    capability = visible.get(name) if isinstance(name, str) else None
+    capability = visible.get(name) if isinstance(name, str) and name != SAVE else None
     if capability is None:
         raise NotFoundError(capability_hint(name, visible) if isinstance(name, str) else None)
     return capability.info

@@ -14,12 +14,14 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
+from codemode.authz import Authorizer
 from codemode.capabilities import ShapeBook, Snapshot, View
 from codemode.continuations import PausedState, SessionSlot, Verdict
 from codemode.errors import ExecutionCanceledError, InvalidRequestError, UnauthenticatedError
 from codemode.limits import Limits
 from codemode.options import Options
 from codemode.runtime import (
+    Appendix,
     Clock,
     Engine,
     Execution,
@@ -137,17 +139,20 @@ def build_execution(
     execution_id: str | None = None,
     spent: float = 0.0,
     session: SessionSlot | None = None,
+    appendix: Appendix | None = None,
+    authorizer: Authorizer | None = None,
 ) -> Execution:
     """An execution that reads one snapshot to its end: its capabilities, their hints
     and the authorizer built for them. `spent`: the time its request took already;
-    `session`: the session it runs in."""
+    `session`: the session it runs in; `appendix`: guest code fed with it (the saved
+    programs it calls); `authorizer`: in place of the snapshot's (which it wraps)."""
     if not isinstance(source, str):
         raise InvalidRequestError("the program must be a string")
     return Execution(
         source=source,
         subject=subject,
         setup=engine.setup(view),
-        authorizer=snapshot.policy,
+        authorizer=snapshot.policy if authorizer is None else authorizer,
         services=engine.services,
         emit=options.on_event,
         trace_arguments=options.trace_arguments,
@@ -159,6 +164,7 @@ def build_execution(
         spent=spent,
         session=session,
         watch=current_watch(),
+        appendix=appendix,
     )
 
 

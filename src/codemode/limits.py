@@ -122,6 +122,9 @@ class Limits:
       it runs).
     - `max_saved_programs_per_subject` (100): programs one subject keeps (`save_as`);
       a new name past it is refused, replacing one of them is not.
+    - `max_saved_program_depth` (4): saved programs calling saved programs, nested.
+    - `max_saved_programs_per_execution` (16): saved programs one program's text runs,
+      counted once for each place it calls one (each is fed with it, so its text counts).
     """
 
     max_source_bytes: int = 64 * KIB
@@ -150,6 +153,8 @@ class Limits:
     task_keep_seconds: float = 3600.0
     max_ended_tasks_per_subject: int = 8
     max_saved_programs_per_subject: int = 100
+    max_saved_program_depth: int = 4
+    max_saved_programs_per_execution: int = 16
 
     def __post_init__(self) -> None:
         for field in fields(self):

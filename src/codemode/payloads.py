@@ -9,6 +9,7 @@ from collections.abc import Mapping
 
 from codemode.capabilities import CapabilityInfo, SearchResult
 from codemode.errors import CodeModeError, InvalidRequestError
+from codemode.programs import Saved
 from codemode.runtime import ExecutionResult
 from codemode.types import JSONObject, JSONValue
 
@@ -97,15 +98,18 @@ def effects(annotations: Mapping[str, bool]) -> str:
     return ", ".join(words)
 
 
-def execute_payload(result: ExecutionResult) -> JSONObject:
-    """What execute answers: the value, what was printed (when anything was), usage, and
-    the session's handle when the program ran in one (the model sends it to continue)."""
+def execute_payload(result: ExecutionResult, saved: Saved | None = None) -> JSONObject:
+    """What execute answers: the value, what was printed (when anything was), usage, the
+    session's handle when the program ran in one (the model sends it to continue), and
+    how its `save_as` ended when it had one (`saved`: a name and a closed status)."""
     structured: JSONObject = {"result": result.value}
     if result.printed:
         structured["printed"] = result.printed
     structured["usage"] = result.usage.to_dict()
     if result.session is not None:
         structured["session"] = result.session
+    if saved is not None:
+        structured["saved"] = {"name": saved.name, "status": saved.status}
     return structured
 
 

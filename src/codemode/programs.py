@@ -1,27 +1,74 @@
-"""The interface of saved programs: what the front door, discovery and the runner ask of them.
+"""Saved programs: the host's and each subject's, what each subject sees, and what a run feeds.
 
-A program that worked becomes a capability `programs.<name>`, kept by the host or saved
-by a subject (`save_as`), and runs inside its caller's execution: the caller's subject,
-budget and audit, its text fed after the caller's as an `Appendix`. The feature lives in
-one object, so `CodeMode`, `Execution` and the driver grow no methods for it; this module
-fixes what that object answers, so its storage, its composition, the MCP tools and the
-CLI can each be built against it. Nothing here is public until the object exists.
+A program that worked becomes a capability `programs.<name>`, kept by the host
+(`CodeMode.add_program`) or saved by a subject (`save_as`), and runs inside its caller's
+execution: the caller's subject, budget and audit, its text fed after the caller's as an
+`Appendix`. The feature lives in this one object, so `CodeMode`, `Execution` and the
+driver grow no methods for it; what is fed is `codemode.composition`'s.
+
+A save is the program's last call, `programs.save`, which the host's trailer makes after
+main() returned: authorized as the caller's subject with the exact name, summary,
+parameters and source in its argument document (so a policy can forbid it or ask a
+person), it stages the program, kept only once the execution succeeded (`commit`).
+A subject's own programs are seen by that subject alone (`overlay`): to any other, one
+is not found exactly as a name that never existed.
 """
 
 from __future__ import annotations
 
+import ast
+import contextlib
+import inspect
 import os
+import threading
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Literal, Protocol, TypedDict, runtime_checkable
+from pathlib import Path
+from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
 
-from codemode.capabilities import View
-from codemode.runtime import Appendix, ExecutionResult
-
-NAMESPACE = "programs"
-"""The capability namespace of saved programs (reserved: no source may take it)."""
+from codemode import syntax
+from codemode.authz import AuthorizationRequest, Authorizer, Denied, RequireApproval
+from codemode.capabilities import (
+    SAVE,
+    Catalog,
+    SavedCapability,
+    SignatureError,
+    View,
+    described_parameters,
+    program_capability,
+    save_capability,
+)
+from codemode.composition import (
+    NAMESPACE,
+    Refused,
+    closure,
+    composed,
+    reaches,
+    where_of,
+)
+from codemode.context import CallContext
+from codemode.errors import (
+    PROGRAM_FILE,
+    CodeModeError,
+    InvalidProgramError,
+    InvalidRequestError,
+    RegistrationError,
+)
+from codemode.limits import Limits
+from codemode.runtime import Appendix, ExecutionResult, Programs, normalized
 
 SaveStatus = Literal["saved", "replaced", "declined", "denied", "unavailable"]
 """How a `save_as` ended (a closed set: no policy's text reaches the model)."""
+SAVING_OFF = "saving programs is off on this server"
+SAVE_AS_FIELDS = 'save_as needs "name" and "summary"'
+SAVE_AS_NAME = (
+    'save_as "name" must be a lowercase identifier (letters, digits, _), at most 64 characters'
+)
+HOST_CALLS_SAVE = "programs.save is called by the host alone"
+MAX_NAME = 64
+_KEPT_OUTCOMES = 256
+_OVERLAYS_KEPT = 64
 
 
 class SaveAs(TypedDict):
@@ -50,35 +97,48 @@ class SavedPrograms(Protocol):
     """
 
     def add(self, name: str, source: str, *, summary: str) -> str:
-        """Keep a host program (shared with every subject) as `programs.<name>`: checked as
-        `execute` checks a program, its keyword-only parameters of main its signature.
-        Returns the capability name; raises `RegistrationError`."""
+        """Keep a host program (shared with every subject) as `programs.<name>`."""
         ...
 
     def add_folder(self, path: str | os.PathLike[str]) -> tuple[str, ...]:
         """Keep each `.py` file of a folder as a host program (its docstring the summary)."""
         ...
 
-    def overlay(self, view: View, subject: str) -> View:
-        """`view` with `subject`'s own programs added: what discovery and the runner read
-        for that subject (its version changes when the subject saves)."""
+    def overlay(self, view: View, subject: str | None) -> View:
+        """`view` with `subject`'s own programs added."""
         ...
 
-    def appendix(self, source: str, subject: str, save_as: SaveAs | None) -> Appendix | None:
-        """What to feed after `source` for `subject`: the saved programs it calls (their
-        closure), each call site renamed and numbered, and the save with `save_as`; None
-        when it calls none and saves nothing. Raises `InvalidProgramError` for a cycle or
-        a closure too deep, `InvalidRequestError` for a `save_as` that cannot be kept."""
+    def appendix(
+        self,
+        source: str,
+        subject: str,
+        save_as: SaveAs | None,
+        *,
+        view: View,
+        execution_id: str,
+        can_ask: bool = False,
+    ) -> Appendix | None:
+        """What to feed after `source` for `subject`, or None."""
         ...
 
-    def entered(self, execution_id: str) -> int | None:
-        """The caller's site (`Site.number`) of the innermost saved program this execution
-        is running, if any: where a failure inside one is reported."""
+    def watching(self, authorizer: Authorizer, execution_id: str) -> Authorizer:
+        """`authorizer`, noting how it answers this execution's save."""
         ...
 
-    def commit(self, execution_id: str, result: ExecutionResult) -> Saved | None:
-        """After the execution ended: keep what it staged to save if it succeeded (and
-        drop it otherwise); None when it asked for no save."""
+    def save_action(self) -> None:
+        """Put the action `programs.save` in the catalog, so a policy can name it."""
+        ...
+
+    def saving(self, view: View) -> View:
+        """A subject's view for a run that saves (with `programs.save`)."""
+        ...
+
+    def commit(self, execution_id: str, result: ExecutionResult | None) -> Saved | None:
+        """After the execution ended: keep what it staged if it succeeded."""
+        ...
+
+    def saved(self, execution_id: str) -> Saved | None:
+        """How an execution's `save_as` ended, for its reply."""
         ...
 
     def names(self, owner: str | None = None) -> tuple[str, ...]:
@@ -94,4 +154,392 @@ class SavedPrograms(Protocol):
         ...
 
 
-__all__ = ["NAMESPACE", "SaveAs", "SaveStatus", "Saved", "SavedPrograms"]
+@dataclass(slots=True)
+class _Plan:
+    """A save an execution asked for: exactly what the host's trailer sends."""
+
+    name: str
+    summary: str
+    source: str
+    owner: str
+    replaces: bool
+    capability: SavedCapability
+    can_ask: bool
+    staged: bool = False
+    decision: Literal["allowed", "asked", "denied", "failed"] | None = None
+
+
+class KeptPrograms:
+    """Saved programs of one CodeMode, in memory (see the module docstring).
+
+    **Parameters:**
+    - `on`: whether saved programs are on (the `programs` namespace is then reserved).
+    - `catalog`: where host programs, and `programs.save` once saving is used, join.
+    - `limits`: the CodeMode's limits, read at each use.
+    """
+
+    def __init__(self, on: bool, catalog: Catalog, limits: Callable[[], Limits]) -> None:
+        self.on = on
+        self._catalog = catalog
+        self._limits = limits
+        self._lock = threading.Lock()
+        self._own: dict[str, dict[str, SavedCapability]] = {}
+        self._versions: dict[str, int] = {}
+        self._overlays: OrderedDict[tuple[object, str, int], View] = OrderedDict()
+        self._plans: dict[str, _Plan] = {}
+        self._outcomes: OrderedDict[str, Saved] = OrderedDict()
+
+    @property
+    def reserved(self) -> frozenset[str]:
+        """The namespaces no source or function may take."""
+        return frozenset({NAMESPACE}) if self.on else frozenset()
+
+    # -- the host's -----------------------------------------------------------------------
+
+    def add(self, name: str, source: str, *, summary: str) -> str:
+        """Keep a host program (shared with every subject) as `programs.<name>`: checked as
+        `execute` checks a program against the capabilities there are now, its keyword-only
+        parameters of main its signature. Returns the capability name; raises
+        `RegistrationError` (`program <name>: ...`)."""
+        if not self.on:
+            raise RegistrationError(f"program {name}: {SAVING_OFF}")
+        if not isinstance(name, str) or not _good_name(name):
+            raise RegistrationError(f"program {name}: {SAVE_AS_NAME.removeprefix('save_as ')}")
+        full = f"{NAMESPACE}.{name}"
+        if full in self._catalog.names():
+            raise RegistrationError(f"program {name}: the name is taken")
+        if not isinstance(source, str) or not isinstance(summary, str):
+            raise RegistrationError(f"program {name}: the source and summary must be strings")
+        source = normalized(source)
+        try:
+            capability = self._checked(name, source, summary, None, self._catalog.enabled)
+        except CodeModeError as error:
+            raise RegistrationError(f"program {name}: {error.detail}") from None
+        self.save_action()
+        self._catalog.add(capability)
+        return full
+
+    def add_folder(self, path: str | os.PathLike[str]) -> tuple[str, ...]:
+        """Keep each `.py` file of a folder as a host program named by its stem, its
+        docstring the summary (files in name order, so one may call an earlier one)."""
+        added = []
+        for file in sorted(Path(path).glob("*.py")):
+            source = file.read_text(encoding="utf-8")
+            try:
+                summary = ast.get_docstring(syntax.parse(source)) or ""
+            except SyntaxError:
+                summary = ""
+            if not summary.strip():
+                raise RegistrationError(f"program {file.stem}: the file needs a docstring")
+            added.append(self.add(file.stem, source, summary=summary.strip()))
+        return tuple(added)
+
+    # -- what each subject sees -----------------------------------------------------------
+
+    def overlay(self, view: View, subject: str | None) -> View:
+        """`view` with `subject`'s own programs added, and without `programs.save` (only
+        the host's trailer calls it): what discovery and the runner read for that subject.
+        Its key changes when the subject saves, so what is cached per view is built anew."""
+        with self._lock:
+            own = {} if subject is None else self._own.get(subject, {})
+            if not own and SAVE not in view:
+                return view
+            key = (view.key, subject or "", self._versions.get(subject or "", 0))
+            found = self._overlays.get(key)
+            if found is None:
+                kept = [c for c in view.values() if c.name not in own and c.name != SAVE]
+                found = self._overlays[key] = View([*kept, *own.values()], view.key[0])
+                while len(self._overlays) > _OVERLAYS_KEPT:
+                    self._overlays.popitem(last=False)
+            return found
+
+    # -- what a run feeds -----------------------------------------------------------------
+
+    def appendix(
+        self,
+        source: str,
+        subject: str,
+        save_as: SaveAs | None,
+        *,
+        view: View,
+        execution_id: str,
+        can_ask: bool = False,
+    ) -> Appendix | None:
+        """What to feed after `source` for `subject`: the saved programs each site calls
+        (their closure), and with `save_as` the save after main(); None when it calls none
+        and saves nothing. Raises `InvalidProgramError` for a cycle, a closure too deep or
+        too many, `InvalidRequestError` for a `save_as` that cannot be kept."""
+        if not isinstance(source, str):
+            return None
+        plan = None if save_as is None else self._plan(source, subject, save_as, view, can_ask)
+        if NAMESPACE not in source and plan is None:
+            return None
+        source = normalized(source)
+        try:
+            tree = syntax.parse(source, filename=PROGRAM_FILE)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            tree = None  # the preflight says what is wrong
+        lines = source.split("\n")
+        sites = [] if tree is None else reaches(tree, view)
+        limits = self._limits()
+        for site in sites:
+            if site.name == "save":
+                raise InvalidProgramError(
+                    f"{where_of(site.span, lines).render()}: {HOST_CALLS_SAVE}",
+                    where=where_of(site.span, lines),
+                )
+        saving = None if plan is None else plan.name
+        fed = 0
+        for site in sites:
+            try:
+                site.closure = closure(site.name, view, saving, limits.max_saved_program_depth)
+            except Refused as refused:
+                where = where_of(site.span, lines)
+                raise InvalidProgramError(f"{where.render()}: {refused}", where=where) from None
+            fed += len(site.closure)
+        if fed > limits.max_saved_programs_per_execution:
+            raise InvalidProgramError(
+                f"the program calls saved programs in more than "
+                f"{limits.max_saved_programs_per_execution} places (each program reached counts)"
+            )
+        if plan is not None:
+            with self._lock:
+                known = self._plans.get(execution_id)
+                if known is None or known.source != plan.source:  # on resume: as it was
+                    self._plans[execution_id] = plan
+        if not sites and plan is None:
+            return None
+        return composed(sites, lines, view, None if plan is None else _document(plan))
+
+    def _plan(self, source: str, subject: str, save_as: SaveAs, view: View, can_ask: bool) -> _Plan:
+        """The save a `save_as` asks for, checked before anything runs."""
+        if not self.on:
+            raise InvalidRequestError(SAVING_OFF)
+        if (
+            not isinstance(save_as, dict)
+            or not isinstance(save_as.get("name"), str)
+            or not isinstance(save_as.get("summary"), str)
+            or not save_as["summary"].strip()
+        ):
+            raise InvalidRequestError(SAVE_AS_FIELDS)
+        name, summary = save_as["name"], save_as["summary"].strip()
+        if not _good_name(name):
+            raise InvalidRequestError(SAVE_AS_NAME)
+        full = f"{NAMESPACE}.{name}"
+        held = view.get(full)
+        if name == "save" or (held is not None and not _owned_by(held, subject)):
+            raise InvalidRequestError(f"the name {full} is the host's")
+        source = normalized(source)
+        try:
+            capability = program_capability(name, source, summary=summary, owner=subject)
+        except SignatureError as error:
+            raise InvalidRequestError(str(error)) from None
+        except RegistrationError:
+            raise InvalidRequestError(SAVE_AS_FIELDS) from None
+        return _Plan(name, summary, source, subject, held is not None, capability, can_ask)
+
+    def watching(self, authorizer: Authorizer, execution_id: str) -> Authorizer:
+        """`authorizer`, noting how it answers this execution's `programs.save` (the
+        reply says `denied` or `declined`, never the policy's text)."""
+
+        def decide(request: AuthorizationRequest) -> Any:
+            plan = self._plans.get(execution_id) if request.capability_name == SAVE else None
+            if plan is None:
+                return authorizer(request)
+            try:
+                decision = authorizer(request)
+            except Denied:
+                plan.decision = "denied"
+                raise
+            except BaseException:
+                plan.decision = "failed"
+                raise
+            if inspect.isawaitable(decision):
+                return _noted(decision, plan)
+            plan.decision = _decided(decision)
+            return decision
+
+        return decide
+
+    def _stage(self, *, context: CallContext, **arguments: Any) -> bool:
+        """`programs.save`'s handler: stage exactly the save this execution planned, once;
+        nothing is kept until the execution succeeded (`commit`)."""
+        with self._lock:
+            plan = self._plans.get(context.execution_id)
+            if plan is None or plan.staged or plan.owner != context.subject:
+                return False
+            if arguments != _document(plan):
+                return False
+            plan.staged = True
+            return True
+
+    def commit(self, execution_id: str, result: ExecutionResult | None) -> Saved | None:
+        """After the execution ended: keep what it staged to save if it succeeded (drop it
+        otherwise, `result` None); None when it asked for no save."""
+        with self._lock:
+            plan = self._plans.pop(execution_id, None)
+            if plan is None or result is None:
+                return None
+            full = f"{NAMESPACE}.{plan.name}"
+            status: SaveStatus
+            if plan.staged:
+                own = self._own.setdefault(plan.owner, {})
+                status = "replaced" if full in own else "saved"
+                own[full] = plan.capability
+                self._versions[plan.owner] = self._versions.get(plan.owner, 0) + 1
+            elif plan.decision == "denied":
+                status = "denied"
+            elif plan.decision == "asked" and plan.can_ask:
+                status = "declined"
+            else:
+                status = "unavailable"
+            outcome = self._outcomes[execution_id] = Saved(full, status)
+            while len(self._outcomes) > _KEPT_OUTCOMES:
+                self._outcomes.popitem(last=False)
+            return outcome
+
+    def saved(self, execution_id: str) -> Saved | None:
+        """How an execution's `save_as` ended, for its reply (None: it asked for none)."""
+        with self._lock:
+            return self._outcomes.get(execution_id)
+
+    # -- the operator's -------------------------------------------------------------------
+
+    def names(self, owner: str | None = None) -> tuple[str, ...]:
+        """The programs kept for `owner` (None: the host's), as capability names."""
+        if owner is None:
+            return tuple(
+                name
+                for name, capability in self._catalog.enabled.items()
+                if isinstance(capability, SavedCapability)
+            )
+        with self._lock:
+            return tuple(sorted(self._own.get(owner, {})))
+
+    def show(self, name: str, owner: str | None = None) -> str | None:
+        """The text of a kept program, for the operator only (never the model)."""
+        if owner is None:
+            capability = self._catalog.enabled.get(name)
+        else:
+            with self._lock:
+                capability = self._own.get(owner, {}).get(name)
+        return capability.source if isinstance(capability, SavedCapability) else None
+
+    def delete(self, name: str, owner: str | None = None) -> bool:
+        """Forget a kept program; whether there was one."""
+        if owner is None:
+            if self.show(name) is None:
+                return False
+            self._catalog.change([name], [])
+            return True
+        with self._lock:
+            gone = self._own.get(owner, {}).pop(name, None)
+            if gone is not None:
+                self._versions[owner] = self._versions.get(owner, 0) + 1
+            return gone is not None
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def saving(self, view: View) -> View:
+        """A subject's view for a run that saves: with `programs.save` (from the
+        catalog's newest snapshot), which its trailer calls."""
+        action = self._catalog.enabled.get(SAVE)
+        if action is None or SAVE in view:
+            return view
+        with self._lock:
+            key = (view.key, SAVE, 0)
+            found = self._overlays.get(key)
+            if found is None:
+                found = self._overlays[key] = View([*view.values(), action], view.key[0])
+                while len(self._overlays) > _OVERLAYS_KEPT:
+                    self._overlays.popitem(last=False)
+            return found
+
+    def save_action(self) -> None:
+        """Put `programs.save` in the catalog (once, while saved programs are on), so a
+        policy can name it."""
+        if self.on and SAVE not in self._catalog.names():
+            with contextlib.suppress(RegistrationError):  # added meanwhile
+                self._catalog.add(save_capability(self._stage))
+
+    def _checked(
+        self, name: str, source: str, summary: str, owner: str | None, view: View
+    ) -> SavedCapability:
+        """The program checked as `execute` checks one, then as a capability."""
+        Programs(view).prepare(source)
+        try:
+            return program_capability(name, source, summary=summary, owner=owner)
+        except SignatureError as error:
+            raise InvalidProgramError(str(error)) from None
+
+
+def kept_programs(
+    option: bool | str | os.PathLike[str], catalog: Catalog, limits: Callable[[], Limits]
+) -> KeptPrograms:
+    """The saved programs a `CodeMode(programs=...)` option asks for: on (True), in
+    memory, or off (False). TypeError for anything else."""
+    if not isinstance(option, bool):
+        raise TypeError("programs must be True or False")
+    return KeptPrograms(option, catalog, limits)
+
+
+def _document(plan: _Plan) -> dict[str, Any]:
+    """The `programs.save` argument document of a plan: what a policy reads, exactly
+    what is kept."""
+    return {
+        "name": plan.name,
+        "summary": plan.summary,
+        "parameters": described_parameters(plan.capability),
+        "source": plan.source,
+        "replaces": plan.replaces,
+    }
+
+
+def _good_name(name: str) -> bool:
+    return (
+        0 < len(name) <= MAX_NAME
+        and name.isidentifier()
+        and name.isascii()
+        and name == name.lower()
+        and not name.startswith("_")
+    )
+
+
+def _owned_by(capability: object, subject: str) -> bool:
+    return isinstance(capability, SavedCapability) and capability.owner == subject
+
+
+async def _noted(decision: Awaitable[Any], plan: _Plan) -> Any:
+    try:
+        value = await decision
+    except Denied:
+        plan.decision = "denied"
+        raise
+    except BaseException:
+        plan.decision = "failed"
+        raise
+    plan.decision = _decided(value)
+    return value
+
+
+def _decided(decision: object) -> Literal["allowed", "asked", "denied", "failed"]:
+    if isinstance(decision, RequireApproval):
+        return "asked"
+    if decision is None or decision is True:
+        return "allowed"
+    return "denied" if decision is False else "failed"
+
+
+__all__ = [
+    "HOST_CALLS_SAVE",
+    "NAMESPACE",
+    "SAVE_AS_FIELDS",
+    "SAVE_AS_NAME",
+    "SAVING_OFF",
+    "KeptPrograms",
+    "SaveAs",
+    "SaveStatus",
+    "Saved",
+    "SavedPrograms",
+    "kept_programs",
+]

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Protocol
 
 import anyio
@@ -35,6 +35,7 @@ from codemode.errors import CodeModeError, InternalError, InvalidRequestError
 from codemode.events import EventHandler
 from codemode.limits import LimitKind, Limits, exceeded, size
 from codemode.options import Options
+from codemode.programs import SaveAs, SavedPrograms
 from codemode.runtime import Engine, Execution, ExecutionResult, Programs, new_execution_id
 
 log = logging.getLogger("codemode")
@@ -68,16 +69,45 @@ class Runner:
         engines: EngineSlot,
         discovery: Discovery,
         session: SessionSlot | None = None,
+        programs: SavedPrograms | None = None,
+        save_as: SaveAs | None = None,
     ) -> None:
         self._settings = settings
         self._options = options
         self._engines = engines
         self._discovery = discovery
         self._session = session
+        self._programs = programs
+        """The saved programs a program may call (and save itself among)."""
+        self._save_as = save_as
 
     def in_session(self, session: SessionSlot | None) -> Runner:
         """This runner, its programs run in `session` (its state in, the state left out)."""
-        return Runner(self._settings, self._options, self._engines, self._discovery, session)
+        return Runner(
+            self._settings,
+            self._options,
+            self._engines,
+            self._discovery,
+            session,
+            self._programs,
+            self._save_as,
+        )
+
+    def saving(self, save_as: SaveAs | None) -> Runner:
+        """This runner, each program it starts kept as `save_as` says once it succeeded."""
+        if save_as is None:
+            return self
+        if self._programs is not None:
+            self._programs.save_action()  # a policy can name it before the first save
+        return Runner(
+            self._settings,
+            self._options,
+            self._engines,
+            self._discovery,
+            self._session,
+            self._programs,
+            save_as,
+        )
 
     @property
     def limits(self) -> Limits:
@@ -102,12 +132,17 @@ class Runner:
             engine = self._engines.engine_for(subject)
             began, execution_id = engine.clock.now(), new_execution_id()
             snapshot, view = self._discovery.visible(self._options(), subject, execution_id)
-            spent = engine.clock.now() - began
+            view, spent = self._saving(view), engine.clock.now() - began
             execution = self._execution(
                 source, subject, engine, snapshot, view, False, None, None, execution_id, spent
             )
-            outcome = engine.execute(execution)
+            try:
+                outcome = engine.execute(execution)
+            except BaseException:
+                self._kept(execution_id, None)
+                raise
             assert isinstance(outcome, ExecutionResult)  # it cannot pause
+            self._kept(execution_id, outcome)
             return outcome
 
     def check(self, source: str, subject: str | None) -> list[CodeModeError]:
@@ -140,7 +175,7 @@ class Runner:
                 source, subject, engine, snapshot, view, pausable, None, None, execution_id, spent
             )
             execution.dispatcher.unavailable = unavailable
-            return await engine.execute_async(execution)
+            return await self._ended(execution_id, engine.execute_async(execution))
 
     async def open(self, subject: str, execution_id: str) -> Opened[ExecutionResult]:
         engine = self._engines.engine_for(subject)
@@ -149,11 +184,36 @@ class Runner:
         seen = engine.clock.now() - began  # counts against the time it has left
         return _Opened(self, engine, subject, snapshot, view, seen)
 
+    async def _ended(
+        self, execution_id: str, running: Awaitable[ExecutionResult | Paused]
+    ) -> ExecutionResult | Paused:
+        """What `running` answers; its save kept once it succeeded (a pause keeps it
+        staged for the resume)."""
+        try:
+            outcome = await running
+        except BaseException:
+            self._kept(execution_id, None)
+            raise
+        if isinstance(outcome, ExecutionResult):
+            self._kept(execution_id, outcome)
+        return outcome
+
+    def _kept(self, execution_id: str, outcome: ExecutionResult | None) -> None:
+        if self._programs is not None:
+            self._programs.commit(execution_id, outcome)
+
     def last_resort(self, what: str) -> contextlib.AbstractContextManager[None]:
         return last_resort(what)
 
     async def _visible_async(self, subject: str, execution_id: str) -> tuple[Snapshot, View]:
-        return await self._discovery.visible_async(self._options(), subject, execution_id)
+        found = await self._discovery.visible_async(self._options(), subject, execution_id)
+        return found[0], self._saving(found[1])
+
+    def _saving(self, view: View) -> View:
+        """What a run sees: with `programs.save` when it saves (its trailer calls it)."""
+        if self._save_as is None or self._programs is None:
+            return view
+        return self._programs.saving(view)
 
     def _execution(
         self,
@@ -168,6 +228,20 @@ class Runner:
         execution_id: str | None = None,
         spent: float = 0.0,
     ) -> Execution:
+        execution_id = execution_id or (None if restored is None else restored.execution_id)
+        execution_id = execution_id or new_execution_id()
+        appendix, authorizer, programs = None, None, self._programs
+        if programs is not None:
+            appendix = programs.appendix(
+                source,
+                subject,
+                self._save_as,
+                view=view,
+                execution_id=execution_id,
+                can_ask=pausable,
+            )
+            if self._save_as is not None:
+                authorizer = programs.watching(snapshot.policy, execution_id)
         return build_execution(
             self._options(),
             source,
@@ -181,6 +255,8 @@ class Runner:
             execution_id=execution_id,
             spent=spent,
             session=self._session,
+            appendix=appendix,
+            authorizer=authorizer,
         )
 
 
@@ -218,7 +294,8 @@ class _Opened:
             verdicts,
             spent=self._seen,
         )
-        return await self._engine.execute_async(self._execution)
+        running = self._engine.execute_async(self._execution)
+        return await self._runner._ended(self._execution.execution_id, running)
 
     @property
     def began(self) -> bool:

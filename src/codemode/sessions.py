@@ -52,6 +52,7 @@ from codemode.errors import (
     UnauthenticatedError,
 )
 from codemode.limits import Limits
+from codemode.programs import SaveAs
 from codemode.running import Runner, last_resort
 from codemode.runtime import ExecutionResult, KeptState, bound_seconds, current_watch
 
@@ -110,13 +111,15 @@ class Sessions:
         self._runner = runner
         self._sealer: Sealer | None = None
 
-    def execute(self, source: str, subject: str, session: str | None) -> ExecutionResult:
-        """`CodeMode.execute`: a new program to its end, in `session` if given."""
+    def execute(
+        self, source: str, subject: str, session: str | None, save_as: SaveAs | None = None
+    ) -> ExecutionResult:
+        """`CodeMode.execute`: a new program to its end, in `session` if given, kept as
+        `save_as` says once it succeeded."""
         with last_resort("execute"):
+            runner = self._runner.saving(save_as)
             return self.run_sync(
-                subject,
-                session,
-                lambda slot: self._runner.in_session(slot).execute(source, subject),
+                subject, session, lambda slot: runner.in_session(slot).execute(source, subject)
             )
 
     async def execute_async(
@@ -126,16 +129,18 @@ class Sessions:
         session: str | None,
         approve: Approver | None,
         unavailable: str,
+        save_as: SaveAs | None = None,
     ) -> ExecutionResult:
         """`CodeMode.execute_async`: to its end, asking `approve` about calls that need a
         person, in `session` if given (busy for others meanwhile)."""
         with last_resort("execute_async"):
+            runner = self._runner.saving(save_as)
             if session is None:
-                resumer = self._runner.resumer
+                resumer = runner.resumer
                 return await resumer.execute(source, subject, approve, unavailable or None)
             held = await self._hold(subject, session)
             try:
-                outcome = await self._runner.in_session(held.slot).resumer.execute(
+                outcome = await runner.in_session(held.slot).resumer.execute(
                     source, subject, self._holding(held, approve), unavailable or None
                 )
             except BaseException:
@@ -144,18 +149,24 @@ class Sessions:
             return await self._kept(held, outcome)
 
     async def start(
-        self, source: str, subject: str, session: str | None, pausable: bool
+        self,
+        source: str,
+        subject: str,
+        session: str | None,
+        pausable: bool,
+        save_as: SaveAs | None = None,
     ) -> ExecutionResult | Paused:
         """`CodeMode.start_async`: to its end or its first pause, in `session` if given. A
         paused program holds its session (busy for others) until it resumes or expires,
         and its state names the session its resume writes. It never waits for a person
         (it pauses instead), so its lease lasts its run alone."""
         with last_resort("execute_async"):
+            runner = self._runner.saving(save_as)
             if session is None:
-                return await self._runner.resumer.start(source, subject, pausable)
+                return await runner.resumer.start(source, subject, pausable)
             held = await self._hold(subject, session)
             try:
-                outcome = await self._runner.in_session(held.slot).resumer.start(
+                outcome = await runner.in_session(held.slot).resumer.start(
                     source, subject, pausable
                 )
             except BaseException:

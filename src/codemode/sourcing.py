@@ -47,13 +47,23 @@ class Functions:
 
     name = ""
 
-    def __init__(self, catalog: Catalog) -> None:
+    def __init__(
+        self, catalog: Catalog, reserved: Callable[[], frozenset[str]] = frozenset
+    ) -> None:
         self.catalog = catalog
+        self.reserved = reserved
+        """The namespaces no function may take (`programs`, while saved programs are on)."""
         self._registered: list[Capability] = []
 
     def add(self, capability: Capability) -> None:
-        """Register one function's capability now (RegistrationError on a clash, or when
-        the policy refuses it)."""
+        """Register one function's capability now (RegistrationError on a clash, in a
+        reserved namespace, or when the policy refuses it)."""
+        namespace = capability.name.split(".", 1)[0]
+        if namespace in self.reserved():
+            raise RegistrationError(
+                f'capability "{capability.name}": the namespace "{namespace}" is kept for '
+                "saved programs"
+            )
         self.catalog.add(capability)
         self._registered.append(capability)
 
@@ -108,12 +118,15 @@ class Sources:
         catalog: Catalog,
         grace: float = CLOSE_GRACE_SECONDS,
         companion: Companion | None = None,
+        reserved: Callable[[], frozenset[str]] = frozenset,
     ) -> None:
         self.catalog = catalog
         self.companion = companion
         self.grace = grace
         """`CLOSE_GRACE_SECONDS`, or less in tests."""
-        self.functions = Functions(catalog)
+        self.reserved = reserved
+        """The namespaces no source may take (`programs`, while saved programs are on)."""
+        self.functions = Functions(catalog, reserved)
         """The host's own functions, the source `CodeMode.capability` registers into."""
         self._added: dict[str, _Added] = {}
         self._lock = threading.Lock()
@@ -150,6 +163,8 @@ class Sources:
         what, noun = describe(source), _noun(source)
         if not isinstance(name, str) or not name.isidentifier():
             raise RegistrationError(f"{what}: its name must be an identifier")
+        if name in self.reserved():
+            raise RegistrationError(f'{what}: the namespace "{name}" is kept for saved programs')
         with self._lock:
             if self._closed:
                 raise RegistrationError(f"{what}: the CodeMode is closed")

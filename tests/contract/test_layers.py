@@ -103,6 +103,7 @@ LAYERS = (
             "codemode.sourcing",
             "codemode.payloads",
             "codemode.programs",
+            "codemode.composition",
             "codemode.testing",
         ),
     ),

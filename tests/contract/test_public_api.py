@@ -57,6 +57,8 @@ def test_codemode_exports() -> None:
         "ResourceLimitError",
         "ResultInfo",
         "ResumeRefusedError",
+        "SaveAs",
+        "Saved",
         "SearchHit",
         "SearchResult",
         "SessionBusyError",

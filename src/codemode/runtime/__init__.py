@@ -6,12 +6,12 @@ exchange) and the `Clock` are what `codemode.testing` stands in for.
 """
 
 from codemode.clock import Clock, Timer
-from codemode.runtime.appendix import Appendix, Located, Region, Rename, Site
+from codemode.runtime.appendix import Appendix, Entered, Located, Region, Rename, Site
 from codemode.runtime.engine import Engine
 from codemode.runtime.execution import Execution, bound_seconds, new_execution_id
 from codemode.runtime.kept import Kept
 from codemode.runtime.outcome import ExecutionResult, KeptState, Usage
-from codemode.runtime.program import Programs
+from codemode.runtime.program import Programs, normalized
 from codemode.runtime.progress import (
     ProgressNote,
     ProgressSink,
@@ -48,6 +48,7 @@ __all__ = [
     "Clock",
     "Done",
     "Engine",
+    "Entered",
     "Execution",
     "ExecutionResult",
     "FailureKind",
@@ -81,5 +82,6 @@ __all__ = [
     "bound_seconds",
     "current_watch",
     "new_execution_id",
+    "normalized",
     "watching",
 ]

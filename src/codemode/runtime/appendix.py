@@ -42,6 +42,17 @@ class Region:
 
 
 @dataclass(frozen=True, slots=True)
+class Entered:
+    """Appended lines `first` to `last` (1 = the appendix's first line) that run only for
+    the program's site `site`: whatever happens there is placed at that site, as the
+    program wrote it (the appended text is never shown)."""
+
+    site: int
+    first: int
+    last: int
+
+
+@dataclass(frozen=True, slots=True)
 class Rename:
     """A name in the program fed as another of the same length, so every offset, line and
     column the interpreter reports holds for the text as written."""
@@ -59,7 +70,8 @@ class Appendix:
     after main() returned (its value is still the program's); neither is shown. The
     program's own text is fed as written but for `renames`; `sites` name places in it and
     `regions` the appended lines that are another text's, so a failure there can be told
-    by that text's own name and line while `where` stays in the program.
+    by that text's own name and line while `where` stays in the program; `entered`
+    says which appended lines run for which site, so a call made there is placed at it.
     """
 
     code: str
@@ -67,6 +79,7 @@ class Appendix:
     renames: tuple[Rename, ...] = ()
     sites: tuple[Site, ...] = ()
     regions: tuple[Region, ...] = ()
+    entered: tuple[Entered, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,9 +103,7 @@ def fed(
     line just before the appendix's first."""
     text = source if appendix is None else _renamed(source, lines, appendix.renames)
     code = text + ("\n" if text and not text.endswith("\n") else "")
-    imported = used | (
-        set() if appendix is None else roots.intersection(IDENTIFIER.findall(appendix.code))
-    )
+    imported = imports(used, roots, appendix)
     trailer = ["import " + ", ".join(sorted(imported))] if imported else []
     appended = len(lines) + len(trailer)
     if appendix is not None and appendix.code:
@@ -102,6 +113,16 @@ def fed(
         trailer.append(appendix.after.rstrip("\n"))
     trailer.append(returned)
     return code + "\n".join(trailer), appended
+
+
+def imports(
+    used: frozenset[str], roots: frozenset[str], appendix: Appendix | None
+) -> frozenset[str]:
+    """The namespaces the trailer imports: those the program mentions, and those its
+    appended code does (before and after main())."""
+    if appendix is None:
+        return used
+    return used | roots.intersection(IDENTIFIER.findall(appendix.code + "\n" + appendix.after))
 
 
 def _renamed(source: str, lines: tuple[str, ...], renames: tuple[Rename, ...]) -> str:
@@ -125,4 +146,14 @@ def _renamed(source: str, lines: tuple[str, ...], renames: tuple[Rename, ...]) -
     return "\n".join(edited) + ("\n" if source.endswith("\n") else "")
 
 
-__all__ = ["IDENTIFIER", "Appendix", "Located", "Region", "Rename", "Site", "fed"]
+__all__ = [
+    "IDENTIFIER",
+    "Appendix",
+    "Entered",
+    "Located",
+    "Region",
+    "Rename",
+    "Site",
+    "fed",
+    "imports",
+]

@@ -21,6 +21,7 @@ from codemode.errors import (
     InvalidProgramError,
     PermissionDeniedError,
     PolicyFailureError,
+    ResourceLimitError,
     Where,
     capability_failed,
 )
@@ -121,6 +122,9 @@ def classify(failure: BaseException, context: FailureContext) -> CodeModeError:
         return limit
     injected = _injected(failure, where, context)
     if injected is not None:
+        inside = program.located(failure.frames[-1].line) if failure.frames else None
+        if inside is not None:  # a saved program's call failed: placed at the caller's
+            injected = saved_in(injected, inside)
         return injected.replace(traceback=stack)
     if failure.exc_type == "NameError" and any(
         f.function == "<module>" and f.line <= len(program.lines) for f in failure.frames
@@ -144,6 +148,15 @@ def saved_line(located: Located) -> str:
     """What a failure inside appended text adds to its detail: that text's name and own
     line (never its source), since `where` is the program's line that entered it."""
     return f"in {located.name} line {located.line}"
+
+
+def saved_in(error: CodeModeError, located: Located) -> CodeModeError:
+    """`error` raised inside appended text, its detail naming that text's line (a limit's
+    text is its kind and bound alone: it is left as it is)."""
+    if isinstance(error, ResourceLimitError):
+        return error
+    said = saved_line(located)
+    return error.replace(detail=said if error.detail is None else f"{error.detail}; {said}")
 
 
 def _loop(failure: SandboxFailure, program: Program) -> Where | None:
@@ -310,5 +323,6 @@ __all__ = [
     "classify",
     "handler_failure",
     "interpreter_said",
+    "saved_in",
     "saved_line",
 ]

@@ -29,9 +29,10 @@ from codemode.errors import (
     Where,
 )
 from codemode.limits import LimitKind, exceeded, size
+from codemode.runtime.appendix import Appendix
 from codemode.runtime.audit import Audit
 from codemode.runtime.calllog import CallLog, Completed
-from codemode.runtime.classify import FailureContext, InjectedError, StopError
+from codemode.runtime.classify import FailureContext, InjectedError, StopError, saved_in
 from codemode.runtime.crossing import returned
 from codemode.runtime.deadline import Deadline, Locate
 from codemode.runtime.dispatch import Approval, Awaiting, Dispatcher, Plan, abandon
@@ -91,6 +92,7 @@ class Driver:
         elapsed: Callable[[], float],
         session: SessionSlot | None = None,
         progress: Progress | None = None,
+        appendix: Appendix | None = None,
     ) -> None:
         self.status = status
         self.source = source
@@ -113,6 +115,8 @@ class Driver:
         leaves written when it succeeds."""
         self.progress = progress
         """Where the program's own `progress()` reports go, when someone watches the run."""
+        self.appendix = appendix
+        """Guest code fed with the program (`Appendix`), if any."""
         self.run: Run | None = None
         """The interpreter's run of the program, once it started."""
         self.program: Program | None = None
@@ -138,13 +142,16 @@ class Driver:
             raise StopError(exceeded(LimitKind.SOURCE_SIZE, limits, amount=size(source_bytes)))
         try:
             program = self.setup.programs.prepare(
-                self.source, self.dispatcher.subject, learned=self.pausing.snapshot is None
+                self.source,
+                self.dispatcher.subject,
+                learned=self.pausing.snapshot is None,
+                appendix=self.appendix,
             )
         except CodeModeError as error:  # the preflight's own verdict (it runs no host code)
             raise StopError(error) from None
         self.failures.program = self.program = program
         opened = self.setup.sandbox.run(
-            modules=self.setup.modules, roots=program.roots, limits=limits, printer=self.printed
+            modules=self.setup.modules, roots=program.imported, limits=limits, printer=self.printed
         )
         run = opened.__enter__()
         self._opened = opened
@@ -409,7 +416,11 @@ class Driver:
             program = self.program
             tried = program is not None and where is not None and program.tried(where.line)
             note = UNCAUGHT_CALL if tried and isinstance(error, InvalidArgumentsError) else None
-            raise StopError(error.replace(where=where, note=note)) from None
+            error = error.replace(where=where, note=note)
+            inside = None if program is None else program.located(program.line_at(call.span[0]))
+            if inside is not None:  # a call in a saved program: placed at the caller's site
+                error = saved_in(error, inside)
+            raise StopError(error) from None
         if isinstance(item, Approval):
             verdict = self.pausing.ask(call, name, plan, item, lambda: self._where(call))
             if verdict is None:

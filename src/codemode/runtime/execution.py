@@ -37,6 +37,7 @@ from codemode.errors import (
 )
 from codemode.events import EventHandler
 from codemode.limits import LimitKind, Limits, exceeded
+from codemode.runtime.appendix import Appendix
 from codemode.runtime.audit import Audit, abandoned_because, quietly
 from codemode.runtime.calllog import CallLog
 from codemode.runtime.classify import FailureContext, classify
@@ -89,13 +90,14 @@ class Execution:
         spent: float = 0.0,
         session: SessionSlot | None = None,
         watch: RunWatch | None = None,
+        appendix: Appendix | None = None,
     ) -> None:
         """`spent`: the time its request took before it (asking `can_see`), which counts
         against its execution time. `restored`, `verdicts`: the paused program it goes
         on from, and how a person answered for each call they were asked about.
         `session`: the session it runs in (its state in; out, the state it leaves).
         `watch`: who watches it (its progress notes, its stop), and a task's longer
-        bound."""
+        bound. `appendix`: guest code fed with the program (saved programs it calls)."""
         self.source = source
         self.subject = subject
         self.setup = setup
@@ -211,6 +213,7 @@ class Execution:
             elapsed=elapsed,
             session=session,
             progress=self.progress,
+            appendix=appendix,
         )
         if restored is not None:
             self.pausing.restore(verdicts or {})

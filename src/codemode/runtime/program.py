@@ -28,7 +28,7 @@ from codemode.errors import (
     InvalidProgramError,
     Where,
 )
-from codemode.runtime.appendix import Appendix, Located, Region, Rename, Site, fed
+from codemode.runtime.appendix import Appendix, Entered, Located, Region, Rename, Site, fed, imports
 from codemode.runtime.hints import Known, Vocabulary
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -69,6 +69,8 @@ class Program:
     """Guest code fed after the program (`Appendix`), if any."""
     appended: int = 0
     """The fed line just before the appendix's first (its lines are numbered past it)."""
+    imported: frozenset[str] = frozenset()
+    """The namespaces the fed code imports: `roots`, and those its appendix mentions."""
 
     def tried(self, line: int) -> bool:
         """Whether `line` lies in a `try` body with an `except`: a program that fails there
@@ -86,10 +88,27 @@ class Program:
         return _where(self.lines, line, column, end_line, end_column, func)
 
     def where_at(self, start: int, end: int) -> Where | None:
-        """A Where for a span of UTF-8 byte offsets into the fed code (a call site)."""
+        """A Where for a span of UTF-8 byte offsets into the fed code (a call site); in
+        appended code that runs for a site (`Appendix.entered`), that site's."""
         line, column = self._line_column(start)
+        if line > len(self.lines):
+            return self.entered_at(line)
         end_line, end_column = self._line_column(end)
         return self.where(line, column, end_line, end_column, self.function_at(line))
+
+    def line_at(self, offset: int) -> int:
+        """The fed line a UTF-8 byte offset into the fed code is on."""
+        return self._line_column(offset)[0]
+
+    def entered_at(self, line: int) -> Where | None:
+        """The program's site a fed line past the program runs for, if any."""
+        if self.appendix is None:
+            return None
+        at = line - self.appended
+        for entered in self.appendix.entered:
+            if entered.first <= at <= entered.last:
+                return self.site(entered.site)
+        return None
 
     def located(self, line: int) -> Located | None:
         """The text and its own line that a fed line past the program holds, if an
@@ -384,6 +403,7 @@ class Programs:
             tries,
             appendix,
             appended,
+            imports(frozenset(used), self.roots, appendix),
         )
 
 
@@ -502,6 +522,7 @@ def _syntax_error(source: str) -> CodeModeError | None:
 __all__ = [
     "NO_MAIN",
     "Appendix",
+    "Entered",
     "Learned",
     "Located",
     "Program",

@@ -1,0 +1,264 @@
+"""A program's text turned into a capability: `programs.<name>`, typed by its main's parameters.
+
+A saved program is called like any capability, so its signature must be one binding can
+check: the keyword-only parameters of its `main`, each annotated and with a literal
+default. The annotations are read from the tree, never evaluated (a program saved by the
+model is text from the model), and only types that cross the sandbox as JSON are taken.
+The capability's handler only hands the bound arguments back: the program's own body
+runs in the caller's interpreter (`codemode.programs`), so binding, authorization and
+audit of the entry are the ones every call has, and nothing more runs on the host.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import functools
+import hashlib
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Union
+
+import pydantic
+
+from codemode import syntax
+from codemode.capabilities.registry import Capability, build_capability
+from codemode.capabilities.rendering import notation
+from codemode.capabilities.results import Projection
+from codemode.context import CallContext
+from codemode.types import JSONObject
+
+NAMESPACE = "programs"
+"""The capability namespace of saved programs (reserved while saved programs are on)."""
+SAVE = f"{NAMESPACE}.save"
+"""The action a `save_as` is authorized as (never searched, described or written by a
+program: only the host's trailer calls it)."""
+HOST_NOTE = "Saved program (host)."
+OWN_NOTE = "Saved program (yours)."
+TYPES = "int, float, str, bool, None, Any, list[...], dict[str, ...] and |"
+"""What a saved program's annotations may be written with."""
+ASYNC_MAIN = "a saved program's main must be def main(), not async def main()"
+
+_NAMED: dict[str, Any] = {
+    "int": int,
+    "float": float,
+    "str": str,
+    "bool": bool,
+    "None": type(None),
+    "Any": Any,
+    "list": list[Any],
+    "dict": dict[str, Any],
+}
+
+
+class SignatureError(ValueError):
+    """A program whose main cannot be a saved program's signature (the text says why)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Signature:
+    """What a program's text says of it as a capability."""
+
+    parameters: tuple[inspect.Parameter, ...]
+    returns: Any
+    calls: frozenset[str]
+    """The saved programs it calls, by bare name (`programs.<name>` in its text)."""
+
+
+def program_signature(source: str) -> Signature:
+    """The signature of a program's main (its keyword-only parameters and return
+    annotation, `Any` without one) and the saved programs it calls; SignatureError for a
+    main that cannot be one. The program is assumed to pass the preflight already."""
+    try:
+        tree = syntax.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        raise SignatureError("the program must parse as Python") from None
+    main: ast.FunctionDef | ast.AsyncFunctionDef | None = None
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == "main":
+            main = node
+    if main is None:
+        raise SignatureError("the program must define main(): add def main(): at top level")
+    if isinstance(main, ast.AsyncFunctionDef):
+        raise SignatureError(ASYNC_MAIN)
+    parameters = []
+    for arg, default in zip(main.args.kwonlyargs, main.args.kw_defaults, strict=True):
+        name = arg.arg
+        if name.startswith("_"):
+            raise SignatureError(f'main() parameter "{name}": its name must not start with "_"')
+        if arg.annotation is None or default is None:
+            raise SignatureError("main() parameters must be keyword-only, each with a default")
+        annotation = _type(arg.annotation, f'main() parameter "{name}"')
+        try:
+            value = ast.literal_eval(default)
+            pydantic.TypeAdapter(annotation).validate_python(value, strict=True)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            raise SignatureError(
+                f'main() parameter "{name}": its default must be a literal of its type'
+            ) from None
+        parameters.append(
+            inspect.Parameter(
+                name, inspect.Parameter.KEYWORD_ONLY, default=value, annotation=annotation
+            )
+        )
+    returns = Any if main.returns is None else _type(main.returns, "main() result")
+    return Signature(tuple(parameters), returns, calls_of(tree))
+
+
+def calls_of(tree: ast.AST) -> frozenset[str]:
+    """The saved programs a tree names (`programs.<name>`), by bare name."""
+    return frozenset(
+        node.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == NAMESPACE
+    )
+
+
+def _type(node: ast.expr, what: str) -> Any:
+    """The type an annotation writes, from the few names a saved program may use."""
+    if isinstance(node, ast.Constant) and node.value is None:
+        return type(None)
+    if isinstance(node, ast.Name) and node.id in _NAMED:
+        return _NAMED[node.id]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        return Union[_type(node.left, what), _type(node.right, what)]  # noqa: UP007
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
+        inner = node.slice
+        if node.value.id == "list":
+            return list[_type(inner, what)]  # type: ignore[misc]
+        if (
+            node.value.id == "dict"
+            and isinstance(inner, ast.Tuple)
+            and len(inner.elts) == 2
+            and isinstance(inner.elts[0], ast.Name)
+            and inner.elts[0].id == "str"
+        ):
+            return dict[str, _type(inner.elts[1], what)]  # type: ignore[misc]
+    raise SignatureError(f"{what}: its type must be written with {TYPES}")
+
+
+@dataclass(frozen=True, eq=False)
+class SavedCapability(Capability):
+    """A saved program as a capability: its entry hands back the bound arguments, and
+    `describe` shows the program's own result type."""
+
+    source: str = ""
+    owner: str | None = None
+    """None for the host's (every subject sees it); else the subject that saved it."""
+    calls: frozenset[str] = frozenset()
+    digest: str = ""
+    """A digest of its text (a replaced program is another capability)."""
+
+    @functools.cached_property
+    def projection(self) -> Projection:
+        """The entry's value is the bound arguments, whatever the program returns."""
+        return Projection(Any)
+
+    @property
+    def output_schema(self) -> JSONObject:
+        schema: JSONObject = Projection(self.result_annotation).adapter.json_schema(
+            mode="serialization"
+        )
+        return schema
+
+
+def program_capability(
+    name: str, source: str, *, summary: str, owner: str | None = None
+) -> SavedCapability:
+    """`programs.<name>` for a program's text; SignatureError for a main that cannot be
+    a signature, RegistrationError for a name or summary a capability cannot have."""
+    signature = program_signature(source)
+
+    def enter(**arguments: Any) -> dict[str, Any]:
+        return arguments
+
+    enter.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        signature.parameters, return_annotation=dict[str, Any]
+    )
+    enter.__annotations__ = {p.name: p.annotation for p in signature.parameters}
+    enter.__annotations__["return"] = dict[str, Any]
+    full = f"{NAMESPACE}.{name}"
+    digest = hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    note = HOST_NOTE if owner is None else OWN_NOTE
+    built = build_capability(
+        enter,
+        full,
+        id=full if owner is None else f"{full}~{_owner_digest(owner)}~{digest}",
+        summary=summary,
+        description=f"{summary.strip()}\n\n{note}",
+        search_terms=(),
+    )
+    fields = {f.name: getattr(built, f.name) for f in dataclasses.fields(Capability)}
+    fields["result_annotation"] = signature.returns
+    return SavedCapability(
+        **fields, source=source, owner=owner, calls=signature.calls, digest=digest
+    )
+
+
+def _owner_digest(owner: str) -> str:
+    """An owner as a capability id names it: a digest, never the subject itself."""
+    return hashlib.sha256(owner.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def save_capability(stage: Callable[..., object]) -> Capability:
+    """`programs.save`, the action a `save_as` is authorized as: its arguments are what a
+    policy reads (name, summary, parameters, source, whether it replaces one), and its
+    handler `stage(**arguments, context=...)` keeps them for after the program succeeded."""
+
+    def save(
+        *,
+        name: str,
+        summary: str,
+        parameters: list[dict[str, Any]],
+        source: str,
+        replaces: bool,
+        context: CallContext,
+    ) -> bool:
+        return bool(
+            stage(
+                name=name,
+                summary=summary,
+                parameters=parameters,
+                source=source,
+                replaces=replaces,
+                context=context,
+            )
+        )
+
+    return build_capability(
+        save,
+        SAVE,
+        id=SAVE,
+        summary="Keep the program that just succeeded as a saved program.",
+        description=None,
+        search_terms=(),
+    )
+
+
+def described_parameters(capability: Capability) -> list[dict[str, Any]]:
+    """A saved program's parameters as the `programs.save` document lists them."""
+    return [
+        {"name": p.name, "type": notation(p.annotation), "default": p.default}
+        for p in capability.parameters
+    ]
+
+
+__all__ = [
+    "ASYNC_MAIN",
+    "HOST_NOTE",
+    "NAMESPACE",
+    "OWN_NOTE",
+    "SAVE",
+    "TYPES",
+    "SavedCapability",
+    "Signature",
+    "SignatureError",
+    "calls_of",
+    "described_parameters",
+    "program_capability",
+    "program_signature",
+    "save_capability",
+]
