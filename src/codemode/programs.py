@@ -48,6 +48,7 @@ from codemode.composition import (
     where_of,
 )
 from codemode.context import CallContext
+from codemode.continuations import ProgramRecord
 from codemode.errors import (
     PROGRAM_FILE,
     CodeModeError,
@@ -57,6 +58,7 @@ from codemode.errors import (
 )
 from codemode.limits import Limits
 from codemode.runtime import Appendix, ExecutionResult, Programs, normalized
+from codemode.sources import ProgramFolder
 
 SaveStatus = Literal["saved", "replaced", "declined", "denied", "unavailable"]
 """How a `save_as` ended (a closed set: no policy's text reaches the model)."""
@@ -233,6 +235,26 @@ class KeptPrograms:
                 raise RegistrationError(f"program {file.stem}: the file needs a docstring")
             added.append(self.add(file.stem, source, summary=summary.strip()))
         return tuple(added)
+
+    def folder(self, path: str | os.PathLike[str]) -> ProgramFolder:
+        """The folder at `path` as the source of host programs it holds (`codemode serve
+        --programs`), each file checked as `add` checks a program: `CodeMode.add_source`
+        adds it, and follows it as files are added, changed or removed."""
+        bound = self._limits().max_source_bytes
+        return ProgramFolder(path, build=self._from_file, max_source_bytes=bound)
+
+    def _from_file(self, record: ProgramRecord) -> SavedCapability:
+        if not self.on:
+            raise RegistrationError(SAVING_OFF)
+        source = normalized(record.source)
+        try:
+            capability = self._checked(
+                record.name, source, record.summary, None, self._catalog.enabled
+            )
+        except CodeModeError as error:
+            raise RegistrationError(error.detail) from None
+        self.save_action()
+        return capability
 
     # -- what each subject sees -----------------------------------------------------------
 

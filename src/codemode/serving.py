@@ -99,6 +99,10 @@ class ServeConfig:
     tools: Iterable[str] = ()
     """Name patterns (`records.*`) of capabilities also listed as plain MCP tools beside
     the three (`CodeMode(direct_tools=...)`; none keeps the app's own)."""
+    programs: str | None = None
+    """A folder of `.py` files, each a program the host keeps for every subject as
+    `programs.<file name>` (its docstring the summary), followed as files change (None:
+    the app's own programs alone)."""
     app: Callable[[], CodeMode] | None = None
     """Builds the app again, as each server process of `serve_reloading` does, so that a
     changed file is read; only `serve_reloading` needs it."""
@@ -423,10 +427,9 @@ def check_store_key(cm: CodeMode, config: ServeConfig) -> None:
 
 
 def _configure(cm: CodeMode, config: ServeConfig) -> None:
-    """Apply the store, sessions, direct tools, shapes file, policy and audit log of
-    `config` to `cm`;
-    nothing when it has none (a CodeMode in use refuses `configure`). ValueError for a
-    shared store without a key (`check_store_key`)."""
+    """Apply the store, sessions, direct tools, shapes file, program folder, policy and
+    audit log of `config` to `cm`; nothing when it has none (a CodeMode in use refuses
+    `configure`). ValueError for a shared store without a key (`check_store_key`)."""
     if (url := config.shared_store) is not None:
         from codemode.continuations import RedisStore, StoreReplayGuard, given_key
 
@@ -450,6 +453,8 @@ def _configure(cm: CodeMode, config: ServeConfig) -> None:
         cm.direct_tools = tuple(config.tools)
     if config.shapes is not None:
         cm.configure(shapes=config.shapes)
+    if config.programs is not None:  # before the policy, which may name them
+        cm.add_source(cm.saved_programs.folder(config.programs))
     if config.policy is None and not config.hide_forbidden and config.audit_log is None:
         return
     authorizer = None if config.policy is None else config.policy(cm)

@@ -31,7 +31,7 @@ import anyio.to_thread
 from codemode.capabilities import Capability, Catalog, Snapshot, check_name
 from codemode.errors import RegistrationError
 from codemode.limits import Limits
-from codemode.sources import Source
+from codemode.sources import ProgramFolder, Source
 
 log = logging.getLogger("codemode.sources")
 
@@ -163,7 +163,8 @@ class Sources:
         what, noun = describe(source), _noun(source)
         if not isinstance(name, str) or not name.isidentifier():
             raise RegistrationError(f"{what}: its name must be an identifier")
-        if name in self.reserved():
+        own = isinstance(source, ProgramFolder)  # the host's programs: saved programs' own
+        if name in self.reserved() and not own:
             raise RegistrationError(f'{what}: the namespace "{name}" is kept for saved programs')
         with self._lock:
             if self._closed:
@@ -172,7 +173,7 @@ class Sources:
                 article = "an" if noun[0] in "AEIOUaeiou" else "a"
                 raise RegistrationError(f"{what}: {article} {noun} of that name is added")
             taken = sorted(n for n in self.catalog.names() if n.startswith(name + "."))
-            if taken:
+            if taken and not own:  # a program's name taken is a clash of the catalog's
                 raise RegistrationError(
                     f"{what}: its namespace holds capabilities already ({taken[0]}); "
                     f"give the {noun} another name"

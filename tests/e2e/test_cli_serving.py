@@ -14,12 +14,15 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
 import httpx2
 import pytest
+import uvicorn
 from click.testing import CliRunner
+from mcp import Client
 
 import codemode
 from codemode.cli import main
@@ -337,3 +340,78 @@ def test_a_broken_entities_or_token_file_is_named(tmp_path: Path) -> None:
     )
     assert result.exit_code == 2
     assert f"Error: {tokens}: not UTF-8 text" in result.stderr
+
+
+COUNT = '"""The count of one record."""\n\ndef main(*, key: str = "a") -> int:\n    return records.lookup(key=key, limit=7)["count"]\n'
+TWICE = '"""Twice the count of one record."""\n\ndef main(*, key: str = "a") -> int:\n    return 2 * programs.record_count(key=key)\n'
+
+
+@contextlib.contextmanager
+def serving(*args: str, cwd: Path = ROOT) -> Iterator[str]:
+    """`codemode serve HOST --transport http` with `args`, until the block ends: its MCP URL."""
+    port = free_port()
+    process = subprocess.Popen(
+        codemode_command("serve", HOST, "--transport", "http", "--port", str(port), *args),
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_port(port, process)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+async def programs_seen(client: Client) -> list[str]:
+    found = await client.call_tool("search_api", {"query": "programs"})
+    assert found.structured_content is not None
+    return [hit["name"] for hit in found.structured_content["results"]]
+
+
+@pytest.mark.anyio
+async def test_serve_programs_keeps_a_folders_programs_and_follows_it(tmp_path: Path) -> None:
+    folder = tmp_path / "programs"
+    folder.mkdir()
+    (folder / "record_count.py").write_text(COUNT)
+    with serving("--programs", str(folder)) as url:
+        async with http_client(url) as client:
+            assert await programs_seen(client) == ["programs.record_count"]
+            source = "def main():\n    return programs.record_count(key='b')\n"
+            ran = await client.call_tool("execute", {"source": source})
+            assert ran.structured_content is not None and ran.structured_content["result"] == 7
+            (folder / "twice.py").write_text(TWICE)  # followed: a new file is a new program
+            seen: list[str] = []
+            for _ in range(int(GUARD / 0.3)):
+                seen = await programs_seen(client)
+                if seen == ["programs.record_count", "programs.twice"]:
+                    break
+                await anyio.sleep(0.3)
+            assert seen == ["programs.record_count", "programs.twice"]
+
+
+def test_a_program_folder_that_cannot_be_read_is_refused_at_start(tmp_path: Path) -> None:
+    (tmp_path / "nameless.py").write_text("def main():\n    return 1\n")
+    result = CliRunner().invoke(main, ["serve", HOST, "--programs", str(tmp_path)])
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f'Error: program folder "{tmp_path}": nameless.py: it has no docstring (its first '
+        "lines say what the program does)\n"
+    )
+    result = CliRunner().invoke(main, ["serve", HOST, "--programs", str(tmp_path / "none")])
+    assert result.exit_code == 2 and "does not exist" in result.stderr
+
+
+def test_the_printed_stdio_configuration_keeps_the_program_folder(
+    served: list[uvicorn.Config], tmp_path: Path
+) -> None:
+    (tmp_path / "record_count.py").write_text(COUNT)
+    result = CliRunner().invoke(
+        main, ["serve", HOST, "--transport", "http", "--programs", str(tmp_path)]
+    )
+    assert result.exit_code == 0, result.stderr
+    pasted = result.stdout.split("Client configuration, stdio:\n")[1].split("\nPress Ctrl-C")[0]
+    (entry,) = json.loads(pasted)["mcpServers"].values()
+    assert entry["args"][-2:] == ["--programs", str(tmp_path)]

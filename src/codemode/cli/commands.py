@@ -274,6 +274,7 @@ def _start(
             sessions=not options["no_sessions"],
             shapes=options["shapes"],
             tools=options["tools"],
+            programs=options["programs"],
             app=None if reload_app is None else _Reloaded(reload_app, _log_level()),
         )
     except ValueError as exc:

@@ -113,6 +113,18 @@ SHAPES = click.option(
 )
 
 
+PROGRAMS = click.option(
+    "--programs",
+    metavar="DIR",
+    type=click.Path(exists=True, file_okay=False),
+    envvar="CODEMODE_PROGRAMS",
+    show_envvar=True,
+    help="A folder of .py files, each a program the host keeps for every subject as "
+    "programs.<file name> (its docstring the summary): searched, described, authorized "
+    "and audited like any capability, and followed as files change.",
+)
+
+
 def serve_options(command: Any) -> Any:
     """The options `serve` and `proxy` share."""
     options = [
@@ -180,6 +192,7 @@ def serve_options(command: Any) -> Any:
             "codemode[redis] extra.",
         ),
         SHAPES,
+        PROGRAMS,
         click.option(
             "--tools",
             metavar="PATTERN",
@@ -223,7 +236,15 @@ POLICY_OPTIONS = (
     "hide_forbidden",
 )
 """The options of `serve` that name the policy (`PolicyFiles`)."""
-SETUP = ("token_file", *POLICY_OPTIONS, "audit_log", "shapes", "tools", "no_sessions")
+SETUP = (
+    "token_file",
+    *POLICY_OPTIONS,
+    "audit_log",
+    "shapes",
+    "programs",
+    "tools",
+    "no_sessions",
+)
 """The options of `serve` that configure the app rather than the server."""
 
 
@@ -247,6 +268,7 @@ __all__ = [
     "ON_DISCONNECT",
     "POLICY_OPTIONS",
     "PORT",
+    "PROGRAMS",
     "ROOT_PATH",
     "SETUP",
     "SHAPES",

@@ -31,6 +31,7 @@ import click
 from codemode.cli.terminal import for_terminal
 from codemode.continuations import (
     KEY_VARIABLE,
+    PROGRAM_NAME,
     ProgramRecord,
     ProgramShelf,
     RedisStore,
@@ -39,7 +40,6 @@ from codemode.continuations import (
     given_key,
     store_shelf,
 )
-from codemode.continuations.programs import check_name
 from codemode.events import Event, JsonLinesSink, ProgramDeleted, ProgramShared
 
 T = TypeVar("T")
@@ -73,8 +73,13 @@ def open_shelf(*, saved: str | None, store: str | None) -> ProgramShelf:
 def bare(name: str) -> str:
     """A program's bare name, from `weekly_report` or `programs.weekly_report`;
     ValueError when it is not one."""
-    prefix = NAMESPACE + "."
-    return check_name(name.removeprefix(prefix) if name.startswith(prefix) else name)
+    bare = name.removeprefix(NAMESPACE + ".")
+    if PROGRAM_NAME.fullmatch(bare) is None:
+        raise ValueError(
+            "a saved program's name is a lowercase identifier (letters, digits, _) of at "
+            "most 64 characters"
+        )
+    return bare
 
 
 async def kept(shelf: ProgramShelf, owner: str | None) -> list[ProgramRecord]:

@@ -44,6 +44,8 @@ from codemode.continuations.guards import (
     StoreReplayGuard,
     claim_seconds,
 )
+from codemode.continuations.programs import FULL as PROGRAMS_FULL
+from codemode.continuations.programs import NAME as PROGRAM_NAME
 from codemode.continuations.programs import (
     PROGRAM_FORMAT,
     ProgramRecord,
@@ -132,7 +134,9 @@ __all__ = [
     "OTHER_SESSION_LIMITS",
     "OTHER_SESSION_VERSION",
     "OTHER_VERSION",
+    "PROGRAMS_FULL",
     "PROGRAM_FORMAT",
+    "PROGRAM_NAME",
     "RESUMED",
     "SESSION_FORMAT",
     "SESSION_FULL",

@@ -7,7 +7,9 @@ changes, and closes; `CodeMode.add_source` registers one, and `add_mcp_server` a
 your own makes its capabilities with `capability` (from a Python function) or
 `forwarded` (a call sent elsewhere, described by JSON Schemas). `load_config` reads the
 `mcpServers` (and `openApi`) file MCP clients already use into sources, as `codemode
-proxy` does. See docs/guides/sources.md.
+proxy` does. See docs/guides/sources.md. (`ProgramFolder`, a folder of the host's saved
+programs, is reached through here too, by the saved-programs feature alone: its
+capabilities are built by that feature, so it is no source for a host to add.)
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ if TYPE_CHECKING:
     from codemode.sources.config import ConfigError, ServerEntry, load_config
     from codemode.sources.mcp import McpServer
     from codemode.sources.openapi import OpenApi
+    from codemode.sources.programs import ProgramFolder as ProgramFolder
     from codemode.sources.remote import forwarded
 
 
@@ -45,6 +48,10 @@ def __getattr__(name: str) -> Any:
         from codemode.sources.openapi import OpenApi
 
         return OpenApi
+    if name == "ProgramFolder":  # the saved-programs feature's, not in __all__
+        from codemode.sources.programs import ProgramFolder
+
+        return ProgramFolder
     raise AttributeError(f"module 'codemode.sources' has no attribute {name!r}")
 
 

@@ -23,8 +23,8 @@ import anyio
 import anyio.to_thread
 
 from codemode.capabilities import Capability
+from codemode.continuations import PROGRAM_NAME as NAME
 from codemode.continuations import ProgramRecord
-from codemode.continuations.programs import NAME
 from codemode.errors import RegistrationError
 from codemode.limits import Limits, size
 
