@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,7 +17,7 @@ from codemode import CodeMode, Limits, SaveAs
 from codemode.authz import AllowAll, AuthorizationRequest, Denied, RequireApproval
 from codemode.authz.cedar import CedarAuthorizer
 from codemode.capabilities import View
-from codemode.continuations import ApprovalRequest
+from codemode.continuations import ApprovalRequest, RedisStore
 from codemode.errors import (
     CodeModeError,
     InvalidProgramError,
@@ -25,10 +27,11 @@ from codemode.errors import (
     RegistrationError,
     ResourceLimitError,
 )
+from codemode.events import Event, ProgramSaved
 from codemode.payloads import describe_payload, execute_payload, search_payload
 from codemode.programs import NAMESPACE, KeptPrograms, Saved, SavedPrograms, SaveStatus
 from codemode.runtime import Appendix, ExecutionResult
-from tests.conftest import CANARY, assert_no_canary
+from tests.conftest import CANARY, assert_no_canary, eventually
 
 WEEKLY = '''"""The weekly report."""
 def main(*, week: int = 48, team: str = "core") -> list[int]:
@@ -393,3 +396,65 @@ def test_a_subjects_program_is_invisible_to_another() -> None:
             failure(cm, f"def main():\n    return programs.{name}()\n", subject="bob"),
             InvalidProgramError,
         )
+
+
+KEY = "a-request-state-key-of-32-bytes!"
+
+
+def test_a_folder_shelf_keeps_a_subjects_programs_across_a_restart(tmp_path: Path) -> None:
+    folder = tmp_path / "saved"
+    source = "def main(*, n: int = 2):\n    return n * 3\n"
+    with CodeMode(authorizer=AllowAll(), programs=folder, request_state_key=KEY) as first:
+        assert save(first, source, "triple") == Saved("programs.triple", "saved")
+    with CodeMode(authorizer=AllowAll(), programs=folder, request_state_key=KEY) as again:
+        assert (
+            again.execute("def main():\n    return programs.triple()\n", subject="alice").value == 6
+        )
+        assert again.saved_programs.names("alice") == ("programs.triple",)
+        assert again.saved_programs.show("programs.triple", "alice") == source
+        with pytest.raises(NotFoundError):
+            again.describe("programs.triple", subject="bob")
+        assert again.saved_programs.delete("programs.triple", "alice")
+        assert again.saved_programs.names("alice") == ()
+
+
+def test_replicas_sharing_a_store_see_what_one_of_them_saved(redis_url: str) -> None:
+    store = RedisStore(redis_url)
+    options: dict[str, Any] = {"authorizer": AllowAll(), "store": store, "request_state_key": KEY}
+    with CodeMode(**options) as one, CodeMode(**options) as two:
+        name = f"shared_{os.getpid()}"
+        assert save(one, "def main():\n    return 7\n", name) == Saved(f"programs.{name}", "saved")
+        source = f"def main():\n    return programs.{name}()\n"
+        assert eventually(lambda: _runs(two, source)) == 7
+        with pytest.raises(CodeModeError):
+            two.execute(source, subject="bob")
+
+
+def _runs(cm: CodeMode, source: str) -> object:
+    try:
+        return cm.execute(source, subject="alice").value
+    except CodeModeError:
+        return None
+
+
+def test_a_subject_past_its_bound_of_programs_is_refused_a_new_name() -> None:
+    with host(limits=Limits(max_saved_programs_per_subject=1)) as cm:
+        save(cm, "def main():\n    return 1\n", "one")
+        error = failure(cm, "def main():\n    return 2\n", save_as={"name": "two", "summary": "T."})
+        assert str(error) == (
+            "invalid request: you keep 1 saved programs; replace or ask the operator to delete one"
+        )
+        assert save(cm, "def main():\n    return 3\n", "one") == Saved("programs.one", "replaced")
+
+
+def test_a_kept_save_is_audited_with_whether_it_replaced_one() -> None:
+    events: list[Event] = []
+    with CodeMode(authorizer=AllowAll(), on_event=events.append) as cm:
+        for _ in range(2):
+            save(cm, "def main():\n    return 1\n", "once")
+    saved = [e for e in events if isinstance(e, ProgramSaved)]
+    assert [(e.subject, e.name, e.replaced) for e in saved] == [
+        ("alice", "programs.once", False),
+        ("alice", "programs.once", True),
+    ]
+    assert saved[0].to_dict()["event"] == "program_saved"

@@ -76,8 +76,10 @@ class CodeMode(SourceShortcuts, Configured):
     - `shapes`, `shapes_checked_after`: learn the result shapes of capabilities that
       declare none (True, in memory and the store; False: off), or keep them in this
       file too; how many results a shape needs before a key it lacks is refused.
-    - `programs`: saved programs (`add_program`, `execute(save_as=...)`) are on, kept in
-      memory (True), or off (False); the `programs` namespace is theirs while on.
+    - `programs`: saved programs (`add_program`, `execute(save_as=...)`) are on, each
+      subject's kept in `store` (True: this process's memory, or the store replicas
+      share), on and kept in this folder, which a restarted server reads again (a path),
+      or off (False); the `programs` namespace is theirs while on.
     - `direct_tools`: name patterns (`records.*`) of capabilities an MCP server also
       lists as plain tools beside its three, each call run as a program of one call.
     """
@@ -134,7 +136,14 @@ class CodeMode(SourceShortcuts, Configured):
             clock=clock,
             catalog=self.catalog,
         )
-        self.saved_programs = kept_programs(programs, self.catalog, lambda: self.limits)
+        self.saved_programs = kept_programs(
+            programs,
+            self.catalog,
+            lambda: self.limits,
+            lambda: self.store,
+            request_state_key,
+            lambda: self._options.on_event,
+        )
         """The saved programs: the host's, and each subject's own (`SavedPrograms`)."""
         saved = self.saved_programs
         self._engines = EngineSlot(self, self._shapes.book)

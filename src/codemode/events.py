@@ -131,6 +131,18 @@ class ExecutionFinished(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ProgramSaved(Event):
+    """A program an execution saved (`save_as`) was kept, once the execution succeeded."""
+
+    name: str
+    """The capability it is kept as, `programs.<name>`."""
+    replaced: bool
+    """Whether it replaced a program the subject kept under that name."""
+    source_sha256: str
+    """The SHA-256 of its UTF-8 text, hex (the text is on the shelf, not in the log)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CallEvent(Event):
     """Base of the events of one capability call."""
 
@@ -347,6 +359,7 @@ __all__ = [
     "HostCodeAbandoned",
     "JsonLinesSink",
     "ProgramDeleted",
+    "ProgramSaved",
     "ProgramShared",
     "VisibilityUnanswered",
 ]

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import hashlib
 import inspect
 import os
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -48,7 +50,7 @@ from codemode.composition import (
     where_of,
 )
 from codemode.context import CallContext
-from codemode.continuations import ProgramRecord
+from codemode.continuations import PROGRAMS_FULL, ProgramRecord, Store
 from codemode.errors import (
     PROGRAM_FILE,
     CodeModeError,
@@ -56,6 +58,8 @@ from codemode.errors import (
     InvalidRequestError,
     RegistrationError,
 )
+from codemode.events import EventHandler, ProgramSaved
+from codemode.keeping import Keeping
 from codemode.limits import Limits
 from codemode.runtime import Appendix, ExecutionResult, Programs, normalized
 from codemode.sources import ProgramFolder
@@ -180,8 +184,18 @@ class KeptPrograms:
     - `limits`: the CodeMode's limits, read at each use.
     """
 
-    def __init__(self, on: bool, catalog: Catalog, limits: Callable[[], Limits]) -> None:
+    def __init__(
+        self,
+        on: bool,
+        catalog: Catalog,
+        limits: Callable[[], Limits],
+        keeping: Keeping | None = None,
+        on_event: Callable[[], EventHandler | None] = lambda: None,
+    ) -> None:
         self.on = on
+        self._on_event = on_event
+        self._keeping = keeping
+        """Where subjects' programs are kept beyond this process (None: memory alone)."""
         self._catalog = catalog
         self._limits = limits
         self._lock = threading.Lock()
@@ -262,8 +276,8 @@ class KeptPrograms:
         """`view` with `subject`'s own programs added, and without `programs.save` (only
         the host's trailer calls it): what discovery and the runner read for that subject.
         Its key changes when the subject saves, so what is cached per view is built anew."""
+        own = {} if subject is None else self._own_of(subject)
         with self._lock:
-            own = {} if subject is None else self._own.get(subject, {})
             if not own and SAVE not in view:
                 return view
             key = (view.key, subject or "", self._versions.get(subject or "", 0))
@@ -351,6 +365,10 @@ class KeptPrograms:
         held = view.get(full)
         if name == "save" or (held is not None and not _owned_by(held, subject)):
             raise InvalidRequestError(f"the name {full} is the host's")
+        limit = self._limits().max_saved_programs_per_subject
+        own = self._own_of(subject)
+        if full not in own and len(own) >= limit:
+            raise InvalidRequestError(PROGRAMS_FULL.format(limit=limit))
         source = normalized(source)
         try:
             capability = program_capability(name, source, summary=summary, owner=subject)
@@ -400,15 +418,19 @@ class KeptPrograms:
         otherwise, `result` None); None when it asked for no save."""
         with self._lock:
             plan = self._plans.pop(execution_id, None)
-            if plan is None or result is None:
-                return None
-            full = f"{NAMESPACE}.{plan.name}"
+        if plan is None or result is None:
+            return None
+        full = f"{NAMESPACE}.{plan.name}"
+        replaced = full in self._own_of(plan.owner)
+        kept = plan.staged and (
+            self._keeping is None or self._keeping.keep(plan.owner, plan.capability, replaced)
+        )
+        with self._lock:
             status: SaveStatus
-            if plan.staged:
-                own = self._own.setdefault(plan.owner, {})
-                status = "replaced" if full in own else "saved"
-                own[full] = plan.capability
+            if kept:
+                self._own.setdefault(plan.owner, {})[full] = plan.capability
                 self._versions[plan.owner] = self._versions.get(plan.owner, 0) + 1
+                status = "replaced" if replaced else "saved"
             elif plan.decision == "denied":
                 status = "denied"
             elif plan.decision == "asked" and plan.can_ask:
@@ -418,7 +440,21 @@ class KeptPrograms:
             outcome = self._outcomes[execution_id] = Saved(full, status)
             while len(self._outcomes) > _KEPT_OUTCOMES:
                 self._outcomes.popitem(last=False)
-            return outcome
+        emit = self._on_event()
+        if kept and emit is not None:
+            digest = hashlib.sha256(plan.source.encode("utf-8", "surrogatepass")).hexdigest()
+            with contextlib.suppress(Exception):  # kept already: the audit sink logs its own
+                emit(
+                    ProgramSaved(
+                        execution_id=execution_id,
+                        subject=plan.owner,
+                        time=time.time(),
+                        name=full,
+                        replaced=replaced,
+                        source_sha256=digest,
+                    )
+                )
+        return outcome
 
     def saved(self, execution_id: str) -> Saved | None:
         """How an execution's `save_as` ended, for its reply (None: it asked for none)."""
@@ -435,16 +471,14 @@ class KeptPrograms:
                 for name, capability in self._catalog.enabled.items()
                 if isinstance(capability, SavedCapability)
             )
-        with self._lock:
-            return tuple(sorted(self._own.get(owner, {})))
+        return tuple(sorted(self._own_of(owner)))
 
     def show(self, name: str, owner: str | None = None) -> str | None:
         """The text of a kept program, for the operator only (never the model)."""
         if owner is None:
             capability = self._catalog.enabled.get(name)
         else:
-            with self._lock:
-                capability = self._own.get(owner, {}).get(name)
+            capability = self._own_of(owner).get(name)
         return capability.source if isinstance(capability, SavedCapability) else None
 
     def delete(self, name: str, owner: str | None = None) -> bool:
@@ -454,11 +488,23 @@ class KeptPrograms:
                 return False
             self._catalog.change([name], [])
             return True
+        if self._keeping is not None and not self._keeping.forget(owner, name):
+            return False
         with self._lock:
             gone = self._own.get(owner, {}).pop(name, None)
             if gone is not None:
                 self._versions[owner] = self._versions.get(owner, 0) + 1
-            return gone is not None
+            return gone is not None or self._keeping is not None
+
+    def _own_of(self, subject: str) -> dict[str, SavedCapability]:
+        """`subject`'s own programs by capability name, read again from the shelf when it
+        holds another version of them."""
+        fresh = None if self._keeping is None else self._keeping.read(subject)
+        with self._lock:
+            if fresh is not None and fresh != self._own.get(subject, {}):
+                self._own[subject] = fresh
+                self._versions[subject] = self._versions.get(subject, 0) + 1
+            return dict(self._own.get(subject, {}))
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -496,13 +542,20 @@ class KeptPrograms:
 
 
 def kept_programs(
-    option: bool | str | os.PathLike[str], catalog: Catalog, limits: Callable[[], Limits]
+    option: bool | str | os.PathLike[str],
+    catalog: Catalog,
+    limits: Callable[[], Limits],
+    store: Callable[[], Store],
+    key: str | bytes | None,
+    on_event: Callable[[], EventHandler | None] = lambda: None,
 ) -> KeptPrograms:
-    """The saved programs a `CodeMode(programs=...)` option asks for: on (True), in
-    memory, or off (False). TypeError for anything else."""
-    if not isinstance(option, bool):
-        raise TypeError("programs must be True or False")
-    return KeptPrograms(option, catalog, limits)
+    """The saved programs a `CodeMode(programs=...)` option asks for: on and kept in the
+    CodeMode's store (True: memory, or the store replicas share), on and kept in a folder
+    a restarted server reads again (a path), or off (False). TypeError for anything else."""
+    if not isinstance(option, bool | str | os.PathLike):
+        raise TypeError("programs must be True, False or the path of a folder")
+    keeping = None if option is False else Keeping(option, store, key)
+    return KeptPrograms(option is not False, catalog, limits, keeping, on_event)
 
 
 def _document(plan: _Plan) -> dict[str, Any]:

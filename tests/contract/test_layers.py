@@ -104,6 +104,7 @@ LAYERS = (
             "codemode.payloads",
             "codemode.programs",
             "codemode.composition",
+            "codemode.keeping",
             "codemode.testing",
         ),
     ),

@@ -1,0 +1,169 @@
+"""Where subjects' saved programs are kept: a shelf (the store, or a folder), read from sync code.
+
+Saved programs are read where discovery and the runner build a subject's view, which is
+sync code on any thread (an event loop's too), and the shelf is async (`ProgramShelf`).
+So each exchange with it runs on a loop of its own (on a thread of its own when this
+one runs a loop already), as a session's store is asked from `execute`. A subject's
+programs are read once, then again only when the shelf's version for that subject
+changed, asked at most every `CHECK_SECONDS`, so another replica's save shows here soon
+and a busy subject costs one version read a second. A failing shelf is logged and what
+was read stands: a program can always be called as it was last seen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+from codemode.capabilities import SavedCapability, SignatureError, program_capability
+from codemode.continuations import (
+    ProgramRecord,
+    ProgramShelf,
+    Sealer,
+    Store,
+    folder_shelf,
+    given_key,
+    store_shelf,
+)
+from codemode.errors import CodeModeError, RegistrationError
+
+log = logging.getLogger("codemode")
+T = TypeVar("T")
+
+CHECK_SECONDS = 1.0
+"""How often a subject's shelf version is asked again."""
+
+
+class Keeping:
+    """The shelf of one CodeMode's subject programs, as sync code reads and writes it.
+
+    **Parameters:**
+    - `where`: True (the CodeMode's store: memory, or the shared store replicas use) or
+      the path of a folder that a restarted server reads again.
+    - `store`: the CodeMode's store, read at first use (`serve --store` sets it late).
+    - `key`: the request-state key the records are sealed under.
+    """
+
+    def __init__(
+        self,
+        where: bool | str | os.PathLike[str],
+        store: Callable[[], Store],
+        key: str | bytes | None,
+    ) -> None:
+        self._where = where
+        self._store = store
+        self._key = key
+        self._lock = threading.Lock()
+        self._shelf: tuple[object, ProgramShelf] | None = None
+        self._seen: dict[str, tuple[float, str]] = {}
+        """Per subject: when its version was last asked, and the version read."""
+
+    def shelf(self) -> ProgramShelf:
+        """The shelf, made at first use (again if the store changed since)."""
+        store = self._store()
+        with self._lock:
+            if self._shelf is not None and self._shelf[0] is (
+                store if self._where is True else self._where
+            ):
+                return self._shelf[1]
+            key = given_key(self._key)
+            sealer = None if key is None else Sealer(key)
+            if self._where is True:
+                shelf: ProgramShelf = store_shelf(store, sealer)
+                self._shelf = (store, shelf)
+            else:
+                assert not isinstance(self._where, bool)
+                shelf = folder_shelf(self._where, sealer)
+                self._shelf = (self._where, shelf)
+            return shelf
+
+    def read(self, owner: str) -> dict[str, SavedCapability] | None:
+        """`owner`'s programs by capability name when the shelf holds another version of
+        them than last read, else None (nothing new, or not time to ask yet)."""
+        now = time.monotonic()
+        with self._lock:
+            seen = self._seen.get(owner)
+            if seen is not None and now - seen[0] < CHECK_SECONDS:
+                return None
+        try:
+            shelf = self.shelf()
+            version = _run(shelf.version(owner))
+            if seen is not None and seen[1] == version:
+                with self._lock:
+                    self._seen[owner] = (now, version)
+                return None
+            records = [_run(shelf.get(owner, name)) for name in _run(shelf.names(owner))]
+        except Exception:
+            log.warning("the saved programs of a subject could not be read", exc_info=True)
+            return None
+        with self._lock:
+            self._seen[owner] = (now, version)
+        return {c.name: c for c in map(_capability, records) if c is not None}
+
+    def keep(self, owner: str, capability: SavedCapability, replaced: bool) -> bool:
+        """Write one program to the shelf; whether it was kept (a failure is logged)."""
+        name = capability.name.split(".", 1)[1]
+        record = ProgramRecord(
+            name, capability.summary, capability.source, owner, time.time(), replaced
+        )
+        try:
+            _run(self.shelf().put(record))
+        except (Exception, CodeModeError):
+            log.warning("a saved program could not be kept on the shelf", exc_info=True)
+            return False
+        with self._lock:
+            self._seen.pop(owner, None)  # read back at the next look
+        return True
+
+    def forget(self, owner: str, name: str) -> bool:
+        """Delete one program from the shelf; whether there was one."""
+        try:
+            gone = _run(self.shelf().delete(owner, name.split(".", 1)[1]))
+        except Exception:
+            log.warning("a saved program could not be deleted from the shelf", exc_info=True)
+            return False
+        with self._lock:
+            self._seen.pop(owner, None)
+        return gone
+
+
+def _capability(record: ProgramRecord | None) -> SavedCapability | None:
+    """A kept record as its capability, or None (logged) for one that cannot be one any
+    more (a record of an older rule)."""
+    if record is None or record.owner is None:
+        return None
+    try:
+        return program_capability(
+            record.name, record.source, summary=record.summary, owner=record.owner
+        )
+    except (SignatureError, RegistrationError):
+        log.warning("a kept program %s cannot be a capability; it is left out", record.name)
+        return None
+
+
+def _run(exchange: Coroutine[Any, Any, T]) -> T:
+    """What `exchange` with the shelf gives, run on a loop of its own: on this thread, or
+    on a thread of its own when a loop runs on this one already."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return _on_a_loop(exchange)
+    with concurrent.futures.ThreadPoolExecutor(1, "codemode-programs") as thread:
+        return thread.submit(_on_a_loop, exchange).result()
+
+
+def _on_a_loop(exchange: Coroutine[Any, Any, T]) -> T:
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(exchange)
+    finally:
+        loop.close()
+
+
+__all__ = ["CHECK_SECONDS", "Keeping"]
