@@ -17,7 +17,7 @@ from codemode import CodeMode, Limits, SaveAs
 from codemode.authz import AllowAll, AuthorizationRequest, Denied, RequireApproval
 from codemode.authz.cedar import CedarAuthorizer
 from codemode.capabilities import View
-from codemode.continuations import ApprovalRequest, RedisStore
+from codemode.continuations import ApprovalRequest, Paused, RedisStore
 from codemode.errors import (
     CodeModeError,
     InvalidProgramError,
@@ -99,6 +99,9 @@ class Kept:
 
     def saving(self, view: View) -> View:
         return view
+
+    def planned(self, execution_id: str) -> bool:
+        return False
 
     def commit(self, execution_id: str, result: ExecutionResult | None) -> Saved | None:
         return None
@@ -458,3 +461,49 @@ def test_a_kept_save_is_audited_with_whether_it_replaced_one() -> None:
         ("alice", "programs.once", True),
     ]
     assert saved[0].to_dict()["event"] == "program_saved"
+
+
+CEDAR_SAVES = """
+permit(principal, action, resource);
+forbid(principal == User::"bob", action == Action::"programs.save", resource);
+@id("ask")
+@approval("Keep {name}?")
+permit(principal == User::"carol", action == Action::"programs.save", resource)
+when { context.replaces == false };
+"""
+
+
+def test_a_cedar_policy_can_forbid_a_save_by_its_action_and_read_its_document() -> None:
+    with host(CedarAuthorizer(CEDAR_SAVES)) as cm:  # a host program puts the action in the schema
+        assert save(cm, "def main():\n    return 1\n", "mine") == Saved("programs.mine", "saved")
+        assert save(cm, "def main():\n    return 1\n", "mine", "bob") == Saved(
+            "programs.mine", "denied"
+        )
+        assert cm.saved_programs.names("bob") == ()
+        assert save(cm, "def main():\n    return 1\n", "mine", "carol") == Saved(
+            "programs.mine", "unavailable"
+        )  # the policy asks a person, and the synchronous execute has no one to ask
+
+
+@pytest.mark.parametrize(("answer", "status"), [(True, "saved"), (False, "declined")])
+def test_a_save_paused_for_a_person_is_kept_when_it_goes_on_approved(
+    answer: bool, status: SaveStatus
+) -> None:
+    with host(saves_need_approval) as cm:
+        source = "def main(*, n: int = 4):\n    return n\n"
+
+        async def run() -> ExecutionResult:
+            paused = await cm.start_async(
+                source, subject="alice", save_as={"name": "four", "summary": "Four."}
+            )
+            assert isinstance(paused, Paused)
+            assert [r.message for r in paused.requests] == ["Keep four?"]
+            answers = {r.key: answer for r in paused.requests}
+            done = await cm.resume_async(paused.state, subject="alice", answers=answers)
+            assert isinstance(done, ExecutionResult)
+            return done
+
+        result = asyncio.run(run())
+        assert result.value == 4
+        assert cm.saved_programs.saved(result.execution_id) == Saved("programs.four", status)
+        assert cm.saved_programs.names("alice") == (("programs.four",) if answer else ())

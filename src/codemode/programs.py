@@ -27,7 +27,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
+from typing import Any, Literal
 
 from codemode import syntax
 from codemode.authz import AuthorizationRequest, Authorizer, Denied, RequireApproval
@@ -62,10 +62,9 @@ from codemode.events import EventHandler, ProgramSaved
 from codemode.keeping import Keeping
 from codemode.limits import Limits
 from codemode.runtime import Appendix, ExecutionResult, Programs, normalized
+from codemode.saving import SaveAs, Saved, SavedPrograms, SaveStatus
 from codemode.sources import ProgramFolder
 
-SaveStatus = Literal["saved", "replaced", "declined", "denied", "unavailable"]
-"""How a `save_as` ended (a closed set: no policy's text reaches the model)."""
 SAVING_OFF = "saving programs is off on this server"
 SAVE_AS_FIELDS = 'save_as needs "name" and "summary"'
 SAVE_AS_NAME = (
@@ -75,89 +74,7 @@ HOST_CALLS_SAVE = "programs.save is called by the host alone"
 MAX_NAME = 64
 _KEPT_OUTCOMES = 256
 _OVERLAYS_KEPT = 64
-
-
-class SaveAs(TypedDict):
-    """`execute(..., save_as=...)`: keep the program, once it succeeds, under this name."""
-
-    name: str
-    summary: str
-
-
-@dataclass(frozen=True, slots=True)
-class Saved:
-    """The outcome of a `save_as`, as the reply's `saved` field shows it."""
-
-    name: str
-    """The capability name, `programs.<name>`."""
-    status: SaveStatus
-
-
-@runtime_checkable
-class SavedPrograms(Protocol):
-    """The saved programs of one CodeMode: the host's, shared, and each subject's own.
-
-    Every call of a saved program is a capability call of the caller's execution, so
-    binding, authorization (as the caller's subject), limits and audit are the ones any
-    call has; this object only says what exists for whom and what to feed.
-    """
-
-    def add(self, name: str, source: str, *, summary: str) -> str:
-        """Keep a host program (shared with every subject) as `programs.<name>`."""
-        ...
-
-    def add_folder(self, path: str | os.PathLike[str]) -> tuple[str, ...]:
-        """Keep each `.py` file of a folder as a host program (its docstring the summary)."""
-        ...
-
-    def overlay(self, view: View, subject: str | None) -> View:
-        """`view` with `subject`'s own programs added."""
-        ...
-
-    def appendix(
-        self,
-        source: str,
-        subject: str,
-        save_as: SaveAs | None,
-        *,
-        view: View,
-        execution_id: str,
-        can_ask: bool = False,
-    ) -> Appendix | None:
-        """What to feed after `source` for `subject`, or None."""
-        ...
-
-    def watching(self, authorizer: Authorizer, execution_id: str) -> Authorizer:
-        """`authorizer`, noting how it answers this execution's save."""
-        ...
-
-    def save_action(self) -> None:
-        """Put the action `programs.save` in the catalog, so a policy can name it."""
-        ...
-
-    def saving(self, view: View) -> View:
-        """A subject's view for a run that saves (with `programs.save`)."""
-        ...
-
-    def commit(self, execution_id: str, result: ExecutionResult | None) -> Saved | None:
-        """After the execution ended: keep what it staged if it succeeded."""
-        ...
-
-    def saved(self, execution_id: str) -> Saved | None:
-        """How an execution's `save_as` ended, for its reply."""
-        ...
-
-    def names(self, owner: str | None = None) -> tuple[str, ...]:
-        """The programs kept for `owner` (None: the host's), as capability names."""
-        ...
-
-    def show(self, name: str, owner: str | None = None) -> str | None:
-        """The text of a kept program, for the operator only (never the model)."""
-        ...
-
-    def delete(self, name: str, owner: str | None = None) -> bool:
-        """Forget a kept program; whether there was one."""
-        ...
+_PLANS_KEPT = 4096
 
 
 @dataclass(slots=True)
@@ -202,7 +119,9 @@ class KeptPrograms:
         self._own: dict[str, dict[str, SavedCapability]] = {}
         self._versions: dict[str, int] = {}
         self._overlays: OrderedDict[tuple[object, str, int], View] = OrderedDict()
-        self._plans: dict[str, _Plan] = {}
+        self._plans: OrderedDict[str, _Plan] = OrderedDict()
+        """Each running (or paused) execution's save, by its id; the oldest of a paused
+        one never resumed goes past `_PLANS_KEPT`."""
         self._outcomes: OrderedDict[str, Saved] = OrderedDict()
 
     @property
@@ -308,6 +227,11 @@ class KeptPrograms:
         if not isinstance(source, str):
             return None
         plan = None if save_as is None else self._plan(source, subject, save_as, view, can_ask)
+        if plan is None and self._plans:  # a paused run that saves, going on (`resume_async`)
+            with self._lock:
+                known = self._plans.get(execution_id)
+            if known is not None and known.owner == subject:
+                plan = known
         if NAMESPACE not in source and plan is None:
             return None
         source = normalized(source)
@@ -343,6 +267,8 @@ class KeptPrograms:
                 known = self._plans.get(execution_id)
                 if known is None or known.source != plan.source:  # on resume: as it was
                     self._plans[execution_id] = plan
+                    while len(self._plans) > _PLANS_KEPT:
+                        self._plans.popitem(last=False)
         if not sites and plan is None:
             return None
         return composed(sites, lines, view, None if plan is None else _document(plan))
@@ -455,6 +381,11 @@ class KeptPrograms:
                     )
                 )
         return outcome
+
+    def planned(self, execution_id: str) -> bool:
+        """Whether this execution saves itself when it succeeds (it was run with a
+        `save_as`, here: a paused one going on too)."""
+        return execution_id in self._plans
 
     def saved(self, execution_id: str) -> Saved | None:
         """How an execution's `save_as` ended, for its reply (None: it asked for none)."""

@@ -132,7 +132,7 @@ class Runner:
             engine = self._engines.engine_for(subject)
             began, execution_id = engine.clock.now(), new_execution_id()
             snapshot, view = self._discovery.visible(self._options(), subject, execution_id)
-            view, spent = self._saving(view), engine.clock.now() - began
+            view, spent = self._saving(view, execution_id), engine.clock.now() - began
             execution = self._execution(
                 source, subject, engine, snapshot, view, False, None, None, execution_id, spent
             )
@@ -207,13 +207,15 @@ class Runner:
 
     async def _visible_async(self, subject: str, execution_id: str) -> tuple[Snapshot, View]:
         found = await self._discovery.visible_async(self._options(), subject, execution_id)
-        return found[0], self._saving(found[1])
+        return found[0], self._saving(found[1], execution_id)
 
-    def _saving(self, view: View) -> View:
-        """What a run sees: with `programs.save` when it saves (its trailer calls it)."""
-        if self._save_as is None or self._programs is None:
+    def _saving(self, view: View, execution_id: str) -> View:
+        """What a run sees: with `programs.save` when it saves (its trailer calls it), a
+        paused one that saves as well when it goes on."""
+        programs = self._programs
+        if programs is None or (self._save_as is None and not programs.planned(execution_id)):
             return view
-        return self._programs.saving(view)
+        return programs.saving(view)
 
     def _execution(
         self,
@@ -240,7 +242,7 @@ class Runner:
                 execution_id=execution_id,
                 can_ask=pausable,
             )
-            if self._save_as is not None:
+            if programs.planned(execution_id):
                 authorizer = programs.watching(snapshot.policy, execution_id)
         return build_execution(
             self._options(),

@@ -105,6 +105,7 @@ LAYERS = (
             "codemode.programs",
             "codemode.composition",
             "codemode.keeping",
+            "codemode.saving",
             "codemode.testing",
         ),
     ),
