@@ -12,6 +12,8 @@ import anyio
 import pytest
 from click.testing import CliRunner
 
+from codemode import CodeMode, PermissionDeniedError, SaveAs
+from codemode.authz import AuthorizationRequest
 from codemode.cli import main
 from codemode.cli.programs import kept, line, share
 from codemode.continuations import (
@@ -23,6 +25,7 @@ from codemode.continuations import (
     folder_shelf,
     store_shelf,
 )
+from codemode.programs import Saved
 from tests.e2e.conftest import free_port
 
 KEY = "k" * 40
@@ -242,3 +245,36 @@ def test_a_control_character_in_a_saved_text_reaches_no_terminal(tmp_path: Path)
     )
     code, out, _ = programs("--saved", str(tmp_path), "list", "--owner", "bob")
     assert (code, out) == (0, "programs.sly: Fine\ufffd]0;owned\ufffd.\n")
+
+
+def test_a_shared_program_is_every_subjects_and_runs_as_each(tmp_path: Path) -> None:
+    """What `share` copies is what a server (here a new CodeMode on the same folder, as a
+    restarted server or another replica is) offers every subject, each calling as itself."""
+
+    def host() -> CodeMode:
+        def policy(request: AuthorizationRequest) -> bool:
+            return request.capability_name != "records.count" or request.subject == "alice"
+
+        cm = CodeMode(authorizer=policy)
+        cm.configure(programs=tmp_path)
+
+        @cm.capability("records.count", summary="How many records there are.")
+        def count() -> int:
+            return 3
+
+        return cm
+
+    mine = '"""The count."""\n\ndef main() -> int:\n    return records.count()\n'
+    with host() as cm:
+        keep: SaveAs = {"name": "how_many", "summary": "How many records there are."}
+        result = cm.execute(mine, subject="alice", save_as=keep)
+        assert cm.saved_programs.saved(result.execution_id) == Saved("programs.how_many", "saved")
+    code, out, _ = programs("--saved", str(tmp_path), "share", "how_many", "--owner", "alice")
+    assert (code, out) == (0, "shared programs.how_many with every subject\n")
+    call = "def main():\n    return programs.how_many()\n"
+    with host() as cm:
+        info = cm.describe("programs.how_many", subject="carol")
+        assert info.description.endswith("Saved program (host).")
+        assert cm.execute(call, subject="alice").value == 3
+        with pytest.raises(PermissionDeniedError):  # carol calls it as carol
+            cm.execute(call, subject="carol")

@@ -175,11 +175,12 @@ class CodeMode(SourceShortcuts, Configured):
         trace_arguments: bool | None = None,
         disclose_limits: bool | None = None,
         shapes: bool | str | os.PathLike[str] | None = None,
+        programs: str | os.PathLike[str] | None = None,
     ) -> None:
         """Change options given at construction (None keeps one), as a command line does
-        after loading an app. Refused with RuntimeError once the CodeMode has searched,
-        described, run or served anything: caches built from the old options would go
-        stale."""
+        after loading an app (`programs`: the folder subjects' saved programs are kept in).
+        Refused with RuntimeError once the CodeMode has searched, described, run or
+        served anything: caches built from the old options would go stale."""
         if self._frozen:
             raise RuntimeError("configure() is refused once the CodeMode has been used")
         self._options = self._options.configured(
@@ -192,6 +193,8 @@ class CodeMode(SourceShortcuts, Configured):
         if shapes is not None:
             self._shapes.adopt(shapes)
             self._engines.shapes = self._shapes.book
+        if programs is not None:
+            self.saved_programs.keep_in(programs)
 
     def _freeze(self) -> None:
         """Fix the options, check `disabled` names (a likely typo) and the policy once."""

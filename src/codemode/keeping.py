@@ -61,8 +61,15 @@ class Keeping:
         self._key = key
         self._lock = threading.Lock()
         self._shelf: tuple[object, ProgramShelf] | None = None
-        self._seen: dict[str, tuple[float, str]] = {}
+        self._seen: dict[str | None, tuple[float, str]] = {}
         """Per subject: when its version was last asked, and the version read."""
+
+    def move(self, where: bool | str | os.PathLike[str]) -> None:
+        """Keep programs in `where` from now on (`CodeMode.configure(programs=...)`, before
+        any was read): the shelf is made again at its next use."""
+        with self._lock:
+            self._where, self._shelf = where, None
+            self._seen.clear()
 
     def shelf(self) -> ProgramShelf:
         """The shelf, made at first use (again if the store changed since)."""
@@ -83,9 +90,10 @@ class Keeping:
                 self._shelf = (self._where, shelf)
             return shelf
 
-    def read(self, owner: str) -> dict[str, SavedCapability] | None:
-        """`owner`'s programs by capability name when the shelf holds another version of
-        them than last read, else None (nothing new, or not time to ask yet)."""
+    def read(self, owner: str | None) -> dict[str, SavedCapability] | None:
+        """`owner`'s programs (None: those shared with every subject, `codemode programs
+        share`) by capability name when the shelf holds another version of them than
+        last read, else None (nothing new, or not time to ask yet)."""
         now = time.monotonic()
         with self._lock:
             seen = self._seen.get(owner)
@@ -104,7 +112,7 @@ class Keeping:
             return None
         with self._lock:
             self._seen[owner] = (now, version)
-        return {c.name: c for c in map(_capability, records) if c is not None}
+        return {c.name: c for c in (_capability(r, owner) for r in records) if c is not None}
 
     def keep(self, owner: str, capability: SavedCapability, replaced: bool) -> bool:
         """Write one program to the shelf; whether it was kept (a failure is logged)."""
@@ -133,10 +141,10 @@ class Keeping:
         return gone
 
 
-def _capability(record: ProgramRecord | None) -> SavedCapability | None:
-    """A kept record as its capability, or None (logged) for one that cannot be one any
-    more (a record of an older rule)."""
-    if record is None or record.owner is None:
+def _capability(record: ProgramRecord | None, owner: str | None) -> SavedCapability | None:
+    """A kept record of `owner` as its capability, or None (logged) for one that cannot
+    be one any more (a record of an older rule)."""
+    if record is None or record.owner != owner:
         return None
     try:
         return program_capability(

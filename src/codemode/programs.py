@@ -118,7 +118,9 @@ class KeptPrograms:
         self._lock = threading.Lock()
         self._own: dict[str, dict[str, SavedCapability]] = {}
         self._versions: dict[str, int] = {}
-        self._overlays: OrderedDict[tuple[object, str, int], View] = OrderedDict()
+        self._shared: dict[str, SavedCapability] = {}
+        self._shared_version = 0
+        self._overlays: OrderedDict[tuple[object, str, object], View] = OrderedDict()
         self._plans: OrderedDict[str, _Plan] = OrderedDict()
         """Each running (or paused) execution's save, by its id; the oldest of a paused
         one never resumed goes past `_PLANS_KEPT`."""
@@ -128,6 +130,13 @@ class KeptPrograms:
     def reserved(self) -> frozenset[str]:
         """The namespaces no source or function may take."""
         return frozenset({NAMESPACE}) if self.on else frozenset()
+
+    def keep_in(self, folder: str | os.PathLike[str]) -> None:
+        """Keep subjects' programs in `folder` from now on, which a restarted server reads
+        again (`CodeMode.configure(programs=...)`); ValueError when saved programs are off."""
+        if self._keeping is None:
+            raise ValueError(f"{SAVING_OFF}: CodeMode(programs=False)")
+        self._keeping.move(folder)
 
     # -- the host's -----------------------------------------------------------------------
 
@@ -196,14 +205,17 @@ class KeptPrograms:
         the host's trailer calls it): what discovery and the runner read for that subject.
         Its key changes when the subject saves, so what is cached per view is built anew."""
         own = {} if subject is None else self._own_of(subject)
+        shared = self._shared_now()
         with self._lock:
-            if not own and SAVE not in view:
+            if not own and not shared and SAVE not in view:
                 return view
-            key = (view.key, subject or "", self._versions.get(subject or "", 0))
+            version = (self._versions.get(subject or "", 0), self._shared_version)
+            key = (view.key, subject or "", version)
             found = self._overlays.get(key)
-            if found is None:
-                kept = [c for c in view.values() if c.name not in own and c.name != SAVE]
-                found = self._overlays[key] = View([*kept, *own.values()], view.key[0])
+            if found is None:  # the host's code first, then the subject's, then shared
+                added = {**{n: c for n, c in shared.items() if n not in view}, **own}
+                kept = [c for c in view.values() if c.name not in added and c.name != SAVE]
+                found = self._overlays[key] = View([*kept, *added.values()], view.key[0])
                 while len(self._overlays) > _OVERLAYS_KEPT:
                     self._overlays.popitem(last=False)
             return found
@@ -436,6 +448,15 @@ class KeptPrograms:
                 self._own[subject] = fresh
                 self._versions[subject] = self._versions.get(subject, 0) + 1
             return dict(self._own.get(subject, {}))
+
+    def _shared_now(self) -> dict[str, SavedCapability]:
+        """The programs the operator shared with every subject (`codemode programs share`:
+        the shelf's host programs), read again when the shelf holds another version."""
+        fresh = None if self._keeping is None else self._keeping.read(None)
+        with self._lock:
+            if fresh is not None and fresh != self._shared:
+                self._shared, self._shared_version = fresh, self._shared_version + 1
+            return dict(self._shared)
 
     # -- helpers --------------------------------------------------------------------------
 

@@ -103,6 +103,10 @@ class ServeConfig:
     """A folder of `.py` files, each a program the host keeps for every subject as
     `programs.<file name>` (its docstring the summary), followed as files change (None:
     the app's own programs alone)."""
+    saved: str | None = None
+    """The folder the programs subjects save are kept in (`CodeMode.configure(programs=
+    ...)`), so that a restarted server still has them (None keeps the app's own: the
+    `store`, shared by replicas when there is one, else this process's)."""
     app: Callable[[], CodeMode] | None = None
     """Builds the app again, as each server process of `serve_reloading` does, so that a
     changed file is read; only `serve_reloading` needs it."""
@@ -427,9 +431,10 @@ def check_store_key(cm: CodeMode, config: ServeConfig) -> None:
 
 
 def _configure(cm: CodeMode, config: ServeConfig) -> None:
-    """Apply the store, sessions, direct tools, shapes file, program folder, policy and
-    audit log of `config` to `cm`; nothing when it has none (a CodeMode in use refuses
-    `configure`). ValueError for a shared store without a key (`check_store_key`)."""
+    """Apply the store, sessions, direct tools, shapes file, saved and host programs'
+    folders, policy and audit log of `config` to `cm`; nothing when it has none (a
+    CodeMode in use refuses `configure`). ValueError for a shared store without a key
+    (`check_store_key`)."""
     if (url := config.shared_store) is not None:
         from codemode.continuations import RedisStore, StoreReplayGuard, given_key
 
@@ -453,6 +458,8 @@ def _configure(cm: CodeMode, config: ServeConfig) -> None:
         cm.direct_tools = tuple(config.tools)
     if config.shapes is not None:
         cm.configure(shapes=config.shapes)
+    if config.saved is not None:
+        cm.configure(programs=config.saved)
     if config.programs is not None:  # before the policy, which may name them
         cm.add_source(cm.saved_programs.folder(config.programs))
     if config.policy is None and not config.hide_forbidden and config.audit_log is None:

@@ -275,6 +275,7 @@ def _start(
             shapes=options["shapes"],
             tools=options["tools"],
             programs=options["programs"],
+            saved=options["saved"],
             app=None if reload_app is None else _Reloaded(reload_app, _log_level()),
         )
     except ValueError as exc:

@@ -125,6 +125,18 @@ PROGRAMS = click.option(
 )
 
 
+SAVED = click.option(
+    "--saved",
+    metavar="DIR",
+    type=click.Path(file_okay=False),
+    envvar="CODEMODE_SAVED",
+    show_envvar=True,
+    help="The folder where the programs subjects save (execute's save_as) are kept, so "
+    "that a restarted server still has them; sealed with CODEMODE_REQUEST_STATE_KEY when "
+    "it is set (default: the --store when given, else this process only).",
+)
+
+
 def serve_options(command: Any) -> Any:
     """The options `serve` and `proxy` share."""
     options = [
@@ -193,6 +205,7 @@ def serve_options(command: Any) -> Any:
         ),
         SHAPES,
         PROGRAMS,
+        SAVED,
         click.option(
             "--tools",
             metavar="PATTERN",
@@ -242,6 +255,7 @@ SETUP = (
     "audit_log",
     "shapes",
     "programs",
+    "saved",
     "tools",
     "no_sessions",
 )
@@ -270,6 +284,7 @@ __all__ = [
     "PORT",
     "PROGRAMS",
     "ROOT_PATH",
+    "SAVED",
     "SETUP",
     "SHAPES",
     "TRANSPORT",
