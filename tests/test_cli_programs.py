@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import Mapping
 from pathlib import Path
 
 import anyio
@@ -54,7 +55,7 @@ def seeded(shelf: ProgramShelf) -> ProgramShelf:
     return shelf
 
 
-def programs(*args: str, env: dict[str, str | None] | None = None) -> tuple[int, str, str]:
+def programs(*args: str, env: Mapping[str, str | None] | None = None) -> tuple[int, str, str]:
     result = CliRunner().invoke(main, ["programs", *args], env=env or UNKEYED)
     return result.exit_code, result.stdout, result.stderr
 
@@ -247,16 +248,30 @@ def test_a_control_character_in_a_saved_text_reaches_no_terminal(tmp_path: Path)
     assert (code, out) == (0, "programs.sly: Fine\ufffd]0;owned\ufffd.\n")
 
 
-def test_a_shared_program_is_every_subjects_and_runs_as_each(tmp_path: Path) -> None:
-    """What `share` copies is what a server (here a new CodeMode on the same folder, as a
-    restarted server or another replica is) offers every subject, each calling as itself."""
+@pytest.mark.parametrize("kept_in", ["folder", "redis"])
+def test_a_shared_program_is_every_subjects_and_runs_as_each(
+    kept_in: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """What the server kept is what `codemode programs` reads, and what `share` copies is
+    what a server (here a new CodeMode on the same shelf, as a restarted server or
+    another replica is) offers every subject, each calling as itself."""
+    env: Mapping[str, str | None] = KEYED if kept_in == "redis" else UNKEYED
+    if kept_in == "redis":
+        url = request.getfixturevalue("redis_url")
+        db = f"{url.rsplit('/', 1)[0]}/{secrets.randbelow(15) + 1}"
+        options = ["--store", db]
+    else:
+        options = ["--saved", str(tmp_path)]
 
     def host() -> CodeMode:
         def policy(request: AuthorizationRequest) -> bool:
             return request.capability_name != "records.count" or request.subject == "alice"
 
-        cm = CodeMode(authorizer=policy)
-        cm.configure(programs=tmp_path)
+        if kept_in == "redis":
+            cm = CodeMode(authorizer=policy, store=RedisStore(db), request_state_key=KEY)
+        else:
+            cm = CodeMode(authorizer=policy)
+            cm.configure(programs=tmp_path)
 
         @cm.capability("records.count", summary="How many records there are.")
         def count() -> int:
@@ -269,7 +284,9 @@ def test_a_shared_program_is_every_subjects_and_runs_as_each(tmp_path: Path) -> 
         keep: SaveAs = {"name": "how_many", "summary": "How many records there are."}
         result = cm.execute(mine, subject="alice", save_as=keep)
         assert cm.saved_programs.saved(result.execution_id) == Saved("programs.how_many", "saved")
-    code, out, _ = programs("--saved", str(tmp_path), "share", "how_many", "--owner", "alice")
+    listed = programs(*options, "list", "--owner", "alice", env=env)
+    assert listed == (0, "programs.how_many: How many records there are.\n", "")
+    code, out, _ = programs(*options, "share", "how_many", "--owner", "alice", env=env)
     assert (code, out) == (0, "shared programs.how_many with every subject\n")
     call = "def main():\n    return programs.how_many()\n"
     with host() as cm:
