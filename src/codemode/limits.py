@@ -233,6 +233,36 @@ def seconds(value: float) -> str:
     return f"{round(value, 3):g} s"
 
 
+def budget(limits: Limits, *, sessions: bool = False, tasks: bool = False) -> str:
+    """The limits a program runs under, as one line of the execute description: the
+    program's own budget, given up front so it need not find it by failing; with
+    `sessions`, what a session may keep and how long it waits unused; with `tasks`, the
+    longer bound of a program run as a task."""
+    task = f"{_duration(limits.max_task_seconds)} as a task; " if tasks else ""
+    kept = (
+        f", session state {size(limits.max_session_bytes)}, "
+        f"idle {_duration(limits.session_idle_seconds)}"
+        if sessions
+        else ""
+    )
+    return (
+        f"Budget per program: {limits.max_capability_calls} capability calls, "
+        f"{seconds(limits.max_execution_seconds)} in all "
+        f"({task}{seconds(limits.max_interpreter_seconds)} running code), "
+        f"{size(limits.max_return_bytes)} returned, {size(limits.max_printed_bytes)} printed, "
+        f"{size(limits.max_memory_bytes)} of memory{kept}."
+    )
+
+
+def _duration(value: float) -> str:
+    """An idle time as a person says it: `1 h`, `30 min`, else seconds."""
+    if value >= 3600 and value % 3600 == 0:
+        return f"{int(value // 3600)} h"
+    if value >= 60 and value % 60 == 0:
+        return f"{int(value // 60)} min"
+    return seconds(value)
+
+
 __all__ = [
     "KIB",
     "MIB",
@@ -240,6 +270,7 @@ __all__ = [
     "LimitKind",
     "Limits",
     "bound",
+    "budget",
     "exceeded",
     "host_calls",
     "queued",

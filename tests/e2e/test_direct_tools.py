@@ -68,7 +68,8 @@ async def test_serve_with_tools_lists_and_calls_them_as_the_caller(
 
 
 def test_the_direct_tools_schemas_pass_the_inspectors_strict_check(tmp_path: Path) -> None:
-    server = [sys.executable, "-m", "codemode", "serve", HOST, "--tools", "*"]
+    app = "tests.e2e.test_programs:build"  # the test host's capabilities and a host program
+    server = [sys.executable, "-m", "codemode", "serve", app, "--tools", "*"]
     finished = subprocess.run(
         [*inspector(), "--method", "tools/list", "--strict", "--", *server],
         capture_output=True,
@@ -85,6 +86,7 @@ def test_the_direct_tools_schemas_pass_the_inspectors_strict_check(tmp_path: Pat
     assert finished.returncode == 0, finished.stderr
     assert '"name": "records.search"' in finished.stdout
     assert '"name": "instance.get"' in finished.stdout
+    assert '"name": "programs.twice"' in finished.stdout
     assert finished.stderr == "codemode: serving codemode over stdio; Ctrl-C stops it\n"
 
 

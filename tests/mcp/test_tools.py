@@ -85,6 +85,25 @@ def refusal(tool: str, arguments: Any) -> str | None:
         ("describe_api", {"names": ["a"] * 21}, 'property "names" must be a list of at most 20'),
         ("describe_api", {"names": ["\ud800", 3]}, 'property "names" must be a list of at most'),
         ("describe_api", {"names": ["a", "\ud800"]}, 'property "names" must be valid Unicode text'),
+        # save_as: CodeMode's own texts, whatever is wrong in it
+        ("execute", {"source": "x", "save_as": "weekly"}, 'save_as needs "name" and "summary"'),
+        ("execute", {"source": "x", "save_as": {"name": "w"}}, 'save_as needs "name" and "summ'),
+        (
+            "execute",
+            {"source": "x", "save_as": {"name": "w", "summary": "S.", "x": 1}},
+            'save_as needs "name" and "summary"',
+        ),
+        (
+            "execute",
+            {"source": "x", "save_as": {"name": 5, "summary": "S."}},
+            'save_as needs "name" and "summary"',
+        ),
+        (
+            "execute",
+            {"source": "x", "save_as": {"name": "w" * 65, "summary": "S."}},
+            'save_as "name" must be a lowercase identifier (letters, digits, _), at most 64 '
+            "characters",
+        ),
     ],
 )
 def test_malformed_arguments_get_the_documented_text(tool: str, arguments: Any, text: str) -> None:
@@ -99,12 +118,18 @@ def test_well_formed_arguments_pass_through_unchanged() -> None:
         ("describe_api", {"names": ["a", "b"]}),
         ("execute", {"source": "def main():\n    return 1"}),
         ("execute", {"source": "def main():\n    return 1", "session": "new"}),
+        ("execute", {"source": "x", "save_as": {"name": "weekly", "summary": "Weekly."}}),
     ):
         assert check_arguments(BY_NAME[tool], arguments) == arguments
 
 
-KEYS = ["query", "offset", "name", "names", "source", "session", "code", "querry", "extra"]
+KEYS = [
+    "query", "offset", "name", "names", "source", "session", "save_as", "code", "querry", "extra"
+]  # fmt: skip
 value = st.one_of(
+    st.dictionaries(
+        st.sampled_from(["name", "summary", "x"]), st.one_of(st.text(max_size=3), st.none())
+    ),
     st.none(),
     st.booleans(),
     st.integers(-3, 2**70),
@@ -186,6 +211,10 @@ async def replies(mode: str) -> list[tuple[str, CallToolResult]]:
         ("execute", {"source": 'def main():\n    print("hi")\n    return [1, {"a": None}]'}),
         ("execute", {"source": 'def main():\n    books.get(isbn="1")\n    print("x")\n    [][1]'}),
         ("execute", {"source": "rows = [1]\ndef main():\n    return rows", "session": "new"}),
+        (
+            "execute",
+            {"source": "def main():\n    return 1", "save_as": {"name": "one", "summary": "1."}},
+        ),
     ]
     with host() as cm:
         async with Client(build_server(cm, subject="a"), mode=mode) as client:
@@ -210,6 +239,7 @@ async def test_every_reply_shape_matches_its_type_and_listed_schema(mode: str) -
         "describe_api.not_found",
         "execute.printed",
         "execute.session",
+        "execute.saved",
         "execute.error.calls",
     } <= seen
 
@@ -344,7 +374,7 @@ def test_without_sessions_execute_takes_no_session_and_says_nothing_of_them() ->
     with pytest.raises(InvalidRequestError) as caught:
         check_arguments(execute, {"source": "x", "session": "new"})
     assert str(caught.value) == (
-        'invalid request: unknown property "session"; this tool takes "source"'
+        'invalid request: unknown property "session"; this tool takes "source", "save_as"'
     )
 
 

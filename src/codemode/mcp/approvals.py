@@ -45,6 +45,7 @@ from codemode.authz import may_ask
 from codemode.mcp import progress
 from codemode.mcp.tools import ToolResult, ok
 from codemode.payloads import execute_payload
+from codemode.programs import SaveAs
 from codemode.questions import arguments_text
 from codemode.runtime import ExecutionResult
 
@@ -203,11 +204,12 @@ async def _execute(
 ) -> ToolResult | InputRequiredResult:
     """A 2026-era retry needs no `session`, since its paused state carries the handle."""
     source, session = arguments["source"], arguments.get("session")
-    return await run(cm, ctx, params, subject, source, session, _executed)
 
+    def reply(result: ExecutionResult) -> ToolResult:  # with how its save_as ended, if any
+        return ok(execute_payload(result, cm.saved_programs.saved(result.execution_id)))
 
-def _executed(result: ExecutionResult) -> ToolResult:
-    return ok(execute_payload(result))
+    save_as = arguments.get("save_as")
+    return await run(cm, ctx, params, subject, source, session, reply, save_as=save_as)
 
 
 async def run(
@@ -218,10 +220,13 @@ async def run(
     source: str,
     session: str | None,
     reply: Callable[[ExecutionResult], ToolResult],
+    *,
+    save_as: SaveAs | None = None,
 ) -> ToolResult | InputRequiredResult:
-    """Run `source` as `subject` for this tool call, asking a person however its channel
-    can (a 2026-era retry resumes the program its paused state holds), and answer what it
-    returned as `reply` says."""
+    """Run `source` as `subject` for this tool call, kept as `save_as` says once it
+    succeeded, asking a person however its channel can (a 2026-era retry resumes the
+    program its paused state holds, and its save), and answer what it returned as
+    `reply` says."""
     if _modern(ctx):
         if params.request_state is not None:  # the boundary verified and unsealed it
             answers = {
@@ -236,18 +241,20 @@ async def run(
             )
         else:
             outcome = await cm.start_async(
-                source, subject=subject, pausable=elicits(ctx), session=session
+                source, subject=subject, pausable=elicits(ctx), session=session, save_as=save_as
             )
         if isinstance(outcome, Paused):
             return input_required(outcome)
         return reply(outcome)
     if not ctx.session.can_send_request:  # stateless HTTP: no session, nothing declared
         result = await cm.execute_async(
-            source, subject=subject, unavailable=NO_SESSION, session=session
+            source, subject=subject, unavailable=NO_SESSION, session=session, save_as=save_as
         )
     else:
         approve = live_approver(ctx) if elicits(ctx) else None
-        result = await cm.execute_async(source, subject=subject, approve=approve, session=session)
+        result = await cm.execute_async(
+            source, subject=subject, approve=approve, session=session, save_as=save_as
+        )
     return reply(result)
 
 

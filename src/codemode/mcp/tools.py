@@ -34,8 +34,9 @@ from codemode.app import CodeMode
 from codemode.binding import closest_name
 from codemode.errors import CodeModeError, InvalidRequestError, NotFoundError
 from codemode.language import surface
-from codemode.limits import Limits, seconds, size
+from codemode.limits import Limits, budget
 from codemode.payloads import describe_payload, model_text, search_payload
+from codemode.programs import MAX_NAME, SAVE_AS_FIELDS, SAVE_AS_NAME, SaveStatus
 from codemode.types import JSONObject, JSONValue
 
 # -- the types ------------------------------------------------------------------------------
@@ -59,6 +60,12 @@ def _unicode(text: str) -> str:
 
 
 Text = Annotated[str, AfterValidator(_unicode)]
+
+SAVE_AS_DESCRIPTION = (
+    "After the program succeeds, keep it as the capability programs.<name> for you to call "
+    "later (keyword-only parameters of main are its parameters); saving is authorized and "
+    "may ask a person; it counts as one call."
+)
 
 
 @with_config(_CLOSED)
@@ -97,9 +104,31 @@ class DescribeArguments(TypedDict, total=False):
     ]
 
 
+NAME_PATTERN = "^[a-z][a-z0-9_]*$"
+"""What a saved program's name may be (`codemode.programs` checks it too)."""
+
+
+@with_config(_CLOSED)
+class SaveAsArgument(TypedDict):
+    name: Annotated[
+        Text,
+        Field(
+            max_length=MAX_NAME,
+            description="Lowercase letters, digits and _: the program becomes programs.<name>",
+            # listed for the client; the rule itself is CodeMode's, with its own text
+            json_schema_extra={"pattern": NAME_PATTERN},
+        ),
+    ]
+    summary: Annotated[Text, Field(description="What it does, as search_api will show it")]
+
+
+SaveAsProperty: TypeAlias = Annotated[SaveAsArgument, Field(description=SAVE_AS_DESCRIPTION)]
+
+
 @with_config(_CLOSED)
 class ExecuteArguments(TypedDict):
     source: Annotated[Text, Field(description="The program: Python that defines def main():")]
+    save_as: NotRequired[SaveAsProperty]
 
 
 @with_config(_CLOSED)
@@ -114,6 +143,7 @@ class ExecuteSessionArguments(TypedDict):
             ),
         ]
     ]
+    save_as: NotRequired[SaveAsProperty]
 
 
 @with_config(ConfigDict(extra="allow", strict=True))
@@ -215,6 +245,14 @@ AnyJSON = Annotated[
 
 
 @with_config(_CLOSED)
+class SavedReply(TypedDict):
+    """How a `save_as` ended: the capability name, and a status of a closed set."""
+
+    name: str
+    status: SaveStatus
+
+
+@with_config(_CLOSED)
 class ExecuteReply(TypedDict):
     """`execute_payload()`."""
 
@@ -222,6 +260,7 @@ class ExecuteReply(TypedDict):
     printed: NotRequired[str]
     usage: NotRequired[Object]
     session: NotRequired[str]
+    saved: NotRequired[SavedReply]
 
 
 def _outcome(reply: Any) -> str:
@@ -325,7 +364,8 @@ EXECUTE_DESCRIPTION = (
     + '\nCall progress("message", done=3, total=20) to tell the client how far the program '
     "is; done and total are optional numbers and it returns None."
     + "\nOn failure the reply is an error with a code and, for mistakes in the program, the "
-    "line and column to fix."
+    "line and column to fix.\nWith save_as, a program that succeeds is kept as "
+    "programs.<name>, which your later programs call like any capability."
 )
 SESSIONS_DESCRIPTION = (
     'With session "new" (or a handle a reply gave), what the program leaves at top level '
@@ -364,36 +404,6 @@ TOOLS = [
     ),
 ]
 """The three tools as a host with sessions (the default) lists them."""
-
-
-def budget(limits: Limits, *, sessions: bool = False, tasks: bool = False) -> str:
-    """The limits a program runs under, as one line of the execute description: the
-    program's own budget, given up front so it need not find it by failing; with
-    `sessions`, what a session may keep and how long it waits unused; with `tasks`, the
-    longer bound of a program run as a task."""
-    task = f"{_duration(limits.max_task_seconds)} as a task; " if tasks else ""
-    kept = (
-        f", session state {size(limits.max_session_bytes)}, "
-        f"idle {_duration(limits.session_idle_seconds)}"
-        if sessions
-        else ""
-    )
-    return (
-        f"Budget per program: {limits.max_capability_calls} capability calls, "
-        f"{seconds(limits.max_execution_seconds)} in all "
-        f"({task}{seconds(limits.max_interpreter_seconds)} running code), "
-        f"{size(limits.max_return_bytes)} returned, {size(limits.max_printed_bytes)} printed, "
-        f"{size(limits.max_memory_bytes)} of memory{kept}."
-    )
-
-
-def _duration(value: float) -> str:
-    """An idle time as a person says it: `1 h`, `30 min`, else seconds."""
-    if value >= 3600 and value % 3600 == 0:
-        return f"{int(value // 3600)} h"
-    if value >= 60 and value % 60 == 0:
-        return f"{int(value // 60)} min"
-    return seconds(value)
 
 
 def tools(limits: Limits | None, *, sessions: bool = True, tasks: bool = False) -> list[Tool]:
@@ -483,6 +493,9 @@ def _problem(details: list[ErrorDetails], properties: Schema, arguments: Any) ->
     if not first["loc"]:
         return "arguments must be an object"
     key = str(first["loc"][0])
+    if key == "save_as" and key in properties:  # its own texts, as CodeMode gives them
+        too_long = first["type"] in ("too_long", "string_too_long")
+        return SAVE_AS_NAME if too_long and first["loc"][1:] == ("name",) else SAVE_AS_FIELDS
     if first["type"] == "extra_forbidden":
         return _unknown(key, properties)
     if first["type"] == "missing":
@@ -558,6 +571,7 @@ __all__ = [
     "ARGUMENTS",
     "MAX_DESCRIBE_NAMES",
     "REPLIES",
+    "SAVE_AS_DESCRIPTION",
     "SESSIONS_DESCRIPTION",
     "TOOLS",
     "WITHOUT_SESSIONS",
@@ -568,6 +582,8 @@ __all__ = [
     "ExecuteReply",
     "ExecuteSessionArguments",
     "Handlers",
+    "SaveAsArgument",
+    "SavedReply",
     "Schema",
     "SearchArguments",
     "SearchReply",
