@@ -91,7 +91,7 @@ class Kept:
     ) -> Appendix | None:
         return None
 
-    def watching(self, authorizer: object, execution_id: str) -> object:
+    def watching(self, authorizer: object, execution_id: str, view: View) -> object:
         return authorizer
 
     def save_action(self) -> None:
@@ -507,3 +507,23 @@ def test_a_save_paused_for_a_person_is_kept_when_it_goes_on_approved(
         assert result.value == 4
         assert cm.saved_programs.saved(result.execution_id) == Saved("programs.four", status)
         assert cm.saved_programs.names("alice") == (("programs.four",) if answer else ())
+
+
+def test_an_async_main_is_refused_the_saved_programs_it_calls(cm: CodeMode) -> None:
+    error = failure(cm, "async def main():\n    return programs.weekly_report()\n")
+    assert str(error) == (
+        "invalid program: <codemode>:2:12: saved programs are called from def main(), "
+        "not async def main()"
+    )
+
+
+def test_a_subjects_own_program_runs_under_a_policy_built_for_the_catalog() -> None:
+    with host(CedarAuthorizer(CEDAR)) as cm:
+        assert save(cm, "def main(*, w: int = 2):\n    return w\n", "two", "bob") == Saved(
+            "programs.two", "saved"
+        )
+        assert cm.execute("def main():\n    return programs.two(w=3)\n", subject="bob").value == 3
+        calls = "def main():\n    return programs.weekly_report(week=2)\n"
+        error = failure(cm, calls, subject="bob", save_as={"name": "wr", "summary": "W."})
+        assert isinstance(error, PermissionDeniedError)  # its inner call, asked as bob
+        assert cm.saved_programs.names("bob") == ("programs.two",)

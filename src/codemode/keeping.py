@@ -6,7 +6,8 @@ So each exchange with it runs on a loop of its own (on a thread of its own when 
 one runs a loop already), as a session's store is asked from `execute`. A subject's
 programs are read once, then again only when the shelf's version for that subject
 changed, asked at most every `CHECK_SECONDS`, so another replica's save shows here soon
-and a busy subject costs one version read a second. A failing shelf is logged and what
+and a busy subject costs one version read a second (none for this process's own memory,
+where nothing but this CodeMode writes). A failing shelf is logged and what
 was read stands: a program can always be called as it was last seen.
 """
 
@@ -23,6 +24,7 @@ from typing import Any, TypeVar
 
 from codemode.capabilities import SavedCapability, SignatureError, program_capability
 from codemode.continuations import (
+    MemoryStore,
     ProgramRecord,
     ProgramShelf,
     Sealer,
@@ -94,6 +96,8 @@ class Keeping:
         """`owner`'s programs (None: those shared with every subject, `codemode programs
         share`) by capability name when the shelf holds another version of them than
         last read, else None (nothing new, or not time to ask yet)."""
+        if self._where is True and isinstance(self._store(), MemoryStore):
+            return None  # this process's own memory: what it keeps there, it knows already
         now = time.monotonic()
         with self._lock:
             seen = self._seen.get(owner)

@@ -71,6 +71,7 @@ SAVE_AS_NAME = (
     'save_as "name" must be a lowercase identifier (letters, digits, _), at most 64 characters'
 )
 HOST_CALLS_SAVE = "programs.save is called by the host alone"
+ASYNC_CALLER = "saved programs are called from def main(), not async def main()"
 MAX_NAME = 64
 _KEPT_OUTCOMES = 256
 _OVERLAYS_KEPT = 64
@@ -281,6 +282,9 @@ class KeptPrograms:
                     self._plans[execution_id] = plan
                     while len(self._plans) > _PLANS_KEPT:
                         self._plans.popitem(last=False)
+        if sites and tree is not None and _is_async(tree):
+            where = where_of(sites[0].span, lines)
+            raise InvalidProgramError(f"{where.render()}: {ASYNC_CALLER}", where=where)
         if not sites and plan is None:
             return None
         return composed(sites, lines, view, None if plan is None else _document(plan))
@@ -316,11 +320,20 @@ class KeptPrograms:
             raise InvalidRequestError(SAVE_AS_FIELDS) from None
         return _Plan(name, summary, source, subject, held is not None, capability, can_ask)
 
-    def watching(self, authorizer: Authorizer, execution_id: str) -> Authorizer:
+    def watching(self, authorizer: Authorizer, execution_id: str, view: View) -> Authorizer:
         """`authorizer`, noting how it answers this execution's `programs.save` (the
-        reply says `denied` or `declined`, never the policy's text)."""
+        reply says `denied` or `declined`, never the policy's text). The entry of the
+        subject's own programs is not asked of it: it runs nothing of its own (each call
+        inside is asked as any), and a policy built for the catalog knows no such action."""
+        own = frozenset(
+            c.id for c in view.values() if isinstance(c, SavedCapability) and c.owner is not None
+        )
+        if not own and execution_id not in self._plans:
+            return authorizer
 
         def decide(request: AuthorizationRequest) -> Any:
+            if request.capability_id in own:
+                return None
             plan = self._plans.get(execution_id) if request.capability_name == SAVE else None
             if plan is None:
                 return authorizer(request)
@@ -522,6 +535,12 @@ def _document(plan: _Plan) -> dict[str, Any]:
     }
 
 
+def _is_async(tree: ast.Module) -> bool:
+    """Whether the program's main is `async def` (its calls are then awaited apart)."""
+    mains = [n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+    return any(isinstance(n, ast.AsyncFunctionDef) for n in mains if n.name == "main")
+
+
 def _good_name(name: str) -> bool:
     return (
         0 < len(name) <= MAX_NAME
@@ -558,6 +577,7 @@ def _decided(decision: object) -> Literal["allowed", "asked", "denied", "failed"
 
 
 __all__ = [
+    "ASYNC_CALLER",
     "HOST_CALLS_SAVE",
     "NAMESPACE",
     "SAVE_AS_FIELDS",

@@ -242,8 +242,8 @@ class Runner:
                 execution_id=execution_id,
                 can_ask=pausable,
             )
-            if programs.planned(execution_id):
-                authorizer = programs.watching(snapshot.policy, execution_id)
+            if appendix is not None:  # it calls saved programs, or saves itself
+                authorizer = programs.watching(snapshot.policy, execution_id, view)
         return build_execution(
             self._options(),
             source,

@@ -70,7 +70,7 @@ class SavedPrograms(Protocol):
         """What to feed after `source` for `subject`, or None."""
         ...
 
-    def watching(self, authorizer: Authorizer, execution_id: str) -> Authorizer:
+    def watching(self, authorizer: Authorizer, execution_id: str, view: View) -> Authorizer:
         """`authorizer`, noting how it answers this execution's save."""
         ...
 
