@@ -527,3 +527,12 @@ def test_a_subjects_own_program_runs_under_a_policy_built_for_the_catalog() -> N
         error = failure(cm, calls, subject="bob", save_as={"name": "wr", "summary": "W."})
         assert isinstance(error, PermissionDeniedError)  # its inner call, asked as bob
         assert cm.saved_programs.names("bob") == ("programs.two",)
+
+
+def test_a_session_keeps_none_of_the_names_a_saved_programs_call_binds(cm: CodeMode) -> None:
+    source = "kept = 1\ndef main():\n    return programs.weekly_report(week=1)\n"
+    result = cm.execute(source, subject="alice", session="new")
+    assert result.value == [10, 4]
+    assert result.kept is not None and set(result.kept.names) == {"kept"}
+    again = "def main():\n    return programs.weekly_report(week=kept + 1)\n"
+    assert cm.execute(again, subject="alice", session=result.session).value == [20, 4]

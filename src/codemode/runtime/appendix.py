@@ -16,6 +16,9 @@ import re
 from dataclasses import dataclass
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+GUEST_NAMES = re.compile(r"_cm_c[0-9]+|_p[0-9]{6}")
+"""The globals appended code may bind (a site's class and its instance): the feature's,
+never a session's state."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +150,7 @@ def _renamed(source: str, lines: tuple[str, ...], renames: tuple[Rename, ...]) -
 
 
 __all__ = [
+    "GUEST_NAMES",
     "IDENTIFIER",
     "Appendix",
     "Entered",

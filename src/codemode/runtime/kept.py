@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import pydantic_monty as pm
 
+from codemode.runtime.appendix import GUEST_NAMES
 from codemode.runtime.loops import LOOPS, MARKERS
 from codemode.runtime.program import RETURNED
 
@@ -70,7 +71,7 @@ def held(listing: object, namespaces: Iterable[str]) -> dict[str, str]:
             continue
         if not (length is None or type(length) is int):
             continue
-        if name in (RETURNED, "main") or MARKERS.fullmatch(name):
+        if name in (RETURNED, "main") or MARKERS.fullmatch(name) or GUEST_NAMES.fullmatch(name):
             continue
         if name in roots and type_name in ("module", UNREAD):
             continue
