@@ -64,13 +64,15 @@ class Keeping:
         self._lock = threading.Lock()
         self._shelf: tuple[object, ProgramShelf] | None = None
         self._seen: dict[str | None, tuple[float, str]] = {}
+        self._shared: tuple[int, dict[str, SavedCapability]] = (0, {})
+        """The programs shared with every subject, as last read, and their version."""
         """Per subject: when its version was last asked, and the version read."""
 
     def move(self, where: bool | str | os.PathLike[str]) -> None:
         """Keep programs in `where` from now on (`CodeMode.configure(programs=...)`, before
         any was read): the shelf is made again at its next use."""
         with self._lock:
-            self._where, self._shelf = where, None
+            self._where, self._shelf, self._shared = where, None, (0, {})
             self._seen.clear()
 
     def shelf(self) -> ProgramShelf:
@@ -117,6 +119,16 @@ class Keeping:
         with self._lock:
             self._seen[owner] = (now, version)
         return {c.name: c for c in (_capability(r, owner) for r in records) if c is not None}
+
+    def shared(self) -> tuple[int, dict[str, SavedCapability]]:
+        """The programs shared with every subject (`codemode programs share`: the shelf's
+        host programs) and a number that grows whenever they change, read again when the
+        shelf holds another version of them."""
+        fresh = self.read(None)
+        with self._lock:
+            if fresh is not None and fresh != self._shared[1]:
+                self._shared = (self._shared[0] + 1, fresh)
+            return self._shared[0], dict(self._shared[1])
 
     def keep(self, owner: str, capability: SavedCapability, replaced: bool) -> bool:
         """Write one program to the shelf; whether it was kept (a failure is logged)."""

@@ -119,8 +119,6 @@ class KeptPrograms:
         self._lock = threading.Lock()
         self._own: dict[str, dict[str, SavedCapability]] = {}
         self._versions: dict[str, int] = {}
-        self._shared: dict[str, SavedCapability] = {}
-        self._shared_version = 0
         self._overlays: OrderedDict[tuple[object, str, object], View] = OrderedDict()
         self._plans: OrderedDict[str, _Plan] = OrderedDict()
         """Each running (or paused) execution's save, by its id; the oldest of a paused
@@ -179,14 +177,8 @@ class KeptPrograms:
             added.append(self.add(file.stem, source, summary=summary.strip()))
         return tuple(added)
 
-    def folder(self, path: str | os.PathLike[str]) -> ProgramFolder:
-        """The folder at `path` as the source of host programs it holds (`codemode serve
-        --programs`), each file checked as `add` checks a program: `CodeMode.add_source`
-        adds it, and follows it as files are added, changed or removed."""
-        bound = self._limits().max_source_bytes
-        return ProgramFolder(path, build=self._from_file, max_source_bytes=bound)
-
-    def _from_file(self, record: ProgramRecord) -> SavedCapability:
+    def from_file(self, record: ProgramRecord) -> SavedCapability:
+        """A host program read from a file (`program_folder`), checked as `add` checks one."""
         if not self.on:
             raise RegistrationError(SAVING_OFF)
         source = normalized(record.source)
@@ -206,11 +198,11 @@ class KeptPrograms:
         the host's trailer calls it): what discovery and the runner read for that subject.
         Its key changes when the subject saves, so what is cached per view is built anew."""
         own = {} if subject is None else self._own_of(subject)
-        shared = self._shared_now()
+        shared_version, shared = (0, {}) if self._keeping is None else self._keeping.shared()
         with self._lock:
             if not own and not shared and SAVE not in view:
                 return view
-            version = (self._versions.get(subject or "", 0), self._shared_version)
+            version = (self._versions.get(subject or "", 0), shared_version)
             key = (view.key, subject or "", version)
             found = self._overlays.get(key)
             if found is None:  # the host's code first, then the subject's, then shared
@@ -462,15 +454,6 @@ class KeptPrograms:
                 self._versions[subject] = self._versions.get(subject, 0) + 1
             return dict(self._own.get(subject, {}))
 
-    def _shared_now(self) -> dict[str, SavedCapability]:
-        """The programs the operator shared with every subject (`codemode programs share`:
-        the shelf's host programs), read again when the shelf holds another version."""
-        fresh = None if self._keeping is None else self._keeping.read(None)
-        with self._lock:
-            if fresh is not None and fresh != self._shared:
-                self._shared, self._shared_version = fresh, self._shared_version + 1
-            return dict(self._shared)
-
     # -- helpers --------------------------------------------------------------------------
 
     def saving(self, view: View) -> View:
@@ -504,6 +487,16 @@ class KeptPrograms:
             return program_capability(name, source, summary=summary, owner=owner)
         except SignatureError as error:
             raise InvalidProgramError(str(error)) from None
+
+
+def program_folder(
+    programs: KeptPrograms, path: str | os.PathLike[str], *, max_source_bytes: int
+) -> ProgramFolder:
+    """The folder at `path` as the source of host programs it holds (`codemode serve
+    --programs`), each file checked as `add` checks a program (and at most
+    `max_source_bytes`): `CodeMode.add_source` adds it, and follows it as files are
+    added, changed or removed."""
+    return ProgramFolder(path, build=programs.from_file, max_source_bytes=max_source_bytes)
 
 
 def kept_programs(
@@ -589,4 +582,5 @@ __all__ = [
     "Saved",
     "SavedPrograms",
     "kept_programs",
+    "program_folder",
 ]

@@ -461,7 +461,11 @@ def _configure(cm: CodeMode, config: ServeConfig) -> None:
     if config.saved is not None:
         cm.configure(programs=config.saved)
     if config.programs is not None:  # before the policy, which may name them
-        cm.add_source(cm.saved_programs.folder(config.programs))
+        from codemode.programs import program_folder
+
+        bound = cm.limits.max_source_bytes
+        folder = program_folder(cm.saved_programs, config.programs, max_source_bytes=bound)
+        cm.add_source(folder)
     if config.policy is None and not config.hide_forbidden and config.audit_log is None:
         return
     authorizer = None if config.policy is None else config.policy(cm)
