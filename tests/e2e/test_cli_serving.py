@@ -14,7 +14,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import anyio
@@ -23,10 +23,11 @@ import pytest
 import uvicorn
 from click.testing import CliRunner
 from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 import codemode
 from codemode.cli import main
-from tests.conftest import GUARD, eventually
+from tests.conftest import CANARY, GUARD, eventually
 from tests.e2e.conftest import ROOT, codemode_command, free_port, http_client, wait_for_port
 
 HOST = "tests.conftest:build_host"
@@ -415,3 +416,46 @@ def test_the_printed_stdio_configuration_keeps_the_program_folder(
     pasted = result.stdout.split("Client configuration, stdio:\n")[1].split("\nPress Ctrl-C")[0]
     (entry,) = json.loads(pasted)["mcpServers"].values()
     assert entry["args"][-2:] == ["--programs", str(tmp_path)]
+
+
+@contextlib.asynccontextmanager
+async def as_subject(url: str, token: str) -> AsyncIterator[Client]:
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http,
+        Client(streamable_http_client(url, http_client=http)) as client,
+    ):
+        yield client
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("key", ["", "k" * 40], ids=["plain", "sealed"])
+async def test_a_server_restarted_on_its_saved_folder_still_has_a_subjects_program(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, key: str
+) -> None:
+    monkeypatch.setenv("CODEMODE_REQUEST_STATE_KEY", key)
+    tokens, saved = tmp_path / "tokens", tmp_path / "saved"
+    tokens.write_text("alice:tok-alice\nbob:tok-bob\n")
+    options = ("--token-file", str(tokens), "--saved", str(saved))
+    keep = {"name": "doubled", "summary": f"Twice a count {CANARY}."}
+    source = 'def main(*, key: str = "a") -> int:\n    return 2 * records.lookup(key=key, limit=4)["count"]\n'
+    with serving(*options) as url:
+        async with as_subject(url, "tok-alice") as alice:
+            ran = await alice.call_tool("execute", {"source": source, "save_as": keep})
+        assert ran.structured_content is not None
+        assert ran.structured_content["saved"] == {"name": "programs.doubled", "status": "saved"}
+    with serving(*options) as url:  # a new process, on the same folder
+        async with as_subject(url, "tok-alice") as alice:
+            assert await programs_seen(alice) == ["programs.doubled"]
+            call = "def main():\n    return programs.doubled(key='b')\n"
+            again = await alice.call_tool("execute", {"source": call})
+            assert again.structured_content is not None
+            assert again.structured_content["result"] == 8
+        async with as_subject(url, "tok-bob") as bob:
+            assert await programs_seen(bob) == []
+            theirs = await bob.call_tool("execute", {"source": call})  # alice's alone
+            assert theirs.structured_content is not None
+            assert "result" not in theirs.structured_content
+            assert CANARY not in json.dumps(theirs.model_dump(mode="json"))
+    args = ["programs", "--saved", str(saved), "list", "--owner", "alice"]
+    listed = await anyio.to_thread.run_sync(lambda: CliRunner().invoke(main, args))
+    assert (listed.exit_code, listed.stdout) == (0, f"programs.doubled: Twice a count {CANARY}.\n")
