@@ -33,6 +33,7 @@ from codemode import syntax
 from codemode.authz import AuthorizationRequest, Authorizer, Denied, RequireApproval
 from codemode.capabilities import (
     SAVE,
+    Capability,
     Catalog,
     SavedCapability,
     SignatureError,
@@ -177,15 +178,14 @@ class KeptPrograms:
             added.append(self.add(file.stem, source, summary=summary.strip()))
         return tuple(added)
 
-    def from_file(self, record: ProgramRecord) -> SavedCapability:
-        """A host program read from a file (`program_folder`), checked as `add` checks one."""
+    def from_file(self, record: ProgramRecord, beside: View | None = None) -> SavedCapability:
+        """A host program read from a file (`program_folder`), checked as `add` checks one
+        against the catalog, or `beside` (the catalog and its folder's programs read)."""
         if not self.on:
             raise RegistrationError(SAVING_OFF)
-        source = normalized(record.source)
+        source, view = normalized(record.source), beside or self._catalog.enabled
         try:
-            capability = self._checked(
-                record.name, source, record.summary, None, self._catalog.enabled
-            )
+            capability = self._checked(record.name, source, record.summary, None, view)
         except CodeModeError as error:
             raise RegistrationError(error.detail) from None
         self.save_action()
@@ -490,13 +490,27 @@ class KeptPrograms:
 
 
 def program_folder(
-    programs: KeptPrograms, path: str | os.PathLike[str], *, max_source_bytes: int
+    programs: KeptPrograms,
+    catalog: Catalog,
+    path: str | os.PathLike[str],
+    *,
+    max_source_bytes: int,
 ) -> ProgramFolder:
     """The folder at `path` as the source of host programs it holds (`codemode serve
     --programs`), each file checked as `add` checks a program (and at most
     `max_source_bytes`): `CodeMode.add_source` adds it, and follows it as files are
     added, changed or removed."""
-    return ProgramFolder(path, build=programs.from_file, max_source_bytes=max_source_bytes)
+    read: dict[str, Capability] = {}
+
+    def build(record: ProgramRecord) -> Capability:
+        """Check a file against the catalog and the folder's files read before it (in
+        name order, so one may call an earlier one, as `add_folder` allows)."""
+        enabled = catalog.enabled
+        beside = View([*enabled.values(), *(c for n, c in read.items() if n not in enabled)])
+        capability = read[f"{NAMESPACE}.{record.name}"] = programs.from_file(record, beside)
+        return capability
+
+    return ProgramFolder(path, build=build, max_source_bytes=max_source_bytes)
 
 
 def kept_programs(

@@ -464,7 +464,9 @@ def _configure(cm: CodeMode, config: ServeConfig) -> None:
         from codemode.programs import program_folder
 
         bound = cm.limits.max_source_bytes
-        folder = program_folder(cm.saved_programs, config.programs, max_source_bytes=bound)
+        folder = program_folder(
+            cm.saved_programs, cm.catalog, config.programs, max_source_bytes=bound
+        )
         cm.add_source(folder)
     if config.policy is None and not config.hide_forbidden and config.audit_log is None:
         return

@@ -377,20 +377,22 @@ async def test_serve_programs_keeps_a_folders_programs_and_follows_it(tmp_path: 
     folder = tmp_path / "programs"
     folder.mkdir()
     (folder / "record_count.py").write_text(COUNT)
+    (folder / "twice.py").write_text(TWICE)  # calls the one before it in the folder
     with serving("--programs", str(folder)) as url:
         async with http_client(url) as client:
-            assert await programs_seen(client) == ["programs.record_count"]
-            source = "def main():\n    return programs.record_count(key='b')\n"
+            assert await programs_seen(client) == ["programs.record_count", "programs.twice"]
+            source = "def main():\n    return programs.twice(key='b')\n"
             ran = await client.call_tool("execute", {"source": source})
-            assert ran.structured_content is not None and ran.structured_content["result"] == 7
-            (folder / "twice.py").write_text(TWICE)  # followed: a new file is a new program
+            assert ran.structured_content is not None and ran.structured_content["result"] == 14
+            (folder / "thrice.py").write_text(TWICE.replace("2 *", "3 *"))  # followed
+            (folder / "record_count.py").unlink()
             seen: list[str] = []
             for _ in range(int(GUARD / 0.3)):
                 seen = await programs_seen(client)
-                if seen == ["programs.record_count", "programs.twice"]:
+                if seen == ["programs.thrice", "programs.twice"]:
                     break
                 await anyio.sleep(0.3)
-            assert seen == ["programs.record_count", "programs.twice"]
+            assert seen == ["programs.thrice", "programs.twice"]
 
 
 def test_a_program_folder_that_cannot_be_read_is_refused_at_start(tmp_path: Path) -> None:
