@@ -341,6 +341,20 @@ def redis_kept(client: Any, key: bytes) -> bytes | None:
     return cast(bytes | None, client.get(key))
 
 
+def emptied_redis(url: str, database: int) -> str:
+    """The URL of `database` (1-15) on the Redis server at `url`, emptied: a test that keeps
+    data there starts from nothing, whatever an earlier test left."""
+    import redis
+
+    address = f"{url.rsplit('/', 1)[0]}/{database}"
+    client = redis.Redis.from_url(address)
+    try:
+        client.flushdb()
+    finally:
+        client.close()
+    return address
+
+
 @pytest.fixture(scope="session")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Debian's redis-server on a free loopback port, keeping nothing on disk."""

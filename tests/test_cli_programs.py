@@ -5,7 +5,6 @@ with the server's key, or the shared Redis store), and nothing else."""
 from __future__ import annotations
 
 import json
-import secrets
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from codemode.continuations import (
     store_shelf,
 )
 from codemode.programs import Saved
+from tests.conftest import emptied_redis
 from tests.e2e.conftest import free_port
 
 KEY = "k" * 40
@@ -73,7 +73,7 @@ def where(
         seeded(folder_shelf(tmp_path, Sealer(KEY)))
         return ["--saved", str(tmp_path)], dict(KEYED)
     url = request.getfixturevalue("redis_url")
-    db = f"{url.rsplit('/', 1)[0]}/{secrets.randbelow(15) + 1}"  # a database of its own
+    db = emptied_redis(url, 14)  # a database of its own
     seeded(store_shelf(RedisStore(db), Sealer(KEY)))
     return ["--store", db], dict(KEYED)
 
@@ -258,7 +258,7 @@ def test_a_shared_program_is_every_subjects_and_runs_as_each(
     env: Mapping[str, str | None] = KEYED if kept_in == "redis" else UNKEYED
     if kept_in == "redis":
         url = request.getfixturevalue("redis_url")
-        db = f"{url.rsplit('/', 1)[0]}/{secrets.randbelow(15) + 1}"
+        db = emptied_redis(url, 14)
         options = ["--store", db]
     else:
         options = ["--saved", str(tmp_path)]
