@@ -238,10 +238,10 @@ def budget(limits: Limits, *, sessions: bool = False, tasks: bool = False) -> st
     program's own budget, given up front so it need not find it by failing; with
     `sessions`, what a session may keep and how long it waits unused; with `tasks`, the
     longer bound of a program run as a task."""
-    task = f"{_duration(limits.max_task_seconds)} as a task; " if tasks else ""
+    task = f"{duration(limits.max_task_seconds)} as a task; " if tasks else ""
     kept = (
         f", session state {size(limits.max_session_bytes)}, "
-        f"idle {_duration(limits.session_idle_seconds)}"
+        f"idle {duration(limits.session_idle_seconds)}"
         if sessions
         else ""
     )
@@ -254,8 +254,9 @@ def budget(limits: Limits, *, sessions: bool = False, tasks: bool = False) -> st
     )
 
 
-def _duration(value: float) -> str:
-    """An idle time as a person says it: `1 h`, `30 min`, else seconds."""
+def duration(value: float) -> str:
+    """A longer time as a person says it: `1 h`, `10 min`, else seconds (a task's bound,
+    an idle time)."""
     if value >= 3600 and value % 3600 == 0:
         return f"{int(value // 3600)} h"
     if value >= 60 and value % 60 == 0:
@@ -271,6 +272,7 @@ __all__ = [
     "Limits",
     "bound",
     "budget",
+    "duration",
     "exceeded",
     "host_calls",
     "queued",

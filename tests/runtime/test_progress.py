@@ -354,3 +354,43 @@ def test_a_detached_run_is_not_stopped() -> None:
     stop.stop()
     stop.attach(lambda: cancelled.append("late"))  # at once: it was stopped
     assert cancelled == ["second", "late"]
+
+
+def test_a_watched_run_that_runs_out_of_time_names_the_bound_it_had() -> None:
+    """A task's bound, not the execution time it replaced (`(limit 2 min)`, as the budget
+    line says it), whether its deadline passes while a call runs or a sleep would pass
+    it; an unwatched run says the execution time, as ever."""
+    clock = ManualClock()
+    limits = Limits(max_execution_seconds=2, max_task_seconds=120, max_capability_seconds=300)
+    entered, go = threading.Event(), threading.Event()
+    with CodeMode(authorizer=AllowAll(), clock=clock, limits=limits) as cm:
+
+        @cm.capability("jobs.wait", summary="Wait for the test.")
+        def wait() -> int:
+            entered.set()
+            go.wait(20)
+            return 2
+
+        sleeps = "import time\ndef main():\n    time.sleep(9)\n"
+        with pytest.raises(CodeModeError) as plain:
+            cm.execute(sleeps, subject="a")
+        assert str(plain.value) == (
+            "resource limit exceeded: execution time (limit 2 s) at <codemode>:3:5"
+        )
+        with watching(RunWatch(seconds=8)), pytest.raises(CodeModeError) as slept:
+            cm.execute(sleeps, subject="a")
+        assert str(slept.value) == (
+            "resource limit exceeded: execution time (limit 8 s) at <codemode>:3:5"
+        )
+        with concurrent.futures.ThreadPoolExecutor(1) as caller:
+            with watching(RunWatch(seconds=120)):
+                waits = "def main():\n    return jobs.wait()\n"
+                started = caller.submit(_in_context(cm.execute, waits))
+            assert entered.wait(20)
+            clock.advance(121)
+            go.set()
+            with pytest.raises(CodeModeError) as ran_out:
+                started.result(timeout=20)
+        assert str(ran_out.value) == (
+            "resource limit exceeded: execution time (limit 2 min) at <codemode>:2:12"
+        )

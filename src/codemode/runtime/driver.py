@@ -283,7 +283,7 @@ class Driver:
         seconds = float(sleep.seconds)  # type: ignore[arg-type]
         if seconds >= self.deadline.remaining():
             where = program.where_at(*sleep.span)
-            raise StopError(exceeded(LimitKind.EXECUTION_TIME, self.setup.limits, where=where))
+            raise StopError(self.deadline.error.replace(where=where))
         if sleep.call_id is not None and program.is_async:
             self._sleep(sleep.call_id, seconds)
             return self._step(run.defer)

@@ -36,7 +36,7 @@ from codemode.errors import (
     ResourceLimitError,
 )
 from codemode.events import EventHandler
-from codemode.limits import LimitKind, Limits, exceeded
+from codemode.limits import LimitKind, Limits, duration, exceeded
 from codemode.runtime.appendix import Appendix
 from codemode.runtime.audit import Audit, abandoned_because, quietly
 from codemode.runtime.calllog import CallLog
@@ -138,7 +138,8 @@ class Execution:
         self._link = link = _Link(self)
         elapsed = functools.partial(_elapsed, clock, self.created, restored)
         left = bound_seconds(limits, watch) if restored is None else restored.seconds_left
-        self.deadline = Deadline(clock, left - spent, setup.overdue, link.fail, armed=False)
+        overdue = _overdue(setup, watch)
+        self.deadline = Deadline(clock, left - spent, overdue, link.fail, armed=False)
         self.failures = FailureContext(limits, setup.programs)
         self.printed = Printed(limits.max_printed_bytes, link.flood)
         sink = None if watch is None else watch.sink
@@ -457,6 +458,15 @@ def bound_seconds(limits: Limits, watch: RunWatch | None) -> float:
     if watch is None or watch.seconds is None:
         return limits.max_execution_seconds
     return min(watch.seconds, limits.max_task_seconds)
+
+
+def _overdue(setup: Setup, watch: RunWatch | None) -> ResourceLimitError:
+    """What running out of time says: the bound this run had, so a task names its own
+    (`execution time (limit 10 min)`), and an ordinary run the execution time as ever."""
+    if watch is None or watch.seconds is None:
+        return setup.overdue
+    bound = duration(bound_seconds(setup.limits, watch))
+    return ResourceLimitError(LimitKind.EXECUTION_TIME, bound=bound)
 
 
 def _elapsed(clock: Clock, created: float, restored: PausedState | None) -> float:
