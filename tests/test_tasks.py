@@ -432,6 +432,22 @@ async def test_the_owner_beats_on_the_codemodes_clock_and_cancels_on_the_next_be
     ]
 
 
+async def test_a_tasks_status_message_shows_the_programs_own_numbers() -> None:
+    """A rising `done` drives a notification's `progress`, but `statusMessage` is text
+    alone: it carries the numbers, as a falling one's message does."""
+    clock, store, owner, _, entered, go = beating()
+    reports = "def main():\n    progress('half', done=10, total=40)\n    return jobs.wait()\n"
+    async with serving(owner, BEAT, LEASE) as running:
+        view = await start(running, reports)
+        await until(entered.is_set)
+        clock.advance(BEAT)
+        await until(lambda: store.events.count("renewed") == 1)
+        working = await running.get(view.task_id, subject="alice")
+        go.set()
+        assert (await settled(running, view.task_id)).status == "completed"
+    assert (working.status, working.message) == ("working", "half (10/40)")
+
+
 async def test_a_lost_task_is_marked_by_a_reader_and_its_owner_finds_out_on_its_next_beat() -> None:
     clock, store, owner, reader, entered, go = beating()
     async with (

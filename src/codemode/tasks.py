@@ -396,14 +396,14 @@ class Tasks:
             run.stop.stop()
             return
         note = run.note
-        if note is None or note.message == run.record.message:
+        if note is None or note.status == run.record.message:
             return
         async with run.writing:
             if run.ended:
                 return
             run.record = replace(
                 run.record,
-                message=note.message,
+                message=note.status,
                 progress=note.progress,
                 total=note.total,
                 updated_at=self._now(),

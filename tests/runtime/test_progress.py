@@ -394,3 +394,25 @@ def test_a_watched_run_that_runs_out_of_time_names_the_bound_it_had() -> None:
         assert str(ran_out.value) == (
             "resource limit exceeded: execution time (limit 2 min) at <codemode>:2:12"
         )
+
+
+def test_a_notes_status_is_its_message_with_the_programs_own_numbers() -> None:
+    """What a task's `statusMessage` shows: the numbers a notification carries as
+    `progress`/`total`, once, whether the program's `done` rose or not."""
+    progress, clock, notes = tally()
+    clock.advance(PROGRESS_INTERVAL)
+    progress.reported("half", 10, 40)
+    progress.reported("still", None, None)
+    clock.advance(PROGRESS_INTERVAL)
+    progress.reported("again", 5, None)
+    clock.advance(PROGRESS_INTERVAL)
+    progress.call_ended("records.lookup")
+    progress.reported("x" * MAX_PROGRESS_MESSAGE, 20, 40)
+    progress.flush()
+    assert [n.status for n in notes] == [
+        "half (10/40)",
+        "still",
+        "again (5)",
+        "x" * 191 + "… (20/40)",
+    ]
+    assert notes[0] == note(10, "half", 40)  # on the wire: the numbers as progress and total

@@ -20,7 +20,7 @@ import itertools
 import logging
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from codemode.clock import Clock, Timer
 
@@ -47,6 +47,15 @@ class ProgressNote:
     progress: float
     total: float | None
     message: str
+    numbers: str = field(default="", compare=False)
+    """The program's own numbers (` (10/40)`) when it gave `done` and `message` does not
+    carry them already: a notification has them as `progress`/`total`, but a task's
+    `statusMessage` is text alone (`status`). Not part of the note on the wire."""
+
+    @property
+    def status(self) -> str:
+        """The note as one line of text: its message, with the program's numbers."""
+        return _told(self.message, self.numbers) if self.numbers else self.message
 
 
 ProgressSink = Callable[[ProgressNote], None]
@@ -184,17 +193,19 @@ class Progress:
         with self._lock:
             if self._closed:
                 return
+            numbers = ""
             if done is not None:
                 self._own = True
                 self._total = total
+                numbers = f" ({_number(done)}{_of(total)})"
                 if self._value is not None and done <= self._value:
-                    message = _told(message, f" ({_number(done)}{_of(total)})")
+                    message, numbers = _told(message, numbers), ""
                 target = done
             else:  # the message only: progress as it stands (calls, or the program's done)
                 target = self._value if self._own and self._value is not None else self.calls
             value = self._value = self._rise(target)
             shown = self._total if self._total is not None and self._total >= value else None
-            note = ProgressNote(value, shown, message)
+            note = ProgressNote(value, shown, message, numbers)
             now = self._clock.now()
             if now - self._sent_at >= PROGRESS_INTERVAL:
                 self._send(note, now)
