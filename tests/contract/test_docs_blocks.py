@@ -230,3 +230,41 @@ def test_shell_commands_run(block: Block, command: str, folder: Path) -> None:
             if process.poll() is None:
                 process.terminate()
             process.communicate(timeout=10)
+
+
+def test_the_progress_example_sends_its_own_numbers_rising() -> None:
+    """The deployment guide's progress example, on a host whose calls take a quarter
+    second each (a ManualClock): every note after its first report carries its own
+    numbers as `progress`/`total`, none a floor the calls set (`1.001 ... (0/3)`)."""
+    from codemode.runtime import ProgressNote, RunWatch, watching
+    from codemode.runtime.progress import PROGRESS_INTERVAL
+    from codemode.testing import ManualClock
+
+    guide = (ROOT / "docs" / "guides" / "deployment.md").read_text()
+    (example,) = [b for b in blocks("python") if b.page.name == "deployment.md"]
+    assert example.text in guide
+    clock = ManualClock()
+    notes: list[ProgressNote] = []
+    with CodeMode(authorizer=AllowAll(), clock=clock) as cm:
+        names = ["ada", "bob", "cy"]
+
+        @cm.capability("instances.list", summary="List instances.")
+        def listed(sandbox: str) -> dict[str, list[dict[str, str]]]:
+            clock.advance(PROGRESS_INTERVAL)
+            return {"items": [{"name": name} for name in names]}
+
+        @cm.capability("instances.get", summary="Get one instance.")
+        def get(sandbox: str, name: str) -> dict[str, list[dict[str, str]]]:
+            clock.advance(PROGRESS_INTERVAL)
+            return {"nics": [{"address": f"10.0.0.{names.index(name)}"}]}
+
+        with watching(RunWatch(sink=notes.append)):
+            cm.execute(
+                example.text.replace(".nics[0].address", '["nics"][0]["address"]'), subject="alice"
+            )
+    assert [(n.progress, n.total, n.message) for n in notes] == [
+        (0, None, "listing the instances"),
+        (1, 3, "looked at ada"),
+        (2, 3, "looked at bob"),
+        (3, 3, "looked at cy"),
+    ]
