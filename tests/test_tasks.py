@@ -165,6 +165,25 @@ async def test_a_subject_runs_at_most_its_bound_of_tasks() -> None:
         assert (await settled(tasks, again.task_id)).status == "completed"
 
 
+async def test_a_subjects_tasks_by_default_leave_it_slots_for_ordinary_programs() -> None:
+    """As many tasks as a subject may run, all waiting, hold fewer than its share of the
+    execution slots: its ordinary program still runs at once."""
+    cm, entered, go = make()
+    assert cm.limits.max_tasks_per_subject < cm.limits.max_concurrent_executions // 2
+    async with serving(cm) as tasks:
+        started = [await start(tasks) for _ in range(cm.limits.max_tasks_per_subject)]
+        await until(entered.is_set)
+        with pytest.raises(ResourceLimitError) as caught:
+            await start(tasks)
+        assert str(caught.value) == "resource limit exceeded: running tasks (limit 2)"
+        with anyio.fail_after(10):
+            ordinary = await cm.execute_async(SOURCE, subject="alice")
+        assert ordinary.value == 1
+        go.set()
+        for view in started:
+            assert (await settled(tasks, view.task_id)).status == "completed"
+
+
 async def test_a_cancel_on_the_owner_ends_the_task_cancelled() -> None:
     cm, entered, go = make()
     async with serving(cm) as tasks:

@@ -112,11 +112,14 @@ class Limits:
     - `session_idle_seconds` (3600): how long a session no program ran in is kept.
     - `max_task_seconds` (600): wall-clock time of a program run as a task (a client
       that polls for its result), in place of `max_execution_seconds`.
-    - `max_tasks_per_subject` (4): programs one subject runs as tasks at once, a task
-      that waits for a person counted until it ends or its approval wait runs out.
+    - `max_tasks_per_subject` (2): programs one subject runs as tasks at once, a task
+      that waits for a person counted until it ends or its approval wait runs out. Below
+      a subject's share of the execution slots (half of `max_concurrent_executions`: 4),
+      so its tasks of minutes leave it slots for ordinary programs. Not checked against
+      it: with 4 slots or fewer no value would be, and the share still bounds a subject.
     - `task_keep_seconds` (3600): how long a task's result is kept once it ended.
     - `max_ended_tasks_per_subject` (8): ended tasks one subject keeps; one that ends
-      past it drops that subject's oldest ended one (twice the running bound: a client
+      past it drops that subject's oldest ended one (four times the running bound: a client
       reads a task's result soon after it ends, and a subject then keeps at most 8
       records of at most about 5.3 MiB, a sixth of the memory store, however many tasks
       it runs).
@@ -149,7 +152,7 @@ class Limits:
     max_sessions_per_subject: int = 16
     session_idle_seconds: float = 3600.0
     max_task_seconds: float = 600.0
-    max_tasks_per_subject: int = 4
+    max_tasks_per_subject: int = 2
     task_keep_seconds: float = 3600.0
     max_ended_tasks_per_subject: int = 8
     max_saved_programs_per_subject: int = 100

@@ -220,7 +220,7 @@ def test_session_limits_have_documented_defaults_and_are_validated() -> None:
 
 def test_task_limits_have_documented_defaults_and_are_validated() -> None:
     limits = Limits()
-    assert (limits.max_task_seconds, limits.max_tasks_per_subject) == (600.0, 4)
+    assert (limits.max_task_seconds, limits.max_tasks_per_subject) == (600.0, 2)
     assert (limits.task_keep_seconds, limits.max_ended_tasks_per_subject) == (3600.0, 8)
     for field in (
         "max_task_seconds",
