@@ -115,7 +115,7 @@ def test_the_progress_notes_are_documented_verbatim() -> None:
     assert f"At most {round(1 / PROGRESS_INTERVAL)} notes a second, the first a quarter" in text
     assert PROGRESS_INTERVAL == 0.25
     for error in (
-        "TypeError: progress() takes a message string, and optional done= and total= numbers",
+        "TypeError: progress() takes a message string, and optional done and total numbers",
         "ValueError: progress() done and total must be numbers of 0 or more",
         "ValueError: progress() takes total only with done",
     ):

@@ -13,7 +13,7 @@ from codemode.runtime.progress import MAX_PROGRESS_MESSAGE
 from codemode.runtime.sandbox import Call, Injected, Returned
 from codemode.testing import ManualClock
 
-TYPE = "progress() takes a message string, and optional done= and total= numbers"
+TYPE = "progress() takes a message string, and optional done and total numbers"
 VALUE = "progress() done and total must be numbers of 0 or more"
 TOTAL_ONLY = "progress() takes total only with done"
 
@@ -33,7 +33,14 @@ def caught(call: str) -> str:
     [
         ("progress()", f"TypeError: {TYPE}"),
         ("progress(3)", f"TypeError: {TYPE}"),
-        ("progress('a', 1)", f"TypeError: {TYPE}"),
+        ("progress('a', 1, 2, 3)", f"TypeError: {TYPE}"),
+        ("progress('a', 1, done=1)", f"TypeError: {TYPE}"),
+        ("progress('a', message='b')", f"TypeError: {TYPE}"),
+        ("progress('a', '1')", f"ValueError: {VALUE}"),
+        ("progress('a', None, 3)", f"ValueError: {TOTAL_ONLY}"),
+        ("progress('a', 1)", "no error"),
+        ("progress('a', 1, 2)", "no error"),
+        ("progress('a', 1, total=2)", "no error"),
         ("progress('a', step=1)", f"TypeError: {TYPE}"),
         ("progress('a', done='1')", f"ValueError: {VALUE}"),
         ("progress('a', done=True)", f"ValueError: {VALUE}"),
@@ -88,3 +95,21 @@ def test_the_message_is_bounded_and_control_characters_become_spaces() -> None:
 def test_a_wrong_call_answers_as_the_program_sees_it() -> None:
     call = Call("progress", ("a",), {"total": 1}, call_id=1, span=(0, 0))
     assert progress_call(call, None) == Injected("ValueError", TOTAL_ONLY)
+
+
+def test_done_and_total_may_be_given_by_position() -> None:
+    """`progress("x", 5, 10)` sends what `progress("x", done=5, total=10)` does."""
+    notes: list[ProgressNote] = []
+    clock = ManualClock()
+    source = (
+        "def main():\n    moments.pass_by()\n    progress('x', 5, 10)\n"
+        "    moments.pass_by()\n    progress('y', 6, total=10)\n"
+    )
+    with CodeMode(authorizer=AllowAll(), clock=clock) as cm, watching(RunWatch(notes.append)):
+
+        @cm.capability("moments.pass_by", summary="Moves the clock past a note's moment.")
+        def pass_by() -> None:
+            clock.advance(0.3)
+
+        cm.execute(source, subject="a")
+    assert notes[1:] == [ProgressNote(5, 10, "x"), ProgressNote(6, 10, "y")]

@@ -5,7 +5,7 @@ values and of the failures its own calls raised."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from codemode.errors import CodeModeError, Where
 from codemode.limits import Limits
@@ -62,21 +62,22 @@ def error_data(call: Call, raised: Sequence[tuple[Where, str, str, CodeModeError
     return Returned(None)
 
 
-PROGRESS_KEYWORDS = frozenset({"done", "total"})
+PROGRESS_PARAMETERS = ("message", "done", "total")
+"""`progress`'s parameters, in order: each may be given by position or by name, as the
+signature the model reads suggests."""
 
 
 def progress_call(call: Call, progress: Progress | None) -> Answer:
     """`progress(message, done=None, total=None)`: tell whoever watches the run how far it
     is. None, always; a no-op when no one watches, so a program runs the same on every
     client. It is not a capability call: nothing of the host answers it."""
-    args, kwargs = call.args, call.kwargs
-    message = args[0] if len(args) == 1 else kwargs.get("message") if not args else None
-    named = set(kwargs) - ({"message"} if not args else set())
-    if not isinstance(message, str) or not named <= PROGRESS_KEYWORDS or len(args) > 1:
+    given = _progress_arguments(call.args, call.kwargs)
+    message = None if given is None else given.get("message")
+    if given is None or not isinstance(message, str):
         return Injected(
-            "TypeError", "progress() takes a message string, and optional done= and total= numbers"
+            "TypeError", "progress() takes a message string, and optional done and total numbers"
         )
-    done, total = kwargs.get("done"), kwargs.get("total")
+    done, total = given.get("done"), given.get("total")
     if not (_amount(done) and _amount(total)):
         return Injected("ValueError", "progress() done and total must be numbers of 0 or more")
     if total is not None and done is None:
@@ -88,6 +89,21 @@ def progress_call(call: Call, progress: Progress | None) -> Answer:
             None if total is None else float(total),
         )
     return Returned(None)
+
+
+def _progress_arguments(
+    args: tuple[object, ...], kwargs: Mapping[str, object]
+) -> dict[str, object] | None:
+    """The arguments bound to `progress`'s parameters as Python binds them, or None when
+    they do not bind (too many, an unknown name, one given twice)."""
+    if len(args) > len(PROGRESS_PARAMETERS):
+        return None
+    given: dict[str, object] = dict(zip(PROGRESS_PARAMETERS, args, strict=False))
+    for name, value in kwargs.items():
+        if name not in PROGRESS_PARAMETERS or name in given:
+            return None
+        given[name] = value
+    return given
 
 
 def _amount(value: object) -> bool:
