@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import contextvars
 import json
+import logging
+import re
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
@@ -250,6 +252,33 @@ async def test_a_replica_that_stops_marks_its_runs_lost() -> None:
     reader = Tasks(cm)
     lost = await reader.get(view.task_id, subject="alice")
     assert (lost.status, lost.message) == ("failed", TASK_LOST)
+
+
+async def test_a_tasks_end_is_one_info_line_with_its_subject_time_and_outcome(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """As a tool call's line: `task subject=alice 0.0 ms completed` (`cancelled`, `lost`
+    for one its server stopped running); never the program or anything it said."""
+    cm, entered, go = make()
+    with caplog.at_level(logging.INFO, logger="codemode"):
+        async with serving(cm) as tasks:
+            done = await start(tasks, "def main():\n    return 'canary-in-the-reply'\n")
+            await settled(tasks, done.task_id)
+            cancelled = await start(tasks)
+            await until(entered.is_set)
+            await tasks.cancel(cancelled.task_id, subject="alice", render=render)
+            await settled(tasks, cancelled.task_id)
+            entered.clear()
+            await start(tasks, subject="bob")
+            await until(entered.is_set)
+        go.set()
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("task ")]
+    assert [re.sub(r"[\d.]+ ms", "N ms", line) for line in lines] == [
+        "task subject=alice N ms completed",
+        "task subject=alice N ms cancelled",
+        "task subject=bob N ms lost",
+    ]
+    assert "canary" not in caplog.text
 
 
 async def test_a_task_over_redis_completes(redis_url: str) -> None:

@@ -340,6 +340,7 @@ class Tasks:
         finally:
             await self.book.close(hold)
         if record.status != "input_required":
+            self._log_end(run, record)
             return
         # A cancel asked while it ran may have missed its pause: read after the pause was
         # written (a cancel asks before it reads the record), so one of the two sees it.
@@ -415,6 +416,13 @@ class Tasks:
 
     def _keep(self) -> float:
         return float(self._cm.limits.task_keep_seconds)
+
+    def _log_end(self, run: _Run, record: TaskRecord) -> None:
+        """One line for a task's end, as a tool call has one: its subject, how long since
+        it was created, and how it ended; never its program or anything it said."""
+        outcome = "lost" if run.lost else record.status
+        elapsed = (record.updated_at - record.created_at) * 1000
+        log.info("task subject=%s %.1f ms %s", run.subject, elapsed, outcome)
 
     def _now(self) -> float:
         clock = self._cm.clock
