@@ -92,6 +92,9 @@ class ServeConfig:
     be the same URL."""
     sessions: bool = True
     """False turns the app's sessions off (True keeps the app's own setting)."""
+    tasks: bool = True
+    """False serves no tasks: a client that declares the tasks extension gets execute in
+    one request, within the execution time, as every other client does."""
     shapes: str | None = None
     """The file the app keeps the result shapes it learns in (`CodeMode(shapes=...)`):
     read at the start, so a restarted server knows what it learned (None keeps the
@@ -180,6 +183,7 @@ def http_app(
     web: bool = False,
     path: str = "/mcp",
     on_disconnect: OnDisconnect = "cancel",
+    tasks: bool = True,
 ) -> Starlette:
     """An ASGI app serving `cm` over MCP at `path`, to run with uvicorn or mount in
     Starlette/FastAPI.
@@ -190,7 +194,8 @@ def http_app(
     `allowed_hosts` (e.g. a proxy's public name); with `web` the playground is served
     at `/`. A call whose client drops the connection is cancelled, or with
     `on_disconnect="finish"` runs to its end (its answer is lost); an explicit
-    `notifications/cancelled` from the same subject cancels it either way.
+    `notifications/cancelled` from the same subject cancels it either way. With
+    `tasks=False`, execute is never an MCP task.
     """
     config = ServeConfig(
         tokens=tokens,
@@ -200,6 +205,7 @@ def http_app(
         web=web,
         path=path,
         on_disconnect=on_disconnect,
+        tasks=tasks,
     )
     return asgi_app(cm, config)
 
@@ -485,7 +491,7 @@ def _stdio(cm: CodeMode, config: ServeConfig) -> None:
     from codemode.mcp import serve_stdio
 
     cm.prepare()
-    anyio.run(lambda: serve_stdio(cm, subject=config.subject))
+    anyio.run(lambda: serve_stdio(cm, subject=config.subject, tasks=config.tasks))
 
 
 def _asgi(cm: CodeMode, config: ServeConfig) -> Starlette:
@@ -509,6 +515,7 @@ def _asgi(cm: CodeMode, config: ServeConfig) -> Starlette:
         public_paths=public_paths,
         path=config.path,
         on_disconnect=config.on_disconnect,
+        tasks=config.tasks,
     )
 
 

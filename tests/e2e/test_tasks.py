@@ -133,10 +133,13 @@ def test_another_subjects_get_finds_no_task(alice: Caller, url: str) -> None:
     assert "bob" not in json.dumps(done)
 
 
-def test_over_stdio_a_declared_execute_runs_as_a_task() -> None:
-    """The same over stdio, one JSON-RPC message a line, each with its 2026 envelope."""
+@pytest.mark.parametrize("served", ["tasks", "--no-tasks"])
+def test_over_stdio_a_declared_execute_runs_as_a_task(served: str) -> None:
+    """The same over stdio, one JSON-RPC message a line, each with its 2026 envelope;
+    with `--no-tasks`, as one request within the execution time."""
+    options = ["--no-tasks"] if served == "--no-tasks" else []
     server = subprocess.Popen(
-        codemode_command("serve", "tests.e2e.test_tasks:task_host"),
+        codemode_command("serve", "tests.e2e.test_tasks:task_host", *options),
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         stdin=subprocess.PIPE,
@@ -161,6 +164,12 @@ def test_over_stdio_a_declared_execute_runs_as_a_task() -> None:
 
     try:
         created = ask("tools/call", {"name": "execute", "arguments": {"source": LONG}})
+        if options:
+            assert "taskId" not in created and created["isError"]
+            message = created["structuredContent"]["error"]["message"]
+            assert message.startswith("resource limit exceeded: execution time (limit 2 s)")
+            assert EXTENSION not in ask("server/discover", {})["capabilities"].get("extensions", {})
+            return
         assert (created["resultType"], created["status"]) == ("task", "working")
 
         def ended() -> dict[str, Any] | None:

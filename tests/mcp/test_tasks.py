@@ -57,6 +57,7 @@ class Caller:
         name: str | None = None,
         tasks: bool = True,
         elicitation: bool = False,
+        meta: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """The JSON-RPC answer to `method` (its `result`, or the whole error message)."""
         capabilities: dict[str, Any] = {"extensions": {EXTENSION: {}}} if tasks else {}
@@ -65,6 +66,7 @@ class Caller:
         meta = {
             "io.modelcontextprotocol/protocolVersion": VERSION,
             "io.modelcontextprotocol/clientCapabilities": capabilities,
+            **(meta or {}),
         }
         headers = {
             "Authorization": f"Bearer {self.token}",
@@ -190,6 +192,36 @@ def test_the_budget_tells_the_task_bound_when_tasks_are_served(served: Any) -> N
     )
     discovered = alice.post("server/discover", {}, tasks=False)
     assert discovered["capabilities"]["extensions"] == {EXTENSION: {}}
+
+
+def test_a_task_request_that_carries_a_progress_token_gets_the_task(served: Any) -> None:
+    """The task wins: answered at once, its progress in `tasks/get`, no note for the token."""
+    alice = Caller(served(build_host(BOUND)))
+    arguments = {"name": "execute", "arguments": {"source": LONG}}
+    created = alice.post("tools/call", arguments, name="execute", meta={"progressToken": "p1"})
+    assert (created["resultType"], created["status"]) == ("task", "working")
+    done = alice.ended(created["taskId"])
+    assert done["status"] == "completed"
+
+
+def test_an_app_served_without_tasks_runs_a_declared_execute_as_today() -> None:
+    """`http_app(cm, tasks=False)`: discover names no tasks extension, the budget no task
+    bound, and a client that declares tasks gets one request within the execution time."""
+    app = http_app(build_host(BOUND), tokens=TOKENS, tasks=False)
+    with TestClient(app, base_url="http://127.0.0.1:8000") as client:
+        alice = Caller(client)
+        discovered = alice.post("server/discover", {})
+        listed = alice.post("tools/list", {})["tools"]
+        reply = alice.execute(LONG)
+        short = alice.execute("def main():\n    return 5\n")
+    assert EXTENSION not in discovered["capabilities"].get("extensions", {})
+    description = next(tool["description"] for tool in listed if tool["name"] == "execute")
+    assert "as a task" not in description
+    assert "taskId" not in reply and reply["isError"]
+    assert reply["structuredContent"]["error"]["message"].startswith(
+        "resource limit exceeded: execution time (limit 1 s)"
+    )
+    assert short["structuredContent"]["result"] == 5
 
 
 def cancelled_after_some_calls(served: Any) -> dict[str, Any]:

@@ -207,7 +207,12 @@ def _say(lines: list[str], *, err: bool = False) -> None:
 )
 @click.pass_context
 def serve(context: click.Context, /, app: str, reload: bool, **options: Any) -> None:
-    """Serve APP (module:attribute or file.py:attribute naming a CodeMode) over MCP."""
+    """Serve APP (module:attribute or file.py:attribute naming a CodeMode) over MCP.
+
+    A client that sends a progressToken gets progress notes while a program runs; one
+    that declares MCP's tasks extension (2026-07-28) gets execute as a task, run within
+    Limits.max_task_seconds and polled with tasks/get (--no-tasks turns this off).
+    """
     _start(
         context, ["serve", app], lambda: _load_app(app), options, reload_app=app if reload else None
     )
@@ -272,6 +277,7 @@ def _start(
             store=options["store"],
             replay_guard=options["replay_guard"],
             sessions=not options["no_sessions"],
+            tasks=not options["no_tasks"],
             shapes=options["shapes"],
             tools=options["tools"],
             programs=options["programs"],

@@ -197,7 +197,8 @@ def serve_options(command: Any) -> Any:
             envvar="CODEMODE_STORE",
             show_envvar=True,
             help="The Redis server (redis://host:6379/0) where replicas keep what they share: "
-            "the sessions programs run in, the result shapes they learn, and which programs "
+            "the sessions programs run in, the tasks they run (so any replica answers "
+            "tasks/get and tasks/cancel), the result shapes they learn, and which programs "
             "paused for an approval resumed, so each resumes once (default: this process "
             "only). Every replica needs "
             "the same CODEMODE_REQUEST_STATE_KEY, which seals what is kept there. Needs the "
@@ -221,6 +222,12 @@ def serve_options(command: Any) -> Any:
             "--no-sessions",
             is_flag=True,
             help="Run every program from nothing: execute takes no session.",
+        ),
+        click.option(
+            "--no-tasks",
+            is_flag=True,
+            help="Never run execute as an MCP task: a client that declares the tasks "
+            "extension gets one request within the execution time, as every other does.",
         ),
         click.option(
             "--replay-guard",
@@ -258,6 +265,7 @@ SETUP = (
     "saved",
     "tools",
     "no_sessions",
+    "no_tasks",
 )
 """The options of `serve` that configure the app rather than the server."""
 

@@ -492,6 +492,7 @@ def http_app(
     public_paths: Iterable[str] = (),
     path: str = "/mcp",
     on_disconnect: OnDisconnect = "cancel",
+    tasks: bool = True,
 ) -> Starlette:
     """A Starlette app serving MCP at `path` (stateless streamable HTTP).
 
@@ -501,11 +502,12 @@ def http_app(
     `public_paths` without a valid bearer token gets 401 before anything runs, and
     without them every request runs as `subject`. A call whose client drops the
     connection is cancelled, or with `on_disconnect="finish"` runs to its end; a
-    `notifications/cancelled` from its subject cancels it either way.
+    `notifications/cancelled` from its subject cancels it either way. With `tasks=False`
+    no client gets execute as a task: each runs within the execution time.
     """
     check_path(path)
-    calls, tasks = InFlight(on_disconnect), Tasks(cm)
-    server = build_server(cm, calls=calls, tasks=tasks)
+    calls, running = InFlight(on_disconnect), Tasks(cm) if tasks else None
+    server = build_server(cm, calls=calls, tasks=running)
     max_body_bytes = body_limit(cm.limits)
     endpoint = functools.partial(
         server.streamable_http_app,
@@ -522,7 +524,11 @@ def http_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with json_manager.run(), server.session_manager.run(), tasks.running():
+        async with (
+            json_manager.run(),
+            server.session_manager.run(),
+            running.running() if running is not None else contextlib.nullcontext(),
+        ):
             try:
                 yield
             finally:

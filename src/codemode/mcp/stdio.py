@@ -26,10 +26,11 @@ from codemode.mcp.server import build_server
 from codemode.tasks import Tasks
 
 
-async def serve_stdio(cm: CodeMode, *, subject: str = "local") -> None:
-    """Serve over stdin/stdout until the client closes the stream."""
-    tasks = Tasks(cm)
-    server = build_server(cm, subject=subject, tasks=tasks)
+async def serve_stdio(cm: CodeMode, *, subject: str = "local", tasks: bool = True) -> None:
+    """Serve over stdin/stdout until the client closes the stream (with `tasks=False`,
+    execute is never a task: each runs within the execution time)."""
+    running = Tasks(cm) if tasks else None
+    server = build_server(cm, subject=subject, tasks=running)
     send_answers, answers = anyio.create_memory_object_stream[SessionMessage](16)
 
     async def answer(reply: dict[str, JSON]) -> None:
@@ -42,7 +43,7 @@ async def serve_stdio(cm: CodeMode, *, subject: str = "local") -> None:
         lines = compat.checked_lines(text, answer)
         async with (
             stdio_server(stdin=cast(Any, lines)) as (read, write),
-            tasks.running(),
+            running.running() if running is not None else contextlib.nullcontext(),
             anyio.create_task_group() as group,
         ):
             group.start_soon(_forward, answers, write)
