@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from codemode.errors import CodeModeError, Where
 from codemode.limits import Limits
@@ -91,14 +92,12 @@ def progress_call(call: Call, progress: Progress | None) -> Answer:
     return Returned(None)
 
 
-def _progress_arguments(
-    args: tuple[object, ...], kwargs: Mapping[str, object]
-) -> dict[str, object] | None:
+def _progress_arguments(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any] | None:
     """The arguments bound to `progress`'s parameters as Python binds them, or None when
     they do not bind (too many, an unknown name, one given twice)."""
     if len(args) > len(PROGRESS_PARAMETERS):
         return None
-    given: dict[str, object] = dict(zip(PROGRESS_PARAMETERS, args, strict=False))
+    given: dict[str, Any] = dict(zip(PROGRESS_PARAMETERS, args, strict=False))
     for name, value in kwargs.items():
         if name not in PROGRESS_PARAMETERS or name in given:
             return None
