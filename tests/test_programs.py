@@ -6,6 +6,7 @@ subject alone."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +17,8 @@ import pytest
 from codemode import CodeMode, Limits, SaveAs
 from codemode.authz import AllowAll, AuthorizationRequest, Denied, RequireApproval
 from codemode.authz.cedar import CedarAuthorizer
-from codemode.capabilities import View
+from codemode.authz.rego import RegoAuthorizer
+from codemode.capabilities import View, program_capability
 from codemode.continuations import ApprovalRequest, Paused, RedisStore
 from codemode.errors import (
     CodeModeError,
@@ -31,6 +33,7 @@ from codemode.events import Event, ProgramSaved
 from codemode.payloads import describe_payload, execute_payload, search_payload
 from codemode.programs import NAMESPACE, KeptPrograms, Saved, SavedPrograms, SaveStatus
 from codemode.runtime import Appendix, ExecutionResult
+from codemode.saving import Plan, document, sealed, unsealed
 from tests.conftest import CANARY, assert_no_canary, eventually
 
 WEEKLY = '''"""The weekly report."""
@@ -536,3 +539,133 @@ def test_a_session_keeps_none_of_the_names_a_saved_programs_call_binds(cm: CodeM
     assert result.kept is not None and set(result.kept.names) == {"kept"}
     again = "def main():\n    return programs.weekly_report(week=kept + 1)\n"
     assert cm.execute(again, subject="alice", session=result.session).value == [20, 4]
+
+
+def replica(store: RedisStore) -> CodeMode:
+    """One of two replicas sharing `store`: the same host, whose saves a person approves."""
+    cm = CodeMode(authorizer=saves_need_approval, store=store, request_state_key=KEY)
+
+    @cm.capability("records.lookup", summary="Look up one record.")
+    def lookup(*, id: int) -> int:
+        return id * 10
+
+    return cm
+
+
+@pytest.mark.parametrize(("answer", "status"), [(True, "saved"), (False, "declined")])
+def test_a_save_paused_on_one_replica_is_kept_when_approved_on_another(
+    redis_url: str, answer: bool, status: SaveStatus
+) -> None:
+    store = RedisStore(redis_url)
+    name = f"paused_{str(answer).lower()}_{os.getpid()}"
+    source = "def main(*, n: int = 4):\n    return records.lookup(id=n)\n"
+    with replica(store) as one, replica(store) as two:
+
+        async def run() -> ExecutionResult:
+            paused = await one.start_async(
+                source, subject="alice", save_as={"name": name, "summary": "Four."}
+            )
+            assert isinstance(paused, Paused)
+            answers = {r.key: answer for r in paused.requests}
+            done = await two.resume_async(paused.state, subject="alice", answers=answers)
+            assert isinstance(done, ExecutionResult)
+            return done
+
+        result = asyncio.run(run())
+        assert result.value == 40
+        assert two.saved_programs.saved(result.execution_id) == Saved(f"programs.{name}", status)
+        assert (f"programs.{name}" in two.saved_programs.names("alice")) is answer
+        assert two.saved_programs.show(f"programs.{name}", "alice") == (source if answer else None)
+        if answer:  # the replica that paused it calls it too
+            call = f"def main():\n    return programs.{name}(n=5)\n"
+            assert eventually(lambda: _runs(one, call)) == 50
+
+
+def test_a_sealed_plan_is_taken_back_only_as_exactly_its_programs_document() -> None:
+    source = "def main(*, n: int = 4):\n    return n\n"
+    capability = program_capability("four", source, summary="Four.", owner="alice")
+    plan = Plan("four", "Four.", source, "alice", False, capability, True)
+    carried = sealed(plan)
+    back = unsealed(carried, "alice", source, asked=True)
+    assert back is not None and document(back) == document(plan)
+    assert (back.owner, back.can_ask, back.decision, back.staged) == ("alice", True, "asked", False)
+    other = source.replace("4", "5")
+    assert unsealed(carried, "alice", other, asked=True) is None  # not the program it shows
+    shown = json.loads(carried)
+    shown["save"]["parameters"] = []  # not what its text says of itself
+    assert unsealed(json.dumps(shown), "alice", source, asked=False) is None
+    assert unsealed("not json", "alice", source, asked=False) is None
+    assert unsealed(json.dumps({"save": [], "can_ask": True}), "alice", source, False) is None
+
+
+REGO_SAVES = """package codemode.authz
+
+import rego.v1
+
+default allow := true
+
+allow := false if {
+    input.capability.name == "programs.save"
+    input.subject.id == "bob"
+}
+
+allow := {"approval": "Keep it?"} if {
+    input.capability.name == "programs.save"
+    input.subject.id == "carol"
+}
+"""
+
+
+@pytest.mark.parametrize("language", ["cedar", "rego"])
+def test_a_policy_about_saves_holds_from_the_first_save_without_a_host_program(
+    language: str,
+) -> None:
+    policy = (
+        CedarAuthorizer(CEDAR_SAVES)
+        if language == "cedar"
+        else RegoAuthorizer(modules={"saves.rego": REGO_SAVES})
+    )
+    with CodeMode(authorizer=policy) as cm:
+
+        @cm.capability("records.lookup", summary="Look up one record.")
+        def lookup(*, id: int) -> int:
+            return id
+
+        source = "def main():\n    return records.lookup(id=1)\n"
+        assert save(cm, source, "mine", "bob") == Saved("programs.mine", "denied")
+        assert save(cm, source, "mine", "carol") == Saved("programs.mine", "unavailable")
+        assert save(cm, source, "mine") == Saved("programs.mine", "saved")
+        assert cm.saved_programs.names("bob") == cm.saved_programs.names("carol") == ()
+
+
+def test_a_policy_that_fits_without_the_save_action_is_adopted_as_it_is() -> None:
+    every_call_names_a_target = (
+        "permit(principal, action, resource);\nforbid(principal, action, resource) "
+        'when { context has target && context.target == "root" };'
+    )
+    with CodeMode(authorizer=CedarAuthorizer(every_call_names_a_target)) as cm:
+
+        @cm.capability("records.lookup", summary="Look up one record.")
+        def lookup(*, id: int, target: str = "") -> int:
+            return id
+
+        assert cm.execute("def main():\n    return 1\n", subject="alice").value == 1
+        assert "programs.save" not in cm.catalog.names()
+
+
+def test_a_host_programs_entry_is_asked_and_a_subjects_own_is_not_but_every_call_inside_is() -> (
+    None
+):
+    asked: list[tuple[str, str]] = []
+
+    def record(request: AuthorizationRequest) -> None:
+        asked.append((request.subject, request.capability_name))
+
+    with host(record) as cm:
+        save(cm, "def main(*, n: int = 2):\n    return records.lookup(id=n)\n", "mine", "bob")
+        asked.clear()
+        cm.execute("def main():\n    return programs.mine(n=3)\n", subject="bob")
+        assert asked == [("bob", "records.lookup")]  # its own: the call inside, as bob
+        asked.clear()
+        cm.execute("def main():\n    return programs.weekly_report(week=3)\n", subject="bob")
+        assert asked == [("bob", "programs.weekly_report"), ("bob", "records.lookup")]

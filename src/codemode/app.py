@@ -151,7 +151,12 @@ class CodeMode(SourceShortcuts, Configured):
             self.catalog, self._engines.engine, lambda: self.clock, saved.overlay
         )
         self._runner = Runner(
-            self, lambda: self._options, self._engines, self._discovery, programs=saved
+            self,
+            lambda: self._options,
+            self._engines,
+            self._discovery,
+            programs=saved,
+            reading=saved.going_on,
         )
         self._sources = Sources(  # functions, each source
             self.catalog, companion=self._shapes, reserved=lambda: saved.reserved
@@ -200,7 +205,7 @@ class CodeMode(SourceShortcuts, Configured):
         """Fix the options, check `disabled` names (a likely typo) and the policy once."""
         if not self._frozen:
             self.catalog.check_disabled()
-            self.catalog.adopt(self._options.policy_for)
+            self.saved_programs.adopt(self._options.policy_for)  # it may name programs.save
             self._frozen = True
 
     def prepare(self) -> None:

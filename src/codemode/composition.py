@@ -157,6 +157,12 @@ def composed(
     )
 
 
+def is_async(tree: ast.Module) -> bool:
+    """Whether the program's main is `async def` (its calls are then awaited apart)."""
+    mains = [n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+    return any(isinstance(n, ast.AsyncFunctionDef) for n in mains if n.name == "main")
+
+
 def _token(site: Reach) -> str:
     """The name a site's `programs` is fed as: as long as `programs`."""
     return f"_p{site.number:06d}"
@@ -199,4 +205,13 @@ def _string_lines(source: str) -> set[int]:
     return inside
 
 
-__all__ = ["NAMESPACE", "Reach", "Refused", "closure", "composed", "reaches", "where_of"]
+__all__ = [
+    "NAMESPACE",
+    "Reach",
+    "Refused",
+    "closure",
+    "composed",
+    "is_async",
+    "reaches",
+    "where_of",
+]

@@ -18,19 +18,18 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import dataclasses
 import hashlib
-import inspect
 import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from codemode import syntax
-from codemode.authz import AuthorizationRequest, Authorizer, Denied, RequireApproval
+from codemode.authz import Authorizer, PolicyError
 from codemode.capabilities import (
     SAVE,
     Capability,
@@ -38,7 +37,6 @@ from codemode.capabilities import (
     SavedCapability,
     SignatureError,
     View,
-    described_parameters,
     program_capability,
     save_capability,
 )
@@ -47,11 +45,12 @@ from codemode.composition import (
     Refused,
     closure,
     composed,
+    is_async,
     reaches,
     where_of,
 )
 from codemode.context import CallContext
-from codemode.continuations import PROGRAMS_FULL, ProgramRecord, Store
+from codemode.continuations import PROGRAMS_FULL, PausedState, ProgramRecord, Store
 from codemode.errors import (
     PROGRAM_FILE,
     CodeModeError,
@@ -63,7 +62,18 @@ from codemode.events import EventHandler, ProgramSaved
 from codemode.keeping import Keeping
 from codemode.limits import Limits
 from codemode.runtime import Appendix, ExecutionResult, Programs, normalized
-from codemode.saving import SaveAs, Saved, SavedPrograms, SaveStatus
+from codemode.saving import (
+    MAX_NAME,
+    Plan,
+    Plans,
+    SaveAs,
+    Saved,
+    SavedPrograms,
+    SaveStatus,
+    document,
+    good_name,
+    sealed,
+)
 from codemode.sources import ProgramFolder
 
 SAVING_OFF = "saving programs is off on this server"
@@ -73,25 +83,9 @@ SAVE_AS_NAME = (
 )
 HOST_CALLS_SAVE = "programs.save is called by the host alone"
 ASYNC_CALLER = "saved programs are called from def main(), not async def main()"
-MAX_NAME = 64
 _KEPT_OUTCOMES = 256
 _OVERLAYS_KEPT = 64
 _PLANS_KEPT = 4096
-
-
-@dataclass(slots=True)
-class _Plan:
-    """A save an execution asked for: exactly what the host's trailer sends."""
-
-    name: str
-    summary: str
-    source: str
-    owner: str
-    replaces: bool
-    capability: SavedCapability
-    can_ask: bool
-    staged: bool = False
-    decision: Literal["allowed", "asked", "denied", "failed"] | None = None
 
 
 class KeptPrograms:
@@ -121,7 +115,7 @@ class KeptPrograms:
         self._own: dict[str, dict[str, SavedCapability]] = {}
         self._versions: dict[str, int] = {}
         self._overlays: OrderedDict[tuple[object, str, object], View] = OrderedDict()
-        self._plans: OrderedDict[str, _Plan] = OrderedDict()
+        self._plans = Plans(_PLANS_KEPT)
         """Each running (or paused) execution's save, by its id; the oldest of a paused
         one never resumed goes past `_PLANS_KEPT`."""
         self._outcomes: OrderedDict[str, Saved] = OrderedDict()
@@ -147,7 +141,7 @@ class KeptPrograms:
         `RegistrationError` (`program <name>: ...`)."""
         if not self.on:
             raise RegistrationError(f"program {name}: {SAVING_OFF}")
-        if not isinstance(name, str) or not _good_name(name):
+        if not isinstance(name, str) or not good_name(name):
             raise RegistrationError(f"program {name}: {SAVE_AS_NAME.removeprefix('save_as ')}")
         full = f"{NAMESPACE}.{name}"
         if full in self._catalog.names():
@@ -232,9 +226,8 @@ class KeptPrograms:
         if not isinstance(source, str):
             return None
         plan = None if save_as is None else self._plan(source, subject, save_as, view, can_ask)
-        if plan is None and self._plans:  # a paused run that saves, going on (`resume_async`)
-            with self._lock:
-                known = self._plans.get(execution_id)
+        if plan is None:  # a paused run that saves, going on (`resume_async`)
+            known = self._plans.get(execution_id)
             if known is not None and known.owner == subject:
                 plan = known
         if NAMESPACE not in source and plan is None:
@@ -268,20 +261,25 @@ class KeptPrograms:
                 f"{limits.max_saved_programs_per_execution} places (each program reached counts)"
             )
         if plan is not None:
-            with self._lock:
-                known = self._plans.get(execution_id)
-                if known is None or known.source != plan.source:  # on resume: as it was
-                    self._plans[execution_id] = plan
-                    while len(self._plans) > _PLANS_KEPT:
-                        self._plans.popitem(last=False)
-        if sites and tree is not None and _is_async(tree):
+            self._plans.put(execution_id, plan)  # on resume: as it was
+        if sites and tree is not None and is_async(tree):
             where = where_of(sites[0].span, lines)
             raise InvalidProgramError(f"{where.render()}: {ASYNC_CALLER}", where=where)
         if not sites and plan is None:
             return None
-        return composed(sites, lines, view, None if plan is None else _document(plan))
+        if plan is None:
+            return composed(sites, lines, view, None)
+        appendix = composed(sites, lines, view, document(plan))
+        return dataclasses.replace(appendix, carried=sealed(plan))
 
-    def _plan(self, source: str, subject: str, save_as: SaveAs, view: View, can_ask: bool) -> _Plan:
+    def going_on(self, state: PausedState) -> None:
+        """Take back the save a paused run carries sealed in its state before what its
+        subject sees is opened (with `programs.save`), so the person's answer keeps
+        exactly the program its policy was asked about, on whichever replica it goes on."""
+        if self._plans.take_back(state):
+            self.save_action()  # its run sees programs.save, here as where it paused
+
+    def _plan(self, source: str, subject: str, save_as: SaveAs, view: View, can_ask: bool) -> Plan:
         """The save a `save_as` asks for, checked before anything runs."""
         if not self.on:
             raise InvalidRequestError(SAVING_OFF)
@@ -293,7 +291,7 @@ class KeptPrograms:
         ):
             raise InvalidRequestError(SAVE_AS_FIELDS)
         name, summary = save_as["name"], save_as["summary"].strip()
-        if not _good_name(name):
+        if not good_name(name):
             raise InvalidRequestError(SAVE_AS_NAME)
         full = f"{NAMESPACE}.{name}"
         held = view.get(full)
@@ -310,57 +308,22 @@ class KeptPrograms:
             raise InvalidRequestError(str(error)) from None
         except RegistrationError:
             raise InvalidRequestError(SAVE_AS_FIELDS) from None
-        return _Plan(name, summary, source, subject, held is not None, capability, can_ask)
+        return Plan(name, summary, source, subject, held is not None, capability, can_ask)
 
     def watching(self, authorizer: Authorizer, execution_id: str, view: View) -> Authorizer:
-        """`authorizer`, noting how it answers this execution's `programs.save` (the
-        reply says `denied` or `declined`, never the policy's text). The entry of the
-        subject's own programs is not asked of it: it runs nothing of its own (each call
-        inside is asked as any), and a policy built for the catalog knows no such action."""
+        """`authorizer`, noting how it answers this execution's save (`Plans.watching`)."""
         own = frozenset(
             c.id for c in view.values() if isinstance(c, SavedCapability) and c.owner is not None
         )
-        if not own and execution_id not in self._plans:
-            return authorizer
-
-        def decide(request: AuthorizationRequest) -> Any:
-            if request.capability_id in own:
-                return None
-            plan = self._plans.get(execution_id) if request.capability_name == SAVE else None
-            if plan is None:
-                return authorizer(request)
-            try:
-                decision = authorizer(request)
-            except Denied:
-                plan.decision = "denied"
-                raise
-            except BaseException:
-                plan.decision = "failed"
-                raise
-            if inspect.isawaitable(decision):
-                return _noted(decision, plan)
-            plan.decision = _decided(decision)
-            return decision
-
-        return decide
+        return self._plans.watching(authorizer, execution_id, own)
 
     def _stage(self, *, context: CallContext, **arguments: Any) -> bool:
-        """`programs.save`'s handler: stage exactly the save this execution planned, once;
-        nothing is kept until the execution succeeded (`commit`)."""
-        with self._lock:
-            plan = self._plans.get(context.execution_id)
-            if plan is None or plan.staged or plan.owner != context.subject:
-                return False
-            if arguments != _document(plan):
-                return False
-            plan.staged = True
-            return True
+        return self._plans.stage(context, arguments)
 
     def commit(self, execution_id: str, result: ExecutionResult | None) -> Saved | None:
         """After the execution ended: keep what it staged to save if it succeeded (drop it
         otherwise, `result` None); None when it asked for no save."""
-        with self._lock:
-            plan = self._plans.pop(execution_id, None)
+        plan = self._plans.pop(execution_id)
         if plan is None or result is None:
             return None
         full = f"{NAMESPACE}.{plan.name}"
@@ -471,6 +434,23 @@ class KeptPrograms:
                     self._overlays.popitem(last=False)
             return found
 
+    def adopt(self, prepare: Callable[[Sequence[Capability]], object]) -> None:
+        """Have the catalog adopt its policy (`Catalog.adopt`, at first use), with
+        `programs.save` in it when the policy names that action: a policy refused without
+        it that fits with it (a Cedar policy about saves, before any host program put the
+        action in the catalog) is adopted with it; any other as it is, or refused as it is."""
+        try:
+            self._catalog.adopt(prepare)
+        except PolicyError as refused:
+            if not self.on or SAVE in self._catalog.names():
+                raise
+            self.save_action()
+            try:
+                self._catalog.adopt(prepare)
+            except PolicyError:
+                self._catalog.change([SAVE], [])
+                raise refused from None
+
     def save_action(self) -> None:
         """Put `programs.save` in the catalog (once, while saved programs are on), so a
         policy can name it."""
@@ -530,62 +510,14 @@ def kept_programs(
     return KeptPrograms(option is not False, catalog, limits, keeping, on_event)
 
 
-def _document(plan: _Plan) -> dict[str, Any]:
-    """The `programs.save` argument document of a plan: what a policy reads, exactly
-    what is kept."""
-    return {
-        "name": plan.name,
-        "summary": plan.summary,
-        "parameters": described_parameters(plan.capability),
-        "source": plan.source,
-        "replaces": plan.replaces,
-    }
-
-
-def _is_async(tree: ast.Module) -> bool:
-    """Whether the program's main is `async def` (its calls are then awaited apart)."""
-    mains = [n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
-    return any(isinstance(n, ast.AsyncFunctionDef) for n in mains if n.name == "main")
-
-
-def _good_name(name: str) -> bool:
-    return (
-        0 < len(name) <= MAX_NAME
-        and name.isidentifier()
-        and name.isascii()
-        and name == name.lower()
-        and not name.startswith("_")
-    )
-
-
 def _owned_by(capability: object, subject: str) -> bool:
     return isinstance(capability, SavedCapability) and capability.owner == subject
-
-
-async def _noted(decision: Awaitable[Any], plan: _Plan) -> Any:
-    try:
-        value = await decision
-    except Denied:
-        plan.decision = "denied"
-        raise
-    except BaseException:
-        plan.decision = "failed"
-        raise
-    plan.decision = _decided(value)
-    return value
-
-
-def _decided(decision: object) -> Literal["allowed", "asked", "denied", "failed"]:
-    if isinstance(decision, RequireApproval):
-        return "asked"
-    if decision is None or decision is True:
-        return "allowed"
-    return "denied" if decision is False else "failed"
 
 
 __all__ = [
     "ASYNC_CALLER",
     "HOST_CALLS_SAVE",
+    "MAX_NAME",
     "NAMESPACE",
     "SAVE_AS_FIELDS",
     "SAVE_AS_NAME",

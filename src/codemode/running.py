@@ -71,6 +71,7 @@ class Runner:
         session: SessionSlot | None = None,
         programs: SavedPrograms | None = None,
         save_as: SaveAs | None = None,
+        reading: Callable[[PausedState], None] | None = None,
     ) -> None:
         self._settings = settings
         self._options = options
@@ -80,6 +81,9 @@ class Runner:
         self._programs = programs
         """The saved programs a program may call (and save itself among)."""
         self._save_as = save_as
+        self._reading = reading
+        """Takes back what a paused program's state carries for the saved programs (a
+        save's plan), wherever it goes on."""
 
     def in_session(self, session: SessionSlot | None) -> Runner:
         """This runner, its programs run in `session` (its state in, the state left out)."""
@@ -91,6 +95,7 @@ class Runner:
             session,
             self._programs,
             self._save_as,
+            self._reading,
         )
 
     def saving(self, save_as: SaveAs | None) -> Runner:
@@ -107,6 +112,7 @@ class Runner:
             self._session,
             self._programs,
             save_as,
+            self._reading,
         )
 
     @property
@@ -124,7 +130,7 @@ class Runner:
     @property
     def resumer(self) -> Resumer[ExecutionResult]:
         """The resume protocol over this engine and the settings now."""
-        return Resumer(self)
+        return Resumer(self, self._reading)
 
     def execute(self, source: str, subject: str) -> ExecutionResult:
         """Run a new program to its end, on the caller's thread (it cannot pause)."""

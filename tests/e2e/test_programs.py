@@ -6,12 +6,17 @@ saved, bob cannot find; and saved programs are plain direct tools with `--tools`
 
 from __future__ import annotations
 
+import secrets
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
+import httpx2
 import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, ElicitRequestFormParams, ElicitResult
 
 from codemode import CodeMode
@@ -230,3 +235,70 @@ async def test_a_server_restarted_on_a_saved_folder_still_has_alices_program(
             assert described["error"]["code"] == "not_found"
     finally:
         again.close()
+
+
+@pytest.fixture
+def replicas(tmp_path: Path, redis_url: str) -> Iterator[tuple[str, str]]:
+    """Two `codemode serve --store <redis>` replicas of this module's host with one
+    sealing key, as the deployment guide runs them: their URLs."""
+    store, env = ("--store", redis_url), {"CODEMODE_REQUEST_STATE_KEY": secrets.token_hex(32)}
+    first = serve_http(tmp_path, SPEC, *store, **env)
+    second = serve_http(tmp_path, SPEC, *store, **env)
+    try:
+        yield next(first), next(second)
+    finally:
+        first.close()
+        second.close()
+
+
+class Elsewhere(httpx2.AsyncBaseTransport):
+    """Sends every request to where it was addressed, but a retry that answers a person's
+    question (it carries `requestState`) to another replica, at `port`."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.moved = 0
+        self.inner = httpx2.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        if b'"requestState"' in request.content:
+            request.url = request.url.copy_with(port=self.port)
+            request.headers["Host"] = f"127.0.0.1:{self.port}"
+            self.moved += 1
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def test_replicas_keep_a_save_made_on_one_and_approved_on_the_other(
+    replicas: tuple[str, str],
+) -> None:
+    a, b = replicas
+    saved_on_a, paused_on_a = fresh(), fresh()
+    async with connected("2026", url=a, person=Person("accept")) as on_a:
+        assert structured(await save(on_a, WEEKLY, saved_on_a))["saved"]["status"] == "saved"
+    call = "def main():\n    return programs.{}(limit=5)\n"
+    async with connected("2026", url=b) as on_b:
+        called = await on_b.session.call_tool("execute", {"source": call.format(saved_on_a)})
+        assert structured(called).get("result") == {"key": "a", "twice": 10}, structured(called)
+    # the question is asked by A, the answer goes to B: B keeps the program A paused
+    person, elsewhere = Person("accept"), Elsewhere(httpx2.URL(b).port or 0)
+    headers = {"Authorization": "Bearer tok-alice"}
+    async with (
+        httpx2.AsyncClient(headers=headers, transport=elsewhere) as http,
+        Client(streamable_http_client(a, http_client=http), elicitation_callback=person) as client,
+    ):
+        reply = structured(await save(Caller(client), WEEKLY, paused_on_a))
+    assert len(person.asked) == 1 and elsewhere.moved == 1
+    assert reply["saved"] == {"name": f"programs.{paused_on_a}", "status": "saved"}
+    for url in (b, a):  # A reads alice's programs again within a second (`CHECK_SECONDS`)
+        async with connected("2026", url=url) as caller:
+            for _ in range(40):
+                called = await caller.session.call_tool(
+                    "execute", {"source": call.format(paused_on_a)}
+                )
+                if not called.is_error:
+                    break
+                await anyio.sleep(0.1)
+            assert structured(called).get("result") == {"key": "a", "twice": 10}, called

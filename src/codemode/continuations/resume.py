@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import Generic, Protocol, TypeVar
 
@@ -114,10 +114,17 @@ class Engine(Protocol[R_co]):
 
 
 class Resumer(Generic[R]):
-    """Takes programs past their pauses: starts them, stamps and asks, resumes once."""
+    """Takes programs past their pauses: starts them, stamps and asks, resumes once.
 
-    def __init__(self, engine: Engine[R]) -> None:
+    `reading`, when given, is handed each state that goes on, once it is its subject's and
+    before what they see is opened: what guest code fed with the program carried in it
+    (`PausedState.carried`) is taken back there, on whichever replica it goes on."""
+
+    def __init__(
+        self, engine: Engine[R], reading: Callable[[PausedState], None] | None = None
+    ) -> None:
         self.engine = engine
+        self.reading = reading
 
     async def execute(
         self,
@@ -189,6 +196,8 @@ class Resumer(Generic[R]):
         """What `subject` (admitted) sees now, once the state is theirs and of it."""
         if state.subject != subject:
             raise ResumeRefusedError(NOT_YOURS)
+        if self.reading is not None:
+            self.reading(state)
         opened = await self.engine.open(subject, state.execution_id)
         if await opened.digest() != state.catalog:
             raise ResumeRefusedError(OTHER_CATALOG)

@@ -45,7 +45,7 @@ from codemode.limits import LimitKind, Limits, exceeded, size
 from codemode.types import JSONObject
 from codemode.values import object_fields
 
-FORMAT = 5
+FORMAT = 6
 
 VERSIONS = {"codemode": version("codemode"), "pydantic-monty": version("pydantic-monty")}
 """What wrote a state: a replica of another version refuses it."""
@@ -192,6 +192,10 @@ class PausedState:
     session: str = ""
     """The handle of the session the program runs in ("" in none): its resume writes
     what the program leaves there."""
+    carried: str = ""
+    """What the guest code fed with the program needs again where it goes on
+    (`Appendix.carried`: a save's plan, exactly as its policy was asked about), from
+    format 6; sealed with the rest, so only a state this server minted carries one."""
 
     def encode(self) -> bytes:
         data: dict[str, Any] = asdict(self)

@@ -75,6 +75,8 @@ class Appendix:
     `regions` the appended lines that are another text's, so a failure there can be told
     by that text's own name and line while `where` stays in the program; `entered`
     says which appended lines run for which site, so a call made there is placed at it.
+    `carried` is what the feature needs again where the program goes on after a pause
+    (another replica, perhaps): it is sealed with the paused state, never fed or shown.
     """
 
     code: str
@@ -83,6 +85,7 @@ class Appendix:
     sites: tuple[Site, ...] = ()
     regions: tuple[Region, ...] = ()
     entered: tuple[Entered, ...] = ()
+    carried: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -248,6 +248,7 @@ class Pausing:
             approvals=self._approvals,
             versions=dict(VERSIONS),
             expires_at=wall(deadline.clock) + state_seconds(limits),
+            carried="" if program.appendix is None else program.appendix.carried,
         )
         encoded = state.encode()
         too_large = over_bound(len(encoded), limits, where)  # what is sent, and held
