@@ -42,11 +42,11 @@ from codemode.capabilities import (
 )
 from codemode.composition import (
     NAMESPACE,
-    Refused,
-    closure,
+    closures,
     composed,
     is_async,
     reaches,
+    unreserved,
     where_of,
 )
 from codemode.context import CallContext
@@ -246,20 +246,10 @@ class KeptPrograms:
                     f"{where_of(site.span, lines).render()}: {HOST_CALLS_SAVE}",
                     where=where_of(site.span, lines),
                 )
-        saving = None if plan is None else plan.name
-        fed = 0
-        for site in sites:
-            try:
-                site.closure = closure(site.name, view, saving, limits.max_saved_program_depth)
-            except Refused as refused:
-                where = where_of(site.span, lines)
-                raise InvalidProgramError(f"{where.render()}: {refused}", where=where) from None
-            fed += len(site.closure)
-        if fed > limits.max_saved_programs_per_execution:
-            raise InvalidProgramError(
-                f"the program calls saved programs in more than "
-                f"{limits.max_saved_programs_per_execution} places (each program reached counts)"
-            )
+        if tree is not None and (sites or plan is not None):
+            unreserved(tree, lines)
+        saving, most = None if plan is None else plan.name, limits.max_saved_programs_per_execution
+        closures(sites, lines, view, saving, limits.max_saved_program_depth, most)
         if plan is not None:
             self._plans.put(execution_id, plan)  # on resume: as it was
         if sites and tree is not None and is_async(tree):

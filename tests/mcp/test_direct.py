@@ -316,3 +316,30 @@ def test_a_portable_schema_inlines_references_splits_type_arrays_and_names_any_v
         "$defs": {"Node": node},
     }
     assert portable({}) == ANY_JSON
+
+
+WEEKLY = '''"""The weekly lookup."""
+def main(*, key: str = "k") -> dict:
+    return records.lookup(key=key)
+'''
+
+
+@pytest.mark.parametrize("keyword", ["_cm", "_cm_self", "_cm_kw"])
+async def test_a_saved_programs_generated_names_are_unknown_arguments(keyword: str) -> None:
+    with build_host() as cm:
+        cm.add_program("weekly", WEEKLY, summary="The weekly lookup.")
+        cm.direct_tools = ("programs.weekly",)
+        arguments = {"key": "x", keyword: 1}
+        expected = in_program(cm, "programs.weekly", arguments)
+        async with Client(build_server(cm, subject="alice")) as client:
+            result = await client.call_tool("programs.weekly", arguments)
+    error = structured(result)["error"]
+    assert error["code"] == expected["code"] == "invalid_arguments"
+    assert error["message"] == (
+        f'invalid capability arguments: unknown argument "{keyword}"; programs.weekly takes key'
+    )
+    assert error == {
+        **expected,
+        "where": None,
+        "calls": [{**c, "line": None} for c in expected["calls"]],
+    }

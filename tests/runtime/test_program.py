@@ -7,7 +7,7 @@ import pytest
 
 from codemode import Limits
 from codemode.errors import CodeModeError, InvalidProgramError
-from codemode.runtime import Programs
+from codemode.runtime import Appendix, Programs
 from codemode.runtime.program import normalized, split_lines
 from codemode.runtime.sandbox import Done, MontySandbox
 from codemode.sources import capability
@@ -131,3 +131,20 @@ def test_any_other_parameter_of_main_is_refused_at_its_def(header: str) -> None:
         "an annotation and a default: def main(*, week: int = 48)"
     )
     assert error.where is not None and (error.where.line, error.where.source) == (1, header)
+
+
+def test_a_capability_the_appendix_reserves_is_hidden_everywhere_but_after_main() -> None:
+    after = "records.get(id=2)"
+    appendix = Appendix("x = records.get", after, reserved=frozenset({"records.get"}))
+    source = "def main():\n    return records.get(id=1)\n"
+    program = programs().prepare(source, appendix=appendix)
+    mine = program.code.index("records.get(id=1)")
+    appended = program.code.index("x = records.get") + 4
+    trailer = program.code.index(after)
+    assert program.hidden("records.get", mine)  # the program's own call, however written
+    assert program.hidden("records.get", appended)  # appended code before main() too
+    assert not program.hidden("records.get", trailer)  # the code after main() alone
+    assert not program.hidden("records.other", mine)
+    assert program.line_at(trailer) == program.after
+    plain = programs().prepare(source, appendix=Appendix("", after))
+    assert not plain.hidden("records.get", plain.code.index("records.get(id=1)"))

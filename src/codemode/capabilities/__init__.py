@@ -42,8 +42,11 @@ from codemode.capabilities.observed_schema import (
 from codemode.capabilities.observing import OBSERVE_NODES, SAMPLE_ITEMS, SCAN_ITEMS, observe
 from codemode.capabilities.outlines import outline
 from codemode.capabilities.programs import (
+    CONTROL,
+    GENERATED,
     HOST_NOTE,
     OWN_NOTE,
+    RESERVED,
     SAVE,
     SavedCapability,
     SignatureError,
@@ -51,7 +54,9 @@ from codemode.capabilities.programs import (
     described_parameters,
     program_capability,
     program_signature,
+    reserved_name,
     save_capability,
+    stray_control,
 )
 from codemode.capabilities.registry import REQUIRED, Capability, Parameter, build_capability
 from codemode.capabilities.rendering import Shape, expected, notation, shapes
@@ -81,6 +86,8 @@ from codemode.capabilities.typehints import (
 
 __all__ = [
     "CHECKED_AFTER",
+    "CONTROL",
+    "GENERATED",
     "HINTS",
     "HOST_NOTE",
     "MAX_DEPTH",
@@ -95,6 +102,7 @@ __all__ = [
     "OBSERVE_NODES",
     "OWN_NOTE",
     "REQUIRED",
+    "RESERVED",
     "RESERVED_ROOTS",
     "SAMPLE_ITEMS",
     "SAVE",
@@ -154,12 +162,14 @@ __all__ = [
     "outline",
     "program_capability",
     "program_signature",
+    "reserved_name",
     "same_form",
     "save_capability",
     "shape_digest",
     "shapes",
     "shown",
     "shown_to",
+    "stray_control",
     "strip_annotated",
     "subject_digest",
     "text_format",

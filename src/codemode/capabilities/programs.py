@@ -16,7 +16,10 @@ import dataclasses
 import functools
 import hashlib
 import inspect
-from collections.abc import Callable
+import io
+import re
+import tokenize
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Union
 
@@ -39,6 +42,20 @@ OWN_NOTE = "Saved program (yours)."
 TYPES = "int, float, str, bool, None, Any, list[...], dict[str, ...] and |"
 """What a saved program's annotations may be written with."""
 ASYNC_MAIN = "a saved program's main must be def main(), not async def main()"
+RESERVED = (
+    '"{name}" is a name codemode keeps for calling saved programs '
+    "(names starting with _cm_, and _p with six digits): rename it"
+)
+"""A name the code that runs saved programs binds, in a text that would be fed beside it."""
+CONTROL = (
+    "a saved program cannot hold a form feed or vertical tab outside a string "
+    "(line {line}): remove it"
+)
+"""A character that resets Python's indentation column, in a text indented into its
+caller's: it would move the text's lines out of the place they are fed in."""
+GENERATED = re.compile(r"_cm_.*|_p[0-9]{6}", re.DOTALL)
+"""The names the code that runs saved programs binds (`codemode.composition`)."""
+_CONTROLS = ("\x0c", "\x0b")
 
 _NAMED: dict[str, Any] = {
     "int": int,
@@ -70,6 +87,9 @@ def program_signature(source: str) -> Signature:
     """The signature of a program's main (its keyword-only parameters and return
     annotation, `Any` without one) and the saved programs it calls; SignatureError for a
     main that cannot be one. The program is assumed to pass the preflight already."""
+    line = stray_control(source)
+    if line is not None:
+        raise SignatureError(CONTROL.format(line=line))
     try:
         tree = syntax.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -80,6 +100,9 @@ def program_signature(source: str) -> Signature:
             main = node
     if main is None:
         raise SignatureError("the program must define main(): add def main(): at top level")
+    reserved = reserved_name(tree)
+    if reserved is not None:
+        raise SignatureError(RESERVED.format(name=reserved[0]))
     if isinstance(main, ast.AsyncFunctionDef):
         raise SignatureError(ASYNC_MAIN)
     parameters = []
@@ -115,6 +138,57 @@ def calls_of(tree: ast.AST) -> frozenset[str]:
         and isinstance(node.value, ast.Name)
         and node.value.id == NAMESPACE
     )
+
+
+def reserved_name(tree: ast.AST) -> tuple[str, ast.AST] | None:
+    """The first name a text writes that the code running saved programs binds (`_cm_...`,
+    `_p000001`), with where it is written: such a text could rebind what that code holds."""
+    for name, node in sorted(_names(tree), key=_place):
+        if GENERATED.fullmatch(name):
+            return name, node
+    return None
+
+
+def _names(tree: ast.AST) -> Iterator[tuple[str, ast.AST]]:
+    """Every identifier a tree writes (read, bound, imported, declared or an attribute;
+    not a keyword argument's name, which binds nothing)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.keyword):
+            continue  # an argument's name binds nothing the program reads
+        for field in ("id", "attr", "arg", "name", "asname", "rest"):
+            value = getattr(node, field, None)
+            if isinstance(value, str):
+                yield value, node
+        if isinstance(node, ast.Global | ast.Nonlocal):
+            yield from ((name, node) for name in node.names)
+        if isinstance(node, ast.MatchClass):
+            yield from ((name, node) for name in node.kwd_attrs)
+
+
+def _place(found: tuple[str, ast.AST]) -> tuple[int, int]:
+    return getattr(found[1], "lineno", 0), getattr(found[1], "col_offset", 0)
+
+
+def stray_control(source: str) -> int | None:
+    """The first line holding a form feed or vertical tab outside a string, if any: either
+    resets the indentation column Python counts, so a line indented into another text
+    could land outside the place it was put (None: there is none)."""
+    if not any(c in source for c in _CONTROLS):
+        return None
+    strings: list[tuple[tuple[int, int], tuple[int, int]]] = []
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(source).readline):
+            if token.type == tokenize.STRING:
+                strings.append((token.start, token.end))
+    except (tokenize.TokenError, SyntaxError):
+        pass  # what was read is what is known: a character past it counts as outside
+    for number, text in enumerate(source.split("\n"), 1):
+        for column, character in enumerate(text):
+            if character in _CONTROLS and not any(
+                start <= (number, column) < end for start, end in strings
+            ):
+                return number
+    return None
 
 
 def _type(node: ast.expr, what: str) -> Any:
@@ -248,9 +322,12 @@ def described_parameters(capability: Capability) -> list[dict[str, Any]]:
 
 __all__ = [
     "ASYNC_MAIN",
+    "CONTROL",
+    "GENERATED",
     "HOST_NOTE",
     "NAMESPACE",
     "OWN_NOTE",
+    "RESERVED",
     "SAVE",
     "TYPES",
     "SavedCapability",
@@ -260,5 +337,7 @@ __all__ = [
     "described_parameters",
     "program_capability",
     "program_signature",
+    "reserved_name",
     "save_capability",
+    "stray_control",
 ]

@@ -77,6 +77,9 @@ class Appendix:
     says which appended lines run for which site, so a call made there is placed at it.
     `carried` is what the feature needs again where the program goes on after a pause
     (another replica, perhaps): it is sealed with the paused state, never fed or shown.
+    `reserved` names capabilities only `after` calls: a call of one from anywhere else
+    (the program's text, however it reached it, or appended code) is answered as a name
+    that names nothing, before it is bound or authorized.
     """
 
     code: str
@@ -86,6 +89,7 @@ class Appendix:
     regions: tuple[Region, ...] = ()
     entered: tuple[Entered, ...] = ()
     carried: str = ""
+    reserved: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,9 +108,9 @@ def fed(
     returned: str,
     roots: frozenset[str],
     appendix: Appendix | None,
-) -> tuple[str, int]:
-    """What is fed (the program, then the trailer with any appendix in it), and the fed
-    line just before the appendix's first."""
+) -> tuple[str, int, int]:
+    """What is fed (the program, then the trailer with any appendix in it), the fed line
+    just before the appendix's first, and the first fed line of its `after` code."""
     text = source if appendix is None else _renamed(source, lines, appendix.renames)
     code = text + ("\n" if text and not text.endswith("\n") else "")
     imported = imports(used, roots, appendix)
@@ -115,10 +119,11 @@ def fed(
     if appendix is not None and appendix.code:
         trailer.append(appendix.code.rstrip("\n"))
     trailer.append(f"{returned} = {'await main()' if is_async else 'main()'}")
+    after = len(lines) + sum(part.count("\n") + 1 for part in trailer) + 1
     if appendix is not None and appendix.after:
         trailer.append(appendix.after.rstrip("\n"))
     trailer.append(returned)
-    return code + "\n".join(trailer), appended
+    return code + "\n".join(trailer), appended, after
 
 
 def imports(

@@ -273,10 +273,16 @@ def _within(inner: Where, outer: Where) -> bool:
 
 
 def _namespace(failure: SandboxFailure, program: Program) -> str | None:
-    """The capability namespace a NameError names, if it names one."""
+    """The capability namespace a NameError names, if it names one (a name the program
+    is fed in place of one, `Appendix.renames`, as the program wrote it)."""
     said = interpreter_said(failure.exc_type, failure.message)
     if said is None or said.kind != "not_defined":
         return None
+    renames = () if program.appendix is None else program.appendix.renames
+    for rename in renames:
+        if rename.name == said.detail:  # bound only once the module loaded
+            line = program.lines[rename.line - 1]
+            return line[rename.column - 1 : rename.column - 1 + len(rename.name)]
     return next((root for root in program.roots if root == said.detail), None)
 
 

@@ -253,6 +253,8 @@ class Driver:
             if resumed is not None:  # a sync main() resumed at the call a person answered
                 return self._run_sync(resumed, program, run)
         try:
+            if program.hidden(call.name, call.span[0]):
+                raise KeyError(call.name)  # the appendix's alone: as if it named nothing
             capability = self.setup.capabilities[call.name]
         except KeyError:
             found = (

@@ -71,6 +71,16 @@ class Program:
     """The fed line just before the appendix's first (its lines are numbered past it)."""
     imported: frozenset[str] = frozenset()
     """The namespaces the fed code imports: `roots`, and those its appendix mentions."""
+    after: int = 0
+    """The first fed line of the appendix's code after main() (`Appendix.after`)."""
+
+    def hidden(self, name: str, offset: int) -> bool:
+        """Whether a call of capability `name` made at UTF-8 byte offset `offset` of the fed
+        code must be answered as a name that names nothing: one the appendix reserves for
+        its code after main(), made anywhere else (`Appendix.reserved`)."""
+        if self.appendix is None or name not in self.appendix.reserved:
+            return False
+        return self.line_at(offset) < self.after
 
     def tried(self, line: int) -> bool:
         """Whether `line` lies in a `try` body with an `except`: a program that fails there
@@ -278,13 +288,19 @@ class Programs:
         return Vocabulary.of(self.capabilities.values())
 
     def known(self, program: Program, results: Mapping[str, Any] | None = None) -> Known:
-        """What `program` may be naming, for did-you-mean, and what its calls gave it."""
+        """What `program` may be naming, for did-you-mean, and what its calls gave it (not
+        what its appendix alone calls: to the program, that names nothing)."""
+        vocabulary, capabilities = self.vocabulary, self.capabilities
+        hidden = frozenset() if program.appendix is None else program.appendix.reserved
+        if hidden.intersection(capabilities):
+            capabilities = {n: c for n, c in capabilities.items() if n not in hidden}
+            vocabulary = Vocabulary.of(capabilities.values())
         return Known(
-            self.vocabulary,
+            vocabulary,
             program.names,
             program.keys,
             self.roots,
-            self.capabilities,
+            capabilities,
             program.source,
             types.MappingProxyType(dict(results or {})),
         )
@@ -389,7 +405,7 @@ class Programs:
             returned = _returned(main, lines)
             tries = _tries(tree)
         used = self.roots.intersection(_IDENTIFIER.findall(source))
-        code, appended = fed(source, lines, is_async, used, RETURNED, self.roots, appendix)
+        code, appended, after = fed(source, lines, is_async, used, RETURNED, self.roots, appendix)
         return Program(
             source,
             lines,
@@ -404,6 +420,7 @@ class Programs:
             appendix,
             appended,
             imports(frozenset(used), self.roots, appendix),
+            after,
         )
 
 
