@@ -194,6 +194,31 @@ def test_check_reports_every_problem_without_running(tmp_path: Path) -> None:
     assert (result.exit_code, result.stdout) == (0, "ok: no problems found\n")
 
 
+def test_run_check_search_and_describe_take_a_folder_of_programs(tmp_path: Path) -> None:
+    folder = tmp_path / "programs"
+    folder.mkdir()
+    (folder / "counted.py").write_text(
+        '"""The count of a record."""\n\n\ndef main(*, key: str = "a") -> int:\n'
+        "    return records.lookup(key=key)['count']\n"
+    )
+    path = tmp_path / "program.py"
+    path.write_text("def main():\n    return programs.counted(key='b')\n")
+    app, options = "tests.conftest:build_host", ["--programs", str(folder)]
+    checked = CliRunner().invoke(main, ["check", app, str(path), *options])
+    assert (checked.exit_code, checked.stdout) == (0, "ok: no problems found\n")
+    ran = CliRunner().invoke(main, ["run", app, str(path), *options])
+    assert (ran.exit_code, ran.stdout) == (0, "0\n")
+    found = CliRunner().invoke(main, ["search", app, "count of a record", *options])
+    assert json.loads(found.stdout)["results"][0]["name"] == "programs.counted"
+    described = CliRunner().invoke(main, ["describe", app, "programs.counted", *options])
+    assert json.loads(described.stdout)["signature"] == (
+        "programs.counted(*, key: str = 'a') -> int"
+    )
+    saved = tmp_path / "saved"
+    keep = CliRunner().invoke(main, ["run", app, str(path), *options, "--saved", str(saved)])
+    assert keep.exit_code == 0 and saved.is_dir() is False  # nothing saved: nothing made
+
+
 def test_serve_refuses_policies_that_do_not_validate(tmp_path: Path) -> None:
     policy = tmp_path / "p.cedar"
     policy.write_text(

@@ -5,6 +5,7 @@ with the server's key, or the shared Redis store), and nothing else."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from codemode import CodeMode, PermissionDeniedError, SaveAs
-from codemode.authz import AuthorizationRequest
+from codemode.authz import AllowAll, AuthorizationRequest
 from codemode.cli import main
 from codemode.cli.programs import kept, line, share
 from codemode.continuations import (
@@ -163,17 +164,54 @@ def test_share_copies_a_subjects_program_to_the_hosts_and_audits_it(
     assert (code, out, err) == (1, "", "codemode: no saved program programs.other\n")
 
 
+UNOPENED_TWO = (
+    "codemode: 2 of the saved programs on the shelf cannot be opened with this key "
+    "(CODEMODE_REQUEST_STATE_KEY); a server ignores them\n"
+)
+
+
 def test_a_program_sealed_under_another_key_is_not_shown(tmp_path: Path) -> None:
     seeded(folder_shelf(tmp_path, Sealer(KEY)))
     other: dict[str, str | None] = {"CODEMODE_REQUEST_STATE_KEY": "o" * 40}
     for env in (other, UNKEYED):
         for owner in ([], ["--owner", "alice"]):
             code, out, err = programs("--saved", str(tmp_path), "list", *owner, env=env)
-            assert (code, out, err) == (0, "", "codemode: no saved programs\n")
+            assert (code, out, err) == (0, "", "codemode: no saved programs\n" + UNOPENED_TWO)
         code, out, err = programs(
             "--saved", str(tmp_path), "show", "mine", "--owner", "alice", env=env
         )
         assert code == 1 and CANARY not in out + err
+
+
+def test_records_under_another_key_are_counted_on_stderr_and_logged_once(
+    where: tuple[list[str], dict[str, str | None]], caplog: pytest.LogCaptureFixture
+) -> None:
+    """What a shelf holds that this key cannot open is said (how many, no names), and a
+    server reading that shelf logs one warning for all of it."""
+    options, _ = where
+    other = "o" * 40  # a plain folder's records do not open under a key either
+    code, out, err = programs(*options, "list", env={"CODEMODE_REQUEST_STATE_KEY": other})
+    assert (code, out) == (0, "")
+    assert err == "codemode: no saved programs\n" + UNOPENED_TWO
+    assert CANARY not in err
+    if options[0] == "--saved":
+        cm = CodeMode(authorizer=AllowAll(), request_state_key=other)
+        cm.configure(programs=options[1])
+    else:
+        cm = CodeMode(authorizer=AllowAll(), store=RedisStore(options[1]), request_state_key=other)
+    caplog.set_level(logging.WARNING, logger="codemode")
+    with cm:
+        assert cm.search("programs", subject="alice").results == ()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    counted = "2 of the saved programs on the shelf cannot be opened with this key; ignored"
+    assert warnings.count(counted) == 1
+    assert CANARY not in caplog.text and "mine" not in caplog.text
+
+
+def test_help_needs_no_shelf() -> None:
+    for command in ([], ["list"], ["show"], ["delete"], ["share"]):
+        code, out, err = programs(*command, "--help")
+        assert (code, err) == (0, "") and out.startswith("Usage: main programs")
 
 
 def test_usage_errors_exit_with_code_2(tmp_path: Path) -> None:
@@ -196,11 +234,13 @@ def test_usage_errors_exit_with_code_2(tmp_path: Path) -> None:
 
 
 def test_a_store_that_cannot_be_reached_is_one_line_and_exit_code_2() -> None:
-    url = f"redis://127.0.0.1:{free_port()}/0"
+    port = free_port()
+    url = f"redis://operator:{CANARY}@127.0.0.1:{port}/0"
     assert programs("--store", url, "list", env=dict(KEYED)) == (
         2,
         "",
-        "Error: the saved programs cannot be read: ConnectionError\n",
+        f"Error: the saved programs cannot be read at redis://127.0.0.1:{port}/0: "
+        "ConnectionError\n",
     )
 
 

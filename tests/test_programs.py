@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -152,6 +153,18 @@ def test_a_host_program_is_searched_and_described_with_its_typed_parameters(cm: 
     assert "programs.save" not in [h.name for h in cm.search("", limit=100).results]
     with pytest.raises(NotFoundError):
         cm.describe("programs.save")
+
+
+def test_a_saved_programs_input_schema_carries_each_parameters_default(cm: CodeMode) -> None:
+    described = describe_payload(cm.describe("programs.weekly_report"), schemas=True)
+    assert described["input_schema"] == {
+        "additionalProperties": False,
+        "properties": {
+            "week": {"title": "Week", "type": "integer", "default": 48},
+            "team": {"title": "Team", "type": "string", "default": "core"},
+        },
+        "type": "object",
+    }
 
 
 def test_a_saved_program_is_called_by_keyword_and_runs_in_the_callers_execution(
@@ -464,6 +477,22 @@ def test_a_kept_save_is_audited_with_whether_it_replaced_one() -> None:
         ("alice", "programs.once", True),
     ]
     assert saved[0].to_dict()["event"] == "program_saved"
+
+
+def test_a_kept_save_reaches_the_host_log_without_its_text(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="codemode")
+    with CodeMode(authorizer=AllowAll()) as cm:  # no audit handler: the log has it still
+        save(cm, f"def main():\n    return '{CANARY}'\n", "once")
+    (line,) = [r.getMessage() for r in caplog.records if "program_saved" in r.getMessage()]
+    event = json.loads(line)
+    assert (event["event"], event["subject"], event["name"]) == (
+        "program_saved",
+        "alice",
+        "programs.once",
+    )
+    assert CANARY not in caplog.text
 
 
 CEDAR_SAVES = """

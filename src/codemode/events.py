@@ -7,7 +7,9 @@ execution id that the host log lines of the same execution carry.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import threading
 import traceback
@@ -312,6 +314,17 @@ class ProgramDeleted(Event):
 EventHandler = Callable[[Event], None]
 
 
+def announce(event: Event, handler: EventHandler | None = None) -> None:
+    """A change of what the host keeps (a program saved, shared or deleted) in the host
+    log, as one JSON line at INFO, and given to `handler` (the audit) when there is one:
+    the operator reads it where the server logs, with or without an audit log. A handler
+    that fails is its own to log; what it announces happened already."""
+    logging.getLogger("codemode").info("%s", json.dumps(event.to_dict(), ensure_ascii=False))
+    if handler is not None:
+        with contextlib.suppress(Exception):
+            handler(event)
+
+
 class JsonLinesSink:
     """Appends each event as one JSON line; safe under concurrency (one write per line)."""
 
@@ -362,4 +375,5 @@ __all__ = [
     "ProgramSaved",
     "ProgramShared",
     "VisibilityUnanswered",
+    "announce",
 ]

@@ -40,6 +40,8 @@ T = TypeVar("T")
 
 CHECK_SECONDS = 1.0
 """How often a subject's shelf version is asked again."""
+UNREADABLE = "%d of the saved programs on the shelf cannot be opened with this key; ignored"
+"""The warning a server logs once per shelf: how many records no key of its opens."""
 
 
 class Keeping:
@@ -63,6 +65,7 @@ class Keeping:
         self._key = key
         self._lock = threading.Lock()
         self._shelf: tuple[object, ProgramShelf] | None = None
+        self._counted: ProgramShelf | None = None
         self._seen: dict[str | None, tuple[float, str]] = {}
         self._shared: tuple[int, dict[str, SavedCapability]] = (0, {})
         """The programs shared with every subject, as last read, and their version."""
@@ -107,6 +110,10 @@ class Keeping:
                 return None
         try:
             shelf = self.shelf()
+            if self._counted is not shelf:  # once per shelf: what it holds that no key opens
+                self._counted, skipped = shelf, _run(shelf.unreadable())
+                if skipped:
+                    log.warning(UNREADABLE, skipped)
             version = _run(shelf.version(owner))
             if seen is not None and seen[1] == version:
                 with self._lock:
@@ -190,4 +197,4 @@ def _on_a_loop(exchange: Coroutine[Any, Any, T]) -> T:
         loop.close()
 
 
-__all__ = ["CHECK_SECONDS", "Keeping"]
+__all__ = ["CHECK_SECONDS", "UNREADABLE", "Keeping"]

@@ -58,7 +58,7 @@ from codemode.errors import (
     InvalidRequestError,
     RegistrationError,
 )
-from codemode.events import EventHandler, ProgramSaved
+from codemode.events import EventHandler, ProgramSaved, announce
 from codemode.keeping import Keeping
 from codemode.limits import Limits
 from codemode.runtime import Appendix, ExecutionResult, Programs, normalized
@@ -199,8 +199,8 @@ class KeptPrograms:
             version = (self._versions.get(subject or "", 0), shared_version)
             key = (view.key, subject or "", version)
             found = self._overlays.get(key)
-            if found is None:  # the host's code first, then the subject's, then shared
-                added = {**{n: c for n, c in shared.items() if n not in view}, **own}
+            if found is None:  # the host's code first, then shared, then the subject's
+                added = {n: c for n, c in {**own, **shared}.items() if n not in view}
                 kept = [c for c in view.values() if c.name not in added and c.name != SAVE]
                 found = self._overlays[key] = View([*kept, *added.values()], view.key[0])
                 while len(self._overlays) > _OVERLAYS_KEPT:
@@ -336,20 +336,17 @@ class KeptPrograms:
             outcome = self._outcomes[execution_id] = Saved(full, status)
             while len(self._outcomes) > _KEPT_OUTCOMES:
                 self._outcomes.popitem(last=False)
-        emit = self._on_event()
-        if kept and emit is not None:
+        if kept:  # in the host log, as program_deleted and program_shared are, and audited
             digest = hashlib.sha256(plan.source.encode("utf-8", "surrogatepass")).hexdigest()
-            with contextlib.suppress(Exception):  # kept already: the audit sink logs its own
-                emit(
-                    ProgramSaved(
-                        execution_id=execution_id,
-                        subject=plan.owner,
-                        time=time.time(),
-                        name=full,
-                        replaced=replaced,
-                        source_sha256=digest,
-                    )
-                )
+            saved = ProgramSaved(
+                execution_id=execution_id,
+                subject=plan.owner,
+                time=time.time(),
+                name=full,
+                replaced=replaced,
+                source_sha256=digest,
+            )
+            announce(saved, self._on_event())
         return outcome
 
     def planned(self, execution_id: str) -> bool:

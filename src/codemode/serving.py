@@ -436,6 +436,20 @@ def check_store_key(cm: CodeMode, config: ServeConfig) -> None:
         )
 
 
+def keep_programs(cm: CodeMode, programs: str | None, saved: str | None) -> None:
+    """`--programs DIR` (a folder of the host's programs, followed as it changes) and
+    `--saved DIR` (where subjects' saved programs are kept) applied to `cm`, as `serve`
+    and `run`, `check`, `search` and `describe` take them."""
+    if saved is not None:
+        cm.configure(programs=saved)
+    if programs is not None:
+        from codemode.programs import program_folder
+
+        bound = cm.limits.max_source_bytes
+        folder = program_folder(cm.saved_programs, cm.catalog, programs, max_source_bytes=bound)
+        cm.add_source(folder)
+
+
 def _configure(cm: CodeMode, config: ServeConfig) -> None:
     """Apply the store, sessions, direct tools, shapes file, saved and host programs'
     folders, policy and audit log of `config` to `cm`; nothing when it has none (a
@@ -464,16 +478,7 @@ def _configure(cm: CodeMode, config: ServeConfig) -> None:
         cm.direct_tools = tuple(config.tools)
     if config.shapes is not None:
         cm.configure(shapes=config.shapes)
-    if config.saved is not None:
-        cm.configure(programs=config.saved)
-    if config.programs is not None:  # before the policy, which may name them
-        from codemode.programs import program_folder
-
-        bound = cm.limits.max_source_bytes
-        folder = program_folder(
-            cm.saved_programs, cm.catalog, config.programs, max_source_bytes=bound
-        )
-        cm.add_source(folder)
+    keep_programs(cm, config.programs, config.saved)  # before the policy, which may name them
     if config.policy is None and not config.hide_forbidden and config.audit_log is None:
         return
     authorizer = None if config.policy is None else config.policy(cm)
@@ -531,6 +536,7 @@ __all__ = [
     "check_store_key",
     "close_aside",
     "http_app",
+    "keep_programs",
     "listen",
     "reloaded_app",
     "run",

@@ -6,15 +6,17 @@ and refusing a start the server could not keep its word on."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp import Client
 from mcp.types import CallToolResult, ElicitRequestFormParams, ElicitResult
 
-from codemode import CodeMode
+from codemode import CodeMode, SaveAs
 from codemode.authz import AllowAll, AuthorizationRequest, RequireApproval
-from codemode.errors import CodeModeError, RegistrationError
+from codemode.continuations import ProgramRecord, folder_shelf
+from codemode.errors import CodeModeError, InvalidRequestError, RegistrationError
 from codemode.events import CallCompleted, Event
 from codemode.mcp import build_server
 from codemode.mcp.direct import ANY_JSON, portable, program
@@ -342,4 +344,84 @@ async def test_a_saved_programs_generated_names_are_unknown_arguments(keyword: s
         **expected,
         "where": None,
         "calls": [{**c, "line": None} for c in expected["calls"]],
+    }
+
+
+HALVES = "def main(*, n: int = 2) -> float:\n    total = n\n    return total / 0\n"
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_a_failure_inside_a_host_program_has_no_position_in_the_wrapper(mode: str) -> None:
+    with build_host() as cm:
+        cm.add_program("halves", HALVES, summary="Halves.")
+        cm.direct_tools = ("programs.halves",)
+        async with Client(build_server(cm, subject="alice"), mode=mode) as client:
+            result = await client.call_tool("programs.halves", {"n": 4})
+    error = structured(result)["error"]
+    assert error["code"] == "invalid_program"
+    assert error["message"] == (
+        "invalid program: ZeroDivisionError: division by zero; in programs.halves line 3"
+    )
+    assert error["where"] is None and "<codemode>" not in result.content[0].text  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_a_direct_tool_whose_program_is_gone_is_not_found_as_describe_says(
+    mode: str,
+) -> None:
+    with build_host() as cm:
+        cm.add_program("halves", HALVES, summary="Halves.")
+        cm.direct_tools = ("programs.halves",)
+        async with Client(build_server(cm, subject="alice"), mode=mode) as client:
+            assert cm.saved_programs.delete("programs.halves")
+            result = await client.call_tool("programs.halves", {"n": 4})
+    assert structured(result)["error"] == {
+        "code": "not_found",
+        "message": "capability not found",
+        "where": None,
+    }
+    assert result.content[0].text == "capability not found"  # type: ignore[union-attr]
+
+
+OWN = "def main() -> str:\n    return 'own {who}'\n"
+
+
+async def test_a_shared_name_runs_the_hosts_program_for_every_subject_even_its_saver(
+    tmp_path: Path,
+) -> None:
+    """A subject's own copy kept before the host shared a program of that name is not what
+    the subject's direct tool, programs or describe find: the shared name is the host's."""
+    shelf = folder_shelf(tmp_path, None)
+
+    async def seed() -> None:
+        await shelf.put(ProgramRecord("report", "Alice's.", OWN.format(who="alice"), "alice", 1))
+        await shelf.put(ProgramRecord("report", "The host's.", OWN.format(who="host"), None, 2))
+
+    await seed()
+    with build_host() as cm:
+        cm.configure(programs=tmp_path)
+        cm.direct_tools = ("programs.report",)
+        async with Client(build_server(cm, subject="alice")) as client:
+            result = await client.call_tool("programs.report", {})
+        assert structured(result) == {"result": "own host"}
+        call = "def main():\n    return programs.report()\n"
+        assert cm.execute(call, subject="alice").value == "own host"
+        info = cm.describe("programs.report", subject="alice")
+        assert info.description == "The host's.\n\nSaved program (host)."
+        keep: SaveAs = {"name": "report", "summary": "Mine again."}
+        with pytest.raises(InvalidRequestError) as refused:
+            cm.execute(OWN.format(who="alice"), subject="alice", save_as=keep)
+        assert refused.value.detail == "the name programs.report is the host's"
+
+
+async def test_a_saved_programs_tool_schema_carries_each_parameters_default() -> None:
+    with build_host() as cm:
+        cm.add_program("halves", HALVES, summary="Halves.")
+        cm.direct_tools = ("programs.halves",)
+        async with Client(build_server(cm, subject="alice")) as client:
+            (tool,) = [t for t in (await client.list_tools()).tools if t.name == "programs.halves"]
+    assert tool.input_schema == {
+        "additionalProperties": False,
+        "properties": {"n": {"title": "N", "type": "integer", "default": 2}},
+        "type": "object",
     }

@@ -232,6 +232,20 @@ class SavedCapability(Capability):
         return Projection(Any)
 
     @property
+    def input_schema(self) -> JSONObject:
+        """Its parameters as JSON Schema, each with its `default`: a caller that leaves
+        one out runs with it, and a client that shows a form (a direct tool) needs it."""
+        schema = super().input_schema
+        properties = schema.get("properties")
+        for parameter in self.parameters:
+            if isinstance(properties, dict) and isinstance(properties.get(parameter.name), dict):
+                properties[parameter.name] = {
+                    **properties[parameter.name],  # type: ignore[dict-item]
+                    "default": parameter.default,
+                }
+        return schema
+
+    @property
     def output_schema(self) -> JSONObject:
         schema: JSONObject = Projection(self.result_annotation).adapter.json_schema(
             mode="serialization"

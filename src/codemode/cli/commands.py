@@ -41,7 +41,9 @@ from codemode.cli.options import (
     ALLOWED_HOST,
     POLICY_OPTIONS,
     PORT,
+    PROGRAMS,
     ROOT_PATH,
+    SAVED,
     SETUP,
     SHAPES,
     checked_tokens,
@@ -74,17 +76,27 @@ from codemode.runtime import ProgressNote, RunWatch, watching
 from codemode.serving import ServeConfig, Transport
 
 
-def _load_app(spec: str, shapes: str | None = None) -> CodeMode:
-    """The app `spec` names, keeping its learned shapes in the file `shapes` when given."""
+def _load_app(
+    spec: str, shapes: str | None = None, programs: str | None = None, saved: str | None = None
+) -> CodeMode:
+    """The app `spec` names, keeping its learned shapes in the file `shapes` when given,
+    with the host's programs of the folder `programs` and subjects' of `saved`, as
+    `serve` takes them."""
     with _loading():
         cm = load_app(spec)
-        if shapes is not None:
-            try:
+        try:
+            if shapes is not None:
                 cm.configure(shapes=shapes)
-            except BaseException:  # an unreadable file: the app is not used
-                cm.close()
-                raise
+            serving.keep_programs(cm, programs, saved)
+        except BaseException:  # an unreadable file or folder: the app is not used
+            cm.close()
+            raise
         return cm
+
+
+def _with_programs(command: Any) -> Any:
+    """`--programs DIR` and `--saved DIR`, as `serve` has them."""
+    return PROGRAMS(SAVED(command))
 
 
 @contextlib.contextmanager
@@ -359,10 +371,13 @@ class _Reloaded:
 @click.argument("file", type=click.File("rb"))
 @click.option("--subject", default="local", show_default=True)
 @SHAPES
-def run(app: str, file: Any, subject: str, shapes: str | None) -> None:
+@_with_programs
+def run(
+    app: str, file: Any, subject: str, shapes: str | None, programs: str | None, saved: str | None
+) -> None:
     """Run the program in FILE against APP and print its result, or the error as the
     model reads it (on a terminal, its progress meanwhile on stderr)."""
-    cm = _load_app(app, shapes)
+    cm = _load_app(app, shapes, programs, saved)
     try:
         with _loading():
             _say_if_blind(cm, subject)
@@ -383,11 +398,14 @@ def run(app: str, file: Any, subject: str, shapes: str | None) -> None:
 @click.argument("file", type=click.File("rb"))
 @click.option("--subject", default="local", show_default=True)
 @SHAPES
-def check(app: str, file: Any, subject: str, shapes: str | None) -> None:
+@_with_programs
+def check(
+    app: str, file: Any, subject: str, shapes: str | None, programs: str | None, saved: str | None
+) -> None:
     """Check the program in FILE against APP without running it (the static preflight),
     and print each problem as `run` prints an error; with --shapes, a result key the
     learned shapes lack too, as execute refuses it."""
-    with _load_app(app, shapes) as cm, _loading():
+    with _load_app(app, shapes, programs, saved) as cm, _loading():
         _say_if_blind(cm, subject)
         errors = cm.check(_program_text(file), subject=subject)
     for error in errors:
@@ -452,11 +470,14 @@ def demo(
 @click.argument("query", default="")
 @click.option("--subject", default="local", show_default=True)
 @click.option("--offset", default=0, type=click.IntRange(min=0), help="Where the page starts.")
-def search(app: str, query: str, subject: str, offset: int) -> None:
+@_with_programs
+def search(
+    app: str, query: str, subject: str, offset: int, programs: str | None, saved: str | None
+) -> None:
     """Show what search_api answers for QUERY (every capability when it is empty)."""
     from codemode.payloads import search_payload
 
-    cm = _load_app(app)
+    cm = _load_app(app, None, programs, saved)
     try:
         with _loading():
             _say_if_blind(cm, subject)
@@ -472,12 +493,21 @@ def search(app: str, query: str, subject: str, offset: int) -> None:
 @click.option("--subject", default="local", show_default=True)
 @click.option("--schemas", is_flag=True, help="Add the JSON Schemas, as describe_api's schemas.")
 @SHAPES
-def describe(app: str, name: str, subject: str, schemas: bool, shapes: str | None) -> None:
+@_with_programs
+def describe(
+    app: str,
+    name: str,
+    subject: str,
+    schemas: bool,
+    shapes: str | None,
+    programs: str | None,
+    saved: str | None,
+) -> None:
     """Show what describe_api answers for the capability NAME (with --shapes, the result
     shape learned for it too)."""
     from codemode.payloads import describe_payload
 
-    cm = _load_app(app, shapes)
+    cm = _load_app(app, shapes, programs, saved)
     try:
         with _loading():
             _say_if_blind(cm, subject)

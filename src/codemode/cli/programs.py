@@ -4,8 +4,9 @@ The operator's view of what a server's subjects saved (`execute(save_as=...)`) a
 was shared with every subject: the shelf the server keeps them on (its `--saved` folder,
 else its `--store`), opened with the server's key (`CODEMODE_REQUEST_STATE_KEY`), so that
 what one reads or writes is exactly what the server finds. A program's text is shown
-here and nowhere else: the model sees a program's name, signature and summary, never
-its source, and never another subject's program at all. Sharing copies a subject's
+here to the operator (and kept in the audit of the save that authorized it): the model
+sees a program's name, signature and summary, never its source, and never another
+subject's program at all. Sharing copies a subject's
 program to the host's shelf, where every subject finds it; it runs as each caller, so
 sharing it lends nobody the rights of the subject that saved it.
 
@@ -17,7 +18,6 @@ shelf that cannot be read. Beside `cli.commands`, the only module that prints.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 import sys
@@ -40,7 +40,7 @@ from codemode.continuations import (
     given_key,
     store_shelf,
 )
-from codemode.events import Event, JsonLinesSink, ProgramDeleted, ProgramShared
+from codemode.events import Event, JsonLinesSink, ProgramDeleted, ProgramShared, announce
 
 T = TypeVar("T")
 
@@ -53,6 +53,10 @@ SHARED = "shared programs.{name} with every subject"
 SHARED_AGAIN = "shared programs.{name} with every subject, replacing the host's"
 NO_FOLDER = "there is no folder {folder} yet: a server makes it when it keeps a program"
 NO_KEY = f"the programs in a shared store are sealed: export the server's {KEY_VARIABLE} first"
+UNOPENED = (
+    "{count} of the saved programs on the shelf cannot be opened with this key "
+    f"({KEY_VARIABLE}); a server ignores them"
+)
 
 
 def open_shelf(*, saved: str | None, store: str | None) -> ProgramShelf:
@@ -128,12 +132,27 @@ def programs(context: click.Context, saved: str | None, store: str | None) -> No
     """Read and change the programs a server keeps (its --saved folder, else its --store),
     with the server's CODEMODE_REQUEST_STATE_KEY: the host's, shared with every subject,
     or with --owner one subject's own."""
+    context.obj = _Named(saved, store)  # opened by the command: its --help needs none
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Named:
+    """The shelf the group's options name."""
+
+    saved: str | None
+    store: str | None
+
+
+def _shelf(named: _Named) -> ProgramShelf:
+    """The shelf the group's options name, opened; a usage error when it cannot be."""
+    saved, store = named.saved, named.store
     try:
-        context.obj = open_shelf(saved=saved, store=store)
+        shelf = open_shelf(saved=saved, store=store)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     if saved is not None and not os.path.isdir(saved):  # a typo, or a server that kept none
         click.echo(for_terminal(f"codemode: {NO_FOLDER.format(folder=saved)}"), err=True)
+    return shelf
 
 
 OWNER = click.option("--owner", metavar="SUBJECT", help="The subject (default: the host's).")
@@ -149,8 +168,17 @@ def _on_shelf(work: Callable[[], Awaitable[T]]) -> T:
         sys.exit(1)
     except Exception as exc:  # Redis or the folder: the operator's to fix
         logging.getLogger("codemode").debug("the shelf failed", exc_info=True)
-        click.echo(f"Error: the saved programs cannot be read: {type(exc).__name__}", err=True)
+        where = click.get_current_context().find_object(_Named)
+        at = "" if where is None or where.store is None else f" at {bare_url(where.store)}"
+        click.echo(f"Error: the saved programs cannot be read{at}: {type(exc).__name__}", err=True)
         sys.exit(2)
+
+
+def bare_url(url: str) -> str:
+    """A Redis URL as an error names it: without its `user:password@`."""
+    scheme, _, rest = url.partition("://")
+    authority, slash, path = rest.partition("/")
+    return f"{scheme}://{authority.rpartition('@')[2]}{slash}{path}"
 
 
 def _name(name: str) -> str:
@@ -163,22 +191,27 @@ def _name(name: str) -> str:
 @programs.command("list")
 @OWNER
 @click.pass_obj
-def list_programs(shelf: Any, owner: str | None) -> None:
+def list_programs(named: Any, owner: str | None) -> None:
     """Print each program kept, one line each: its name and its summary's first line."""
+    shelf = _shelf(named)
     records = _on_shelf(lambda: kept(shelf, owner))
+    unopened = _on_shelf(shelf.unreadable)
     if not records:
         click.echo(f"codemode: {NONE_KEPT}", err=True)
     for record in records:
         click.echo(for_terminal(line(record)))
+    if unopened:  # the list stands (exit code 0): the rest is what a server offers
+        click.echo(f"codemode: {UNOPENED.format(count=unopened)}", err=True)
 
 
 @programs.command()
 @click.argument("name")
 @OWNER
 @click.pass_obj
-def show(shelf: Any, name: str, owner: str | None) -> None:
+def show(named: Any, name: str, owner: str | None) -> None:
     """Print the text of the program NAME (programs.NAME), for the operator alone."""
     short = _name(name)
+    shelf = _shelf(named)
     record = _on_shelf(lambda: shelf.get(owner, short))
     if record is None:
         click.echo(f"codemode: {MISSING.format(name=short)}", err=True)
@@ -191,9 +224,10 @@ def show(shelf: Any, name: str, owner: str | None) -> None:
 @OWNER
 @click.option("--audit-log", type=click.Path(dir_okay=False), help="Append the audit event here.")
 @click.pass_obj
-def delete(shelf: Any, name: str, owner: str | None, audit_log: str | None) -> None:
+def delete(named: Any, name: str, owner: str | None, audit_log: str | None) -> None:
     """Forget the program NAME: from the next execute on, no subject can call it."""
     short = _name(name)
+    shelf = _shelf(named)
     if not _on_shelf(lambda: shelf.delete(owner, short)):
         click.echo(f"codemode: {MISSING.format(name=short)}", err=True)
         sys.exit(1)
@@ -209,10 +243,11 @@ def delete(shelf: Any, name: str, owner: str | None, audit_log: str | None) -> N
 @click.option("--owner", metavar="SUBJECT", required=True, help="The subject that saved it.")
 @click.option("--audit-log", type=click.Path(dir_okay=False), help="Append the audit event here.")
 @click.pass_obj
-def share_program(shelf: Any, name: str, owner: str, audit_log: str | None) -> None:
+def share_program(named: Any, name: str, owner: str, audit_log: str | None) -> None:
     """Copy the program NAME that SUBJECT saved to the host's, so that every subject
     can call it (each as itself: sharing lends nobody SUBJECT's rights)."""
     short = _name(name)
+    shelf = _shelf(named)
     copy = _on_shelf(lambda: share(shelf, short, owner))
     if copy is None:
         click.echo(f"codemode: {MISSING.format(name=short)}", err=True)
@@ -230,7 +265,7 @@ def share_program(shelf: Any, name: str, owner: str, audit_log: str | None) -> N
 
 def _audit(path: str | None, event: Event) -> None:
     """The event in the host log, and appended to the audit log at `path` when given."""
-    logging.getLogger("codemode").info("%s", json.dumps(event.to_dict(), ensure_ascii=False))
+    announce(event)
     if path is not None:
         sink = JsonLinesSink(path)
         try:
@@ -248,7 +283,9 @@ __all__ = [
     "NO_KEY",
     "SHARED",
     "SHARED_AGAIN",
+    "UNOPENED",
     "bare",
+    "bare_url",
     "kept",
     "line",
     "open_shelf",

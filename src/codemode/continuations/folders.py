@@ -142,6 +142,11 @@ class FolderShelf:
         """A digest of `owner`'s record files as listed now (keyed when sealed)."""
         return await _off_loop(lambda: self._version(owner))
 
+    async def unreadable(self) -> int:
+        """The record files of every owner that do not open here: sealed under another
+        key, or sealed when this shelf has none (and plain when it has one)."""
+        return await _off_loop(self._unreadable)
+
     # -- on a worker thread ---------------------------------------------------------------
 
     def _get(self, owner: str | None, name: str) -> ProgramRecord | None:
@@ -205,6 +210,32 @@ class FolderShelf:
             if name is not None:
                 found.append(name)
         return tuple(sorted(found))
+
+    def _unreadable(self) -> int:
+        count = 0
+        try:
+            folders = [entry.path for entry in os.scandir(self.path) if entry.is_dir()]
+        except FileNotFoundError:
+            return 0
+        for folder in folders:
+            for entry in os.scandir(folder):
+                if entry.name.startswith(".") or not entry.is_file():
+                    continue
+                if not entry.name.endswith(self._suffix):
+                    count += entry.name.endswith((PLAIN_SUFFIX, SEALED_SUFFIX))
+                else:
+                    count += not self._opens(Path(entry.path))
+        return count
+
+    def _opens(self, file: Path) -> bool:
+        """Whether the record file opens here (read for a count: nothing logged)."""
+        try:
+            blob = file.read_bytes()
+            encoded = blob if self._sealer is None else self._sealer.open(blob, self._place(file))
+            ProgramRecord.decode(encoded)
+        except (InvalidTag, ValueError, OSError):
+            return False
+        return True
 
     def _get_file(self, file: Path) -> ProgramRecord | None:
         try:

@@ -179,6 +179,21 @@ class ProgramShelf(Protocol):
         owner is kept, replaced or deleted; it names nothing."""
         ...
 
+    async def unreadable(self) -> int:
+        """How many records on the shelf, of any owner, do not open here (sealed under
+        another key, or in another format): never returned, counted for the operator
+        (`codemode programs list`) and the log, which name none of them."""
+        ...
+
+
+@runtime_checkable
+class Listing(Protocol):
+    """A store that can list its keys (`MemoryStore`, `RedisStore`), for a count."""
+
+    async def keys(self, prefix: str) -> list[str]:
+        """The keys that start with `prefix`."""
+        ...
+
 
 def _subject_limit(limit: int | None) -> int:
     bound = Limits().max_saved_programs_per_subject if limit is None else limit
@@ -277,6 +292,20 @@ class StoreShelf:
         listing = json.dumps(sorted(index.items()), separators=(",", ":"))
         return self._sealer.index(owner_tag(owner), "#version:" + listing)[:32]
 
+    async def unreadable(self) -> int:
+        """The program records in the store that do not open under this key (0 when the
+        store cannot list its keys)."""
+        if not isinstance(self._store, Listing):
+            return 0
+        count = 0
+        for key in await self._store.keys(PREFIX + "program:"):
+            blob = await self._store.get(key)
+            try:
+                ProgramRecord.decode(self._sealer.open(blob or b"", key))
+            except (InvalidTag, ValueError):
+                count += 1
+        return count
+
     async def _index(self, owner: str | None) -> dict[str, str]:
         """`owner`'s index, or an empty one: one sealed under another key (the key was
         changed, or another deployment shares this Redis) lists nothing that opens
@@ -358,6 +387,7 @@ __all__ = [
     "PROGRAM_FORMAT",
     "RECORD_BYTES",
     "STORE_SECONDS",
+    "Listing",
     "ProgramRecord",
     "ProgramShelf",
     "StoreShelf",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import threading
 import time
 import uuid
@@ -139,6 +140,17 @@ class MemoryStore:
                 return None
             self._entries.move_to_end(key)
             return entry.value
+
+    async def keys(self, prefix: str) -> list[str]:
+        """The keys that start with `prefix` and have not lapsed (for an operator's
+        count, never a hot path)."""
+        with self._lock:
+            now = self._clock()
+            return [
+                key
+                for key in list(self._entries)
+                if key.startswith(prefix) and self._live(key, now) is not None
+            ]
 
     async def claim(
         self, key: str, token: str, seconds: float, *, epoch: str | None = None
@@ -285,6 +297,11 @@ may differ): the lapsed leave, the member is counted, the least recently used pa
 limit leave and their keys go; the group lasts as long as its last member."""
 
 
+def _glob(prefix: str) -> str:
+    """`prefix` with the characters a Redis pattern reads escaped."""
+    return re.sub(r"([*?\[\]\\])", r"\\\1", prefix)
+
+
 def _milliseconds(seconds: float) -> int:
     return max(int(seconds * 1000), 1)
 
@@ -410,6 +427,13 @@ class RedisStore:
                 return bool(await client.set(key, value, px=ms))
             lease, token = holder
             return bool(await client.eval(_FENCED_PUT, 2, key, lease, value, token, ms) == 1)
+
+    async def keys(self, prefix: str) -> list[str]:
+        """The keys that start with `prefix`, by `SCAN` (for an operator's count, never
+        a hot path)."""
+        async with self._client() as client:
+            found = [key async for key in client.scan_iter(match=_glob(prefix) + "*")]
+        return [key.decode() if isinstance(key, bytes) else str(key) for key in found]
 
     async def delete(self, key: str) -> None:
         """`DEL`."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import math
+import re
 from typing import Any
 
 from mcp.server import ServerRequestContext
@@ -23,6 +24,7 @@ from mcp.types import CallToolRequestParams, InputRequiredResult, Tool, ToolAnno
 from codemode.app import CodeMode
 from codemode.errors import (
     CodeModeError,
+    InvalidProgramError,
     InvalidRequestError,
     RegistrationError,
     UnauthenticatedError,
@@ -48,6 +50,9 @@ ANY_JSON: Schema = {
 }
 """What a schema that constrains nothing becomes: clients (and the Inspector's --strict
 check) take `{}` or `true` for a schema that was forgotten."""
+
+_POSITION = re.compile(r"^<codemode>:\d+:\d+: ")
+"""A position in the program, as a detail begins with one."""
 
 _HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 
@@ -180,9 +185,13 @@ def _literal(value: Any, key: str | None) -> str:
 
 def unplaced(error: CodeModeError) -> CodeModeError:
     """`error` as a direct tool reports it: the same code and message, and no position
-    (`where` null, the calls with no line), since the model wrote no program."""
+    (`where` null, the calls with no line, no `<codemode>:L:C: ` before the detail),
+    since the model wrote no program: a position would be one in the host's wrapper."""
     calls = tuple(dataclasses.replace(call, line=None) for call in error.calls)
-    return error.replace(where=None, traceback=(), calls=calls)
+    detail = error.detail
+    if detail is not None:
+        detail = _POSITION.sub("", detail, count=1)
+    return error.replace(where=None, traceback=(), calls=calls, detail=detail)
 
 
 class DirectTools:
@@ -209,7 +218,19 @@ class DirectTools:
             source = program(params.name, params.arguments or {})
             return await approvals.run(self.cm, ctx, params, subject, source, None, _answer)
         except CodeModeError as error:
+            if subject is not None and isinstance(error, InvalidProgramError):
+                error = await self._gone(params.name, subject) or error
             return failed(unplaced(error))
+
+    async def _gone(self, name: str, subject: str) -> CodeModeError | None:
+        """The error describe_api answers for `name` when the subject no longer has it (a
+        program deleted, its file removed since the list was made), else None: a call
+        of a tool that is gone fails as a name that does not exist, not in the wrapper."""
+        try:
+            await self.cm.describe_async(name, subject=subject)
+        except CodeModeError as error:
+            return error
+        return None
 
 
 def _answer(result: ExecutionResult) -> ToolResult:
