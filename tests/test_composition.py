@@ -14,7 +14,7 @@ import pytest
 
 from codemode import CodeMode, syntax
 from codemode.authz import AuthorizationRequest, Denied
-from codemode.capabilities import CONTROL, RESERVED, View, program_capability
+from codemode.capabilities import CONTROL, RESERVED, SHARED_NAMES, View, program_capability
 from codemode.composition import BROKEN, TOO_MANY, closures, composed, reaches
 from codemode.errors import (
     CodeModeError,
@@ -135,6 +135,33 @@ def test_a_form_feed_outside_a_string_is_refused_when_a_program_is_added_or_save
     assert seen.asked == []  # refused before anything ran
     inside = 'def main(*, x: int = 1) -> str:\n    return "a\\x0cb" + "\x0c"\n'
     assert cm.add_program("inside", inside, summary="A form feed in a string.")
+
+
+def test_a_global_or_nonlocal_declaration_is_refused_when_a_program_is_added_or_saved(
+    cm: CodeMode, seen: Seen
+) -> None:
+    """Fed inside its caller, a saved text's `global` would name the caller's globals (its
+    own variables), not the text's top-level names: refused before it is
+    kept, so what runs is what was read alone."""
+    shared = (
+        "count = 0\n\ndef bump():\n    global count\n    count += 1\n\n"
+        "def main(*, x: int = 1) -> int:\n    bump()\n    return x\n"
+    )
+    with pytest.raises(RegistrationError) as raised:
+        cm.add_program("bumps", shared, summary="Bumps.")
+    assert str(raised.value) == f"program bumps: {SHARED_NAMES.format(line=4)}"
+    assert SHARED_NAMES.format(line=4) == (
+        "a saved program cannot declare global or nonlocal names (line 4): "
+        "pass values to its functions and return them"
+    )
+    nested = (
+        "def main(*, x: int = 1) -> int:\n    n = x\n\n    def add():\n"
+        "        nonlocal n\n        n += 1\n\n    add()\n    return n\n"
+    )
+    refused = failure(cm, nested, save_as={"name": "adds", "summary": "Adds."})
+    assert isinstance(refused, InvalidRequestError)
+    assert refused.detail == SHARED_NAMES.format(line=5)
+    assert seen.asked == []  # refused before anything ran
 
 
 def test_composed_code_whose_saved_text_leaves_its_method_is_refused() -> None:

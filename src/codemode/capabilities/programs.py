@@ -53,6 +53,12 @@ CONTROL = (
 )
 """A character that resets Python's indentation column, in a text indented into its
 caller's: it would move the text's lines out of the place they are fed in."""
+SHARED_NAMES = (
+    "a saved program cannot declare global or nonlocal names (line {line}): "
+    "pass values to its functions and return them"
+)
+"""A `global` in a text fed inside its caller's would name the caller's globals, not the
+text's own top-level names: the text would do other than what was reviewed alone."""
 GENERATED = re.compile(r"_cm_.*|_p[0-9]{6}", re.DOTALL)
 """The names the code that runs saved programs binds (`codemode.composition`)."""
 _CONTROLS = ("\x0c", "\x0b")
@@ -105,6 +111,9 @@ def program_signature(source: str) -> Signature:
         raise SignatureError(RESERVED.format(name=reserved[0]))
     if isinstance(main, ast.AsyncFunctionDef):
         raise SignatureError(ASYNC_MAIN)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Global | ast.Nonlocal):
+            raise SignatureError(SHARED_NAMES.format(line=node.lineno))
     parameters = []
     for arg, default in zip(main.args.kwonlyargs, main.args.kw_defaults, strict=True):
         name = arg.arg
