@@ -176,7 +176,7 @@ def test_an_http_server_warns_of_its_key_and_guard_only_when_its_policy_may_ask(
         if key is None
         else "the replay guard is this process's own: programs paused for an approval "
         "resume only on this process, until it restarts (replicas share one with "
-        "--store redis://...)"
+        "--replay-guard redis://...)"
     )
     assert caplog.messages == ([said] if asks else [])
     cm.close()

@@ -116,7 +116,7 @@ def boundary(
         log.warning(
             "the replay guard is this process's own: programs paused for an approval "
             "resume only on this process, until it restarts (replicas share one with "
-            "--store redis://...)"
+            "--replay-guard redis://...)"
         )
     sealing.bind_principal = principal
     return RequestStateBoundary(sealing, default_audience=cm.name)
