@@ -10,12 +10,13 @@ keeps exactly that program on whichever replica the run goes on.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
 
@@ -273,14 +274,8 @@ class Plans:
             plan = self.get(execution_id) if request.capability_name == SAVE else None
             if plan is None:
                 return authorizer(request)
-            try:
+            with _noting(plan):
                 decision = authorizer(request)
-            except Denied:
-                plan.decision = "denied"
-                raise
-            except BaseException:
-                plan.decision = "failed"
-                raise
             if inspect.isawaitable(decision):
                 return noted(decision, plan)
             plan.decision = decided(decision)
@@ -291,16 +286,23 @@ class Plans:
 
 async def noted(decision: Awaitable[Any], plan: Plan) -> Any:
     """What an async authorizer answers a save, noted on its plan."""
-    try:
+    with _noting(plan):
         value = await decision
+    plan.decision = decided(value)
+    return value
+
+
+@contextlib.contextmanager
+def _noting(plan: Plan) -> Iterator[None]:
+    """Note on `plan` an authorizer that refused its save (`Denied`) or failed."""
+    try:
+        yield
     except Denied:
         plan.decision = "denied"
         raise
     except BaseException:
         plan.decision = "failed"
         raise
-    plan.decision = decided(value)
-    return value
 
 
 def decided(decision: object) -> Decision:

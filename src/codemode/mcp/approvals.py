@@ -190,26 +190,16 @@ async def execute(
 ) -> ToolResult | InputRequiredResult:
     """`execute`, asking a person however this request's channel can, and telling its
     client how far the program is when the request asked (`progress.relayed`: the last
-    note before the reply)."""
-    async with progress.relayed(ctx):
-        return await _execute(cm, ctx, params, arguments, subject)
-
-
-async def _execute(
-    cm: CodeMode,
-    ctx: ServerRequestContext[Any],
-    params: CallToolRequestParams,
-    arguments: dict[str, Any],
-    subject: str,
-) -> ToolResult | InputRequiredResult:
-    """A 2026-era retry needs no `session`, since its paused state carries the handle."""
+    note before the reply). A 2026-era retry needs no `session`, since its paused state
+    carries the handle."""
     source, session = arguments["source"], arguments.get("session")
 
     def reply(result: ExecutionResult) -> ToolResult:  # with how its save_as ended, if any
         return ok(execute_payload(result, cm.saved_programs.saved(result.execution_id)))
 
     save_as = arguments.get("save_as")
-    return await run(cm, ctx, params, subject, source, session, reply, save_as=save_as)
+    async with progress.relayed(ctx):
+        return await run(cm, ctx, params, subject, source, session, reply, save_as=save_as)
 
 
 async def run(
