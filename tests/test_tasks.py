@@ -34,6 +34,7 @@ from codemode.continuations import (
     Store,
     StoreReplayGuard,
     TaskBook,
+    TaskRecord,
     record_bound,
 )
 from codemode.errors import TaskNotFoundError
@@ -480,6 +481,52 @@ async def test_the_owner_beats_on_the_codemodes_clock_and_cancels_on_the_next_be
     ]
 
 
+class Held(Recorded):
+    """A recorded store whose record writes, once the test sets `gate`, wait for it: the
+    test holds a beat mid-work (a slow store)."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        super().__init__(clock)
+        self.gate: anyio.Event | None = None
+        self.waiting = anyio.Event()
+
+    async def put(
+        self,
+        key: str,
+        value: bytes,
+        seconds: float,
+        *,
+        holder: tuple[str, str] | None = None,
+        pinned: bool = False,
+    ) -> bool:
+        if self.gate is not None and holder is not None and holder[0] == key + ":lease":
+            self.waiting.set()
+            await self.gate.wait()
+        return await super().put(key, value, seconds, holder=holder, pinned=pinned)
+
+
+async def test_the_next_beat_is_set_before_a_beats_work() -> None:
+    """The clock moved on while a beat writes (its store slow) rings the next beat: a
+    beat's work delays none after it, and a test that moves the clock as soon as it saw
+    a renewal never moves it past a beat not yet set."""
+    clock = ManualClock()
+    store = Held(clock)
+    owner, entered, go = make(store, clock, Limits(max_capability_seconds=600))
+    async with serving(owner, BEAT, LEASE) as running:
+        view = await start(running)
+        await until(entered.is_set)
+        store.gate = anyio.Event()
+        clock.advance(BEAT)  # the first beat renews, then writes the note: held
+        with anyio.fail_after(20):
+            await store.waiting.wait()
+        clock.advance(BEAT)  # while it writes
+        store.gate.set()
+        await until(lambda: store.events.count("renewed") == 2)
+        go.set()
+        assert (await settled(running, view.task_id)).status == "completed"
+    assert store.events == ["renewed", "renewed"]
+
+
 async def test_a_tasks_status_message_shows_the_programs_own_numbers() -> None:
     """A rising `done` drives a notification's `progress`, but `statusMessage` is text
     alone: it carries the numbers, as a falling one's message does."""
@@ -774,11 +821,37 @@ async def test_a_task_waiting_for_a_person_is_cancelled_with_the_calls_it_made(
     assert removed == []
 
 
+class Written(MemoryStore):
+    """A memory store that opens each task record written to it and notes its status, in
+    order: every state a reader could have read, however often it polled."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        super().__init__(clock.now)
+        self.statuses: list[str] = []
+        self.sealer = Sealer(KEY, purpose="tasks")
+
+    async def put(
+        self,
+        key: str,
+        value: bytes,
+        seconds: float,
+        *,
+        holder: tuple[str, str] | None = None,
+        pinned: bool = False,
+    ) -> bool:
+        written = await super().put(key, value, seconds, holder=holder, pinned=pinned)
+        if written and holder is not None and holder[0] == key + ":lease":  # a record
+            opened = self.sealer.open(value, key)
+            self.statuses.append(TaskRecord.decode(opened, record_bound(Limits())).status)
+        return written
+
+
 async def test_a_cancel_asked_while_it_ran_ends_the_task_its_pause_would_keep() -> None:
     """The owner had not beaten since the cancel was asked, and its program then paused:
-    the pause it writes does not hide the cancel."""
+    the cancel, acknowledged first, wins. The pause is never written, so no reader is
+    shown a request to approve (however it polls), and the task ends cancelled."""
     clock, removed = ManualClock(), list[int]()
-    store = MemoryStore(clock.now)
+    store = Written(clock)
     owner, entered, go = removing(store, clock, removed)
     reader, _, _ = removing(store, clock, removed)
     async with serving(owner) as running, serving(reader) as other:
@@ -790,6 +863,7 @@ async def test_a_cancel_asked_while_it_ran_ends_the_task_its_pause_would_keep() 
         go.set()
         done = await settled(other, view.task_id)
     assert (done.status, text_of(done.reply)) == ("cancelled", CANCELLED_PAUSED)
+    assert store.statuses == ["working", "cancelled"]
     assert removed == []
 
 

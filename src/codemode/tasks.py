@@ -271,24 +271,25 @@ class Tasks:
         return hold, record
 
     async def _cancel_paused(self, subject: str, task_id: str, render: Render) -> None:
-        """End a task that waits for a person as a cancelled run ends: its state resumes
-        under a watch already stopped, so nothing more of it runs, and it ends
-        `ExecutionCanceledError` listing the calls it made before the pause. Here and
-        now, holding the slot the pause kept (if its wait has not run out), let go as it
-        ends; unpausable, so it cannot pause again."""
+        """End a task that waits for a person as a cancelled run ends, here and now,
+        holding the slot the pause kept (if its wait has not run out)."""
         taken = await self._take_paused(subject, task_id)
         if taken is None:
             return  # taken: an approval's run (asked through the store) or another cancel
         hold, record = taken
         hold = await self.book.adopt_slot(hold, record.slot, self._lease)
-        state = record.state or b""
         working = replace(record, status="working", state=None, requests=(), slot=None)
-        run = _Run(subject, hold, working)
+        await self._end_stopped(_Run(subject, hold, working), record.state or b"", render)
+
+    async def _end_stopped(self, run: _Run, state: bytes, render: Render) -> None:
+        """Resume the paused `state` under `run`'s watch, stopped first, so nothing more
+        of it runs and it ends `ExecutionCanceledError` listing the calls it made before
+        the pause; unpausable, so it cannot pause again. Its slot is let go as it ends."""
         run.stop.stop()
-        self._runs[task_id] = run  # its lease renewed on the beat, should it wait for a slot
+        self._runs[run.hold.task_id] = run  # its lease renewed on the beat, should it wait
 
         def resume() -> Awaitable[ExecutionResult | Paused]:
-            return self._cm.resume_async(state, subject=subject, answers={}, pausable=False)
+            return self._cm.resume_async(state, subject=run.subject, answers={}, pausable=False)
 
         await self._run(run, resume, render)
 
@@ -325,6 +326,12 @@ class Tasks:
     async def _end(
         self, run: _Run, outcome: ExecutionResult | CodeModeError | Paused, render: Render
     ) -> None:
+        if isinstance(outcome, Paused) and not run.lost and await self._cancel_seen(run):
+            # A cancel asked while it ran: it never waits for a person, so no reader is
+            # shown a request after its cancel was acknowledged. It ends under the lease
+            # and slot it holds.
+            await self._end_stopped(_Run(run.subject, run.hold, run.record), outcome.state, render)
+            return
         record = self._ended(run, outcome, render)
         seconds, hold = self._keep(), run.hold
         try:
@@ -342,13 +349,22 @@ class Tasks:
         if record.status != "input_required":
             self._log_end(run, record)
             return
-        # A cancel asked while it ran may have missed its pause: read after the pause was
+        # A cancel asked as it paused may have missed the pause: read after the pause was
         # written (a cancel asks before it reads the record), so one of the two sees it.
         try:
-            if run.stop.stopped or await self.book.cancel_asked(run.hold):
+            if await self._cancel_seen(run):
                 await self._cancel_paused(run.subject, run.hold.task_id, render)
         except Exception:
             log.exception("codemode: a paused task could not be cancelled")
+
+    async def _cancel_seen(self, run: _Run) -> bool:
+        """Whether the run was stopped here or asked to cancel through the store; a store
+        that fails counts as not asked (the pause is written, and read again after)."""
+        try:
+            return run.stop.stopped or await self.book.cancel_asked(run.hold)
+        except Exception:
+            log.exception("codemode: a task's cancel could not be read")
+            return False
 
     def _ended(
         self, run: _Run, outcome: ExecutionResult | CodeModeError | Paused, render: Render
@@ -379,14 +395,31 @@ class Tasks:
 
     async def _beat(self, clock: Clock) -> None:
         """Every `heartbeat_seconds` of `clock`: renew the leases of this replica's runs,
-        cancel the ones another replica asked to cancel, and write their progress."""
-        while True:
-            await _sleep(clock, self._heartbeat)
-            for run in list(self._runs.values()):
-                try:
-                    await self._renew(run)
-                except Exception:
-                    log.exception("codemode: a task's beat failed")
+        cancel the ones another replica asked to cancel, and write their progress. Each
+        next beat is set as this one begins, before its work: a slow store delays no beat
+        after it, and a clock moved on while it works rings the next (set after the work,
+        it would start from the time moved to, and that beat would be lost)."""
+        loop = asyncio.get_running_loop()
+        rung = asyncio.Event()
+
+        def ring() -> None:
+            # Rung on the clock's thread (or in a ManualClock's `advance`): wakes this loop.
+            with contextlib.suppress(RuntimeError):  # the loop closed: no one waits
+                loop.call_soon_threadsafe(rung.set)
+
+        timer = clock.call_at(clock.now() + self._heartbeat, ring)
+        try:
+            while True:
+                await rung.wait()
+                rung.clear()
+                timer = clock.call_at(clock.now() + self._heartbeat, ring)
+                for run in list(self._runs.values()):
+                    try:
+                        await self._renew(run)
+                    except Exception:
+                        log.exception("codemode: a task's beat failed")
+        finally:
+            timer.cancel()
 
     async def _renew(self, run: _Run) -> None:
         if not await self.book.renew(run.hold, self._lease):
@@ -427,23 +460,6 @@ class Tasks:
     def _now(self) -> float:
         clock = self._cm.clock
         return wall(clock) if clock is not None else time.time()
-
-
-async def _sleep(clock: Clock, seconds: float) -> None:
-    """Wait `seconds` as `clock` tells them: its timer, rung on the clock's thread (or in
-    a ManualClock's `advance`), wakes this loop."""
-    loop = asyncio.get_running_loop()
-    woken = asyncio.Event()
-
-    def ring() -> None:
-        with contextlib.suppress(RuntimeError):  # the loop closed: no one waits
-            loop.call_soon_threadsafe(woken.set)
-
-    timer = clock.call_at(clock.now() + seconds, ring)
-    try:
-        await woken.wait()
-    finally:
-        timer.cancel()
 
 
 _SEALERS: weakref.WeakKeyDictionary[CodeMode, Sealer] = weakref.WeakKeyDictionary()
