@@ -224,13 +224,14 @@ async def test_a_cancel_from_another_replica_reaches_the_owner_over_redis(redis_
     await cancelled_from_another_replica(RedisStore(redis_url), ManualClock())
 
 
-async def test_a_task_whose_owner_stopped_beating_reads_lost_and_its_owner_cannot_overwrite() -> (
-    None
-):
+async def test_a_task_whose_owner_stopped_beating_reads_lost_and_its_owner_cannot_overwrite(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     clock = ManualClock()
     store = MemoryStore(clock.now)
     owner, entered, go = make(store, clock)
     reader, _, _ = make(store, clock)
+    caplog.set_level(logging.INFO, logger="codemode")
     async with serving(owner, heartbeat=3600) as running, serving(reader) as other:
         view = await start(running)
         await until(entered.is_set)
@@ -239,7 +240,8 @@ async def test_a_task_whose_owner_stopped_beating_reads_lost_and_its_owner_canno
         lost = await other.get(view.task_id, subject="alice")
         assert (lost.status, lost.message) == ("failed", TASK_LOST)
         go.set()
-        await anyio.sleep(0.3)
+        # The owner's run ended and tried to write its end: its one line is logged after.
+        await until(lambda: any(r.getMessage().startswith("task ") for r in caplog.records))
         after = await other.get(view.task_id, subject="alice")
     assert (after.status, after.message, after.reply) == ("failed", TASK_LOST, None)
 
