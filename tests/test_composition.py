@@ -14,7 +14,15 @@ import pytest
 
 from codemode import CodeMode, syntax
 from codemode.authz import AuthorizationRequest, Denied
-from codemode.capabilities import CONTROL, RESERVED, SHARED_NAMES, View, program_capability
+from codemode.capabilities import (
+    CONTROL,
+    NOT_FINITE,
+    RESERVED,
+    RESPELLED,
+    SHARED_NAMES,
+    View,
+    program_capability,
+)
 from codemode.composition import BROKEN, TOO_MANY, closures, composed, reaches
 from codemode.errors import (
     CodeModeError,
@@ -162,6 +170,47 @@ def test_a_global_or_nonlocal_declaration_is_refused_when_a_program_is_added_or_
     assert isinstance(refused, InvalidRequestError)
     assert refused.detail == SHARED_NAMES.format(line=5)
     assert seen.asked == []  # refused before anything ran
+
+
+def test_programs_spelled_in_letters_python_folds_is_refused_not_a_crash(
+    cm: CodeMode, seen: Seen
+) -> None:
+    """Python reads `programs` written with a fullwidth s as `programs`, but the composing code finds
+    the name by its ASCII bytes: such a text is refused as a saved program and as a text
+    to save, never fed (it failed as an internal error)."""
+    folded = "program\uff53"
+    guarded = f"def main(*, x: int = 1) -> int:\n    if x > 5:\n        return {folded}.weekly()\n    return x\n"
+    with pytest.raises(RegistrationError) as raised:
+        cm.add_program("guarded", guarded, summary="Guarded.")
+    assert str(raised.value) == f"program guarded: {RESPELLED.format(line=3)}"
+    assert RESPELLED.format(line=3) == (
+        '"programs" is written with letters Python reads as others (line 3): '
+        "write it in plain ASCII"
+    )
+    caller = f"def main():\n    return {folded}.weekly()\n"
+    refused = failure(cm, caller, save_as={"name": "g", "summary": "G."})
+    assert isinstance(refused, InvalidRequestError)
+    assert refused.detail == RESPELLED.format(line=2)
+    assert seen.asked == []
+
+
+def test_a_default_of_inf_or_nan_is_refused_since_the_save_could_not_write_it(
+    cm: CodeMode, seen: Seen
+) -> None:
+    """The save's argument document is written as literals: `inf` would be a name the
+    caller's program could bind (a forged document), so such a default is refused."""
+    infinite = 'inf = "FORGED"\ndef main(*, x: float = 1e999) -> float:\n    return 1.0\n'
+    refused = failure(cm, infinite, save_as={"name": "f", "summary": "F."})
+    assert isinstance(refused, InvalidRequestError)
+    assert refused.detail == NOT_FINITE.format(name="x")
+    assert (
+        NOT_FINITE.format(name="x") == 'main() parameter "x": its default must not hold inf or nan'
+    )
+    assert seen.asked == []
+    listed = "def main(*, xs: list[float] = [1.0, 1e999]) -> float:\n    return 1.0\n"
+    with pytest.raises(RegistrationError) as raised:
+        cm.add_program("listed", listed, summary="Listed.")
+    assert str(raised.value) == f"program listed: {NOT_FINITE.format(name='xs')}"
 
 
 def test_composed_code_whose_saved_text_leaves_its_method_is_refused() -> None:

@@ -30,7 +30,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from codemode import syntax
-from codemode.capabilities import RESERVED, SAVE, SavedCapability, View, reserved_name
+from codemode.capabilities import (
+    RESERVED,
+    RESPELLED,
+    SAVE,
+    SavedCapability,
+    View,
+    reserved_name,
+    respelled,
+)
 from codemode.errors import PROGRAM_FILE, InvalidProgramError, Where
 from codemode.runtime import Appendix, Entered, Region, Rename, Site
 
@@ -133,15 +141,21 @@ def refusal(text: str, site: Reach | None, lines: list[str]) -> InvalidProgramEr
 
 def unreserved(tree: ast.Module, lines: list[str]) -> None:
     """Refuse a caller's text that writes a name the code calling saved programs binds
-    (`InvalidProgramError` where it is written): it could rebind what that code holds."""
+    (`InvalidProgramError` where it is written): it could rebind what that code holds; or
+    that spells `programs` in letters Python folds into it, which that code cannot find."""
     found = reserved_name(tree)
+    respelt = respelled(tree, "\n".join(lines))
+    if found is None and respelt is None:
+        return
     if found is not None:
-        node = found[1]
-        line = getattr(node, "lineno", 1)
-        column = _characters(lines, line, getattr(node, "col_offset", 0))
-        where = Where(PROGRAM_FILE, line, column, line, column, None, lines[line - 1])
-        text = RESERVED.format(name=found[0])
-        raise InvalidProgramError(f"{where.render()}: {text}", where=where)
+        node, text = found[1], RESERVED.format(name=found[0])
+    else:
+        assert respelt is not None
+        node, text = respelt, RESPELLED.format(line=respelt.lineno)
+    line = getattr(node, "lineno", 1)
+    column = _characters(lines, line, getattr(node, "col_offset", 0))
+    where = Where(PROGRAM_FILE, line, column, line, column, None, lines[line - 1])
+    raise InvalidProgramError(f"{where.render()}: {text}", where=where)
 
 
 def _closure(

@@ -17,6 +17,7 @@ import functools
 import hashlib
 import inspect
 import io
+import json
 import re
 import tokenize
 from collections.abc import Callable, Iterator
@@ -59,6 +60,14 @@ SHARED_NAMES = (
 )
 """A `global` in a text fed inside its caller's would name the caller's globals, not the
 text's own top-level names: the text would do other than what was reviewed alone."""
+RESPELLED = (
+    '"programs" is written with letters Python reads as others (line {line}): '
+    "write it in plain ASCII"
+)
+"""`programs` spelled with letters NFKC folds into its own (a fullwidth s): Python reads the
+name, but the code that calls saved programs finds it by its ASCII bytes."""
+NOT_FINITE = 'main() parameter "{name}": its default must not hold inf or nan'
+"""A default the save's argument document could not write as a literal."""
 GENERATED = re.compile(r"_cm_.*|_p[0-9]{6}", re.DOTALL)
 """The names the code that runs saved programs binds (`codemode.composition`)."""
 _CONTROLS = ("\x0c", "\x0b")
@@ -109,6 +118,9 @@ def program_signature(source: str) -> Signature:
     reserved = reserved_name(tree)
     if reserved is not None:
         raise SignatureError(RESERVED.format(name=reserved[0]))
+    respelt = respelled(tree, source)
+    if respelt is not None:
+        raise SignatureError(RESPELLED.format(line=respelt.lineno))
     if isinstance(main, ast.AsyncFunctionDef):
         raise SignatureError(ASYNC_MAIN)
     for node in ast.walk(tree):
@@ -129,6 +141,10 @@ def program_signature(source: str) -> Signature:
             raise SignatureError(
                 f'main() parameter "{name}": its default must be a literal of its type'
             ) from None
+        try:
+            json.dumps(value, allow_nan=False)
+        except ValueError:
+            raise SignatureError(NOT_FINITE.format(name=name)) from None
         parameters.append(
             inspect.Parameter(
                 name, inspect.Parameter.KEYWORD_ONLY, default=value, annotation=annotation
@@ -172,6 +188,18 @@ def _names(tree: ast.AST) -> Iterator[tuple[str, ast.AST]]:
             yield from ((name, node) for name in node.names)
         if isinstance(node, ast.MatchClass):
             yield from ((name, node) for name in node.kwd_attrs)
+
+
+def respelled(tree: ast.AST, source: str) -> ast.Name | None:
+    """The first `programs` a text writes in other letters than its ASCII ones (Python
+    folds a fullwidth s into an s), if any."""
+    lines = source.split("\n")
+    for node in sorted(ast.walk(tree), key=lambda n: _place(("", n))):
+        if isinstance(node, ast.Name) and node.id == NAMESPACE:
+            data = lines[node.lineno - 1].encode("utf-8") if node.lineno <= len(lines) else b""
+            if data[node.col_offset : node.end_col_offset] != NAMESPACE.encode():
+                return node
+    return None
 
 
 def _place(found: tuple[str, ast.AST]) -> tuple[int, int]:
