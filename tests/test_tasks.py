@@ -423,12 +423,23 @@ class Recorded(MemoryStore):
         holder: tuple[str, str] | None = None,
         pinned: bool = False,
     ) -> bool:
+        record = holder is not None and holder[0] == key + ":lease"  # a task's record
+        if record:
+            await self.writing_record()
         written = await super().put(key, value, seconds, holder=holder, pinned=pinned)
         if key.endswith(":lease"):
             self.events.append("renewed" if written else "renewal refused")
         elif key.endswith(":cancel"):
             self.events.append("cancel asked")
+        if record and written:
+            self.wrote_record(key, value)
         return written
+
+    async def writing_record(self) -> None:
+        """Before a task's record is written (a subclass may hold the writer here)."""
+
+    def wrote_record(self, key: str, value: bytes) -> None:
+        """After a task's record was written under `key` (a subclass may open it)."""
 
     async def get(self, key: str) -> bytes | None:
         value = await super().get(key)
@@ -492,19 +503,10 @@ class Held(Recorded):
         self.gate: anyio.Event | None = None
         self.waiting = anyio.Event()
 
-    async def put(
-        self,
-        key: str,
-        value: bytes,
-        seconds: float,
-        *,
-        holder: tuple[str, str] | None = None,
-        pinned: bool = False,
-    ) -> bool:
-        if self.gate is not None and holder is not None and holder[0] == key + ":lease":
+    async def writing_record(self) -> None:
+        if self.gate is not None:
             self.waiting.set()
             await self.gate.wait()
-        return await super().put(key, value, seconds, holder=holder, pinned=pinned)
 
 
 async def test_the_next_beat_is_set_before_a_beats_work() -> None:
@@ -823,29 +825,18 @@ async def test_a_task_waiting_for_a_person_is_cancelled_with_the_calls_it_made(
     assert removed == []
 
 
-class Written(MemoryStore):
-    """A memory store that opens each task record written to it and notes its status, in
+class Written(Recorded):
+    """A recorded store that opens each task record written to it and notes its status, in
     order: every state a reader could have read, however often it polled."""
 
     def __init__(self, clock: ManualClock) -> None:
-        super().__init__(clock.now)
+        super().__init__(clock)
         self.statuses: list[str] = []
         self.sealer = Sealer(KEY, purpose="tasks")
 
-    async def put(
-        self,
-        key: str,
-        value: bytes,
-        seconds: float,
-        *,
-        holder: tuple[str, str] | None = None,
-        pinned: bool = False,
-    ) -> bool:
-        written = await super().put(key, value, seconds, holder=holder, pinned=pinned)
-        if written and holder is not None and holder[0] == key + ":lease":  # a record
-            opened = self.sealer.open(value, key)
-            self.statuses.append(TaskRecord.decode(opened, record_bound(Limits())).status)
-        return written
+    def wrote_record(self, key: str, value: bytes) -> None:
+        opened = self.sealer.open(value, key)
+        self.statuses.append(TaskRecord.decode(opened, record_bound(Limits())).status)
 
 
 async def test_a_cancel_asked_while_it_ran_ends_the_task_its_pause_would_keep() -> None:
