@@ -1,13 +1,26 @@
 """What the continuation tests share: the approval tests' host and call counts
-(approvals are the first user of continuations), and states made by hand."""
+(approvals are the first user of continuations), states made by hand, and a store of
+each kind (in memory, and the session's real Redis server)."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Any
 
-from codemode.continuations import VERSIONS, Ask, Injected, PausedState, freeze
+import pytest
+
+from codemode.continuations import (
+    VERSIONS,
+    Ask,
+    Injected,
+    MemoryStore,
+    PausedState,
+    RedisStore,
+    Store,
+    freeze,
+)
 from codemode.errors import CallRecord, Where
+from codemode.testing import ManualClock
 from tests.approvals.conftest import calls, cm  # noqa: F401  (fixtures)
 
 
@@ -55,3 +68,11 @@ def a_state(**changes: Any) -> PausedState:
         expires_at=1660.0,
     )
     return dataclasses.replace(state, **changes)
+
+
+@pytest.fixture(params=["memory", "redis"])
+def store(request: pytest.FixtureRequest) -> Store:
+    if request.param == "memory":
+        return MemoryStore(ManualClock().now)
+    url: str = request.getfixturevalue("redis_url")
+    return RedisStore(url)

@@ -25,7 +25,6 @@ from codemode.continuations.programs import (
 )
 from codemode.errors import ErrorCode, InvalidRequestError
 from codemode.limits import Limits
-from codemode.testing import ManualClock
 from tests.conftest import CANARY, redis_kept
 
 T = TypeVar("T")
@@ -48,14 +47,6 @@ def a_record(**changes: Any) -> ProgramRecord:
 def secret() -> str:
     """A key no other test uses, so its digests name keys of its own in the shared Redis."""
     return secrets.token_hex(32)
-
-
-@pytest.fixture(params=["memory", "redis"])
-def store(request: pytest.FixtureRequest) -> Store:
-    if request.param == "memory":
-        return MemoryStore(ManualClock().now)
-    url: str = request.getfixturevalue("redis_url")
-    return RedisStore(url)
 
 
 # -- the record ---------------------------------------------------------------------------

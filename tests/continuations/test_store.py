@@ -18,14 +18,6 @@ from codemode.continuations.store import SWEEP_SECONDS
 from codemode.testing import ManualClock
 
 
-@pytest.fixture(params=["memory", "redis"])
-def store(request: pytest.FixtureRequest) -> Store:
-    if request.param == "memory":
-        return MemoryStore(ManualClock().now)
-    url: str = request.getfixturevalue("redis_url")
-    return RedisStore(url)
-
-
 @pytest.fixture
 def key() -> str:
     """A key no other test uses (the Redis server is shared by the session)."""

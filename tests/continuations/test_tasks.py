@@ -56,14 +56,6 @@ def run(step: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(step)
 
 
-@pytest.fixture(params=["memory", "redis"])
-def store(request: pytest.FixtureRequest) -> Store:
-    if request.param == "memory":
-        return MemoryStore(ManualClock().now)
-    url: str = request.getfixturevalue("redis_url")
-    return RedisStore(url)
-
-
 @pytest.fixture
 def secret() -> str:
     """A sealing key no other test uses, so its digests name keys of its own in the
