@@ -8,8 +8,10 @@ import contextlib
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from mcp.types import ElicitRequestFormParams, ElicitResult
 
 from codemode import CodeMode
 from tests.approvals.host import build
@@ -55,3 +57,16 @@ def served(
     finally:
         process.terminate()
         process.wait(10)
+
+
+class Person:
+    """The client's elicitation callback: answers each request, and keeps what it read."""
+
+    def __init__(self, action: str) -> None:
+        self.action = action
+        self.asked: list[ElicitRequestFormParams] = []
+
+    async def __call__(self, context: Any, params: Any) -> ElicitResult:
+        assert isinstance(params, ElicitRequestFormParams)
+        self.asked.append(params)
+        return ElicitResult(action=self.action)  # type: ignore[arg-type]

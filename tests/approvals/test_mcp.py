@@ -22,12 +22,12 @@ import pytest
 from click.testing import CliRunner
 from mcp import Client, ClientSession, MCPError, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.types import CallToolResult, ElicitRequestFormParams, ElicitResult, InputRequiredResult
+from mcp.types import CallToolResult, ElicitResult, InputRequiredResult
 from redis.asyncio import Redis
 
 from codemode.approvals import CLOCK_SKEW_SECONDS, RedisReplayGuard
 from codemode.cli import main
-from tests.approvals.conftest import served
+from tests.approvals.conftest import Person, served
 from tests.approvals.host import CANARY
 from tests.conftest import system_tool
 from tests.e2e.conftest import ROOT, free_port, wait_for_port
@@ -66,19 +66,6 @@ def calls(tmp_path: Path) -> Path:
 
 def ran(calls: Path) -> list[str]:
     return [line.split(" ", 1)[1] for line in calls.read_text().splitlines()]
-
-
-class Person:
-    """The client's elicitation callback: answers each request, and keeps what it read."""
-
-    def __init__(self, action: str) -> None:
-        self.action = action
-        self.asked: list[ElicitRequestFormParams] = []
-
-    async def __call__(self, context: Any, params: Any) -> ElicitResult:
-        assert isinstance(params, ElicitRequestFormParams)
-        self.asked.append(params)
-        return ElicitResult(action=self.action)  # type: ignore[arg-type]
 
 
 def stdio_params(calls: Path) -> StdioServerParameters:

@@ -17,10 +17,11 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.types import CallToolResult, ElicitRequestFormParams, ElicitResult
+from mcp.types import CallToolResult
 
 from codemode import CodeMode
 from codemode.authz import AuthorizationRequest, RequireApproval
+from tests.approvals.conftest import Person
 from tests.conftest import CANARY, build_host
 from tests.e2e.test_sessions import Caller, connected, serve_http
 
@@ -55,19 +56,6 @@ def build() -> CodeMode:
     cm.configure(authorizer=ask_before_saving)
     cm.add_program("twice", TWICE, summary="Twice the count of a record.")
     return cm
-
-
-class Person:
-    """The client's elicitation callback: answers each question, keeping what it read."""
-
-    def __init__(self, action: str) -> None:
-        self.action = action
-        self.asked: list[str] = []
-
-    async def __call__(self, context: Any, params: Any) -> ElicitResult:
-        assert isinstance(params, ElicitRequestFormParams)
-        self.asked.append(params.message)
-        return ElicitResult(action=self.action)  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +103,7 @@ async def test_a_save_is_asked_about_and_kept_only_when_approved(
         status = "saved" if action == "accept" else "declined"
         assert reply["saved"] == {"name": f"programs.{name}", "status": status}
         assert len(person.asked) == 1
-        assert person.asked[0].startswith(f"Keep {name}? ({CANARY})\n\nThe program calls ")
+        assert person.asked[0].message.startswith(f"Keep {name}? ({CANARY})\n\nThe program calls ")
         assert CANARY not in str(reply)
         described = await describe(caller, f"programs.{name}")
         if action == "decline":

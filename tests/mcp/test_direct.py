@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from mcp import Client
-from mcp.types import CallToolResult, ElicitRequestFormParams, ElicitResult
+from mcp.types import CallToolResult
 
 from codemode import CodeMode, SaveAs
 from codemode.authz import AllowAll, AuthorizationRequest, RequireApproval
@@ -21,6 +21,7 @@ from codemode.events import CallCompleted, Event
 from codemode.mcp import build_server
 from codemode.mcp.direct import ANY_JSON, portable, program
 from codemode.mcp.tools import tools
+from tests.approvals.conftest import Person
 from tests.conftest import CANARY, assert_no_canary, build_host
 
 pytestmark = pytest.mark.anyio
@@ -180,19 +181,6 @@ def test_the_program_of_a_call_writes_its_arguments_as_a_literal() -> None:
     )
 
 
-class Person:
-    """The client's elicitation callback: answers each question, keeping what it read."""
-
-    def __init__(self, action: str) -> None:
-        self.action = action
-        self.asked: list[str] = []
-
-    async def __call__(self, context: Any, params: Any) -> ElicitResult:
-        assert isinstance(params, ElicitRequestFormParams)
-        self.asked.append(params.message)
-        return ElicitResult(action=self.action)  # type: ignore[arg-type]
-
-
 def approval_host(ran: list[str]) -> CodeMode:
     def ask(request: AuthorizationRequest) -> RequireApproval | None:
         if request.capability_name == "notes.add":
@@ -220,7 +208,7 @@ async def test_a_call_that_needs_approval_asks_the_person_as_a_programs_does(
         server = build_server(cm, subject="alice")
         async with Client(server, mode=mode, elicitation_callback=person) as client:
             result = await client.call_tool("notes.add", {"text": "hi"})
-    assert person.asked == [
+    assert [asked.message for asked in person.asked] == [
         f"Add a note? ({CANARY})\n\nThe program calls `notes.add` with:\n"
         '```json\n{\n  "text": "hi"\n}\n```'
     ]
