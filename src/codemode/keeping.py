@@ -67,9 +67,9 @@ class Keeping:
         self._shelf: tuple[object, ProgramShelf] | None = None
         self._counted: ProgramShelf | None = None
         self._seen: dict[str | None, tuple[float, str]] = {}
+        """Per subject: when its version was last asked, and the version read."""
         self._shared: tuple[int, dict[str, SavedCapability]] = (0, {})
         """The programs shared with every subject, as last read, and their version."""
-        """Per subject: when its version was last asked, and the version read."""
 
     def move(self, where: bool | str | os.PathLike[str]) -> None:
         """Keep programs in `where` from now on (`CodeMode.configure(programs=...)`, before
@@ -110,21 +110,20 @@ class Keeping:
                 return None
         try:
             shelf = self.shelf()
-            if self._counted is not shelf:  # once per shelf: what it holds that no key opens
-                self._counted, skipped = shelf, _run(shelf.unreadable())
-                if skipped:
-                    log.warning(UNREADABLE, skipped)
-            version = _run(shelf.version(owner))
-            if seen is not None and seen[1] == version:
-                with self._lock:
-                    self._seen[owner] = (now, version)
-                return None
-            records = [_run(shelf.get(owner, name)) for name in _run(shelf.names(owner))]
+            count, self._counted = self._counted is not shelf, shelf  # once per shelf
+            known = None if seen is None else seen[1]
+            skipped, version, records = _run(_look(shelf, owner, count, known))
         except Exception:
+            if count:
+                self._counted = None  # counted at the next read that gets through
             log.warning("the saved programs of a subject could not be read", exc_info=True)
             return None
+        if skipped:
+            log.warning(UNREADABLE, skipped)
         with self._lock:
             self._seen[owner] = (now, version)
+        if records is None:
+            return None
         return {c.name: c for c in (_capability(r, owner) for r in records) if c is not None}
 
     def shared(self) -> tuple[int, dict[str, SavedCapability]]:
@@ -162,6 +161,20 @@ class Keeping:
         with self._lock:
             self._seen.pop(owner, None)
         return gone
+
+
+async def _look(
+    shelf: ProgramShelf, owner: str | None, count: bool, known: str | None
+) -> tuple[int, str, list[ProgramRecord | None] | None]:
+    """One exchange with the shelf for a read of `owner`'s programs: how many records no
+    key opens (asked when `count`), the version it holds, and its records when that
+    version is not `known` (None when it is). One loop and thread for the whole read,
+    rather than one for each request in it."""
+    skipped = await shelf.unreadable() if count else 0
+    version = await shelf.version(owner)
+    if version == known:
+        return skipped, version, None
+    return skipped, version, [await shelf.get(owner, name) for name in await shelf.names(owner)]
 
 
 def _capability(record: ProgramRecord | None, owner: str | None) -> SavedCapability | None:
